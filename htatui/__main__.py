@@ -1,0 +1,3 @@
+from htatui.cli import main
+
+raise SystemExit(main())

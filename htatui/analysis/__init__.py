@@ -1,0 +1,1 @@
+"""Pure analysis functions over loaded traces: polars in, polars out, no Textual, no printing."""

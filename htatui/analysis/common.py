@@ -1,0 +1,221 @@
+"""What every view shares: options, event selection, kernel typing, interval merging, steps.
+
+Default semantics are corrected (reference §0.1, §0.3); `hta_compat=True` switches the few
+places where HTA 0.6.1 differs (its selectors, name-only typing, ns rounding). docs/semantics.md
+lists every difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.trace.frame import PROFILER_STEP
+from htatui.trace.model import TraceSet, empty_events
+
+COMPUTATION = "COMPUTATION"
+COMMUNICATION = "COMMUNICATION"
+MEMORY = "MEMORY"
+OTHER = "OTHER"
+KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
+
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+"""What htatui calls GPU activity: kernels, copies and memsets (syncs are not work)."""
+
+IDLE_CATS_COMPAT = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+"""HTA's idle-time selector S3 (capitalised aliases are already folded by the loader)."""
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """Options every view takes: which ranks, HTA-compatible numbers, and the step filter."""
+
+    ranks: tuple[int, ...] | None = None
+    hta_compat: bool = False
+    include_last_step: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Events of the chosen ranks after the step filter (and HTA rounding in compat mode)."""
+
+    events: pl.DataFrame
+    steps_used: dict[int, list[int]]
+    hta_compat: bool
+
+
+def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
+    """Select ranks, apply HTA's ns rounding in compat mode, then drop the last ProfilerStep."""
+    ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    frames: list[pl.DataFrame] = []
+    steps_used: dict[int, list[int]] = {}
+    for rank in ranks:
+        rank_trace = traces.ranks[rank]
+        events = rank_trace.events.filter(pl.col("ph") == "X")
+        if options.hta_compat and rank_trace.meta.fractional_ts:
+            events = round_like_hta(events)
+        events, steps = filter_last_step(events, options.include_last_step, options.hta_compat)
+        frames.append(events)
+        steps_used[rank] = steps
+    events = pl.concat(frames, how="vertical") if frames else empty_events()
+    return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
+
+
+def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
+    """HTA's ns rounding (reference §B.5): ceil the start, floor the end, dur = end − start."""
+    return events.with_columns(ts=pl.col("ts").ceil(), end=pl.col("end").floor()).with_columns(
+        dur=pl.col("end") - pl.col("ts")
+    )
+
+
+def is_device_row(hta_compat: bool) -> pl.Expr:
+    """HTA's S2 'GPU kernel' rows (compat) or htatui's device rows with a launch correlation."""
+    if hta_compat:
+        return (
+            (pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)
+        ) | pl.col("name").cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
+    return pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col(
+        "correlation"
+    ).is_not_null()
+
+
+def filter_last_step(
+    events: pl.DataFrame, include_last_step: bool, hta_compat: bool
+) -> tuple[pl.DataFrame, list[int]]:
+    """Drop the final ProfilerStep the way HTA does (reference §B.6); return the steps kept.
+
+    With fewer than two steps nothing is dropped. Host rows are kept when they start before
+    the last step starts (or, with include_last_step, by its end); device rows are kept only
+    when their correlation id belongs to a kept host row. Rows before the first step stay.
+    """
+    step_rows = events.filter(pl.col("name").cast(pl.Utf8).str.contains(PROFILER_STEP.pattern)).select(
+        "ts", "end", step=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
+    )
+    steps = sorted(set(step_rows["step"].to_list()))
+    if len(steps) < 2:
+        return events, steps
+    last = step_rows.sort("ts").tail(1)
+    cutoff = pl.col("ts") <= last["end"][0] if include_last_step else pl.col("ts") < last["ts"][0]
+    device = is_device_row(hta_compat)
+    host = events.filter(~device & cutoff)
+    kept_correlations = host["correlation"].drop_nulls().unique()
+    devices = events.filter(device & pl.col("correlation").is_in(kept_correlations.implode()))
+    kept = pl.concat([host, devices], how="vertical").sort("index")
+    used = steps if include_last_step else [s for s in steps if s != last["step"][0]]
+    return kept, used
+
+
+def gpu_events(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
+    """GPU activity: kernels, copies and memsets by category; HTA's `stream != -1` in compat."""
+    if hta_compat:
+        return events.filter(pl.col("stream").is_not_null() & (pl.col("stream") != -1) & (pl.col("cat") != "Trace"))
+    return events.filter(pl.col("cat").cast(pl.Utf8).is_in(GPU_ACTIVITY_CATS))
+
+
+def kernel_type(hta_compat: bool) -> pl.Expr:
+    """COMPUTATION / COMMUNICATION / MEMORY / OTHER for each GPU row (reference §0.1).
+
+    Corrected: copies and memsets are MEMORY by category, syncs OTHER, and kernels are typed
+    by name: NCCL, RCCL and HCCL kernels (any case) are COMMUNICATION, ROCm copy kernels MEMORY.
+    Compat: HTA's name-only prefix rules, quirks included.
+    """
+    name = pl.col("name").cast(pl.Utf8)
+    if hta_compat:
+        comm = (
+            name.str.starts_with("nccl")
+            | name.str.starts_with("hip")
+            | name.str.starts_with("hccl")
+            | name.str.contains("ncclKernel", literal=True)
+        )
+        memory = (
+            name.str.starts_with("Memcpy")
+            | name.str.starts_with("hipMemcpy")
+            | name.str.starts_with("Memset")
+            | name.str.starts_with("hipMemset")
+            | name.str.starts_with("dma")
+        )
+        not_compute = (
+            name.str.starts_with("nccl")
+            | name.str.contains("Memcpy", literal=True)
+            | name.str.contains("Memset", literal=True)
+            | name.str.contains("dma", literal=True)
+            | name.str.contains("Sync", literal=True)
+            | name.str.starts_with("Stream Wait Event")
+            | (name.str.starts_with("cuda") & name.str.contains("LaunchKernel", literal=True))
+            | name.str.contains(
+                r"^(runFunction|hip|job_exe|packet|pe_exe|cpum_exe_subgraph|hccl|collective_subgraph_execution)"
+            )
+        )
+        return (
+            pl.when(comm)
+            .then(pl.lit(COMMUNICATION))
+            .when(memory)
+            .then(pl.lit(MEMORY))
+            .when(~not_compute)
+            .then(pl.lit(COMPUTATION))
+            .otherwise(pl.lit(OTHER))
+        )
+    cat = pl.col("cat").cast(pl.Utf8)
+    lowered = name.str.to_lowercase()
+    comm_kernel = lowered.str.contains(r"^(nccl|rccl|hccl)|nccl(dev)?kernel|rccl|collective_subgraph_execution")
+    copy_kernel = name.str.starts_with("__amd_rocclr_copyBuffer") | name.str.starts_with("__amd_rocclr_fillBuffer")
+    return (
+        pl.when(cat.is_in(["gpu_memcpy", "gpu_memset"]))
+        .then(pl.lit(MEMORY))
+        .when(cat == "kernel")
+        .then(
+            pl.when(comm_kernel)
+            .then(pl.lit(COMMUNICATION))
+            .when(copy_kernel)
+            .then(pl.lit(MEMORY))
+            .otherwise(pl.lit(COMPUTATION))
+        )
+        .when(cat == "mtia_ccp_events")
+        .then(pl.lit(COMPUTATION))
+        .otherwise(pl.lit(OTHER))
+    )
+
+
+def merge_intervals(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Union of [ts, end) intervals per group (reference §0.2): columns by + ts, end.
+
+    A new merged interval starts when an interval starts strictly after the running maximum end
+    of the group so far; touching intervals merge.
+    """
+    if intervals.height == 0:
+        return intervals.select(*by, "ts", "end")
+    ordered = intervals.select(*by, "ts", "end").sort([*by, "ts"])
+    previous_max_end = pl.col("end").cum_max().shift(1).over(by) if by else pl.col("end").cum_max().shift(1)
+    grouped = ordered.with_columns(
+        _new=(pl.col("ts") > previous_max_end).fill_null(True),
+    ).with_columns(_group=pl.col("_new").cast(pl.Int64).cum_sum())
+    return grouped.group_by([*by, "_group"], maintain_order=True).agg(
+        ts=pl.col("ts").min(), end=pl.col("end").max()
+    ).drop("_group")
+
+
+def busy_time(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Σ(merged end − merged start) per group, as column `busy_us`."""
+    merged = merge_intervals(intervals, by)
+    if not by:
+        return pl.DataFrame({"busy_us": [float((merged["end"] - merged["ts"]).sum() or 0.0)]})
+    return merged.group_by(by, maintain_order=True).agg(busy_us=(pl.col("end") - pl.col("ts")).sum())
+
+
+_TEMPLATE_OR_ARGS = r"<[^<>]*>|\([^()]*\)"
+
+
+def shorten_name(name: str) -> str:
+    """HTA's shorten_name: drop '->', balanced <…> and (…) groups, keep the last word."""
+    if name.startswith(("Memcpy", "Memset")) or ("<" not in name and "(" not in name):
+        return name
+    import re
+
+    text = name.replace("->", "")
+    previous = None
+    while previous != text:
+        previous = text
+        text = re.sub(_TEMPLATE_OR_ARGS, "", text)
+    parts = text.split()
+    return parts[-1] if parts else name

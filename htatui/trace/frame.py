@@ -1,0 +1,242 @@
+"""Typed events → one polars frame per rank, plus the metadata record and iterations."""
+
+from __future__ import annotations
+
+import re
+from operator import attrgetter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+import msgspec
+
+from htatui.trace.decode import (
+    DEVICE_ARGS_DECODER,
+    HOST_ARGS_DECODER,
+    META_ARGS_DECODER,
+    DeviceArgs,
+    Event,
+    HostArgs,
+    TraceDoc,
+)
+from htatui.trace.model import EVENT_SCHEMA, TraceMeta
+
+# 2021-era Kineto wrote capitalised categories; they are stored under today's names.
+CATEGORY_ALIASES = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "Operator": "cpu_op",
+    "Driver": "cuda_driver",
+    "User Annotation": "user_annotation",
+    "gpu_user_Annotation": "gpu_user_annotation",
+}
+
+PROFILER_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
+
+
+# Host categories whose args carry correlation / External id / stream; device categories
+# carry the kernel and copy details. Everything else (python_function, flows, instants) has
+# no args htatui reads, so its args are never decoded.
+_HOST_ARG_CATS = frozenset(
+    {"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation", "gpu_user_annotation",
+     "mtia_runtime", "xpu_runtime", "privateuse1_runtime", "privateuse1_driver",
+     "Runtime", "Operator", "Driver"}
+)
+_DEVICE_ARG_CATS = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events",
+     "Kernel", "Memcpy", "Memset"}
+)
+_HOST_FIELDS = ("correlation", "stream", "external_id", "kernel")
+_DEVICE_FIELDS = tuple(f for f in DeviceArgs.__struct_fields__)
+
+
+def build_meta(doc: TraceDoc, events: list[Event]) -> TraceMeta:
+    fractional_ts = float in set(map(type, map(attrgetter("ts"), events)))
+    process_names: dict[str, str] = {}
+    process_labels: dict[str, str] = {}
+    thread_names: dict[tuple[str, str], str] = {}
+    for event in events:
+        if event.ph != "M" or not event.args:
+            continue
+        try:
+            payload = META_ARGS_DECODER.decode(event.args)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        pid = str(event.pid)
+        if event.name == "process_name" and payload.name is not None:
+            process_names[pid] = str(payload.name)
+        elif event.name == "process_labels" and payload.labels is not None:
+            process_labels[pid] = str(payload.labels)
+        elif event.name == "thread_name" and payload.name is not None:
+            thread_names[(pid, str(event.tid))] = str(payload.name)
+    base = doc.baseTimeNanoseconds
+    return TraceMeta(
+        schema_version=doc.schemaVersion if isinstance(doc.schemaVersion, int) else None,
+        device_properties=tuple(doc.deviceProperties or ()),
+        distributed_info=doc.distributedInfo,
+        base_time_ns=int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
+        display_time_unit=str(doc.displayTimeUnit) if doc.displayTimeUnit is not None else None,
+        trace_name=str(doc.traceName) if doc.traceName is not None else None,
+        process_names=process_names,
+        process_labels=process_labels,
+        thread_names=thread_names,
+        fractional_ts=fractional_ts,
+    )
+
+
+def _ints(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Int64, strict=False)
+
+
+def _floats(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Float64, strict=False)
+
+
+def _texts(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Utf8, strict=False)
+
+
+def _dims(values: Sequence[Any]) -> pl.Series:
+    """grid/block lists of a kernel as 'x,y,z' text."""
+    return _texts([",".join(map(str, x)) if type(x) is list else None for x in values])
+
+
+_DEVICE_COLUMNS: dict[str, tuple[str, Callable[[Sequence[Any]], pl.Series]]] = {
+    "device": ("device", _ints),
+    "bytes": ("nbytes", _ints),
+    "memory_bw_gbps": ("memory_bw", _floats),
+    "collective_name": ("collective_name", _texts),
+    "in_msg_nelems": ("in_msg_nelems", _ints),
+    "out_msg_nelems": ("out_msg_nelems", _ints),
+    "in_msg_size": ("in_msg_size", _ints),
+    "out_msg_size": ("out_msg_size", _ints),
+    "group_size": ("group_size", _ints),
+    "pg_name": ("pg_name", _texts),
+    "msg_dtype": ("msg_dtype", _texts),
+    "grid": ("grid", _dims),
+    "block": ("block", _dims),
+    "occupancy_pct": ("occupancy", _floats),
+    "blocks_per_sm": ("blocks_per_sm", _floats),
+    "warps_per_sm": ("warps_per_sm", _floats),
+    "registers_per_thread": ("registers", _ints),
+    "shared_memory": ("shared_memory", _ints),
+    "wait_on_stream": ("wait_on_stream", _ints),
+}
+
+
+def _decode_args(
+    events: list[Event], rows: list[int], decoder: msgspec.json.Decoder[Any], empty: Any
+) -> list[Any]:
+    decode = decoder.decode
+    out = []
+    for i in rows:
+        raw = events[i].args
+        try:
+            out.append(decode(raw) if raw else empty)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(empty)
+    return out
+
+
+def _stream_ints(values: Sequence[Any]) -> pl.Series:
+    # AMD runtime events carry hex strings ("0x0"); HTA treats them as no stream, and so do we.
+    return _ints([v if type(v) is int else None for v in values])
+
+
+def build_frame(all_events: list[Event]) -> pl.DataFrame:
+    """All non-metadata events as typed columns, in file order; `index` is the file position."""
+    positions = [i for i, e in enumerate(all_events) if e.ph != "M"]
+    events = all_events if len(positions) == len(all_events) else [all_events[i] for i in positions]
+    cats = list(map(attrgetter("cat"), events))
+    frame = pl.DataFrame(
+        {
+            "index": pl.Series(positions, dtype=pl.Int64),
+            "ph": _texts(list(map(attrgetter("ph"), events))),
+            "cat": _texts(cats).replace(CATEGORY_ALIASES),
+            "name": _texts(list(map(attrgetter("name"), events))),
+            "pid": _texts(list(map(str, map(attrgetter("pid"), events)))),
+            "tid": _texts(list(map(str, map(attrgetter("tid"), events)))),
+            "ts": _floats(list(map(attrgetter("ts"), events))),
+            "dur": _floats(list(map(attrgetter("dur"), events))),
+            "flow_id": _ints(list(map(attrgetter("id"), events))),
+        }
+    )
+    host_rows = [i for i, c in enumerate(cats) if c in _HOST_ARG_CATS]
+    device_rows = [i for i, c in enumerate(cats) if c in _DEVICE_ARG_CATS]
+    host = _decode_args(events, host_rows, HOST_ARGS_DECODER, HostArgs())
+    device = _decode_args(events, device_rows, DEVICE_ARGS_DECODER, DeviceArgs())
+    both: list[HostArgs | DeviceArgs] = [*device, *host]
+    args_frame = pl.DataFrame(
+        {
+            "_row": pl.Series(device_rows + host_rows, dtype=pl.UInt32),
+            "stream": _stream_ints([a.stream for a in both]),
+            "correlation": _ints([a.correlation for a in both]),
+            "external_id": _ints([a.external_id for a in both]),
+            "launched_kernel": _texts([None] * len(device) + [a.kernel for a in host]),
+        }
+        | {
+            col: convert([getattr(a, field) for a in device]).extend_constant(None, len(host))
+            for col, (field, convert) in _DEVICE_COLUMNS.items()
+        }
+    )
+    frame = frame.with_row_index("_row").join(args_frame, on="_row", how="left", maintain_order="left").drop("_row")
+    frame = frame.with_columns(
+        rank=pl.lit(0, dtype=pl.Int32),
+        end=pl.col("ts") + pl.col("dur"),
+        # Flow ids only mean something on flow events; elsewhere `id` is unrelated.
+        flow_id=pl.when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.col("flow_id")),
+        device=pl.when(pl.col("device").is_not_null())
+        .then(pl.col("device"))
+        .when(pl.col("cat").is_in(_GPU_CATS))
+        .then(pl.col("pid").cast(pl.Int64, strict=False)),
+    )
+    frame = add_iterations(frame)
+    return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items()])
+
+
+def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
+    """Each event's ProfilerStep number, as HTA assigns it (reference §0.4), corrected.
+
+    Host rows take the step whose [ts, end) holds their start; device rows with a correlation
+    inherit the step of the host row with the same correlation id (on every stream, including
+    the AMD default stream 0 that HTA leaves out).
+    """
+    steps = (
+        frame.filter(pl.col("ph") == "X")
+        .select(
+            step_ts=pl.col("ts"),
+            step_end=pl.col("end"),
+            iteration=pl.col("name").str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
+        )
+        .drop_nulls("iteration")
+        .sort("step_ts")
+    )
+    if steps.height == 0:
+        return frame.with_columns(iteration=pl.lit(None, dtype=pl.Int64))
+    # The latest step starting at or before each event's start, if the event starts inside it.
+    position = steps["step_ts"].search_sorted(frame["ts"].fill_null(float("-inf")), side="right") - 1
+    candidate = position.clip(0, steps.height - 1)
+    by_start = pl.DataFrame(
+        {
+            "hit": (position >= 0)
+            & (frame["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
+            "step": steps["iteration"].gather(candidate),
+        }
+    ).select(pl.when(pl.col("hit")).then(pl.col("step")))["step"]
+    frame = frame.with_columns(iteration=by_start)
+    is_device = pl.col("cat").is_in(_GPU_CATS) & pl.col("correlation").is_not_null()
+    host_steps = (
+        frame.filter(~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null())
+        .group_by("correlation")
+        .agg(pl.col("iteration").first())
+    )
+    inherited = pl.col("correlation").replace_strict(
+        host_steps["correlation"], host_steps["iteration"], default=None, return_dtype=pl.Int64
+    )
+    return frame.with_columns(
+        iteration=pl.when(is_device).then(inherited).otherwise(pl.col("iteration"))
+    )

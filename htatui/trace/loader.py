@@ -1,0 +1,238 @@
+"""Load a job: discover files, parse ranks in parallel processes (or the cache), align ranks."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from htatui.trace import cache
+from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
+from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.model import (
+    RANK_FROM_FILENAME,
+    RANK_FROM_ORDER,
+    RANK_FROM_TRACE,
+    LoadProblem,
+    RankTrace,
+    TraceMeta,
+    TraceSet,
+)
+
+
+class LoadError(Exception):
+    """Nothing usable could be loaded; the message is one line naming the file(s)."""
+
+
+class LoadCancelled(Exception):
+    """The caller cancelled the load."""
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """One file finished (parsed, read from cache, or failed)."""
+
+    done: int
+    total: int
+    path: Path
+    from_cache: bool
+
+
+ProgressCallback = Callable[[LoadProgress], None]
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    path: Path
+    events: pl.DataFrame
+    meta: TraceMeta
+    warnings: list[str]
+
+
+def parse_file(path: Path) -> ParsedFile:
+    """Read, decode and frame one trace file (runs in a worker process)."""
+    try:
+        raw = read_bytes(path)
+    except PermissionError:
+        raise TraceFormatError("cannot be read (permission denied)") from None
+    except IsADirectoryError:
+        raise TraceFormatError("is a folder, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(f"cannot be read ({exc.strerror or exc})") from None
+    # The cyclic GC re-scans millions of fresh objects while decoding; it finds no cycles here.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        doc, warnings = decode_trace(raw)
+        del raw
+        if doc.traceEvents is None:
+            raise TraceFormatError("not a Chrome trace (no traceEvents)")
+        meta = build_meta(doc, doc.traceEvents)
+        events = build_frame(doc.traceEvents)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if events.height == 0:
+        raise TraceFormatError("trace has no events")
+    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+
+
+def _parse_or_problem(path: Path, use_cache: bool) -> ParsedFile | LoadProblem:
+    try:
+        parsed = parse_file(path)
+    except TraceFormatError as exc:
+        return LoadProblem(path, str(exc))
+    except MemoryError:
+        return LoadProblem(path, "out of memory while parsing")
+    if use_cache:
+        cache.store(path, parsed.events, parsed.meta, parsed.warnings)
+    return parsed
+
+
+def load_traces(
+    paths: list[Path],
+    *,
+    use_cache: bool = True,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    max_workers: int | None = None,
+) -> TraceSet:
+    """Load every trace named by `paths` (folders or files) into a TraceSet.
+
+    Raises LoadError when no file could be loaded or two files claim one rank; files that
+    fail among good ones are listed in `TraceSet.problems`.
+    """
+    try:
+        found = discover(paths)
+    except DiscoveryError as exc:
+        raise LoadError(str(exc)) from None
+    results = _parse_all(found.files, use_cache, progress, cancel, max_workers)
+    parsed = [r for r in results if isinstance(r, ParsedFile)]
+    problems = tuple(r for r in results if isinstance(r, LoadProblem))
+    if not parsed:
+        if len(problems) == 1:
+            raise LoadError(str(problems[0]))
+        raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
+    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
+    ranks, rank_notes = _assign_ranks(parsed)
+    notes.extend(rank_notes)
+    return TraceSet(ranks=_align(ranks), problems=problems, notes=tuple(notes))
+
+
+def _parse_all(
+    files: list[Path],
+    use_cache: bool,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+    max_workers: int | None,
+) -> list[ParsedFile | LoadProblem]:
+    results: dict[Path, ParsedFile | LoadProblem] = {}
+    done = 0
+
+    def report(path: Path, from_cache: bool) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
+
+    to_parse: list[Path] = []
+    for path in files:
+        hit = cache.load_cached(path) if use_cache else None
+        if hit is None:
+            to_parse.append(path)
+            continue
+        events, meta, warnings = hit
+        results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+        report(path, True)
+    workers = min(len(to_parse), max_workers or os.cpu_count() or 1)
+    if workers <= 1:
+        for path in to_parse:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled
+            results[path] = _parse_or_problem(path, use_cache)
+            report(path, False)
+    else:
+        # spawn, not fork: the parent may already run polars threads, which fork would copy.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures: dict[Future[ParsedFile | LoadProblem], Path] = {
+                pool.submit(_parse_or_problem, path, use_cache): path for path in to_parse
+            }
+            for future in as_completed(futures):
+                if cancel is not None and cancel.is_set():
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise LoadCancelled
+                path = futures[future]
+                try:
+                    results[path] = future.result()
+                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
+                    results[path] = LoadProblem(path, f"parser failed ({type(exc).__name__})")
+                report(path, False)
+    return [results[path] for path in files]
+
+
+def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:
+    """distributedInfo.rank first, then the file name, then distinct ranks in name order."""
+    claimed: dict[int, tuple[ParsedFile, str]] = {}
+    unclaimed: list[ParsedFile] = []
+    for item in parsed:
+        rank, source = item.meta.claimed_rank, RANK_FROM_TRACE
+        if rank is None:
+            rank, source = rank_from_filename(item.path), RANK_FROM_FILENAME
+        if rank is None:
+            unclaimed.append(item)
+            continue
+        if rank in claimed:
+            other = claimed[rank][0].path
+            raise LoadError(f"{other} and {item.path}: both are rank {rank}; load them separately")
+        claimed[rank] = (item, source)
+    notes: list[str] = []
+    next_rank = 0
+    for item in sorted(unclaimed, key=lambda p: p.path.name):
+        while next_rank in claimed:
+            next_rank += 1
+        claimed[next_rank] = (item, RANK_FROM_ORDER)
+        notes.append(f"{item.path}: no rank in the trace or its name; using rank {next_rank}")
+    return dict(sorted(claimed.items())), notes
+
+
+def _align(ranks: dict[int, tuple[ParsedFile, str]]) -> dict[int, RankTrace]:
+    """Put every rank on one time base: µs since the job's earliest event, in absolute time.
+
+    Absolute time is baseTimeNanoseconds + ts when the trace has a base (Kineto's relative
+    timestamps), else ts itself (older traces write µs since the epoch). The shift is computed
+    in integer ns so no precision is lost on 1.7e15-µs epoch values.
+    """
+    starts: dict[int, int] = {}
+    for rank, (item, _) in ranks.items():
+        first = item.events["ts"].min()
+        first_ns = round(float(first) * 1000) if isinstance(first, (int, float)) else 0
+        starts[rank] = (item.meta.base_time_ns or 0) + first_ns
+    # Floored to a whole µs so that integer-µs shifts keep HTA's ceil/floor rounding comparable.
+    origin_ns = min(starts.values()) // 1000 * 1000
+    aligned: dict[int, RankTrace] = {}
+    for rank, (item, source) in ranks.items():
+        shift_us = ((item.meta.base_time_ns or 0) - origin_ns) / 1000.0
+        events = item.events.with_columns(
+            rank=pl.lit(rank, dtype=pl.Int32),
+            ts=pl.col("ts") + shift_us,
+            end=pl.col("end") + shift_us,
+        )
+        aligned[rank] = RankTrace(
+            rank=rank,
+            path=item.path,
+            rank_source=source,
+            events=events,
+            meta=item.meta,
+            shift_us=shift_us,
+            warnings=tuple(item.warnings),
+        )
+    return aligned

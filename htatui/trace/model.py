@@ -1,0 +1,146 @@
+"""The loaded job: one polars frame of events per rank plus a small metadata record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+# Where a rank number came from, in order of trust.
+RANK_FROM_TRACE = "distributedInfo"
+RANK_FROM_FILENAME = "filename"
+RANK_FROM_ORDER = "order"
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Top-level trace metadata and the labels carried by `ph: M` events."""
+
+    schema_version: int | None = None
+    device_properties: tuple[dict[str, Any], ...] = ()
+    distributed_info: dict[str, Any] | None = None
+    base_time_ns: int | None = None
+    display_time_unit: str | None = None
+    trace_name: str | None = None
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    fractional_ts: bool = False
+    """True when the file wrote timestamps as floats (ns-resolution Kineto); HTA rounds those."""
+
+    @property
+    def claimed_rank(self) -> int | None:
+        """The rank written in `distributedInfo.rank`, if it is a whole number."""
+        info = self.distributed_info or {}
+        value = info.get("rank")
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        return None
+
+    @property
+    def device_name(self) -> str:
+        """A short description of the accelerator, e.g. 'NVIDIA A100-SXM4-40GB'."""
+        names = sorted({str(p.get("name", "")) for p in self.device_properties if p.get("name")})
+        if names:
+            return ", ".join(names)
+        backend = str((self.distributed_info or {}).get("backend", ""))
+        return "MTIA" if "mtia" in backend else "unknown"
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """One rank: its file, where its rank number came from, its events and metadata.
+
+    `events.ts` is in µs on the job's common time base (see `htatui.trace.align`);
+    `shift_us` was added to the file's own `ts` values to get there.
+    """
+
+    rank: int
+    path: Path
+    rank_source: str
+    events: pl.DataFrame
+    meta: TraceMeta
+    shift_us: float = 0.0
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """A file that could not be loaded, and why, in one line."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class TraceSet:
+    """The loaded job: ranks in ascending order plus the files that were skipped."""
+
+    ranks: dict[int, RankTrace]
+    problems: tuple[LoadProblem, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return sorted(self.ranks)
+
+    def events(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        """All events of the chosen ranks (all by default) in one frame with a `rank` column."""
+        chosen = self.rank_ids if ranks is None else [r for r in ranks if r in self.ranks]
+        frames = [self.ranks[r].events for r in chosen]
+        if not frames:
+            return empty_events()
+        return pl.concat(frames, how="vertical")
+
+
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "index": pl.Int64(),
+    "ph": pl.Categorical(),
+    "cat": pl.Categorical(),
+    "name": pl.Categorical(),
+    "pid": pl.Categorical(),
+    "tid": pl.Categorical(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
+    "end": pl.Float64(),
+    "stream": pl.Int64(),
+    "device": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "flow_id": pl.Int64(),
+    "iteration": pl.Int64(),
+    "bytes": pl.Int64(),
+    "memory_bw_gbps": pl.Float64(),
+    "collective_name": pl.Utf8(),
+    "in_msg_nelems": pl.Int64(),
+    "out_msg_nelems": pl.Int64(),
+    "in_msg_size": pl.Int64(),
+    "out_msg_size": pl.Int64(),
+    "group_size": pl.Int64(),
+    "pg_name": pl.Utf8(),
+    "msg_dtype": pl.Utf8(),
+    "grid": pl.Utf8(),
+    "block": pl.Utf8(),
+    "occupancy_pct": pl.Float64(),
+    "blocks_per_sm": pl.Float64(),
+    "warps_per_sm": pl.Float64(),
+    "registers_per_thread": pl.Int64(),
+    "shared_memory": pl.Int64(),
+    "wait_on_stream": pl.Int64(),
+    "launched_kernel": pl.Utf8(),
+}
+"""Columns of every rank's event frame (µs floats for time; null where an event lacks a value)."""
+
+
+def empty_events() -> pl.DataFrame:
+    return pl.DataFrame(schema=EVENT_SCHEMA)

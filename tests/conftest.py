@@ -1,0 +1,43 @@
+"""Shared fixtures: the real traces beside the checkout, generated traces, an isolated cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from htatui.trace import TraceSet, load_traces
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own cache dir, so no test depends on another's cached parse."""
+    folder = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("HTATUI_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """../shared/traces beside the checkout; tests that need it skip when it is absent."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not found at {SHARED_TRACES} (clone with ../shared beside it)")
+    return SHARED_TRACES
+
+
+_LOADED: dict[str, TraceSet] = {}
+
+
+@pytest.fixture(scope="session")
+def load_shared(shared_traces: Path):  # type: ignore[no-untyped-def]
+    """Load a ../shared/traces folder once per session (without the cache)."""
+
+    def load(folder: str) -> TraceSet:
+        if folder not in _LOADED:
+            _LOADED[folder] = load_traces([shared_traces / folder], use_cache=False, max_workers=1)
+        return _LOADED[folder]
+
+    return load
