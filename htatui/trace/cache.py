@@ -74,7 +74,7 @@ def load_cached(path: Path) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
         key = cache_key(path)
         folder = cache_dir()
         meta, warnings = _meta_from_json((folder / f"{key}.json").read_bytes())
-        events = pl.read_ipc(folder / f"{key}.arrow", memory_map=False)
+        events = pl.read_ipc(folder / f"{key}.arrow")
     except Exception:  # noqa: BLE001 - any failure means "rebuild"
         return None
     if events.schema != pl.Schema(EVENT_SCHEMA):

@@ -142,13 +142,23 @@ def _decode_args(
     return out
 
 
+def _lossy(name: str, values: list[Any], series: pl.Series) -> str | None:
+    """A warning when converting `values` nulled some non-null value (e.g. an int ≥ 2**63)."""
+    lost = series.null_count() - values.count(None)
+    return f"{lost} value(s) of '{name}' did not fit a 64-bit number and were dropped" if lost else None
+
+
 def _stream_ints(values: Sequence[Any]) -> pl.Series:
     # AMD runtime events carry hex strings ("0x0"); HTA treats them as no stream, and so do we.
     return _ints([v if type(v) is int else None for v in values])
 
 
-def build_frame(all_events: list[Event]) -> pl.DataFrame:
-    """All non-metadata events as typed columns, in file order; `index` is the file position."""
+def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> pl.DataFrame:
+    """All non-metadata events as typed columns, in file order; `index` is the file position.
+
+    Values that do not fit their column (an integer wider than 64 bits, text where a number
+    belongs) become null; one warning per column says so.
+    """
     positions = [i for i, e in enumerate(all_events) if e.ph != "M"]
     events = all_events if len(positions) == len(all_events) else [all_events[i] for i in positions]
     cats = list(map(attrgetter("cat"), events))
@@ -170,17 +180,27 @@ def build_frame(all_events: list[Event]) -> pl.DataFrame:
     host = _decode_args(events, host_rows, HOST_ARGS_DECODER, HostArgs())
     device = _decode_args(events, device_rows, DEVICE_ARGS_DECODER, DeviceArgs())
     both: list[HostArgs | DeviceArgs] = [*device, *host]
+    raw_columns: dict[str, list[Any]] = {
+        "correlation": [a.correlation for a in both],
+        "external_id": [a.external_id for a in both],
+    } | {col: [getattr(a, field) for a in device] for col, (field, _) in _DEVICE_COLUMNS.items()}
+    converters = {"correlation": _ints, "external_id": _ints} | {
+        col: convert for col, (_, convert) in _DEVICE_COLUMNS.items()
+    }
+    converted = {col: converters[col](values) for col, values in raw_columns.items()}
+    for col, values in raw_columns.items():
+        message = _lossy(col, values, converted[col]) if converters[col] is not _texts else None
+        if message and warnings is not None:
+            warnings.append(message)
     args_frame = pl.DataFrame(
         {
             "_row": pl.Series(device_rows + host_rows, dtype=pl.UInt32),
             "stream": _stream_ints([a.stream for a in both]),
-            "correlation": _ints([a.correlation for a in both]),
-            "external_id": _ints([a.external_id for a in both]),
             "launched_kernel": _texts([None] * len(device) + [a.kernel for a in host]),
         }
         | {
-            col: convert([getattr(a, field) for a in device]).extend_constant(None, len(host))
-            for col, (field, convert) in _DEVICE_COLUMNS.items()
+            col: series if col in ("correlation", "external_id") else series.extend_constant(None, len(host))
+            for col, series in converted.items()
         }
     )
     frame = frame.with_row_index("_row").join(args_frame, on="_row", how="left", maintain_order="left").drop("_row")
@@ -218,7 +238,7 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     if steps.height == 0:
         return frame.with_columns(iteration=pl.lit(None, dtype=pl.Int64))
     # The latest step starting at or before each event's start, if the event starts inside it.
-    position = steps["step_ts"].search_sorted(frame["ts"].fill_null(float("-inf")), side="right") - 1
+    position = steps["step_ts"].search_sorted(frame["ts"].fill_null(float("-inf")), side="right").cast(pl.Int64) - 1
     candidate = position.clip(0, steps.height - 1)
     by_start = pl.DataFrame(
         {

@@ -76,7 +76,7 @@ def parse_file(path: Path) -> ParsedFile:
         if doc.traceEvents is None:
             raise TraceFormatError("not a Chrome trace (no traceEvents)")
         meta = build_meta(doc, doc.traceEvents)
-        events = build_frame(doc.traceEvents)
+        events = build_frame(doc.traceEvents, warnings)
     finally:
         if gc_was_enabled:
             gc.enable()

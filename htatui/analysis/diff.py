@@ -1,0 +1,624 @@
+"""Compare two jobs: per-name counts and times of kernels and CPU ops, and the headline views.
+
+`compare` answers "which kernels and ops got slower, appeared or vanished"; `summary` answers
+"did idle time, overlap or launch delay move". Both pick ranks and steps on each side the same
+way (`select_sides`). Default semantics are corrected; `hta_compat=True` reproduces HTA 0.6.1's
+`TraceDiff.compare_traces` (first rank, first iteration, `stream != -1` split, name-only
+grouping). docs/semantics-diff.md lists every difference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+
+from htatui.analysis.common import (
+    GPU_ACTIVITY_CATS,
+    CommonOptions,
+    round_like_hta,
+    shorten_name,
+)
+from htatui.trace.frame import PROFILER_STEP
+from htatui.trace.model import TraceSet
+
+Steps = Literal["common", "all"] | int
+By = Literal["all", "kernel", "op"]
+Status = Literal["added", "removed", "slower", "faster", "unchanged"]
+
+KERNEL = "kernel"
+OP = "op"
+MIXED = "mixed"
+"""Compat mode groups by name across kinds (as HTA does); a name seen on both sides of the
+`stream != -1` split gets kind "mixed"."""
+
+OP_CATS = (
+    "cpu_op",
+    "user_annotation",
+    "cuda_runtime",
+    "cuda_driver",
+    "mtia_runtime",
+    "xpu_runtime",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+)
+"""Host work compared by default: operators, annotations and runtime/driver calls (launches,
+syncs, copies issued). python_function frames, flows and GPU-side annotations are left out."""
+
+STEP_NAME = "ProfilerStep#*"
+"""Default mode folds every ProfilerStep#N into one name, so the row compares step time."""
+
+DIFF_COLUMNS = (
+    "name",
+    "kind",
+    "base_count",
+    "base_total_us",
+    "test_count",
+    "test_total_us",
+    "delta_count",
+    "delta_us",
+    "delta_pct",
+    "status",
+)
+DIFF_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "base_count": pl.Float64(),
+    "base_total_us": pl.Float64(),
+    "test_count": pl.Float64(),
+    "test_total_us": pl.Float64(),
+    "delta_count": pl.Float64(),
+    "delta_us": pl.Float64(),
+    "delta_pct": pl.Float64(),
+    "status": pl.Utf8(),
+}
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "view": pl.Utf8(),
+    "metric": pl.Utf8(),
+    "base": pl.Float64(),
+    "test": pl.Float64(),
+    "delta": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class DiffOptions(CommonOptions):
+    """What to compare and how.
+
+    rank: one rank on both sides, or None for every rank of each side averaged (per-name counts
+    and totals divided by the number of ranks on that side); compat mode's None is HTA's
+    "first rank of each side". test_rank: a different rank for the test side (None = rank).
+    `ranks` (inherited) restricts the averaged set when rank is None.
+    steps: "common" = the step numbers both sides have (by position when they share none;
+    compat: HTA's default, the first step of each side), "all" = every step of each side,
+    N = step number N on both sides. Outside compat the last step is dropped first, as in
+    every view, unless include_last_step.
+    noise_pct / noise_us: a name is "unchanged" when its total moved by at most noise_pct % of
+    the base total or by at most noise_us µs.
+    """
+
+    rank: int | None = None
+    test_rank: int | None = None
+    steps: Steps = "common"
+    by: By = "all"
+    short_names: bool = False
+    noise_pct: float = 5.0
+    noise_us: float = 2.0
+
+
+@dataclass(frozen=True)
+class Side:
+    """The ranks and steps chosen on one side (steps None = no step filter)."""
+
+    label: str
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...] | None
+    available_steps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    base: Side
+    test: Side
+    notes: tuple[str, ...]
+
+    @property
+    def description(self) -> str:
+        """One line per side plus notes, for stderr and the screen's header."""
+        lines = [_describe_side(self.base), _describe_side(self.test), *self.notes]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """The per-name table and how each side was chosen."""
+
+    frame: pl.DataFrame
+    selection: Selection
+
+    @property
+    def description(self) -> str:
+        return self.selection.description
+
+
+def compress_steps(steps: tuple[int, ...] | list[int]) -> str:
+    """(1, 2, 3, 5) → '1-3, 5'."""
+    ordered = sorted(steps)
+    if not ordered:
+        return "none"
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for step in [*ordered[1:], None]:
+        if step is not None and step == prev + 1:
+            prev = step
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if step is not None:
+            start = prev = step
+    return ", ".join(runs)
+
+
+def _describe_side(side: Side) -> str:
+    ranks = ", ".join(map(str, side.ranks))
+    rank_text = f"rank {ranks}" if len(side.ranks) == 1 else f"ranks {ranks} (averaged)"
+    if side.steps is None:
+        step_text = "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
+    else:
+        count = len(side.steps)
+        step_text = f"step{'s' if count != 1 else ''} {compress_steps(side.steps)}"
+    return f"{side.label}: {rank_text}, {step_text}"
+
+
+# ---- choosing ranks and steps ---------------------------------------------------------
+
+
+def _chosen_ranks(traces: TraceSet, rank: int | None, options: DiffOptions, label: str) -> tuple[int, ...]:
+    available = traces.rank_ids
+    if not available:
+        raise ValueError(f"{label} has no ranks")
+    if rank is not None:
+        if rank not in traces.ranks:
+            raise ValueError(f"rank {rank} is not in the {label} trace (ranks: {compress_steps(available)})")
+        return (rank,)
+    if options.hta_compat:
+        return (available[0],)
+    if options.ranks is not None:
+        chosen = tuple(r for r in options.ranks if r in traces.ranks)
+        if not chosen:
+            raise ValueError(f"none of ranks {list(options.ranks)} is in the {label} trace")
+        return chosen
+    return tuple(available)
+
+
+def _step_numbers(traces: TraceSet, ranks: tuple[int, ...], options: DiffOptions) -> tuple[int, ...]:
+    """The steps a side offers: ProfilerStep numbers of its ranks, minus the last outside compat."""
+    found: set[int] = set()
+    for rank in ranks:
+        events = traces.ranks[rank].events
+        # Compat lists the step names of the whole job, as HTA's symbol table does.
+        steps = _profiler_steps(events)
+        if not options.hta_compat and not options.include_last_step and steps.height >= 2:
+            last = steps.sort("ts").tail(1)["step"][0]
+            steps = steps.filter(pl.col("step") != last)
+        found.update(steps["step"].to_list())
+    if options.hta_compat:
+        for rank in traces.rank_ids:
+            found.update(_profiler_steps(traces.ranks[rank].events)["step"].to_list())
+    return tuple(sorted(found))
+
+
+def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
+    name = pl.col("name").cast(pl.Utf8)
+    return (
+        events.filter((pl.col("ph") == "X") & name.str.contains(PROFILER_STEP.pattern))
+        .select("ts", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
+        .drop_nulls("step")
+    )
+
+
+def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Selection:
+    """Ranks and steps of each side, following options (see DiffOptions); raises ValueError."""
+    base_ranks = _chosen_ranks(base, options.rank, options, "base")
+    test_rank = options.test_rank if options.test_rank is not None else options.rank
+    test_ranks = _chosen_ranks(test, test_rank, options, "test")
+    base_avail = _step_numbers(base, base_ranks, options)
+    test_avail = _step_numbers(test, test_ranks, options)
+    notes: list[str] = []
+    base_steps: tuple[int, ...] | None
+    test_steps: tuple[int, ...] | None
+    steps = options.steps
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        for label, avail in (("base", base_avail), ("test", test_avail)):
+            if steps not in avail:
+                raise ValueError(f"step {steps} is not in the {label} trace (steps: {compress_steps(avail)})")
+        base_steps = test_steps = (steps,)
+    elif steps == "all":
+        base_steps, test_steps = base_avail, test_avail
+    elif steps == "common":
+        if options.hta_compat:
+            base_steps, test_steps = base_avail[:1], test_avail[:1]
+            notes.append("steps: the first step of each side (HTA's default)")
+        else:
+            common = tuple(sorted(set(base_avail) & set(test_avail)))
+            if common:
+                base_steps = test_steps = common
+                notes.append(f"steps: the {len(common)} step(s) both sides have")
+            elif base_avail and test_avail:
+                k = min(len(base_avail), len(test_avail))
+                base_steps, test_steps = base_avail[:k], test_avail[:k]
+                notes.append(
+                    f"steps: no step numbers in common; aligned by position "
+                    f"(base {compress_steps(base_steps)} ↔ test {compress_steps(test_steps)})"
+                )
+            else:
+                base_steps, test_steps = base_avail, test_avail
+    else:
+        raise ValueError(f"steps must be 'common', 'all' or a step number, not {steps!r}")
+    # A side without ProfilerSteps is compared whole (HTA refuses it; we say so instead).
+    sides = []
+    for label, ranks, avail, chosen in (
+        ("base", base_ranks, base_avail, base_steps),
+        ("test", test_ranks, test_avail, test_steps),
+    ):
+        if not avail:
+            if options.hta_compat:
+                raise ValueError(f"the {label} trace has no ProfilerStep (HTA's TraceDiff needs one)")
+            notes.append(f"{label}: no ProfilerStep in the trace; every event is compared")
+            chosen = None
+        sides.append(Side(label=label, ranks=ranks, steps=chosen, available_steps=avail))
+    return Selection(base=sides[0], test=sides[1], notes=tuple(notes))
+
+
+def restrict(traces: TraceSet, side: Side) -> TraceSet:
+    """The side's ranks with only the events of its chosen steps (for the headline views)."""
+    ranks = {}
+    for rank in side.ranks:
+        rank_trace = traces.ranks[rank]
+        events = rank_trace.events
+        if side.steps is not None:
+            events = events.filter(pl.col("iteration").is_in(list(side.steps)))
+        ranks[rank] = dataclasses.replace(rank_trace, events=events)
+    return TraceSet(ranks=ranks, problems=traces.problems, notes=traces.notes)
+
+
+# ---- per-name comparison --------------------------------------------------------------
+
+
+def _compat_iteration() -> pl.Expr:
+    """HTA's iteration (reference §0.4): GPU-side rows without a launch, and device rows on
+    stream 0 that are not Triton cpu_ops, get none."""
+    stream = pl.col("stream").fill_null(-1)
+    cat = pl.col("cat").cast(pl.Utf8)
+    no_iteration = ((stream == 0) & (cat != "cpu_op")) | ((stream > 0) & pl.col("correlation").is_null())
+    return pl.when(no_iteration).then(None).otherwise(pl.col("iteration")).alias("iteration")
+
+
+def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFrame:
+    """(name, kind, dur) of every compared event of one side."""
+    frames = []
+    for rank in side.ranks:
+        rank_trace = traces.ranks[rank]
+        events = rank_trace.events.filter((pl.col("ph") == "X") & pl.col("dur").is_not_null())
+        cat = pl.col("cat").cast(pl.Utf8)
+        if options.hta_compat:
+            # HTA keeps every timed row with a category except the "Trace" span.
+            events = events.filter(cat.is_not_null() & (cat != "Trace"))
+            if rank_trace.meta.fractional_ts:
+                events = round_like_hta(events)
+            events = events.with_columns(_compat_iteration())
+            stream = pl.col("stream").fill_null(-1)
+            kind = pl.when(stream != -1).then(pl.lit(KERNEL)).otherwise(pl.lit(OP))
+        else:
+            events = events.filter(cat.is_in([*GPU_ACTIVITY_CATS, *OP_CATS]))
+            kind = pl.when(cat.is_in(GPU_ACTIVITY_CATS)).then(pl.lit(KERNEL)).otherwise(pl.lit(OP))
+        if side.steps is not None:
+            events = events.filter(pl.col("iteration").is_in(list(side.steps)))
+        frames.append(events.select(name=pl.col("name").cast(pl.Utf8), kind=kind, dur=pl.col("dur")))
+    rows = pl.concat(frames, how="vertical") if frames else pl.DataFrame(
+        schema={"name": pl.Utf8, "kind": pl.Utf8, "dur": pl.Float64}
+    )
+    if options.by != "all":
+        rows = rows.filter(pl.col("kind") == options.by)
+    if not options.hta_compat:
+        rows = rows.with_columns(
+            name=pl.when(pl.col("name").str.contains(PROFILER_STEP.pattern))
+            .then(pl.lit(STEP_NAME))
+            .otherwise(pl.col("name"))
+        )
+    if options.short_names and rows.height:
+        names = rows["name"].unique().to_list()
+        short = {n: shorten_name(n) for n in names if n is not None}
+        rows = rows.with_columns(name=pl.col("name").replace_strict(short, default=pl.col("name")))
+    return rows
+
+
+def _summarise(rows: pl.DataFrame, n_ranks: int, hta_compat: bool) -> pl.DataFrame:
+    """count and total µs per name (and kind), divided by the side's rank count."""
+    keys = ["name"] if hta_compat else ["name", "kind"]
+    kind_agg = (
+        pl.when(pl.col("kind").n_unique() > 1).then(pl.lit(MIXED)).otherwise(pl.col("kind").first())
+        if hta_compat
+        else None
+    )
+    aggs: list[pl.Expr] = [
+        (pl.len().cast(pl.Float64) / n_ranks).alias("count"),
+        (pl.col("dur").sum() / n_ranks).alias("total_us"),
+    ]
+    if kind_agg is not None:
+        aggs.append(kind_agg.alias("kind"))
+    return rows.group_by(keys).agg(aggs)
+
+
+def status_expr(noise_pct: float, noise_us: float) -> pl.Expr:
+    """added / removed / slower / faster / unchanged, from counts and totals."""
+    delta = pl.col("delta_us")
+    within_noise = (delta.abs() <= noise_us) | (
+        (pl.col("base_total_us") > 0) & (delta.abs() <= pl.col("base_total_us").abs() * noise_pct / 100.0)
+    )
+    return (
+        pl.when((pl.col("base_count") == 0) & (pl.col("test_count") > 0))
+        .then(pl.lit("added"))
+        .when((pl.col("base_count") > 0) & (pl.col("test_count") == 0))
+        .then(pl.lit("removed"))
+        .when(within_noise)
+        .then(pl.lit("unchanged"))
+        .when(delta > 0)
+        .then(pl.lit("slower"))
+        .otherwise(pl.lit("faster"))
+    )
+
+
+def compare(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) -> DiffResult:
+    """Per-name comparison: one row per (name, kind), sorted by |delta_us| descending.
+
+    Raises ValueError when a requested rank or step is missing on a side.
+    """
+    options = options or DiffOptions()
+    selection = select_sides(base, test, options)
+    base_summary = _summarise(
+        _side_rows(base, selection.base, options), len(selection.base.ranks), options.hta_compat
+    )
+    test_summary = _summarise(
+        _side_rows(test, selection.test, options), len(selection.test.ranks), options.hta_compat
+    )
+    keys = ["name"] if options.hta_compat else ["name", "kind"]
+    joined = base_summary.join(test_summary, on=keys, how="full", coalesce=True, suffix="_test")
+    if options.hta_compat:
+        joined = joined.with_columns(
+            kind=pl.when(pl.col("kind").is_null())
+            .then(pl.col("kind_test"))
+            .when(pl.col("kind_test").is_null() | (pl.col("kind") == pl.col("kind_test")))
+            .then(pl.col("kind"))
+            .otherwise(pl.lit(MIXED))
+        )
+    frame = joined.select(
+        pl.col("name"),
+        pl.col("kind"),
+        base_count=pl.col("count").fill_null(0.0),
+        base_total_us=pl.col("total_us").fill_null(0.0),
+        test_count=pl.col("count_test").fill_null(0.0),
+        test_total_us=pl.col("total_us_test").fill_null(0.0),
+    ).with_columns(
+        delta_count=pl.col("test_count") - pl.col("base_count"),
+        delta_us=pl.col("test_total_us") - pl.col("base_total_us"),
+    )
+    frame = frame.with_columns(
+        delta_pct=pl.when(pl.col("base_total_us") != 0)
+        .then(pl.col("delta_us") / pl.col("base_total_us") * 100.0)
+        .otherwise(None),
+        status=status_expr(options.noise_pct, options.noise_us),
+    )
+    frame = (
+        frame.sort(
+            [pl.col("delta_us").abs(), pl.col("name"), pl.col("kind")],
+            descending=[True, False, False],
+            nulls_last=True,
+        )
+        .select([pl.col(c).cast(t) for c, t in DIFF_SCHEMA.items()])
+    )
+    return DiffResult(frame=frame, selection=selection)
+
+
+def top_changes(frame: pl.DataFrame, n: int = 10) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The n largest increases and the n largest decreases of delta_us (for the bars)."""
+    increases = frame.filter(pl.col("delta_us") > 0).sort("delta_us", descending=True).head(n)
+    decreases = frame.filter(pl.col("delta_us") < 0).sort("delta_us").head(n)
+    return increases, decreases
+
+
+def hta_counts_change(frame: pl.DataFrame) -> pl.Series:
+    """HTA's counts_change_categories: '+', '-' or '=' from delta_count."""
+    return frame.select(
+        pl.when(pl.col("delta_count") > 0).then(pl.lit("+")).when(pl.col("delta_count") < 0)
+        .then(pl.lit("-")).otherwise(pl.lit("=")).alias("counts_change")
+    )["counts_change"]
+
+
+# ---- headline views compared ----------------------------------------------------------
+
+MetricRows = list[tuple[str, str, float | None]]
+"""(view, metric, value) rows of one side."""
+
+
+@dataclass(frozen=True)
+class HeadlineView:
+    """A headline view to compare: its module, options class, and how to read metrics."""
+
+    view: str
+    module: str
+    options: str
+    metrics: Callable[[Any, TraceSet, Any], MetricRows]
+
+
+def _mean_over_ranks(frame: pl.DataFrame, value_columns: list[str], key: str | None) -> dict[str, float | None]:
+    """Mean of each column across ranks (rows), or per key value when key is given."""
+    out: dict[str, float | None] = {}
+    if frame.height == 0:
+        return out
+    if key is None:
+        for column in value_columns:
+            if column in frame.columns:
+                out[column] = _finite(frame[column].cast(pl.Float64).mean())
+        return out
+    return out
+
+
+def _finite(value: object) -> float | None:
+    if value is None:
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) else None
+
+
+def _load_view(module: str) -> Any | None:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
+def _view_options(module: Any, options_name: str, hta_compat: bool) -> Any:
+    options_class = getattr(module, options_name)
+    # The steps were chosen already; keep every one of them.
+    return options_class(hta_compat=hta_compat, include_last_step=True)
+
+
+def _numeric_columns(frame: pl.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
+    return [c for c, t in frame.schema.items() if t.is_numeric() and c not in exclude and c != "rank"]
+
+
+def _temporal_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
+    frame = module.compute(traces, options)
+    columns = _numeric_columns(frame)
+    means = _mean_over_ranks(frame, columns, None)
+    return [("temporal", column, value) for column, value in means.items()]
+
+
+def _overlap_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
+    frame = module.compute(traces, options)
+    means = _mean_over_ranks(frame, _numeric_columns(frame), None)
+    return [("overlap", column, value) for column, value in means.items()]
+
+
+def _grouped_metrics(
+    view: str, frame: pl.DataFrame, label_columns: list[str], n_ranks: int, per_rank: bool
+) -> MetricRows:
+    """Rows of a table keyed by label columns: each numeric column per label, averaged over
+    ranks when the table has a rank column (summed per rank, then divided)."""
+    if frame.height == 0:
+        return []
+    labels = [c for c in label_columns if c in frame.columns]
+    values = _numeric_columns(frame, exclude=tuple(labels))
+    if not labels or not values:
+        return []
+    if "rank" in frame.columns and per_rank:
+        grouped = frame.group_by(labels, maintain_order=True).agg(
+            [(pl.col(v).cast(pl.Float64).sum() / n_ranks).alias(v) for v in values]
+        )
+    else:
+        grouped = frame
+    rows: MetricRows = []
+    for record in grouped.iter_rows(named=True):
+        label = " ".join(str(record[c]) for c in labels)
+        for column in values:
+            rows.append((view, f"{label} {column}", _finite(record[column])))
+    return rows
+
+
+def _kernel_type_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
+    function = getattr(module, "kernel_types", None) or getattr(module, "kernel_type_table", None)
+    if function is None:
+        return []
+    frame = function(traces, options)
+    label = [c for c in frame.columns if frame.schema[c] == pl.Utf8 or frame.schema[c] == pl.Categorical]
+    return _grouped_metrics("kernel types", frame, label[:1], max(len(traces.rank_ids), 1), True)
+
+
+def _idle_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
+    frame = module.compute(traces, options)
+    if frame.height == 0:
+        return []
+    label = "category" if "category" in frame.columns else "idle_category"
+    if label not in frame.columns:
+        return []
+    values = [c for c in ("idle_us", "idle_time_us", "time_us") if c in frame.columns][:1]
+    if not values:
+        return []
+    n_ranks = max(len(traces.rank_ids), 1)
+    grouped = frame.group_by(label, maintain_order=True).agg(
+        (pl.col(values[0]).cast(pl.Float64).sum() / n_ranks).alias("value")
+    ).sort(label)
+    return [("idle", f"{record[label]}_us", _finite(record["value"])) for record in grouped.iter_rows(named=True)]
+
+
+def _launch_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
+    function = getattr(module, "summary", None)
+    if function is None:
+        return []
+    frame = function(traces, options)
+    if frame.height == 0:
+        return []
+    label = [c for c in frame.columns if frame.schema[c] in (pl.Utf8, pl.Categorical) and c != "rank"]
+    values = _numeric_columns(frame)
+    if label:
+        return _grouped_metrics("launch", frame, label[:1], max(len(traces.rank_ids), 1), False)
+    means = _mean_over_ranks(frame, values, None)
+    return [("launch", column, value) for column, value in means.items()]
+
+
+HEADLINE_VIEWS: tuple[HeadlineView, ...] = (
+    HeadlineView("temporal", "htatui.analysis.temporal", "TemporalOptions", _temporal_metrics),
+    HeadlineView("kernel types", "htatui.analysis.kernels", "KernelOptions", _kernel_type_metrics),
+    HeadlineView("overlap", "htatui.analysis.overlap", "OverlapOptions", _overlap_metrics),
+    HeadlineView("idle", "htatui.analysis.idle", "IdleOptions", _idle_metrics),
+    HeadlineView("launch", "htatui.analysis.launch", "LaunchOptions", _launch_metrics),
+)
+
+
+def _side_metrics(traces: TraceSet, hta_compat: bool) -> tuple[dict[tuple[str, str], float | None], list[str]]:
+    values: dict[tuple[str, str], float | None] = {}
+    order: list[tuple[str, str]] = []
+    missing: list[str] = []
+    for spec in HEADLINE_VIEWS:
+        module = _load_view(spec.module)
+        if module is None or not hasattr(module, spec.options):
+            missing.append(spec.view)
+            continue
+        rows = spec.metrics(module, traces, _view_options(module, spec.options, hta_compat))
+        for view, metric, value in rows:
+            if (view, metric) not in values:
+                order.append((view, metric))
+            values[(view, metric)] = value
+    return {key: values[key] for key in order}, missing
+
+
+def summary(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) -> pl.DataFrame:
+    """The headline views of both sides on the chosen ranks and steps: view, metric, base,
+    test, delta (test − base). Per-rank numbers are averaged over each side's ranks."""
+    options = options or DiffOptions()
+    selection = select_sides(base, test, options)
+    base_values, _ = _side_metrics(restrict(base, selection.base), options.hta_compat)
+    test_values, _ = _side_metrics(restrict(test, selection.test), options.hta_compat)
+    keys = list(base_values)
+    keys += [k for k in test_values if k not in base_values]
+    rows = []
+    for view, metric in keys:
+        b = base_values.get((view, metric))
+        t = test_values.get((view, metric))
+        rows.append(
+            {
+                "view": view,
+                "metric": metric,
+                "base": b,
+                "test": t,
+                "delta": (t if t is not None else 0.0) - (b if b is not None else 0.0)
+                if (b is not None or t is not None)
+                else None,
+            }
+        )
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)

@@ -1,0 +1,237 @@
+"""Kernel launch statistics: how long each launch call took on the CPU, how long its GPU work
+ran, and how long the work waited to start (reference §A7).
+
+Corrected (default): every CUDA, driver, HIP and MTIA launch API counts, plus the async
+memcpy/memset calls; a CUDA/HIP graph launch is one row whose GPU side spans its first kernel's
+start to its last kernel's end. The delay is not clipped: a negative delay means the GPU work
+started before the launch call returned. HTA-compatible mode reproduces HTA 0.6.1's
+`get_cuda_kernel_launch_stats` (its three launch names plus the two memory calls, a
+`stream == -1` / `stream != -1` join on correlation, delay clipped at 0).
+docs/semantics-views-b.md lists the differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from htatui.analysis.common import CommonOptions, prepare
+from htatui.trace.model import TraceSet
+
+MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
+
+KERNEL_LAUNCH_APIS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    MTIA_LAUNCH,
+)
+"""Calls that launch one kernel (corrected mode)."""
+
+MEMORY_LAUNCH_APIS = (
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+)
+"""Calls that enqueue one copy or memset (corrected mode)."""
+
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "hipGraphLaunch")
+"""Calls that launch a whole graph: all its kernels share the launch's correlation id."""
+
+HTA_KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", MTIA_LAUNCH)
+HTA_MEMORY_LAUNCH_APIS = ("cudaMemcpyAsync", "cudaMemsetAsync")
+
+DEVICE_WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+"""Device rows a launch produces (syncs are not launched work)."""
+
+COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "correlation": pl.Int64(),
+    "kernel": pl.Utf8(),
+    "cpu_duration_us": pl.Float64(),
+    "gpu_duration_us": pl.Float64(),
+    "launch_delay_us": pl.Float64(),
+}
+
+SUMMARY_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "count": pl.Int64(),
+    "short_count": pl.Int64(),
+    "runtime_outlier_count": pl.Int64(),
+    "delay_outlier_count": pl.Int64(),
+    "cpu_mean_us": pl.Float64(),
+    "cpu_p50_us": pl.Float64(),
+    "cpu_p90_us": pl.Float64(),
+    "cpu_p99_us": pl.Float64(),
+    "gpu_mean_us": pl.Float64(),
+    "gpu_p50_us": pl.Float64(),
+    "gpu_p90_us": pl.Float64(),
+    "gpu_p99_us": pl.Float64(),
+    "delay_mean_us": pl.Float64(),
+    "delay_p50_us": pl.Float64(),
+    "delay_p90_us": pl.Float64(),
+    "delay_p99_us": pl.Float64(),
+}
+
+OutlierKind = Literal["short", "runtime", "delay"]
+OUTLIER_KINDS: tuple[OutlierKind, ...] = ("short", "runtime", "delay")
+
+
+@dataclass(frozen=True)
+class LaunchOptions(CommonOptions):
+    """Launch statistics knobs (HTA's defaults)."""
+
+    runtime_cutoff_us: float = 50.0
+    """Launch calls longer than this are runtime outliers; short kernels need cpu ≤ this."""
+    launch_delay_cutoff_us: float = 100.0
+    """Launches whose GPU work waited longer than this are launch-delay outliers."""
+    include_memory_events: bool = True
+    """Count the async memcpy/memset calls as launches too."""
+    include_graph_launches: bool = True
+    """Corrected mode only: one row per cudaGraphLaunch/hipGraphLaunch (HTA drops them)."""
+
+
+def empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=COLUMNS)
+
+
+def launch_apis(options: LaunchOptions) -> tuple[str, ...]:
+    """The host call names that count as launches under these options."""
+    if options.hta_compat:
+        return HTA_KERNEL_LAUNCH_APIS + (HTA_MEMORY_LAUNCH_APIS if options.include_memory_events else ())
+    names = KERNEL_LAUNCH_APIS + (MEMORY_LAUNCH_APIS if options.include_memory_events else ())
+    return names + (GRAPH_LAUNCH_APIS if options.include_graph_launches else ())
+
+
+def compute(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
+    """One row per launch: rank, correlation, kernel, cpu/gpu duration and launch delay (µs)."""
+    events = prepare(traces, options).events
+    if events.height == 0:
+        return empty_frame()
+    frame = _compat(events, options) if options.hta_compat else _corrected(events, options)
+    return frame.select([pl.col(name).cast(dtype) for name, dtype in COLUMNS.items()])
+
+
+def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
+    name = pl.col("name").cast(pl.Utf8)
+    cat = pl.col("cat").cast(pl.Utf8)
+    host = events.filter(
+        name.is_in(launch_apis(options)) & ~cat.is_in(DEVICE_WORK_CATS) & pl.col("correlation").is_not_null()
+    ).select(
+        "rank",
+        "correlation",
+        api=name,
+        host_ts=pl.col("ts"),
+        host_end=pl.col("end"),
+        cpu_duration_us=pl.col("dur"),
+        host_index=pl.col("index"),
+    )
+    if host.height == 0:
+        return empty_frame()
+    # All device work of one correlation id: one row for a plain launch, N for a graph.
+    device = (
+        events.filter(cat.is_in(DEVICE_WORK_CATS) & pl.col("correlation").is_not_null())
+        .join(host.select("rank", "correlation").unique(), on=["rank", "correlation"], how="semi")
+        .sort("ts", "index")
+        .group_by("rank", "correlation")
+        .agg(
+            gpu_ts=pl.col("ts").min(),
+            gpu_end=pl.col("end").max(),
+            first_dur=pl.col("dur").first(),
+            first_name=pl.col("name").cast(pl.Utf8).first(),
+            n=pl.len(),
+            n_kernels=(pl.col("cat").cast(pl.Utf8) == "kernel").sum(),
+        )
+    )
+    joined = host.join(device, on=["rank", "correlation"], how="inner")
+    is_graph = pl.col("api").is_in(GRAPH_LAUNCH_APIS)
+    graph_label = pl.format(
+        "{} ({} {})",
+        pl.col("api"),
+        pl.col("n"),
+        pl.when(pl.col("n_kernels") == pl.col("n")).then(pl.lit("kernels")).otherwise(pl.lit("GPU ops")),
+    )
+    return joined.with_columns(
+        kernel=pl.when(is_graph).then(graph_label).otherwise(pl.col("first_name")),
+        gpu_duration_us=pl.when(pl.col("n") == 1)
+        .then(pl.col("first_dur"))
+        .otherwise(pl.col("gpu_end") - pl.col("gpu_ts")),
+        launch_delay_us=pl.col("gpu_ts") - pl.col("host_end"),
+    ).sort("rank", "host_ts", "host_index")
+
+
+def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
+    """HTA 0.6.1's cuda_kernel_launch_stats, per rank (reference §A7)."""
+    name = pl.col("name").cast(pl.Utf8)
+    correlation = pl.col("correlation").fill_null(-1)
+    stream = pl.col("stream").fill_null(-1)
+    rows = events.filter(pl.col("cat").cast(pl.Utf8) != "Trace").with_columns(correlation=correlation)
+    launched = rows.filter(name.is_in(launch_apis(options))).select("rank", "correlation").unique()
+    cpu = rows.filter(stream == -1).join(launched, on=["rank", "correlation"], how="semi")
+    gpu = rows.filter(stream != -1).join(launched, on=["rank", "correlation"], how="semi")
+    joined = cpu.select("rank", "correlation", "ts", "dur", "index").join(
+        gpu.select("rank", "correlation", gpu_ts="ts", gpu_dur="dur", kernel=name, gpu_index="index"),
+        on=["rank", "correlation"],
+        how="inner",
+    )
+    return joined.with_columns(
+        cpu_duration_us=pl.col("dur"),
+        gpu_duration_us=pl.col("gpu_dur"),
+        launch_delay_us=(pl.col("gpu_ts") - pl.col("ts") - pl.col("dur")).clip(lower_bound=0.0),
+    ).sort("rank", "ts", "index", "gpu_index")
+
+
+def outlier_mask(options: LaunchOptions, kind: OutlierKind) -> pl.Expr:
+    """Which rows of `compute` belong to one of HTA's three plots (reference §A7 step 5)."""
+    cpu, gpu, delay = pl.col("cpu_duration_us"), pl.col("gpu_duration_us"), pl.col("launch_delay_us")
+    if kind == "short":
+        return (cpu <= options.runtime_cutoff_us) & (gpu < cpu)
+    if kind == "runtime":
+        return cpu > options.runtime_cutoff_us
+    if kind == "delay":
+        return delay > options.launch_delay_cutoff_us
+    raise ValueError(f"unknown outlier kind {kind!r}; expected one of {', '.join(OUTLIER_KINDS)}")
+
+
+def select_outliers(frame: pl.DataFrame, options: LaunchOptions, kind: OutlierKind) -> pl.DataFrame:
+    """The rows of an already computed launch frame that fall in one outlier list."""
+    return frame.filter(outlier_mask(options, kind))
+
+
+def outliers(traces: TraceSet, options: LaunchOptions, kind: OutlierKind) -> pl.DataFrame:
+    """Rows of one outlier list: 'short' (gpu < cpu ≤ runtime cutoff), 'runtime' (cpu > runtime
+    cutoff) or 'delay' (launch delay > delay cutoff); same columns as `compute`."""
+    return select_outliers(compute(traces, options), options, kind)
+
+
+def summarize(frame: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
+    """Per-rank counts, outlier counts, means and p50/p90/p99 of an already computed frame."""
+    if frame.height == 0:
+        return pl.DataFrame(schema=SUMMARY_COLUMNS)
+    stats: list[pl.Expr] = []
+    for prefix, column in (("cpu", "cpu_duration_us"), ("gpu", "gpu_duration_us"), ("delay", "launch_delay_us")):
+        stats.append(pl.col(column).mean().alias(f"{prefix}_mean_us"))
+        for q in (50, 90, 99):
+            stats.append(pl.col(column).quantile(q / 100, interpolation="linear").alias(f"{prefix}_p{q}_us"))
+    summary = frame.group_by("rank").agg(
+        count=pl.len(),
+        short_count=outlier_mask(options, "short").sum(),
+        runtime_outlier_count=outlier_mask(options, "runtime").sum(),
+        delay_outlier_count=outlier_mask(options, "delay").sum(),
+        *stats,
+    )
+    return summary.sort("rank").select([pl.col(name).cast(dtype) for name, dtype in SUMMARY_COLUMNS.items()])
+
+
+def summary(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
+    """Per rank: launch count, short-kernel / runtime-outlier / delay-outlier counts, and the
+    mean, p50, p90 and p99 of cpu duration, gpu duration and launch delay (µs)."""
+    return summarize(compute(traces, options), options)

@@ -1,0 +1,176 @@
+"""Command line: `htatui PATH…` opens the app; `info`, `report`, `export`, `diff` run headless.
+
+Textual is imported only when the app opens, after `--color` has set TEXTUAL_COLOR_SYSTEM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from htatui import __version__
+from htatui.report import FORMATS
+
+SUBCOMMANDS = ("info", "report", "export", "diff")
+
+
+def _fail(message: str) -> int:
+    print(f"htatui: {message}", file=sys.stderr)
+    return 2
+
+
+def _load(paths: list[Path], use_cache: bool):  # type: ignore[no-untyped-def]
+    """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
+    from htatui.trace import load_traces
+
+    if sys.stderr.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(
+            TextColumn("loading traces"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            transient=True, console=_stderr_console(),
+        ) as bar:
+            task = bar.add_task("", total=None)
+
+            def report(update):  # type: ignore[no-untyped-def]
+                bar.update(task, total=update.total, completed=update.done, description=update.path.name)
+
+            traces = load_traces(paths, use_cache=use_cache, progress=report)
+    else:
+        traces = load_traces(paths, use_cache=use_cache)
+    for note in traces.notes:
+        print(f"htatui: note: {note}", file=sys.stderr)
+    for problem in traces.problems:
+        print(f"htatui: skipped {problem}", file=sys.stderr)
+    return traces
+
+
+def _stderr_console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _common_load_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace folder(s) or file(s)")
+    parser.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+
+
+def _format_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+
+
+def parse_ranks(text: str | None) -> tuple[int, ...] | None:
+    """'0,3' → (0, 3); 'all' or None → None (every rank)."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ranks: expected 'all' or numbers like 0,3, got {text!r}") from None
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from htatui.info import info_frame
+    from htatui.report import render_frame
+    from htatui.trace import LoadError
+    from htatui.trace.discover import job_folders
+
+    jobs = [job for path in args.paths for job in job_folders(path)]
+    frames = []
+    failed = False
+    for job in jobs:
+        try:
+            traces = _load([job], not args.no_cache)
+        except LoadError as exc:
+            print(f"htatui: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        frame = info_frame(traces)
+        if len(jobs) > 1:
+            frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
+        frames.append(frame)
+    if frames:
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info")
+    return 2 if failed else 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="htatui",
+        description="Find bottlenecks in PyTorch Profiler traces: `htatui PATH…` opens the app; "
+        "subcommands print the same numbers headless.",
+    )
+    parser.add_argument("--version", action="version", version=f"htatui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff}")
+    info = sub.add_parser("info", help="per-rank summary of the traces")
+    _common_load_flags(info)
+    _format_flag(info)
+    info.set_defaults(run=_run_info)
+    from htatui.report_cli import add_export_parser, add_report_parser
+
+    add_report_parser(sub, _common_load_flags, _format_flag, _load)
+    add_export_parser(sub, _common_load_flags, _load)
+    try:
+        from htatui.diff_cli import add_diff_parser
+    except ImportError:
+        pass
+    else:
+        add_diff_parser(sub)
+    return parser
+
+
+def _build_app_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="htatui", description="Open the htatui app over a job's traces.")
+    parser.add_argument("--version", action="version", version=f"htatui {__version__}")
+    _common_load_flags(parser)
+    parser.add_argument("--theme", default=None, help="theme name (see themes/; default htatui-dark)")
+    parser.add_argument(
+        "--color", choices=("auto", "truecolor", "256", "16"), default="auto",
+        help="colour system (default: detect; 256 is right for most SSH sessions)",
+    )
+    parser.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers")
+    parser.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    parser.add_argument("--screenshot", type=Path, metavar="DIR", help="save an SVG of every screen and exit")
+    return parser
+
+
+_COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
+
+
+def _run_app(argv: Sequence[str]) -> int:
+    args = _build_app_parser().parse_args(argv)
+    if args.color != "auto":
+        os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
+    from htatui.tui.run import run_app
+
+    return run_app(
+        list(args.paths),
+        theme=args.theme,
+        use_cache=not args.no_cache,
+        hta_compat=args.hta_compat,
+        include_last_step=args.include_last_step,
+        screenshot_dir=args.screenshot,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS or not argv or argv[0] in ("-h", "--help", "--version"):
+            parser = _build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "run", None):
+                parser.print_help()
+                return 0
+            return int(args.run(args))
+        return _run_app(argv)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,59 @@
+"""The `info` table: what each rank's trace holds, one row per rank."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from htatui.analysis.common import GPU_ACTIVITY_CATS
+from htatui.trace import TraceSet
+
+INFO_COLUMNS = (
+    "rank", "file", "rank_source", "device", "events", "kernels", "streams", "span_ms", "steps", "warnings",
+)
+
+
+def compress_steps(steps: list[int]) -> str:
+    """[1, 2, 3, 5] → '1-3, 5'."""
+    if not steps:
+        return ""
+    runs: list[str] = []
+    start = prev = steps[0]
+    for step in steps[1:] + [None]:  # type: ignore[list-item]
+        if step is not None and step == prev + 1:
+            prev = step
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if step is not None:
+            start = prev = step
+    return ", ".join(runs)
+
+
+def info_frame(traces: TraceSet) -> pl.DataFrame:
+    rows = []
+    for rank in traces.rank_ids:
+        rank_trace = traces.ranks[rank]
+        events = rank_trace.events
+        cats = events["cat"].cast(pl.Utf8)
+        gpu = events.filter(cats.is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
+        timed = events.filter(pl.col("ph") == "X")
+        span = (timed["end"].max() or 0.0) - (timed["ts"].min() or 0.0) if timed.height else 0.0
+        steps = sorted(set(events["iteration"].drop_nulls().to_list()))
+        rows.append(
+            {
+                "rank": rank,
+                "file": rank_trace.path.name,
+                "rank_source": rank_trace.rank_source,
+                "device": rank_trace.meta.device_name,
+                "events": events.height,
+                "kernels": int((cats == "kernel").sum()),
+                "streams": gpu["stream"].drop_nulls().n_unique(),
+                "span_ms": float(span) / 1000.0,  # type: ignore[arg-type]
+                "steps": compress_steps(steps),
+                "warnings": "; ".join(rank_trace.warnings),
+            }
+        )
+    schema = {
+        "rank": pl.Int64, "file": pl.Utf8, "rank_source": pl.Utf8, "device": pl.Utf8, "events": pl.Int64,
+        "kernels": pl.Int64, "streams": pl.Int64, "span_ms": pl.Float64, "steps": pl.Utf8, "warnings": pl.Utf8,
+    }
+    return pl.DataFrame(rows, schema=schema)

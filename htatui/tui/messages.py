@@ -1,0 +1,62 @@
+"""Messages shared between the app, its screens and their workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from htatui.trace import TraceSet
+
+
+@dataclass(frozen=True)
+class FileState:
+    """One trace file on the loading screen: done or not, and read from the cache or parsed."""
+
+    path: Path
+    done: bool = False
+    from_cache: bool = False
+
+
+@dataclass
+class LoadProgressed(Message):
+    """The loader finished another file; carries the state of every file so far."""
+
+    files: tuple[FileState, ...]
+    done: int
+    total: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LoadProgressed)
+
+
+@dataclass
+class TracesLoaded(Message):
+    """The traces are loaded and the first view can be shown."""
+
+    traces: TraceSet
+
+
+@dataclass
+class LoadFailed(Message):
+    """Nothing could be loaded; `message` is one line for the user."""
+
+    message: str
+    cancelled: bool = False
+
+
+@dataclass
+class AnalysisDone(Message):
+    """A view's analysis finished; stale results (an older `request_id`) are dropped."""
+
+    request_id: int
+    result: Any
+
+
+@dataclass
+class RanksChanged(Message):
+    """The rank selection changed (None means every rank)."""
+
+    ranks: tuple[int, ...] | None

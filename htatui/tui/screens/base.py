@@ -1,0 +1,205 @@
+"""ViewScreen: the one pattern every view follows for running its analysis in the background.
+
+request_analysis() → a thread worker (exclusive per screen) runs `analyse()` → an AnalysisDone
+message with the request id → `show_result()` draws on the main thread. A result whose request
+id is not the latest is dropped, and a failure becomes a notification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+from htatui.tui.messages import AnalysisDone
+from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.options import OptionField
+from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
+from htatui.tui.widgets.table import ViewTable
+from htatui.tui.widgets.table_pane import TablePane
+
+if TYPE_CHECKING:
+    from htatui.tui.app import HtaTuiApp
+
+
+class ViewScreen(Screen[None]):
+    """A view: its own widgets, options and analysis worker; follows the app's rank selection."""
+
+    VIEW_TITLE: ClassVar[str] = ""
+    HELP: ClassVar[str] = ""
+    """One paragraph on what the view measures, shown on the help screen."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", tooltip="Filter the focused table", id="view.filter"),
+        Binding("r", "rerun", "Re-run", show=False, tooltip="Run the analysis again", id="view.rerun"),
+        Binding("escape", "cancel_analysis", "Cancel", show=False, tooltip="Cancel the analysis", id="view.cancel"),
+        Binding("z", "zoom", "Zoom", show=False, tooltip="Maximize or restore the focused pane", id="view.zoom"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.request_id = 0
+        self._requested_key: Hashable | None = None
+        self._shown_key: Hashable | None = None
+        self._worker: Worker[None] | None = None
+
+    @property
+    def hta(self) -> HtaTuiApp:
+        from htatui.tui.app import HtaTuiApp
+
+        assert isinstance(self.app, HtaTuiApp)
+        return self.app
+
+    # ---- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield ViewTabs(self.mode_name())
+        yield StatusBar()
+        with Vertical(id="body"):
+            yield from self.compose_body()
+        yield Footer(compact=True)
+
+    def compose_body(self) -> ComposeResult:
+        """The view's own widgets."""
+        yield from ()
+
+    def mode_name(self) -> str:
+        return type(self).__name__.removesuffix("Screen").lower()
+
+    # ---- what to compute ----------------------------------------------------------------
+    def option_values(self) -> Hashable:
+        """The view's own knobs; a change means the result must be computed again."""
+        return ()
+
+    def analyse(self, traces: TraceSet, common: CommonOptions) -> Any:
+        """Run the view's analysis (on a worker thread, so no widget access here)."""
+        raise NotImplementedError
+
+    def show_result(self, result: Any) -> None:
+        """Draw the result (main thread)."""
+        raise NotImplementedError
+
+    def analysis_key(self) -> Hashable:
+        return (self.hta.selected_ranks, self.option_values())
+
+    # ---- the worker pattern -------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.hta.selection_signal.subscribe(self, self._selection_changed)
+
+    def on_screen_resume(self) -> None:
+        self.query_one(StatusBar).refresh()
+        self.query_one(ViewTabs).refresh()
+        if self.hta.traces is not None and self.analysis_key() != self._shown_key:
+            if self.analysis_key() != self._requested_key or not self.analysis_running:
+                self.request_analysis()
+
+    def _selection_changed(self, _ranks: object) -> None:
+        self.query_one(StatusBar).refresh()
+        if self.is_current:
+            self.request_analysis()
+
+    @property
+    def analysis_running(self) -> bool:
+        return self._worker is not None and self._worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+
+    def request_analysis(self) -> None:
+        """Start the analysis for the current ranks and options; an older run is superseded."""
+        traces = self.hta.traces
+        if traces is None:
+            return
+        self.request_id += 1
+        self._requested_key = self.analysis_key()
+        self.set_state("computing… (esc cancels)")
+        job = partial(self.analyse, traces, self.hta.common_options())
+        self._worker = self._run_analysis(self.request_id, job)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="analysis", description="view analysis")
+    def _run_analysis(self, request_id: int, job: Callable[[], Any]) -> None:
+        result = job()
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(AnalysisDone(request_id, result))
+
+    @on(AnalysisDone)
+    def _deliver(self, message: AnalysisDone) -> None:
+        message.stop()
+        if message.request_id != self.request_id:
+            return
+        self._shown_key = self._requested_key
+        try:
+            self.show_result(message.result)
+        except Exception as exc:  # noqa: BLE001 - a drawing bug must not take the app down
+            self.set_state("could not draw the result")
+            self.notify(f"{self.VIEW_TITLE}: {type(exc).__name__}: {exc}", title="Display failed", severity="error")
+            self.log.error(exc)
+            return
+        self.set_state("")
+
+    @on(Worker.StateChanged)
+    def _report_failure(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self._worker or event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        self._shown_key = None
+        self.set_state("analysis failed")
+        self.notify(f"{type(error).__name__}: {error}", title=f"{self.VIEW_TITLE} failed", severity="error")
+
+    def set_state(self, text: str) -> None:
+        self.query_one(StatusBar).state = text
+
+    # ---- actions ------------------------------------------------------------------------
+    def action_rerun(self) -> None:
+        self._shown_key = None
+        self.request_analysis()
+
+    def action_cancel_analysis(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        if self.analysis_running and self._worker is not None:
+            self._worker.cancel()
+            self.request_id += 1
+            self._requested_key = None
+            self.set_state("cancelled · r re-runs")
+
+    def action_filter(self) -> None:
+        pane = self._focused_pane()
+        if pane is not None:
+            pane.open_filter()
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            self.maximize(self.focused, container=False)
+
+    def _focused_pane(self) -> TablePane | None:
+        focused = self.focused
+        if focused is not None:
+            for node in focused.ancestors_with_self:
+                if isinstance(node, TablePane):
+                    return node
+        panes = [p for p in self.query(TablePane) if p.display and not p.has_class("-empty")]
+        return panes[0] if panes else None
+
+    @on(OptionField.Applied)
+    def _option_applied(self, event: OptionField.Applied) -> None:
+        self.request_analysis()
+        first_table = self.query(ViewTable).first(ViewTable) if self.query(ViewTable) else None
+        if first_table is not None and first_table.display:
+            first_table.focus()
+
+    def charts(self) -> list[Chart]:
+        return list(self.query(Chart))

@@ -1,0 +1,65 @@
+"""The two top lines: the view tabs, and the trace, ranks, steps and analysis state."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+
+class ViewTabs(Widget):
+    """`1 Temporal  2 Idle  …` with the current view highlighted; the number keys switch."""
+
+    DEFAULT_CSS = """
+    ViewTabs {
+        height: 1;
+        background: $panel;
+        color: $foreground-muted;
+    }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def render(self) -> Text:
+        from htatui.tui.app import HtaTuiApp
+
+        app = self.app
+        views = app.view_order() if isinstance(app, HtaTuiApp) else []
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for number, (mode, title) in enumerate(views, start=1):
+            label = f" {number} {title} "
+            if mode == self.current:
+                text.append(label, style=f"bold reverse {self.app.theme_variables.get('primary', '')}")
+            else:
+                text.append(label)
+        return text
+
+
+class StatusBar(Widget):
+    """Trace name, selected ranks, the profiler steps in use, and what the view is doing."""
+
+    DEFAULT_CSS = """
+    StatusBar {
+        height: 1;
+        background: $surface;
+        color: $foreground;
+    }
+    """
+
+    state: reactive[str] = reactive("")
+    """What the view's analysis is doing: 'computing…', 'ready', an error."""
+
+    def render(self) -> Text:
+        from htatui.tui.app import HtaTuiApp
+
+        app = self.app
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if isinstance(app, HtaTuiApp):
+            text.append(f" {app.trace_label}", style="bold")
+            text.append(f" │ ranks {app.ranks_label}")
+            text.append(f" │ steps {app.steps_label}")
+        if self.state:
+            text.append(f" │ {self.state}", style="italic")
+        return text

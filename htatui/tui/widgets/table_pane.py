@@ -1,0 +1,74 @@
+"""A table with its `/` filter bar and a sentence shown instead when there is nothing to list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from htatui.tui.widgets.filter_bar import FilterBar
+from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable
+
+
+class TablePane(Vertical):
+    """Owns one ViewTable; `show()` fills it or replaces it by a sentence."""
+
+    DEFAULT_CSS = """
+    TablePane {
+        height: 1fr;
+        & > .empty-note {
+            display: none;
+            height: auto;
+            padding: 1 2;
+            color: $foreground-muted;
+        }
+        &.-empty > .empty-note { display: block; }
+        &.-empty > ViewTable { display: none; }
+    }
+    """
+
+    def __init__(self, title: str, *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._title = title
+        self._row_limit = row_limit
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="empty-note")
+        yield ViewTable(self._title, row_limit=self._row_limit)
+        yield FilterBar()
+
+    @property
+    def table(self) -> ViewTable:
+        return self.query_one(ViewTable)
+
+    def show(
+        self,
+        frame: pl.DataFrame,
+        columns: Sequence[Column] | None = None,
+        *,
+        empty: str = "Nothing to show.",
+        sort: str | None = None,
+        descending: bool = True,
+    ) -> None:
+        """Fill the table, or say `empty` in a sentence when `frame` has no rows."""
+        self.set_class(frame.height == 0, "-empty")
+        self.query_one(".empty-note", Static).update(empty)
+        self.table.set_frame(frame, columns, sort=sort, descending=descending)
+
+    def open_filter(self) -> None:
+        if not self.has_class("-empty"):
+            self.query_one(FilterBar).open()
+
+    @on(FilterBar.FilterChanged)
+    def _apply_filter(self, event: FilterBar.FilterChanged) -> None:
+        event.stop()
+        self.table.set_filter(event.text)
+
+    @on(FilterBar.Closed)
+    def _refocus_table(self, event: FilterBar.Closed) -> None:
+        event.stop()
+        self.table.focus()

@@ -1,0 +1,52 @@
+"""Tiny hand-made Kineto traces for tests: write a list of event dicts as a trace file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_trace(
+    path: Path,
+    events: list[dict[str, Any]],
+    *,
+    rank: int | None = None,
+    base_ns: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write `events` as a Kineto-style trace (gzip when the name ends in .gz)."""
+    doc: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}]}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 8}
+    doc["traceEvents"] = events
+    if base_ns is not None:
+        doc["baseTimeNanoseconds"] = base_ns
+    doc.update(extra or {})
+    text = json.dumps(doc, indent=1).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(text) if path.name.endswith(".gz") else text)
+    return path
+
+
+def kernel(name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None, **args: Any) -> dict[str, Any]:
+    a: dict[str, Any] = {"device": 0, "stream": stream, **args}
+    if corr is not None:
+        a["correlation"] = corr
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": a}
+
+
+def runtime(name: str, ts: float, dur: float, corr: int, *, tid: int = 1) -> dict[str, Any]:
+    return {
+        "ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur,
+        "args": {"correlation": corr, "External id": corr},
+    }
+
+
+def cpu_op(name: str, ts: float, dur: float, *, tid: int = 1, cat: str = "cpu_op") -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+
+def step(n: int, ts: float, dur: float) -> dict[str, Any]:
+    return cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
