@@ -8,7 +8,6 @@ bits in a field we read) fall back to Python's json, with one warning per file.
 
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
 from pathlib import Path
@@ -66,7 +65,7 @@ class MetaArgs(msgspec.Struct, frozen=True):
 NO_ARGS = msgspec.Raw(b"")
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     """One trace event; `args` stays raw JSON until a category that needs it is decoded."""
 
     ph: str = ""
@@ -103,19 +102,53 @@ META_ARGS_DECODER = msgspec.json.Decoder(MetaArgs)
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes | bytearray:
     """The file's JSON bytes, gunzipped in memory when the file is gzip (by magic, not name)."""
     with open(path, "rb") as handle:
         raw = handle.read()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
-    return raw
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return _gunzip_exact(raw)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
 
 
-def decode_trace(raw: bytes) -> tuple[TraceDoc, list[str]]:
+_CHUNK = 1 << 20
+
+
+def _gunzip_exact(data: bytes) -> bytearray:
+    """Gunzip into one buffer sized from the gzip trailer, so the peak is the output plus a chunk.
+
+    gzip.decompress joins growing chunks and briefly holds about twice the output. The trailer's
+    ISIZE is the size mod 2**32 of the last member; a mismatch (multi-member or > 4 GiB files)
+    just grows the buffer.
+    """
+    expected = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
+    out = bytearray(expected)
+    filled = 0
+    remaining = data
+    while remaining:
+        inflater = zlib.decompressobj(wbits=31)
+        pending = remaining
+        while True:
+            piece = inflater.decompress(pending, _CHUNK)
+            pending = inflater.unconsumed_tail
+            end = filled + len(piece)
+            if end > len(out):
+                out.extend(bytes(end - len(out)))
+            out[filled:end] = piece
+            filled = end
+            if not pending and (inflater.eof or not piece):
+                break
+        if not inflater.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        remaining = inflater.unused_data.lstrip(b"\x00")
+    del out[filled:]
+    return out
+
+
+def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:
     """Decode JSON bytes into a TraceDoc, falling back to Python's json where msgspec refuses."""
     warnings: list[str] = []
     stripped = raw.lstrip()
@@ -139,7 +172,7 @@ def decode_trace(raw: bytes) -> tuple[TraceDoc, list[str]]:
     return _decode_fallback(raw, warnings), warnings
 
 
-def _decode_fallback(raw: bytes, warnings: list[str]) -> TraceDoc:
+def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> TraceDoc:
     """Python's json accepts what msgspec refuses; odd values are nulled event by event."""
     text = raw.decode("utf-8", errors="replace")
     try:

@@ -17,6 +17,7 @@ from htatui.trace.decode import (
     META_ARGS_DECODER,
     DeviceArgs,
     Event,
+    NO_ARGS,
     HostArgs,
     TraceDoc,
 )
@@ -100,6 +101,10 @@ def _texts(values: Sequence[Any]) -> pl.Series:
     return pl.Series(values, dtype=pl.Utf8, strict=False)
 
 
+def _categories(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Categorical, strict=False)
+
+
 def _dims(values: Sequence[Any]) -> pl.Series:
     """grid/block lists of a kernel as 'x,y,z' text."""
     return _texts([",".join(map(str, x)) if type(x) is list else None for x in values])
@@ -165,11 +170,11 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
     frame = pl.DataFrame(
         {
             "index": pl.Series(positions, dtype=pl.Int64),
-            "ph": _texts(list(map(attrgetter("ph"), events))),
-            "cat": _texts(cats).replace(CATEGORY_ALIASES),
-            "name": _texts(list(map(attrgetter("name"), events))),
-            "pid": _texts(list(map(str, map(attrgetter("pid"), events)))),
-            "tid": _texts(list(map(str, map(attrgetter("tid"), events)))),
+            "ph": _categories(list(map(attrgetter("ph"), events))),
+            "cat": _texts(cats).replace(CATEGORY_ALIASES).cast(pl.Categorical),
+            "name": _categories(list(map(attrgetter("name"), events))),
+            "pid": _categories(list(map(str, map(attrgetter("pid"), events)))),
+            "tid": _categories(list(map(str, map(attrgetter("tid"), events)))),
             "ts": _floats(list(map(attrgetter("ts"), events))),
             "dur": _floats(list(map(attrgetter("dur"), events))),
             "flow_id": _ints(list(map(attrgetter("id"), events))),
@@ -179,6 +184,9 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
     device_rows = [i for i, c in enumerate(cats) if c in _DEVICE_ARG_CATS]
     host = _decode_args(events, host_rows, HOST_ARGS_DECODER, HostArgs())
     device = _decode_args(events, device_rows, DEVICE_ARGS_DECODER, DeviceArgs())
+    # Raw args point into the whole JSON buffer; dropping them lets the caller free it now.
+    for event in all_events:
+        event.args = NO_ARGS
     both: list[HostArgs | DeviceArgs] = [*device, *host]
     raw_columns: dict[str, list[Any]] = {
         "correlation": [a.correlation for a in both],
@@ -212,7 +220,7 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
         device=pl.when(pl.col("device").is_not_null())
         .then(pl.col("device"))
         .when(pl.col("cat").is_in(_GPU_CATS))
-        .then(pl.col("pid").cast(pl.Int64, strict=False)),
+        .then(pl.col("pid").cast(pl.Utf8).cast(pl.Int64, strict=False)),
     )
     frame = add_iterations(frame)
     return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items()])
@@ -230,7 +238,7 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
         .select(
             step_ts=pl.col("ts"),
             step_end=pl.col("end"),
-            iteration=pl.col("name").str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
+            iteration=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
         )
         .drop_nulls("iteration")
         .sort("step_ts")
