@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ def read_text(path: Path) -> str:
 
 
 def load(path: Path) -> dict[str, Any]:
-    return json.loads(read_text(path))
+    trace: dict[str, Any] = json.loads(read_text(path))
+    return trace
 
 
 @dataclass
@@ -145,11 +147,15 @@ def temporal(rows: list[Row]) -> dict[str, float]:
             "non_compute_time_pctg": round(100 * nc / kt, 2)}
 
 
-def idle(rows: list[Row], delay_us: float = 30) -> tuple[dict, dict]:
+IdleSums = dict[int, dict[str, float]]
+IdleCounts = dict[int, dict[str, int]]
+
+
+def idle(rows: list[Row], delay_us: float = 30) -> tuple[IdleSums, IdleCounts]:
     """stream -> category -> idle µs, and stream -> category -> number of gaps."""
     rt = {r.corr: r.ts for r in rows if r.stream == -1 and r.corr >= 0}
     sums: dict[int, dict[str, float]] = defaultdict(dict)
-    counts: dict[int, Counter] = defaultdict(Counter)
+    counts: dict[int, Counter[str]] = defaultdict(Counter)
     by_stream: dict[int, list[Row]] = defaultdict(list)
     for r in rows:
         if r.stream != -1 and r.cat in IDLE_CATS:
@@ -157,7 +163,7 @@ def idle(rows: list[Row], delay_us: float = 30) -> tuple[dict, dict]:
     for s, rs in by_stream.items():
         rs.sort(key=lambda r: r.ts)
         sums[s]["other"] = 0.0
-        for prev, cur in zip(rs, rs[1:], strict=False):
+        for prev, cur in pairwise(rs):
             gap = cur.ts - prev.end
             t_rt = rt.get(cur.corr)
             if t_rt is not None and t_rt > prev.end:
@@ -176,7 +182,7 @@ def kernel_types(rows: list[Row]) -> dict[str, float]:
               for t in TYPE_ORDER}
     points = sorted({p for iv in merged.values() for se in iv for p in se})
     out: dict[str, float] = defaultdict(float)
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in pairwise(points):
         active = [t for t in TYPE_ORDER if any(s <= a and b <= e for s, e in merged[t])]
         if active:
             out[" overlapping ".join(active)] += (b - a) / 1000
@@ -207,7 +213,7 @@ def queue_length(rows: list[Row]) -> dict[int, list[tuple[float, int]]]:
     deltas = [(r.ts, gpu_by_corr[r.corr].stream, 1) for r in enq]
     deltas += [(r.ts, r.stream, -1) for r in gpu(rows) if r.corr in enq_corrs]
     out: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    level: Counter = Counter()
+    level: Counter[int] = Counter()
     for t, s, d in sorted(deltas):
         level[s] += d
         out[s].append((t / 1000, level[s]))
@@ -272,7 +278,7 @@ MODES = [("kept", False), ("all", True)]
 
 # ---- small: every expected number recomputed ---------------------------------------------
 @pytest.mark.parametrize(("mode", "include_last"), MODES)
-def test_small_temporal_idle_types(small_rows: dict, mode: str, include_last: bool) -> None:
+def test_small_temporal_idle_types(small_rows: dict[int, list[Row]], mode: str, include_last: bool) -> None:
     exp = SMALL_EXPECTED
     total: dict[str, float] = defaultdict(float)
     for rank, rows in small_rows.items():
@@ -299,7 +305,8 @@ def test_small_temporal_idle_types(small_rows: dict, mode: str, include_last: bo
 
 
 @pytest.mark.parametrize(("mode", "include_last"), MODES)
-def test_small_kernels_launch_queue_bw(small_rows: dict, mode: str, include_last: bool) -> None:
+def test_small_kernels_launch_queue_bw(small_rows: dict[int, list[Row]], mode: str,
+                                       include_last: bool) -> None:
     exp = SMALL_EXPECTED
     for rank, rows in small_rows.items():
         kept = hta_filter(rows, include_last)
@@ -318,13 +325,12 @@ def test_small_kernels_launch_queue_bw(small_rows: dict, mode: str, include_last
             assert statistics.mean(vals) == pytest.approx(summ["mean"])
             assert statistics.stdev(vals) == pytest.approx(summ["std"])
             assert (min(vals), max(vals)) == (summ["min"], summ["max"])
-            integral = sum((t2 - t1) * v for (t1, v), (t2, _) in zip(series, series[1:],
-                                                                      strict=False))
+            integral = sum((t2 - t1) * v for (t1, v), (t2, _) in pairwise(series))
             assert integral == exp["queue_integral"][mode][stream]
         bw = memory_bw(kept)
         assert bw == exp["memory_bw"][mode]
-        for kind, series in bw.items():
-            pos = [v for _, v in series if v > 0]
+        for kind, bw_series in bw.items():
+            pos = [v for _, v in bw_series if v > 0]
             summ = exp["memory_bw_summary"][mode][kind]
             assert (len(pos), statistics.mean(pos), min(pos), max(pos)) == \
                 (summ["count"], summ["mean"], summ["min"], summ["max"])
@@ -431,7 +437,7 @@ def test_flows_link_runtime_to_gpu(out: Path) -> None:
 def test_streams_never_overlap_and_cpu_ops_nest(out: Path) -> None:
     for path in all_files(out):
         rows = rows_of(load(path))
-        lanes: dict[tuple, list[Row]] = defaultdict(list)
+        lanes: dict[tuple[str, Any, Any], list[Row]] = defaultdict(list)
         for r in rows:
             if r.cat in IDLE_CATS:
                 lanes[("gpu", r.pid, r.tid)].append(r)
@@ -440,7 +446,7 @@ def test_streams_never_overlap_and_cpu_ops_nest(out: Path) -> None:
         for key, rs in lanes.items():
             rs.sort(key=lambda r: (r.ts, -r.dur))
             if key[0] == "gpu":
-                for a, b in zip(rs, rs[1:], strict=False):
+                for a, b in pairwise(rs):
                     assert a.end <= b.ts, (path, a.name, b.name)
             else:
                 stack: list[Row] = []
@@ -515,11 +521,12 @@ def test_diff_expected(out: Path) -> None:
     assert delta == exp["delta_1_3"]
     one = {side: {n: v for d in per_step_summary(rows[side], 1).values() for n, v in d.items()}
            for side in rows}
-    diff = {"added": [], "deleted": [], "increased": [], "decreased": [], "unchanged": []}
+    diff: dict[str, list[str]] = {"added": [], "deleted": [], "increased": [], "decreased": [],
+                                  "unchanged": []}
     for n in sorted(one["base"].keys() | one["test"].keys()):
-        c, t = one["base"].get(n, (0, 0))[0], one["test"].get(n, (0, 0))[0]
-        key = ("added" if c == 0 else "deleted" if t == 0 else "increased" if t > c
-               else "decreased" if t < c else "unchanged")
+        n_ctl, n_test = one["base"].get(n, (0, 0))[0], one["test"].get(n, (0, 0))[0]
+        key = ("added" if n_ctl == 0 else "deleted" if n_test == 0 else "increased"
+               if n_test > n_ctl else "decreased" if n_test < n_ctl else "unchanged")
         diff[key].append(n)
     assert diff == exp["ops_diff"]
 
@@ -684,7 +691,8 @@ def test_scale_streams_valid_multi_rank_traces(tmp_path: Path) -> None:
     for r, p in enumerate(paths):
         text = read_text(p)
         trace = json.loads(text)
-        assert int(RANK_RE.search(text).group(1)) == r
+        m = RANK_RE.search(text)
+        assert m is not None and int(m.group(1)) == r
         assert len(trace["traceEvents"]) >= 3000
         assert trace["baseTimeNanoseconds"] == BASE_TIME_NS
         rows = rows_of(trace)
