@@ -10,11 +10,10 @@ grouping). docs/semantics-diff.md lists every difference.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import polars as pl
 
@@ -167,7 +166,9 @@ def _describe_side(side: Side) -> str:
     ranks = ", ".join(map(str, side.ranks))
     rank_text = f"rank {ranks}" if len(side.ranks) == 1 else f"ranks {ranks} (averaged)"
     if side.steps is None:
-        step_text = "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
+        step_text = (
+            "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
+        )
     else:
         count = len(side.steps)
         step_text = f"step{'s' if count != 1 else ''} {compress_steps(side.steps)}"
@@ -195,21 +196,25 @@ def _chosen_ranks(traces: TraceSet, rank: int | None, options: DiffOptions, labe
     return tuple(available)
 
 
-def _step_numbers(traces: TraceSet, ranks: tuple[int, ...], options: DiffOptions) -> tuple[int, ...]:
-    """The steps a side offers: ProfilerStep numbers of its ranks, minus the last outside compat."""
+def _step_numbers(
+    traces: TraceSet, ranks: tuple[int, ...], options: DiffOptions
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The steps a side offers (ProfilerStep numbers of its ranks) and the last steps dropped
+    outside compat (every view drops each rank's last step unless include_last_step)."""
     found: set[int] = set()
+    dropped: set[int] = set()
     for rank in ranks:
-        events = traces.ranks[rank].events
-        # Compat lists the step names of the whole job, as HTA's symbol table does.
-        steps = _profiler_steps(events)
+        steps = _profiler_steps(traces.ranks[rank].events)
         if not options.hta_compat and not options.include_last_step and steps.height >= 2:
             last = steps.sort("ts").tail(1)["step"][0]
+            dropped.add(last)
             steps = steps.filter(pl.col("step") != last)
         found.update(steps["step"].to_list())
     if options.hta_compat:
+        # HTA lists the step names of the whole job (its symbol table), not only the rank's.
         for rank in traces.rank_ids:
             found.update(_profiler_steps(traces.ranks[rank].events)["step"].to_list())
-    return tuple(sorted(found))
+    return tuple(sorted(found)), tuple(sorted(dropped - found))
 
 
 def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
@@ -223,12 +228,20 @@ def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
 
 def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Selection:
     """Ranks and steps of each side, following options (see DiffOptions); raises ValueError."""
+    if options.by not in ("all", KERNEL, OP):
+        raise ValueError(f"by must be 'all', 'kernel' or 'op', not {options.by!r}")
     base_ranks = _chosen_ranks(base, options.rank, options, "base")
     test_rank = options.test_rank if options.test_rank is not None else options.rank
     test_ranks = _chosen_ranks(test, test_rank, options, "test")
-    base_avail = _step_numbers(base, base_ranks, options)
-    test_avail = _step_numbers(test, test_ranks, options)
+    base_avail, base_dropped = _step_numbers(base, base_ranks, options)
+    test_avail, test_dropped = _step_numbers(test, test_ranks, options)
     notes: list[str] = []
+    for label, dropped in (("base", base_dropped), ("test", test_dropped)):
+        if dropped:
+            notes.append(
+                f"{label}: last step {compress_steps(dropped)} left out (as in every view; "
+                "--include-last-step keeps it)"
+            )
     base_steps: tuple[int, ...] | None
     test_steps: tuple[int, ...] | None
     steps = options.steps
@@ -261,6 +274,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
         raise ValueError(f"steps must be 'common', 'all' or a step number, not {steps!r}")
     # A side without ProfilerSteps is compared whole (HTA refuses it; we say so instead).
     sides = []
+    chosen: tuple[int, ...] | None
     for label, ranks, avail, chosen in (
         ("base", base_ranks, base_avail, base_steps),
         ("test", test_ranks, test_avail, test_steps),
@@ -319,8 +333,10 @@ def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFra
         if side.steps is not None:
             events = events.filter(pl.col("iteration").is_in(list(side.steps)))
         frames.append(events.select(name=pl.col("name").cast(pl.Utf8), kind=kind, dur=pl.col("dur")))
-    rows = pl.concat(frames, how="vertical") if frames else pl.DataFrame(
-        schema={"name": pl.Utf8, "kind": pl.Utf8, "dur": pl.Float64}
+    rows = (
+        pl.concat(frames, how="vertical")
+        if frames
+        else pl.DataFrame(schema={"name": pl.Utf8, "kind": pl.Utf8, "dur": pl.Float64})
     )
     if options.by != "all":
         rows = rows.filter(pl.col("kind") == options.by)
@@ -413,14 +429,11 @@ def compare(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) 
         .otherwise(None),
         status=status_expr(options.noise_pct, options.noise_us),
     )
-    frame = (
-        frame.sort(
-            [pl.col("delta_us").abs(), pl.col("name"), pl.col("kind")],
-            descending=[True, False, False],
-            nulls_last=True,
-        )
-        .select([pl.col(c).cast(t) for c, t in DIFF_SCHEMA.items()])
-    )
+    frame = frame.sort(
+        [pl.col("delta_us").abs(), pl.col("name"), pl.col("kind")],
+        descending=[True, False, False],
+        nulls_last=True,
+    ).select([pl.col(c).cast(t) for c, t in DIFF_SCHEMA.items()])
     return DiffResult(frame=frame, selection=selection)
 
 
@@ -434,191 +447,194 @@ def top_changes(frame: pl.DataFrame, n: int = 10) -> tuple[pl.DataFrame, pl.Data
 def hta_counts_change(frame: pl.DataFrame) -> pl.Series:
     """HTA's counts_change_categories: '+', '-' or '=' from delta_count."""
     return frame.select(
-        pl.when(pl.col("delta_count") > 0).then(pl.lit("+")).when(pl.col("delta_count") < 0)
-        .then(pl.lit("-")).otherwise(pl.lit("=")).alias("counts_change")
+        pl.when(pl.col("delta_count") > 0)
+        .then(pl.lit("+"))
+        .when(pl.col("delta_count") < 0)
+        .then(pl.lit("-"))
+        .otherwise(pl.lit("="))
+        .alias("counts_change")
     )["counts_change"]
 
 
 # ---- headline views compared ----------------------------------------------------------
 
-MetricRows = list[tuple[str, str, float | None]]
-"""(view, metric, value) rows of one side."""
-
-
-@dataclass(frozen=True)
-class HeadlineView:
-    """A headline view to compare: its module, options class, and how to read metrics."""
-
-    view: str
-    module: str
-    options: str
-    metrics: Callable[[Any, TraceSet, Any], MetricRows]
-
-
-def _mean_over_ranks(frame: pl.DataFrame, value_columns: list[str], key: str | None) -> dict[str, float | None]:
-    """Mean of each column across ranks (rows), or per key value when key is given."""
-    out: dict[str, float | None] = {}
-    if frame.height == 0:
-        return out
-    if key is None:
-        for column in value_columns:
-            if column in frame.columns:
-                out[column] = _finite(frame[column].cast(pl.Float64).mean())
-        return out
-    return out
+Metric = tuple[str, str, float | None, bool]
+"""(view, metric, value, additive): additive metrics (times, counts) are 0 where a side lacks
+them (a kernel-type state or idle category that never happens); the rest stay null."""
 
 
 def _finite(value: object) -> float | None:
-    if value is None:
+    if value is None or not isinstance(value, int | float):
         return None
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)
     return number if math.isfinite(number) else None
 
 
-def _load_view(module: str) -> Any | None:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        return None
-
-
-def _view_options(module: Any, options_name: str, hta_compat: bool) -> Any:
-    options_class = getattr(module, options_name)
-    # The steps were chosen already; keep every one of them.
-    return options_class(hta_compat=hta_compat, include_last_step=True)
-
-
-def _numeric_columns(frame: pl.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
-    return [c for c, t in frame.schema.items() if t.is_numeric() and c not in exclude and c != "rank"]
-
-
-def _temporal_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
-    frame = module.compute(traces, options)
-    columns = _numeric_columns(frame)
-    means = _mean_over_ranks(frame, columns, None)
-    return [("temporal", column, value) for column, value in means.items()]
-
-
-def _overlap_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
-    frame = module.compute(traces, options)
-    means = _mean_over_ranks(frame, _numeric_columns(frame), None)
-    return [("overlap", column, value) for column, value in means.items()]
-
-
-def _grouped_metrics(
-    view: str, frame: pl.DataFrame, label_columns: list[str], n_ranks: int, per_rank: bool
-) -> MetricRows:
-    """Rows of a table keyed by label columns: each numeric column per label, averaged over
-    ranks when the table has a rank column (summed per rank, then divided)."""
-    if frame.height == 0:
-        return []
-    labels = [c for c in label_columns if c in frame.columns]
-    values = _numeric_columns(frame, exclude=tuple(labels))
-    if not labels or not values:
-        return []
-    if "rank" in frame.columns and per_rank:
-        grouped = frame.group_by(labels, maintain_order=True).agg(
-            [(pl.col(v).cast(pl.Float64).sum() / n_ranks).alias(v) for v in values]
-        )
-    else:
-        grouped = frame
-    rows: MetricRows = []
-    for record in grouped.iter_rows(named=True):
-        label = " ".join(str(record[c]) for c in labels)
-        for column in values:
-            rows.append((view, f"{label} {column}", _finite(record[column])))
-    return rows
-
-
-def _kernel_type_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
-    function = getattr(module, "kernel_types", None) or getattr(module, "kernel_type_table", None)
-    if function is None:
-        return []
-    frame = function(traces, options)
-    label = [c for c in frame.columns if frame.schema[c] == pl.Utf8 or frame.schema[c] == pl.Categorical]
-    return _grouped_metrics("kernel types", frame, label[:1], max(len(traces.rank_ids), 1), True)
-
-
-def _idle_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
-    frame = module.compute(traces, options)
-    if frame.height == 0:
-        return []
-    label = "category" if "category" in frame.columns else "idle_category"
-    if label not in frame.columns:
-        return []
-    values = [c for c in ("idle_us", "idle_time_us", "time_us") if c in frame.columns][:1]
-    if not values:
-        return []
-    n_ranks = max(len(traces.rank_ids), 1)
-    grouped = frame.group_by(label, maintain_order=True).agg(
-        (pl.col(values[0]).cast(pl.Float64).sum() / n_ranks).alias("value")
-    ).sort(label)
-    return [("idle", f"{record[label]}_us", _finite(record["value"])) for record in grouped.iter_rows(named=True)]
-
-
-def _launch_metrics(module: Any, traces: TraceSet, options: Any) -> MetricRows:
-    function = getattr(module, "summary", None)
-    if function is None:
-        return []
-    frame = function(traces, options)
-    if frame.height == 0:
-        return []
-    label = [c for c in frame.columns if frame.schema[c] in (pl.Utf8, pl.Categorical) and c != "rank"]
-    values = _numeric_columns(frame)
-    if label:
-        return _grouped_metrics("launch", frame, label[:1], max(len(traces.rank_ids), 1), False)
-    means = _mean_over_ranks(frame, values, None)
-    return [("launch", column, value) for column, value in means.items()]
-
-
-HEADLINE_VIEWS: tuple[HeadlineView, ...] = (
-    HeadlineView("temporal", "htatui.analysis.temporal", "TemporalOptions", _temporal_metrics),
-    HeadlineView("kernel types", "htatui.analysis.kernels", "KernelOptions", _kernel_type_metrics),
-    HeadlineView("overlap", "htatui.analysis.overlap", "OverlapOptions", _overlap_metrics),
-    HeadlineView("idle", "htatui.analysis.idle", "IdleOptions", _idle_metrics),
-    HeadlineView("launch", "htatui.analysis.launch", "LaunchOptions", _launch_metrics),
+ADDITIVE_PER_RANK = frozenset(
+    {
+        "span_us",
+        "idle_us",
+        "compute_us",
+        "non_compute_us",
+        "count",
+        "runtime_outlier_count",
+        "delay_outlier_count",
+    }
 )
+"""Per-rank columns that are totals (averaged as Σ/ranks); the others are means of the ranks."""
 
 
-def _side_metrics(traces: TraceSet, hta_compat: bool) -> tuple[dict[tuple[str, str], float | None], list[str]]:
-    values: dict[tuple[str, str], float | None] = {}
-    order: list[tuple[str, str]] = []
-    missing: list[str] = []
-    for spec in HEADLINE_VIEWS:
-        module = _load_view(spec.module)
-        if module is None or not hasattr(module, spec.options):
-            missing.append(spec.view)
+def _per_rank(frame: pl.DataFrame, view: str, columns: list[str], n_ranks: int) -> list[Metric]:
+    """One value per column of a one-row-per-rank table: µs and counts summed over the ranks and
+    divided by the side's rank count; percentages and means averaged over the rows present."""
+    out: list[Metric] = []
+    for column in columns:
+        if column not in frame.columns:
             continue
-        rows = spec.metrics(module, traces, _view_options(module, spec.options, hta_compat))
-        for view, metric, value in rows:
-            if (view, metric) not in values:
-                order.append((view, metric))
-            values[(view, metric)] = value
-    return {key: values[key] for key in order}, missing
+        values = frame[column].cast(pl.Float64)
+        additive = column in ADDITIVE_PER_RANK
+        value = values.sum() / n_ranks if additive and frame.height else values.mean()
+        out.append((view, column, _finite(value), False))
+    return out
+
+
+def _temporal(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+    from htatui.analysis import temporal
+
+    frame = temporal.compute(traces, temporal.TemporalOptions(hta_compat=hta_compat, include_last_step=True))
+    columns = [
+        "span_us",
+        "idle_us",
+        "compute_us",
+        "non_compute_us",
+        "idle_pct",
+        "compute_pct",
+        "non_compute_pct",
+    ]
+    return _per_rank(frame, "temporal", columns, n_ranks)
+
+
+def _kernel_types(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+    from htatui.analysis import kernels
+
+    frame = kernels.compute_types(
+        traces, kernels.KernelTypesOptions(hta_compat=hta_compat, include_last_step=True)
+    )
+    overall = frame.filter(pl.col("rank") == kernels.ALL_RANKS)
+    out: list[Metric] = []
+    for record in overall.iter_rows(named=True):
+        state = str(record["kernel_type"])
+        duration = _finite(record["duration_us"])
+        out.append(("kernel types", f"{state}_us", None if duration is None else duration / n_ranks, True))
+        out.append(("kernel types", f"{state}_pct", _finite(record["pct"]), True))
+    return out
+
+
+def _overlap(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+    from htatui.analysis import overlap
+
+    frame = overlap.compute(traces, overlap.OverlapOptions(hta_compat=hta_compat, include_last_step=True))
+    return _per_rank(frame, "overlap", ["overlap_pct"], n_ranks)
+
+
+def _idle(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+    from htatui.analysis import idle
+
+    frame = idle.compute(traces, idle.IdleOptions(hta_compat=hta_compat, include_last_step=True))
+    totals = frame.group_by("category").agg(pl.col("idle_us").sum())
+    by_category = {str(c): float(v) for c, v in totals.iter_rows()}
+    grand = sum(by_category.values())
+    out: list[Metric] = [("idle", "total_us", grand / n_ranks, True)]
+    for category in idle.CATEGORIES:
+        value = by_category.get(category, 0.0)
+        out.append(("idle", f"{category}_us", value / n_ranks, True))
+    for category in idle.CATEGORIES:
+        share = 100.0 * by_category.get(category, 0.0) / grand if grand > 0 else None
+        out.append(("idle", f"{category}_pct", share, False))
+    return out
+
+
+def _launch(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+    from htatui.analysis import launch
+
+    frame = launch.summary(traces, launch.LaunchOptions(hta_compat=hta_compat, include_last_step=True))
+    columns = [
+        "count",
+        "cpu_mean_us",
+        "gpu_mean_us",
+        "delay_mean_us",
+        "delay_p50_us",
+        "delay_p90_us",
+        "runtime_outlier_count",
+        "delay_outlier_count",
+    ]
+    return _per_rank(frame, "launch", columns, n_ranks)
+
+
+HEADLINE_VIEWS: tuple[Callable[[TraceSet, bool, int], list[Metric]], ...] = (
+    _temporal,
+    _kernel_types,
+    _overlap,
+    _idle,
+    _launch,
+)
+"""Temporal breakdown, kernel-type shares, overlap, idle by category, launch delay summary."""
+
+
+def _side_metrics(traces: TraceSet, hta_compat: bool) -> list[Metric]:
+    n_ranks = max(len(traces.rank_ids), 1)
+    out: list[Metric] = []
+    for view in HEADLINE_VIEWS:
+        out.extend(view(traces, hta_compat, n_ranks))
+    return out
+
+
+def summary_from_sides(base: TraceSet, test: TraceSet, hta_compat: bool) -> pl.DataFrame:
+    """The long frame of `summary` for two already restricted sides."""
+    base_rows = _side_metrics(base, hta_compat)
+    test_rows = _side_metrics(test, hta_compat)
+    order: list[tuple[str, str]] = []
+    additive: dict[tuple[str, str], bool] = {}
+    values: dict[str, dict[tuple[str, str], float | None]] = {"base": {}, "test": {}}
+    for side, rows in (("base", base_rows), ("test", test_rows)):
+        for view, metric, value, is_additive in rows:
+            key = (view, metric)
+            if key not in additive:
+                order.append(key)
+            additive[key] = additive.get(key, False) or is_additive
+            values[side][key] = value
+    view_rank = {name: i for i, name in enumerate(VIEW_ORDER)}
+    order.sort(key=lambda key: view_rank.get(key[0], len(view_rank)))
+    records = []
+    for key in order:
+        default = 0.0 if additive[key] else None
+        b = values["base"].get(key, default)
+        t = values["test"].get(key, default)
+        records.append(
+            {
+                "view": key[0],
+                "metric": key[1],
+                "base": b,
+                "test": t,
+                "delta": None if b is None or t is None else t - b,
+            }
+        )
+    return pl.DataFrame(records, schema=SUMMARY_SCHEMA)
+
+
+VIEW_ORDER = ("temporal", "kernel types", "overlap", "idle", "launch")
 
 
 def summary(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) -> pl.DataFrame:
     """The headline views of both sides on the chosen ranks and steps: view, metric, base,
-    test, delta (test − base). Per-rank numbers are averaged over each side's ranks."""
+    test, delta (test − base).
+
+    Each view runs on the side's chosen ranks restricted to its chosen steps (so the views do
+    not drop another last step). Times and counts are per rank: summed over the side's ranks
+    and divided by their number; percentages and means are averaged over the ranks.
+    """
     options = options or DiffOptions()
     selection = select_sides(base, test, options)
-    base_values, _ = _side_metrics(restrict(base, selection.base), options.hta_compat)
-    test_values, _ = _side_metrics(restrict(test, selection.test), options.hta_compat)
-    keys = list(base_values)
-    keys += [k for k in test_values if k not in base_values]
-    rows = []
-    for view, metric in keys:
-        b = base_values.get((view, metric))
-        t = test_values.get((view, metric))
-        rows.append(
-            {
-                "view": view,
-                "metric": metric,
-                "base": b,
-                "test": t,
-                "delta": (t if t is not None else 0.0) - (b if b is not None else 0.0)
-                if (b is not None or t is not None)
-                else None,
-            }
-        )
-    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+    return summary_from_sides(
+        restrict(base, selection.base), restrict(test, selection.test), options.hta_compat
+    )

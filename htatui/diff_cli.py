@@ -1,0 +1,161 @@
+"""`htatui diff BASE TEST`: compare two jobs per kernel/op name, or their headline views.
+
+With `--format` (or when stdout is not a terminal) the table is printed; otherwise the side-by-side
+diff screen opens. Which ranks and steps were compared goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+STEPS_HELP = "steps to compare: common (default: the step numbers both sides have), all, or a step number"
+
+
+def parse_steps(text: str) -> str | int:
+    """'common' | 'all' | a step number."""
+    value = text.strip().lower()
+    if value in ("common", "all"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected common, all or a step number, got {text!r}") from None
+
+
+def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    diff = sub.add_parser(
+        "diff",
+        help="compare two jobs: kernels and ops that got slower, appeared or vanished",
+        description="Compare a baseline job (BASE) with a changed one (TEST). Without --format the "
+        "side-by-side screen opens (when stdout is a terminal).",
+    )
+    diff.add_argument("base", type=Path, metavar="BASE_PATH", help="baseline trace folder or file")
+    diff.add_argument("test", type=Path, metavar="TEST_PATH", help="changed trace folder or file")
+    diff.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="compare this rank on both sides (default: every rank, averaged; --hta-compat: the first rank)",
+    )
+    diff.add_argument("--test-rank", type=int, default=None, help="use this rank on the test side instead")
+    diff.add_argument("--steps", type=parse_steps, default="common", help=STEPS_HELP)
+    diff.add_argument(
+        "--by",
+        choices=("all", "kernel", "op"),
+        default="all",
+        help="compare kernels, CPU ops, or both (default)",
+    )
+    diff.add_argument("--short-names", action="store_true", help="fold template and argument lists of names")
+    diff.add_argument("--summary", action="store_true", help="compare the headline views instead of names")
+    diff.add_argument(
+        "--format", choices=("table", "csv", "json"), default=None, help="print instead of opening the screen"
+    )
+    diff.add_argument(
+        "--hta-compat", action="store_true", help="reproduce HTA 0.6.1's TraceDiff.compare_traces"
+    )
+    diff.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    diff.add_argument(
+        "--noise-pct",
+        type=float,
+        default=5.0,
+        help="changes within this %% of the base total are 'unchanged' (5)",
+    )
+    diff.add_argument(
+        "--noise-us", type=float, default=2.0, help="changes within this many µs are 'unchanged' (2)"
+    )
+    diff.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+    diff.set_defaults(run=run_diff)
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    from htatui.analysis.diff import DiffOptions
+
+    return DiffOptions(
+        rank=args.rank,
+        test_rank=args.test_rank,
+        steps=args.steps,
+        by=args.by,
+        short_names=args.short_names,
+        hta_compat=args.hta_compat,
+        include_last_step=args.include_last_step,
+        noise_pct=args.noise_pct,
+        noise_us=args.noise_us,
+    )
+
+
+def _err(message: str) -> None:
+    print(f"htatui: {message}", file=sys.stderr)
+
+
+def _load_side(path: Path, label: str, use_cache: bool) -> Any:
+    from htatui.trace import load_traces
+
+    traces = load_traces([path], use_cache=use_cache)
+    for note in traces.notes:
+        _err(f"note ({label}): {note}")
+    for problem in traces.problems:
+        _err(f"skipped ({label}) {problem}")
+    return traces
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from htatui.trace import LoadError
+
+    for label, path in (("base", args.base), ("test", args.test)):
+        if not path.exists():
+            _err(f"{path}: no such file or folder ({label})")
+            return 2
+    try:
+        options = options_from_args(args)
+    except ValueError as exc:
+        _err(str(exc))
+        return 2
+    fmt = args.format
+    if fmt is None and sys.stdout.isatty():
+        from htatui.tui.diff_app import run_diff_app
+
+        return int(run_diff_app(args.base, args.test, options, use_cache=not args.no_cache))
+    try:
+        base = _load_side(args.base, "base", not args.no_cache)
+        test = _load_side(args.test, "test", not args.no_cache)
+    except LoadError as exc:
+        _err(str(exc))
+        return 2
+    from htatui.analysis import diff
+
+    try:
+        selection = diff.select_sides(base, test, options)
+        if args.summary:
+            frame = diff.summary(base, test, options)
+            title = "htatui diff --summary"
+        else:
+            frame = diff.compare(base, test, options).frame
+            title = "htatui diff"
+    except ValueError as exc:
+        _err(str(exc))
+        return 2
+    for line in selection.description.splitlines():
+        _err(line)
+    _render(frame, fmt or "table", title)
+    return 0
+
+
+def _render(frame: Any, fmt: str, title: str) -> None:
+    try:
+        from htatui.report import render_frame
+    except ImportError:  # pragma: no cover - report.py ships with the package
+        _fallback_render(frame, fmt)
+        return
+    render_frame(frame, fmt, title=title)  # type: ignore[arg-type]
+
+
+def _fallback_render(frame: Any, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(frame.write_json() + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(frame.write_csv())
+    else:
+        print(frame)

@@ -1,0 +1,601 @@
+"""The side-by-side diff screen: base on the left, test on the right, the delta between.
+
+Both jobs load on background thread workers with a progress bar each; the comparison then runs
+on a third worker. On top, the headline views (temporal, kernel types, overlap, idle, launch);
+below, the per-name table sorted by absolute delta, and bars of the ten largest increases and
+decreases (beside the table on wide terminals, behind `b` on narrow ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, ProgressBar, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from htatui.analysis import diff
+from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
+from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
+from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
+from htatui.tui.widgets.table_pane import TablePane
+
+GLYPHS = {"added": "+", "removed": "−", "slower": "▲", "faster": "▼", "unchanged": "="}
+"""Status glyphs: meaning never rests on colour alone."""
+
+STATUS_COLORS = {
+    "added": "accent",
+    "removed": "primary",
+    "slower": "warning",
+    "faster": "primary",
+    "unchanged": "foreground-muted",
+}
+"""Theme variables that colour each status (orange for more time, blue for less)."""
+
+STATUS_FILTERS: tuple[str | None, ...] = (
+    None,
+    "changed",
+    "added",
+    "removed",
+    "slower",
+    "faster",
+    "unchanged",
+)
+KIND_FILTERS: tuple[str | None, ...] = (None, "kernel", "op")
+BAR_COUNT = 10
+SIDES = ("base", "test")
+
+
+def side_name(path: Path) -> str:
+    """What the screen calls a side: the folder or file name, never a temp-dir path."""
+    return path.name or str(path)
+
+
+def theme_color(screen: Screen[Any], variable: str, fallback: str = "") -> str:
+    """A colour from the app's theme variables (the CSS has none of its own)."""
+    variables = screen.app.theme_variables
+    return str(variables.get(variable) or variables.get(fallback) or "")
+
+
+def fmt_count(value: Any) -> str:
+    number = float(value)
+    return f"{int(number):,}" if number.is_integer() else f"{number:,.1f}"
+
+
+def fmt_compact(value: float) -> str:
+    """One decimal below 10,000, none above (keeps big µs totals inside their column)."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:,.1f}"
+
+
+def fmt_delta(value: float, unit: str = "", *, compact: bool = True) -> str:
+    sign = "+" if value > 0 else ""
+    return f"{sign}{fmt_compact(value) if compact else f'{value:,.1f}'}{unit}"
+
+
+@dataclass(frozen=True)
+class StyledColumn(Column):
+    """A column whose cells carry a style chosen per value (set by the screen from the theme)."""
+
+    styles: tuple[tuple[str, str], ...] = ()
+    """(value, rich style) pairs for status cells; empty for signed delta cells."""
+    signed_styles: tuple[str, str] = ("", "")
+    """Styles of positive and negative values of a delta column."""
+
+    def cell(self, value: Any) -> Text:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return Text("–", justify="right" if self.numeric else "left", style="dim")
+        if self.fmt == "status":
+            style = dict(self.styles).get(str(value), "")
+            return Text(GLYPHS.get(str(value), "?"), style=style, justify="center")
+        if self.fmt == "count":
+            return Text(fmt_count(value), justify="right")
+        if self.fmt in ("delta_us", "delta_pct", "delta"):
+            number = float(value)
+            style = self.signed_styles[0] if number > 0 else self.signed_styles[1] if number < 0 else ""
+            if self.fmt == "delta_us":
+                text = fmt_delta(number)
+            elif self.fmt == "delta_pct":
+                text = fmt_delta(number, "%") if abs(number) < 1000 else f"{number:+,.0f}%"
+            else:
+                text = f"{'+' if number > 0 else ''}{fmt_float(number)}"
+            return Text(text, style=style, justify="right")
+        if self.fmt == "text":
+            return Text(middle_truncate(str(value), self.width or 36))
+        try:
+            text = {"us": fmt_compact, "pct": fmt_pct, "float": fmt_float}.get(self.fmt, fmt_float)(value)
+        except (TypeError, ValueError):
+            text = str(value)
+        return Text(text, justify="right")
+
+
+# ---- messages ---------------------------------------------------------------------------
+
+
+@dataclass
+class SideProgress(Message):
+    """One more file of a side was read."""
+
+    side: str
+    done: int
+    total: int
+
+
+@dataclass
+class SideLoaded(Message):
+    """A side finished loading."""
+
+    side: str
+    traces: TraceSet
+
+
+@dataclass
+class SideFailed(Message):
+    """A side could not be loaded; message is one line for the user."""
+
+    side: str
+    message: str
+
+
+@dataclass
+class DiffComputed(Message):
+    """The comparison of both sides (summary None when the headline views failed)."""
+
+    request_id: int
+    result: DiffResult
+    summary: pl.DataFrame | None
+    summary_error: str | None
+
+
+@dataclass
+class DiffFailed(Message):
+    request_id: int
+    message: str
+
+
+# ---- widgets ----------------------------------------------------------------------------
+
+
+class DeltaBars(VerticalScroll):
+    """Horizontal text bars of the largest increases (▲) and decreases (▼) of total time."""
+
+    can_focus = True
+
+    DEFAULT_CSS = """
+    DeltaBars {
+        height: 1fr;
+        padding: 0 1;
+        border-top: solid $panel-lighten-2;
+        border-title-color: $foreground-muted;
+        background: $surface;
+        scrollbar-size-vertical: 1;
+        &:focus {
+            border-top: solid $primary;
+            border-title-color: $foreground;
+        }
+        & > Static { width: 1fr; height: auto; }
+    }
+    """
+
+    def __init__(self, *, widget_id: str | None = None) -> None:
+        super().__init__(id=widget_id)
+        self.border_title = f"top {BAR_COUNT} changes (µs)"
+        self.frame = pl.DataFrame(schema=diff.DIFF_SCHEMA)
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="bars-text")
+
+    def show(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self.query_one("#bars-text", Static).update(self.render_bars())
+
+    def on_resize(self) -> None:
+        if self.frame.height:
+            self.query_one("#bars-text", Static).update(self.render_bars())
+
+    def render_bars(self) -> Text:
+        increases, decreases = diff.top_changes(self.frame, BAR_COUNT)
+        width = max(self.scrollable_content_region.width - 1, 30)
+        label_width = max(10, min(28, width // 2 - 4))
+        value_width = 9
+        bar_width = max(4, width - label_width - value_width - 4)
+        largest = max(
+            [abs(v) for v in increases["delta_us"].to_list() + decreases["delta_us"].to_list()] or [0.0]
+        )
+        up = theme_color(self.screen, "hta-series-2", "accent")
+        down = theme_color(self.screen, "hta-series-1", "primary")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for title, rows, glyph, color in (
+            ("increases", increases, "▲", up),
+            ("decreases", decreases, "▼", down),
+        ):
+            text.append(f"{glyph} {title}\n", style="bold")
+            if rows.height == 0:
+                text.append("  none\n", style="dim")
+                continue
+            for record in rows.iter_rows(named=True):
+                value = float(record["delta_us"])
+                cells = 0 if largest <= 0 else max(1, round(abs(value) / largest * bar_width))
+                mark = GLYPHS.get(str(record["status"]), " ")
+                label = middle_truncate(str(record["name"]), label_width)
+                text.append(f"{mark} {label:<{label_width}} ")
+                text.append("█" * cells, style=color)
+                text.append(" " * (bar_width - cells))
+                text.append(f" {fmt_delta(value, compact=True):>{value_width}}\n")
+        text.rstrip()
+        return text
+
+
+# ---- the screen -------------------------------------------------------------------------
+
+
+class DiffScreen(Screen[None]):
+    """Compare two jobs side by side; loads both itself (or takes already loaded traces)."""
+
+    TITLE = "diff"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", tooltip="Cancel loading or close the diff", id="diff.back"),
+        Binding("slash", "filter", "Filter", tooltip="Filter the names table", id="diff.filter"),
+        Binding(
+            "c", "cycle_status", "Status", tooltip="Show added, removed, slower, faster…", id="diff.status"
+        ),
+        Binding("t", "cycle_kind", "Kind", tooltip="Show kernels, CPU ops or both", id="diff.kind"),
+        Binding(
+            "f", "toggle_short", "Fold names", tooltip="Fold template arguments of names", id="diff.fold"
+        ),
+        Binding("b", "toggle_bars", "Bars", tooltip="Show the bars of the largest changes", id="diff.bars"),
+        Binding(
+            "i", "describe", "Info", show=False, tooltip="Which ranks and steps are compared", id="diff.info"
+        ),
+    ]
+
+    DEFAULT_CSS = """
+    DiffScreen {
+        layout: vertical;
+        & #diff-title {
+            height: 1;
+            background: $panel;
+            color: $foreground;
+            text-style: bold;
+        }
+        & #diff-state {
+            height: 1;
+            background: $surface;
+            color: $foreground-muted;
+        }
+        & #diff-loading {
+            height: auto;
+            padding: 1 2;
+        }
+        & .side-label { height: 1; color: $foreground; }
+        & #diff-error { color: $error; height: auto; display: none; }
+        &.-failed #diff-error { display: block; }
+        & #diff-body { display: none; height: 1fr; }
+        &.-ready #diff-body { display: block; }
+        &.-ready #diff-loading { display: none; }
+        & #headline { height: 9; }
+        & #headline ViewTable { height: 1fr; }
+        & #diff-lower { height: 1fr; }
+        & #names { width: 1fr; height: 1fr; }
+        & #names ViewTable { height: 1fr; }
+        & #bars { width: 1fr; display: none; }
+        &.-wide #bars { display: block; max-width: 60; }
+        &.-narrow.-show-bars #bars { display: block; }
+        &.-narrow.-show-bars #names { display: none; }
+        &.-narrow.-show-bars #headline { display: none; }
+    }
+    """
+
+    def __init__(
+        self,
+        base_path: Path,
+        test_path: Path,
+        options: DiffOptions | None = None,
+        *,
+        use_cache: bool = True,
+        base_traces: TraceSet | None = None,
+        test_traces: TraceSet | None = None,
+        max_workers: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.base_path = base_path
+        self.test_path = test_path
+        self.options = options or DiffOptions()
+        self.use_cache = use_cache
+        self.max_workers = max_workers
+        self.traces: dict[str, TraceSet | None] = {"base": base_traces, "test": test_traces}
+        self.cancel_event = threading.Event()
+        self.result: DiffResult | None = None
+        self.summary_frame: pl.DataFrame | None = None
+        self.status_filter: str | None = None
+        self.kind_filter: str | None = None
+        self.failed = False
+        self._request_id = 0
+        self._workers: list[Worker[None]] = []
+
+    # ---- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append(" htatui diff ")
+        title.append(
+            f"│ base {side_name(self.base_path)} ↔ test {side_name(self.test_path)}", style="not bold"
+        )
+        yield Static(title, id="diff-title")
+        yield Static(" loading both sides… (esc cancels)", id="diff-state")
+        with Vertical(id="diff-loading"):
+            for side, path in (("base", self.base_path), ("test", self.test_path)):
+                yield Static(f"{side}: {side_name(path)}", classes="side-label", id=f"{side}-label")
+                yield ProgressBar(total=None, show_eta=False, id=f"{side}-progress")
+            yield Static("", id="diff-error")
+        with Vertical(id="diff-body"):
+            yield TablePane("headline views: base │ Δ │ test", row_limit=500, id="headline")
+            with Horizontal(id="diff-lower"):
+                yield TablePane("names", row_limit=1000, id="names")
+                yield DeltaBars(widget_id="bars")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        for side, path in (("base", self.base_path), ("test", self.test_path)):
+            preloaded = self.traces[side]
+            if preloaded is not None:
+                self._mark_loaded(side, preloaded)
+            else:
+                self._workers.append(self._load_side(side, path))
+        self._maybe_compare()
+
+    # ---- loading ------------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="diff-load", description="load a diff side")
+    def _load_side(self, side: str, path: Path) -> None:
+        worker = get_current_worker()
+
+        def progress(update: LoadProgress) -> None:
+            if not worker.is_cancelled:
+                self.post_message(SideProgress(side, update.done, update.total))
+
+        try:
+            traces = load_traces(
+                [path],
+                use_cache=self.use_cache,
+                progress=progress,
+                cancel=self.cancel_event,
+                max_workers=self.max_workers,
+            )
+        except LoadCancelled:
+            return
+        except LoadError as exc:
+            self.post_message(SideFailed(side, str(exc)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SideLoaded(side, traces))
+
+    @on(SideProgress)
+    def _progress(self, message: SideProgress) -> None:
+        bar = self.query_one(f"#{message.side}-progress", ProgressBar)
+        bar.update(total=message.total, progress=message.done)
+
+    @on(SideLoaded)
+    def _loaded(self, message: SideLoaded) -> None:
+        self._mark_loaded(message.side, message.traces)
+        self._maybe_compare()
+
+    def _mark_loaded(self, side: str, traces: TraceSet) -> None:
+        self.traces[side] = traces
+        bar = self.query_one(f"#{side}-progress", ProgressBar)
+        bar.update(total=1, progress=1)
+        ranks = compress_steps(traces.rank_ids)
+        label = self.query_one(f"#{side}-label", Static)
+        label.update(
+            f"{side}: {side_name(self.base_path if side == 'base' else self.test_path)} · ranks {ranks}"
+        )
+        for problem in traces.problems:
+            self.notify(str(problem), title=f"{side}: skipped a file", severity="warning", timeout=8)
+
+    @on(SideFailed)
+    def _side_failed(self, message: SideFailed) -> None:
+        self._fail(f"{message.side}: {message.message}")
+
+    def _fail(self, text: str) -> None:
+        self.failed = True
+        self.add_class("-failed")
+        self.query_one("#diff-error", Static).update(text)
+        self.query_one("#diff-state", Static).update(" failed · esc closes")
+
+    @on(Worker.StateChanged)
+    def _worker_error(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker in self._workers:
+            error = event.worker.error
+            self._fail(f"{type(error).__name__}: {error}")
+
+    # ---- comparing ----------------------------------------------------------------------
+    def _maybe_compare(self) -> None:
+        base, test = self.traces["base"], self.traces["test"]
+        if base is None or test is None or self.failed:
+            return
+        self._request_id += 1
+        self.query_one("#diff-state", Static).update(" comparing…")
+        self._workers.append(self._compare(self._request_id, base, test, self.options))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="diff-compare", description="compare")
+    def _compare(self, request_id: int, base: TraceSet, test: TraceSet, options: DiffOptions) -> None:
+        try:
+            result = diff.compare(base, test, options)
+        except ValueError as exc:
+            self.post_message(DiffFailed(request_id, str(exc)))
+            return
+        summary: pl.DataFrame | None = None
+        summary_error: str | None = None
+        try:
+            summary = diff.summary(base, test, options)
+        except Exception as exc:  # noqa: BLE001 - the names table is still worth showing
+            summary_error = f"{type(exc).__name__}: {exc}"
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffComputed(request_id, result, summary, summary_error))
+
+    @on(DiffFailed)
+    def _diff_failed(self, message: DiffFailed) -> None:
+        if message.request_id == self._request_id:
+            self._fail(message.message)
+
+    @on(DiffComputed)
+    def _diff_computed(self, message: DiffComputed) -> None:
+        if message.request_id != self._request_id:
+            return
+        self.result = message.result
+        self.summary_frame = message.summary
+        self.add_class("-ready")
+        self._show_state(message.result.selection)
+        self._show_headline(message.summary, message.summary_error)
+        self._show_names()
+        self.query_one(DeltaBars).show(message.result.frame)
+        self.query_one("#names", TablePane).table.focus()
+
+    def _show_state(self, selection: Selection) -> None:
+        def side_text(side: diff.Side) -> str:
+            ranks = ",".join(map(str, side.ranks))
+            steps = "all events" if side.steps is None else f"steps {compress_steps(side.steps)}"
+            return f"r{ranks} · {steps}"
+
+        text = f" base {side_text(selection.base)}  ↔  test {side_text(selection.test)}"
+        flags = [
+            name
+            for name, on_ in (
+                ("short names", self.options.short_names),
+                ("HTA compat", self.options.hta_compat),
+            )
+            if on_
+        ]
+        if flags:
+            text += "  · " + ", ".join(flags)
+        if selection.notes:
+            text += "  · i: details"
+        self.query_one("#diff-state", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
+
+    def _delta_styles(self) -> tuple[str, str]:
+        return (theme_color(self, "warning"), theme_color(self, "primary"))
+
+    def _show_headline(self, summary: pl.DataFrame | None, error: str | None) -> None:
+        pane = self.query_one("#headline", TablePane)
+        if summary is None:
+            pane.show(pl.DataFrame(), empty=f"The headline views could not be computed: {error}")
+            return
+        labels = [
+            f"{view} · {default_label(metric)}"
+            for view, metric in summary.select("view", "metric").iter_rows()
+        ]
+        frame = summary.with_columns(label=pl.Series(labels, dtype=pl.Utf8))
+        width = max(24, min(44, self.size.width - 44))
+        columns = [
+            StyledColumn("label", "view · metric", "text", width=width, sortable=False),
+            StyledColumn("base", "base", "float", width=11),
+            StyledColumn("delta", "Δ", "delta", width=11, signed_styles=self._delta_styles()),
+            StyledColumn("test", "test", "float", width=11),
+        ]
+        pane.show(frame, columns, empty="No headline numbers (no GPU activity on either side).")
+
+    def _status_styles(self) -> tuple[tuple[str, str], ...]:
+        styles = []
+        for status, variable in STATUS_COLORS.items():
+            color = theme_color(self, variable)
+            bold = "bold " if status in ("added", "removed") else ""
+            styles.append((status, f"{bold}{color}".strip()))
+        return tuple(styles)
+
+    def names_frame(self) -> pl.DataFrame:
+        """The per-name rows after the status and kind filters, with the sort key."""
+        if self.result is None:
+            return pl.DataFrame(schema=diff.DIFF_SCHEMA)
+        frame = self.result.frame
+        if self.status_filter == "changed":
+            frame = frame.filter(pl.col("status") != "unchanged")
+        elif self.status_filter is not None:
+            frame = frame.filter(pl.col("status") == self.status_filter)
+        if self.kind_filter is not None:
+            frame = frame.filter(pl.col("kind") == self.kind_filter)
+        return frame.with_columns(abs_delta_us=pl.col("delta_us").abs())
+
+    def _show_names(self) -> None:
+        pane = self.query_one("#names", TablePane)
+        frame = self.names_frame()
+        parts = ["names"]
+        if self.status_filter:
+            parts.append(self.status_filter)
+        if self.kind_filter:
+            parts.append(self.kind_filter)
+        pane.table.title = " · ".join(parts)
+        available = self.size.width if not self.has_class("-wide") else self.size.width - 60
+        width = max(18, min(60, available - 49))
+        signed = self._delta_styles()
+        columns = [
+            StyledColumn("name", "name", "text", width=width),
+            StyledColumn("status", " ", "status", width=1, sortable=False, styles=self._status_styles()),
+            StyledColumn("base_total_us", "base µs", "us", width=9),
+            StyledColumn("delta_us", "Δ µs", "delta_us", width=9, signed_styles=signed),
+            StyledColumn("delta_pct", "Δ %", "delta_pct", width=7, signed_styles=signed),
+            StyledColumn("test_total_us", "test µs", "us", width=9),
+            StyledColumn("kind", "kind", "text", width=6),
+            StyledColumn("base_count", "base n", "count", width=8),
+            StyledColumn("delta_count", "Δ n", "count", width=7),
+            StyledColumn("test_count", "test n", "count", width=8),
+        ]
+        pane.show(
+            frame,
+            columns,
+            empty="No names match (c cycles the status filter, t the kind).",
+            sort="abs_delta_us",
+            descending=True,
+        )
+
+    def on_resize(self) -> None:
+        if self.result is not None:
+            self._show_names()
+
+    # ---- actions ------------------------------------------------------------------------
+    def action_back(self) -> None:
+        if not self.has_class("-ready") and not self.failed:
+            self.cancel_event.set()
+            for worker in self._workers:
+                worker.cancel()
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+        else:
+            self.app.exit(return_code=130 if not self.has_class("-ready") and not self.failed else 0)
+
+    def action_filter(self) -> None:
+        if self.result is not None:
+            self.query_one("#names", TablePane).open_filter()
+
+    def action_cycle_status(self) -> None:
+        position = STATUS_FILTERS.index(self.status_filter)
+        self.status_filter = STATUS_FILTERS[(position + 1) % len(STATUS_FILTERS)]
+        if self.result is not None:
+            self._show_names()
+
+    def action_cycle_kind(self) -> None:
+        position = KIND_FILTERS.index(self.kind_filter)
+        self.kind_filter = KIND_FILTERS[(position + 1) % len(KIND_FILTERS)]
+        if self.result is not None:
+            self._show_names()
+
+    def action_toggle_short(self) -> None:
+        self.options = dataclasses.replace(self.options, short_names=not self.options.short_names)
+        self._maybe_compare()
+
+    def action_toggle_bars(self) -> None:
+        self.toggle_class("-show-bars")
+
+    def action_describe(self) -> None:
+        if self.result is not None:
+            self.notify(self.result.description, title="Compared", timeout=10)
