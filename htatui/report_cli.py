@@ -1,7 +1,7 @@
 """`htatui report --view VIEW` and `htatui export …`: the views' CLI faces.
 
-A view is named once in VIEWS (module, options class, functions); its option fields become
-flags automatically when a flag of the same field name is declared in OPTION_FLAGS.
+A view is named once in VIEWS (options class, functions); an option field becomes a flag when
+OPTION_FLAGS names it, and a flag given to a view without that field is refused.
 """
 
 from __future__ import annotations
@@ -22,16 +22,61 @@ from htatui.report import render_frame
 
 @dataclass(frozen=True)
 class ViewSpec:
-    """Where a view lives and which secondary tables its flags select."""
+    """A view: its options class and functions as 'module:name' paths, and its extra tables."""
 
-    module: str
     options: str
-    function: str = "compute"
+    function: str
     tables: dict[str, str] = field(default_factory=dict)
-    help: str = ""
 
 
-VIEWS: dict[str, ViewSpec] = {}
+def _resolve(path: str) -> Any:
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+_A = "htatui.analysis."
+_SELF = "htatui.report_cli:"
+VIEWS: dict[str, ViewSpec] = {
+    "temporal": ViewSpec(_A + "temporal:TemporalOptions", _A + "temporal:compute"),
+    "idle": ViewSpec(
+        _A + "idle:IdleOptions", _A + "idle:compute", {"interval-stats": _A + "idle:interval_stats"}
+    ),
+    "kernel-types": ViewSpec(_A + "kernels:KernelTypesOptions", _A + "kernels:compute_types"),
+    "kernels": ViewSpec(_A + "kernels:KernelsOptions", _A + "kernels:compute"),
+    "kernel-spread": ViewSpec(_A + "kernels:KernelSpreadOptions", _A + "kernels:spread"),
+    "overlap": ViewSpec(_A + "overlap:OverlapOptions", _A + "overlap:compute"),
+    "launch": ViewSpec(
+        _A + "launch:LaunchOptions",
+        _A + "launch:compute",
+        {
+            "summary": _A + "launch:summary",
+            "short-kernels": _SELF + "short_kernels",
+            "runtime-outliers": _SELF + "runtime_outliers",
+            "delay-outliers": _SELF + "delay_outliers",
+        },
+    ),
+    "queue": ViewSpec(
+        _A + "queue:QueueOptions", _A + "queue:compute", {"series": _A + "queue:series", "blocked": _A + "queue:blocked"}
+    ),
+    "membw": ViewSpec(_A + "membw:MemoryBandwidthOptions", _A + "membw:compute", {"series": _A + "membw:series"}),
+    "steps": ViewSpec(_A + "steps:StepsOptions", _A + "steps:compute"),
+    "stragglers": ViewSpec(_A + "steps:StragglerOptions", _A + "steps:stragglers"),
+    "annotations": ViewSpec(_A + "annotations:AnnotationOptions", _A + "annotations:compute"),
+    "patterns": ViewSpec(_A + "patterns:PatternsOptions", _A + "patterns:compute"),
+    "ops": ViewSpec(_A + "ops:OpsOptions", _A + "ops:compute"),
+}
+
+
+def short_kernels(traces: Any, options: Any) -> pl.DataFrame:
+    return _resolve(_A + "launch:outliers")(traces, options, "short")  # type: ignore[no-any-return]
+
+
+def runtime_outliers(traces: Any, options: Any) -> pl.DataFrame:
+    return _resolve(_A + "launch:outliers")(traces, options, "runtime")  # type: ignore[no-any-return]
+
+
+def delay_outliers(traces: Any, options: Any) -> pl.DataFrame:
+    return _resolve(_A + "launch:outliers")(traces, options, "delay")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -46,15 +91,24 @@ def _int_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
-OPTION_FLAGS: list[OptionFlag] = []
-
-
-def register(name: str, spec: ViewSpec) -> None:
-    VIEWS[name] = spec
+OPTION_FLAGS: list[OptionFlag] = [
+    OptionFlag("--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs (30)"),
+    OptionFlag("--streams", "streams", _int_tuple, "idle: only these streams, e.g. 7,20"),
+    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns: how many names to keep"),
+    OptionFlag("--duration-ratio", "duration_ratio", float, "kernels: HTA's cumulative-time quantile (0.8)"),
+    OptionFlag("--runtime-cutoff", "runtime_cutoff_us", float, "launch: runtime outlier cutoff, µs (50)"),
+    OptionFlag("--launch-delay-cutoff", "launch_delay_cutoff_us", float, "launch: delay outlier cutoff, µs (100)"),
+    OptionFlag("--max-queue-length", "max_queue_length", int, "queue: length counted as full (1024)"),
+    OptionFlag("--operator", "operator", str, "patterns: operator name to look under (aten::linear)"),
+    OptionFlag("--min-len", "min_len", int, "patterns: minimum kernels under the operator (3)"),
+    OptionFlag("--rank", "rank", int, "patterns: the rank to mine (first rank)"),
+    OptionFlag("--sort-by", "sort_by", str, "ops: column to sort by, descending (gpu_self_us)"),
+    OptionFlag("--num-candidates", "num_candidates", int, "stragglers: how many ranks to name (2)"),
+]
 
 
 def _view_options(spec: ViewSpec) -> type[Any]:
-    return getattr(importlib.import_module(spec.module), spec.options)  # type: ignore[no-any-return]
+    return _resolve(spec.options)  # type: ignore[no-any-return]
 
 
 def add_report_parser(
@@ -121,9 +175,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     options = options_class(
         ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values
     )
-    module = importlib.import_module(spec.module)
-    function_name = spec.tables[chosen[0]] if chosen else spec.function
-    result = getattr(module, function_name)(traces, options)
+    result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
     frame = result if isinstance(result, pl.DataFrame) else result.frame
     message = None if isinstance(result, pl.DataFrame) else getattr(result, "message", None)
     if message:
