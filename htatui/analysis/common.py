@@ -75,7 +75,7 @@ def is_device_row(hta_compat: bool) -> pl.Expr:
         return (
             (pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)
         ) | pl.col("name").cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
-    return pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col(
+    return pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col(
         "correlation"
     ).is_not_null()
 
@@ -89,7 +89,10 @@ def filter_last_step(
     the last step starts (or, with include_last_step, by its end); device rows are kept only
     when their correlation id belongs to a kept host row. Rows before the first step stay.
     """
-    step_rows = events.filter(pl.col("name").cast(pl.Utf8).str.contains(PROFILER_STEP.pattern)).select(
+    # The regex runs on the few distinct names, not on every row.
+    distinct = events["name"].cast(pl.Utf8).unique()
+    step_names = distinct.filter(distinct.str.contains(PROFILER_STEP.pattern))
+    step_rows = events.filter(pl.col("name").cast(pl.Utf8).is_in(step_names.implode())).select(
         "ts", "end", step=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
     )
     steps = sorted(set(step_rows["step"].to_list()))
@@ -98,10 +101,11 @@ def filter_last_step(
     last = step_rows.sort("ts").tail(1)
     cutoff = pl.col("ts") <= last["end"][0] if include_last_step else pl.col("ts") < last["ts"][0]
     device = is_device_row(hta_compat)
-    host = events.filter(~device & cutoff)
-    kept_correlations = host["correlation"].drop_nulls().unique()
-    devices = events.filter(device & pl.col("correlation").is_in(kept_correlations.implode()))
-    kept = pl.concat([host, devices], how="vertical").sort("index")
+    kept_correlations = events.filter(~device & cutoff)["correlation"].drop_nulls().unique()
+    # One mask keeps file order: host rows by time, device rows by their launch's correlation.
+    kept = events.filter(
+        pl.when(device).then(pl.col("correlation").is_in(kept_correlations.implode())).otherwise(cutoff)
+    )
     used = steps if include_last_step else [s for s in steps if s != last["step"][0]]
     return kept, used
 

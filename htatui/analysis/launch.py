@@ -121,14 +121,15 @@ def compute(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
 
 
 def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
-    name = pl.col("name").cast(pl.Utf8)
-    cat = pl.col("cat").cast(pl.Utf8)
-    host = events.filter(
-        name.is_in(launch_apis(options)) & ~cat.is_in(DEVICE_WORK_CATS) & pl.col("correlation").is_not_null()
-    ).select(
+    # Only rows with a correlation id can pair up; filter on the categoricals before any cast.
+    linked = events.filter(pl.col("correlation").is_not_null()).select(
+        "rank", "correlation", "name", "cat", "ts", "end", "dur", "index"
+    )
+    device_mask = pl.col("cat").is_in(DEVICE_WORK_CATS)
+    host = linked.filter(pl.col("name").is_in(launch_apis(options)) & ~device_mask).select(
         "rank",
         "correlation",
-        api=name,
+        api=pl.col("name").cast(pl.Utf8),
         host_ts=pl.col("ts"),
         host_end=pl.col("end"),
         cpu_duration_us=pl.col("dur"),
@@ -138,7 +139,7 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
         return empty_frame()
     # All device work of one correlation id: one row for a plain launch, N for a graph.
     device = (
-        events.filter(cat.is_in(DEVICE_WORK_CATS) & pl.col("correlation").is_not_null())
+        linked.filter(device_mask)
         .join(host.select("rank", "correlation").unique(), on=["rank", "correlation"], how="semi")
         .sort("ts", "index")
         .group_by("rank", "correlation")
@@ -146,9 +147,9 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
             gpu_ts=pl.col("ts").min(),
             gpu_end=pl.col("end").max(),
             first_dur=pl.col("dur").first(),
-            first_name=pl.col("name").cast(pl.Utf8).first(),
+            first_name=pl.col("name").first(),
             n=pl.len(),
-            n_kernels=(pl.col("cat").cast(pl.Utf8) == "kernel").sum(),
+            n_kernels=(pl.col("cat") == "kernel").sum(),
         )
     )
     joined = host.join(device, on=["rank", "correlation"], how="inner")
@@ -160,7 +161,7 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
         pl.when(pl.col("n_kernels") == pl.col("n")).then(pl.lit("kernels")).otherwise(pl.lit("GPU ops")),
     )
     return joined.with_columns(
-        kernel=pl.when(is_graph).then(graph_label).otherwise(pl.col("first_name")),
+        kernel=pl.when(is_graph).then(graph_label).otherwise(pl.col("first_name").cast(pl.Utf8)),
         gpu_duration_us=pl.when(pl.col("n") == 1)
         .then(pl.col("first_dur"))
         .otherwise(pl.col("gpu_end") - pl.col("gpu_ts")),
@@ -169,20 +170,37 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
 
 
 def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
-    """HTA 0.6.1's cuda_kernel_launch_stats, per rank (reference §A7)."""
-    name = pl.col("name").cast(pl.Utf8)
+    """HTA 0.6.1's cuda_kernel_launch_stats, per rank (reference §A7).
+
+    HTA fills a missing correlation with -1 and joins on it, so rows without one only pair up
+    when a launch call itself lacks a correlation; otherwise they are left out up front.
+    """
     correlation = pl.col("correlation").fill_null(-1)
-    stream = pl.col("stream").fill_null(-1)
-    rows = events.filter(pl.col("cat").cast(pl.Utf8) != "Trace").with_columns(correlation=correlation)
-    launched = rows.filter(name.is_in(launch_apis(options))).select("rank", "correlation").unique()
-    cpu = rows.filter(stream == -1).join(launched, on=["rank", "correlation"], how="semi")
-    gpu = rows.filter(stream != -1).join(launched, on=["rank", "correlation"], how="semi")
+    launched = (
+        events.filter(pl.col("name").is_in(launch_apis(options)))
+        .select("rank", correlation=correlation)
+        .unique()
+    )
+    rows = (
+        events
+        if (launched["correlation"] == -1).any()
+        else events.filter(pl.col("correlation").is_not_null())
+    )
+    rows = (
+        rows.filter(pl.col("cat") != "Trace")
+        .select("rank", "correlation", "name", "stream", "ts", "dur", "index")
+        .with_columns(correlation=correlation, stream=pl.col("stream").fill_null(-1))
+        .join(launched, on=["rank", "correlation"], how="semi")
+    )
+    cpu = rows.filter(pl.col("stream") == -1)
+    gpu = rows.filter(pl.col("stream") != -1)
     joined = cpu.select("rank", "correlation", "ts", "dur", "index").join(
-        gpu.select("rank", "correlation", gpu_ts="ts", gpu_dur="dur", kernel=name, gpu_index="index"),
+        gpu.select("rank", "correlation", gpu_ts="ts", gpu_dur="dur", kernel="name", gpu_index="index"),
         on=["rank", "correlation"],
         how="inner",
     )
     return joined.with_columns(
+        kernel=pl.col("kernel").cast(pl.Utf8),
         cpu_duration_us=pl.col("dur"),
         gpu_duration_us=pl.col("gpu_dur"),
         launch_delay_us=(pl.col("gpu_ts") - pl.col("ts") - pl.col("dur")).clip(lower_bound=0.0),
@@ -216,18 +234,21 @@ def summarize(frame: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
     """Per-rank counts, outlier counts, means and p50/p90/p99 of an already computed frame."""
     if frame.height == 0:
         return pl.DataFrame(schema=SUMMARY_COLUMNS)
-    stats: list[pl.Expr] = []
-    for prefix, column in (("cpu", "cpu_duration_us"), ("gpu", "gpu_duration_us"), ("delay", "launch_delay_us")):
+    stats: list[pl.Expr] = [
+        pl.len().alias("count"),
+        outlier_mask(options, "short").sum().alias("short_count"),
+        outlier_mask(options, "runtime").sum().alias("runtime_outlier_count"),
+        outlier_mask(options, "delay").sum().alias("delay_outlier_count"),
+    ]
+    for prefix, column in (
+        ("cpu", "cpu_duration_us"),
+        ("gpu", "gpu_duration_us"),
+        ("delay", "launch_delay_us"),
+    ):
         stats.append(pl.col(column).mean().alias(f"{prefix}_mean_us"))
         for q in (50, 90, 99):
             stats.append(pl.col(column).quantile(q / 100, interpolation="linear").alias(f"{prefix}_p{q}_us"))
-    summary = frame.group_by("rank").agg(
-        count=pl.len(),
-        short_count=outlier_mask(options, "short").sum(),
-        runtime_outlier_count=outlier_mask(options, "runtime").sum(),
-        delay_outlier_count=outlier_mask(options, "delay").sum(),
-        *stats,
-    )
+    summary = frame.group_by("rank").agg(stats)
     return summary.sort("rank").select([pl.col(name).cast(dtype) for name, dtype in SUMMARY_COLUMNS.items()])
 
 
