@@ -30,8 +30,12 @@ def _load(paths: list[Path], use_cache: bool):  # type: ignore[no-untyped-def]
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         with Progress(
-            TextColumn("loading traces"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-            transient=True, console=_stderr_console(),
+            TextColumn("loading traces"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            transient=True,
+            console=_stderr_console(),
         ) as bar:
             task = bar.add_task("", total=None)
 
@@ -131,7 +135,9 @@ def _build_app_parser() -> argparse.ArgumentParser:
     _common_load_flags(parser)
     parser.add_argument("--theme", default=None, help="theme name (see themes/; default htatui-dark)")
     parser.add_argument(
-        "--color", choices=("auto", "truecolor", "256", "16"), default="auto",
+        "--color",
+        choices=("auto", "truecolor", "256", "16"),
+        default="auto",
         help="colour system (default: detect; 256 is right for most SSH sessions)",
     )
     parser.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers")

@@ -8,7 +8,16 @@ from htatui.analysis.common import GPU_ACTIVITY_CATS
 from htatui.trace import TraceSet
 
 INFO_COLUMNS = (
-    "rank", "file", "rank_source", "device", "events", "kernels", "streams", "span_ms", "steps", "warnings",
+    "rank",
+    "file",
+    "rank_source",
+    "device",
+    "events",
+    "kernels",
+    "streams",
+    "span_ms",
+    "steps",
+    "warnings",
 )
 
 
@@ -53,7 +62,15 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
             }
         )
     schema = {
-        "rank": pl.Int64, "file": pl.Utf8, "rank_source": pl.Utf8, "device": pl.Utf8, "events": pl.Int64,
-        "kernels": pl.Int64, "streams": pl.Int64, "span_ms": pl.Float64, "steps": pl.Utf8, "warnings": pl.Utf8,
+        "rank": pl.Int64,
+        "file": pl.Utf8,
+        "rank_source": pl.Utf8,
+        "device": pl.Utf8,
+        "events": pl.Int64,
+        "kernels": pl.Int64,
+        "streams": pl.Int64,
+        "span_ms": pl.Float64,
+        "steps": pl.Utf8,
+        "warnings": pl.Utf8,
     }
     return pl.DataFrame(rows, schema=schema)

@@ -36,9 +36,7 @@ def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:
     return rows
 
 
-def render_frame(
-    frame: pl.DataFrame, fmt: Format, title: str | None = None, out: TextIO | None = None
-) -> None:
+def render_frame(frame: pl.DataFrame, fmt: Format, title: str | None = None, out: TextIO | None = None) -> None:
     """Print `frame` in the chosen format; numbers are never rounded in CSV and JSON."""
     stream = out or sys.stdout
     if fmt == "json":

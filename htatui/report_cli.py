@@ -38,9 +38,7 @@ _A = "htatui.analysis."
 _SELF = "htatui.report_cli:"
 VIEWS: dict[str, ViewSpec] = {
     "temporal": ViewSpec(_A + "temporal:TemporalOptions", _A + "temporal:compute"),
-    "idle": ViewSpec(
-        _A + "idle:IdleOptions", _A + "idle:compute", {"interval-stats": _A + "idle:interval_stats"}
-    ),
+    "idle": ViewSpec(_A + "idle:IdleOptions", _A + "idle:compute", {"interval-stats": _A + "idle:interval_stats"}),
     "kernel-types": ViewSpec(_A + "kernels:KernelTypesOptions", _A + "kernels:compute_types"),
     "kernels": ViewSpec(_A + "kernels:KernelsOptions", _A + "kernels:compute"),
     "kernel-spread": ViewSpec(_A + "kernels:KernelSpreadOptions", _A + "kernels:spread"),
@@ -56,7 +54,9 @@ VIEWS: dict[str, ViewSpec] = {
         },
     ),
     "queue": ViewSpec(
-        _A + "queue:QueueOptions", _A + "queue:compute", {"series": _A + "queue:series", "blocked": _A + "queue:blocked"}
+        _A + "queue:QueueOptions",
+        _A + "queue:compute",
+        {"series": _A + "queue:series", "blocked": _A + "queue:blocked"},
     ),
     "membw": ViewSpec(_A + "membw:MemoryBandwidthOptions", _A + "membw:compute", {"series": _A + "membw:series"}),
     "steps": ViewSpec(_A + "steps:StepsOptions", _A + "steps:compute"),
@@ -92,7 +92,9 @@ def _int_tuple(text: str) -> tuple[int, ...]:
 
 
 OPTION_FLAGS: list[OptionFlag] = [
-    OptionFlag("--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs (30)"),
+    OptionFlag(
+        "--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs (30)"
+    ),
     OptionFlag("--streams", "streams", _int_tuple, "idle: only these streams, e.g. 7,20"),
     OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns: how many names to keep"),
     OptionFlag("--duration-ratio", "duration_ratio", float, "kernels: HTA's cumulative-time quantile (0.8)"),
@@ -139,7 +141,9 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     spec = VIEWS[args.view]
     chosen = [flag for flag in spec.tables if getattr(args, flag.replace("-", "_"), False)]
     other_tables = [
-        flag for s in VIEWS.values() for flag in s.tables
+        flag
+        for s in VIEWS.values()
+        for flag in s.tables
         if flag not in spec.tables and getattr(args, flag.replace("-", "_"), False)
     ]
     if other_tables:
@@ -172,9 +176,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             have = ", ".join(map(str, traces.rank_ids))
             print(f"htatui: rank {missing[0]} is not in the traces (ranks: {have})", file=sys.stderr)
             return 2
-    options = options_class(
-        ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values
-    )
+    options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
     result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
     frame = result if isinstance(result, pl.DataFrame) else result.frame
     message = None if isinstance(result, pl.DataFrame) else getattr(result, "message", None)

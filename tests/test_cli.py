@@ -106,8 +106,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from htatui.trace import LoadError, load_traces
-    from htatui.trace import decode
+    from htatui.trace import LoadError, decode, load_traces
 
     path = good_trace(tmp_path / "rank-0.json")
 

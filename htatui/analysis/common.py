@@ -20,8 +20,10 @@ MEMORY = "MEMORY"
 OTHER = "OTHER"
 KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
 
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-"""What htatui calls GPU activity: kernels, copies and memsets (syncs are not work)."""
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+"""What htatui calls GPU activity: kernels, copies and memsets, and MTIA's device events.
+
+Syncs are waits, not work, so they are left out."""
 
 IDLE_CATS_COMPAT = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 """HTA's idle-time selector S3 (capitalised aliases are already folded by the loader)."""
@@ -126,40 +128,7 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
     """
     name = pl.col("name").cast(pl.Utf8)
     if hta_compat:
-        comm = (
-            name.str.starts_with("nccl")
-            | name.str.starts_with("hip")
-            | name.str.starts_with("hccl")
-            | name.str.contains("ncclKernel", literal=True)
-        )
-        memory = (
-            name.str.starts_with("Memcpy")
-            | name.str.starts_with("hipMemcpy")
-            | name.str.starts_with("Memset")
-            | name.str.starts_with("hipMemset")
-            | name.str.starts_with("dma")
-        )
-        not_compute = (
-            name.str.starts_with("nccl")
-            | name.str.contains("Memcpy", literal=True)
-            | name.str.contains("Memset", literal=True)
-            | name.str.contains("dma", literal=True)
-            | name.str.contains("Sync", literal=True)
-            | name.str.starts_with("Stream Wait Event")
-            | (name.str.starts_with("cuda") & name.str.contains("LaunchKernel", literal=True))
-            | name.str.contains(
-                r"^(runFunction|hip|job_exe|packet|pe_exe|cpum_exe_subgraph|hccl|collective_subgraph_execution)"
-            )
-        )
-        return (
-            pl.when(comm)
-            .then(pl.lit(COMMUNICATION))
-            .when(memory)
-            .then(pl.lit(MEMORY))
-            .when(~not_compute)
-            .then(pl.lit(COMPUTATION))
-            .otherwise(pl.lit(OTHER))
-        )
+        return _hta_name_type(name)
     cat = pl.col("cat").cast(pl.Utf8)
     lowered = name.str.to_lowercase()
     comm_kernel = lowered.str.contains(r"^(nccl|rccl|hccl)|nccl(dev)?kernel|rccl|collective_subgraph_execution")
@@ -175,7 +144,47 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
             .then(pl.lit(MEMORY))
             .otherwise(pl.lit(COMPUTATION))
         )
+        # MTIA device events (jobs, DMA, collectives, waits) have no category split: HTA's name
+        # rules are the best typing there is for them.
         .when(cat == "mtia_ccp_events")
+        .then(_hta_name_type(name))
+        .otherwise(pl.lit(OTHER))
+    )
+
+
+def _hta_name_type(name: pl.Expr) -> pl.Expr:
+    """HTA's name-only typing (reference §0.1), quirks included."""
+    comm = (
+        name.str.starts_with("nccl")
+        | name.str.starts_with("hip")
+        | name.str.starts_with("hccl")
+        | name.str.contains("ncclKernel", literal=True)
+    )
+    memory = (
+        name.str.starts_with("Memcpy")
+        | name.str.starts_with("hipMemcpy")
+        | name.str.starts_with("Memset")
+        | name.str.starts_with("hipMemset")
+        | name.str.starts_with("dma")
+    )
+    not_compute = (
+        name.str.starts_with("nccl")
+        | name.str.contains("Memcpy", literal=True)
+        | name.str.contains("Memset", literal=True)
+        | name.str.contains("dma", literal=True)
+        | name.str.contains("Sync", literal=True)
+        | name.str.starts_with("Stream Wait Event")
+        | (name.str.starts_with("cuda") & name.str.contains("LaunchKernel", literal=True))
+        | name.str.contains(
+            r"^(runFunction|hip|job_exe|packet|pe_exe|cpum_exe_subgraph|hccl|collective_subgraph_execution)"
+        )
+    )
+    return (
+        pl.when(comm)
+        .then(pl.lit(COMMUNICATION))
+        .when(memory)
+        .then(pl.lit(MEMORY))
+        .when(~not_compute)
         .then(pl.lit(COMPUTATION))
         .otherwise(pl.lit(OTHER))
     )
@@ -189,7 +198,8 @@ def merge_intervals(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """
     if intervals.height == 0:
         return intervals.select(*by, "ts", "end")
-    ordered = intervals.select(*by, "ts", "end").sort([*by, "ts"])
+    # A stable sort: with HTA's rounding, equal starts with different ends must keep file order.
+    ordered = intervals.select(*by, "ts", "end").sort([*by, "ts"], maintain_order=True)
     previous_max_end = pl.col("end").cum_max().shift(1).over(by) if by else pl.col("end").cum_max().shift(1)
     grouped = ordered.with_columns(
         _new=(pl.col("ts") > previous_max_end).fill_null(True),

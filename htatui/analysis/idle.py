@@ -83,21 +83,23 @@ def gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     it in the ``other`` category without an interval).
     """
     prepared = prepare(traces, options)
-    events = prepared.events
+    events = prepared.events.select("rank", "index", "cat", "name", "stream", "correlation", "ts", "end")
     compat = options.hta_compat
     cat = pl.col("cat").cast(pl.Utf8)
-    if compat:
-        selected = events.filter(
-            pl.col("stream").is_not_null() & (pl.col("stream") != -1) & cat.is_in(IDLE_CATS_COMPAT)
-        )
-    else:
-        selected = events.filter(cat.is_in(GPU_ACTIVITY_CATS) & pl.col("stream").is_not_null())
+    # The cheap numeric stream test first, so the category strings are only looked at on device rows.
+    on_stream = events.filter(pl.col("stream").is_not_null() & (pl.col("stream") != -1))
+    selected = on_stream.filter(cat.is_in(IDLE_CATS_COMPAT if compat else GPU_ACTIVITY_CATS))
     if options.streams:
         selected = selected.filter(pl.col("stream").is_in(list(options.streams)))
     if selected.height == 0:
         return pl.DataFrame(
-            schema={"rank": pl.Int32(), "stream": pl.Int64(), "ts": pl.Float64(), "category": pl.Utf8(),
-                    "idle_us": pl.Float64()}
+            schema={
+                "rank": pl.Int32(),
+                "stream": pl.Int64(),
+                "ts": pl.Float64(),
+                "category": pl.Utf8(),
+                "idle_us": pl.Float64(),
+            }
         )
     runtime = _launch_times(events, compat)
     rows = selected.select("rank", "stream", "index", "ts", "end", "correlation").join(
@@ -106,7 +108,9 @@ def gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     if compat:
         # HTA joins `index_correlation`, which is 0 (not -1) for a correlated row whose partner
         # is missing, so such rows pick up the start of the event at index 0 when it was kept.
-        first_event = events.filter(pl.col("index") == 0).group_by("rank").agg(_ts_index0=pl.col("ts").first())
+        first_event = (
+            events.filter(pl.col("index") == 0).group_by("rank").agg(_ts_index0=pl.col("ts").first())
+        )
         rows = rows.join(first_event, on="rank", how="left").with_columns(
             ts_runtime=pl.when(pl.col("ts_runtime").is_null() & (pl.col("correlation") >= 0))
             .then(pl.col("_ts_index0"))
@@ -142,12 +146,16 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
     Compat: HTA's partner is the last host row (complement of selector S2) in file order with
     that correlation id. Corrected: the earliest host row with that correlation id.
     """
-    device = is_device_row(compat) if compat else pl.col("cat").cast(pl.Utf8).is_in(
-        [*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]
+    device = (
+        is_device_row(compat)
+        if compat
+        else pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"])
     )
     host = events.filter(~device & pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
     if compat:
-        return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").sort_by("index").last())
+        return host.group_by("rank", "correlation").agg(
+            ts_runtime=pl.col("ts").get(pl.col("index").arg_max())
+        )
     return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").min())
 
 
@@ -160,7 +168,9 @@ def compute(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     total = pl.col("idle_us").sum().over("rank", "stream")
     out = out.with_columns(idle_ratio=pl.when(total != 0).then(pl.col("idle_us") / total))
     if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col("idle_us"), 2), round_like_numpy(pl.col("idle_ratio"), 2))
+        out = out.with_columns(
+            round_like_numpy(pl.col("idle_us"), 2), round_like_numpy(pl.col("idle_ratio"), 2)
+        )
     return out.select(pl.col(n).cast(t) for n, t in SCHEMA.items()).sort("rank", "stream", "category")
 
 

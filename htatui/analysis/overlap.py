@@ -1,0 +1,57 @@
+"""Communication/computation overlap (reference §A4).
+
+Per rank: the time during which at least one COMMUNICATION kernel and at least one
+COMPUTATION kernel run at once, divided by the busy time of the communication kernels, ×100.
+Memory kernels and other rows are ignored.
+
+A rank with GPU activity but no communication kernels gets ``overlap_pct`` null (HTA returns
+NaN with a divide warning); a rank with no GPU activity at all gives no row. Compat mode uses
+HTA's selector S1 and name-only typing and rounds to 2 decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time, prepare
+from htatui.analysis.kernels import state_durations
+from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
+from htatui.trace.model import TraceSet
+
+SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
+
+_FLAGS = {COMMUNICATION: 1, COMPUTATION: 2}
+_BOTH = 3
+
+
+@dataclass(frozen=True)
+class OverlapOptions(CommonOptions):
+    """The overlap view has no knobs of its own."""
+
+
+def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
+    prepared = prepare(traces, options)
+    gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end")
+    if gpu.height == 0:
+        return pl.DataFrame(schema=SCHEMA)
+    ranks = gpu.select(pl.col("rank").unique())
+    comm = busy_time(gpu.filter(pl.col("kind") == COMMUNICATION), ["rank"]).rename({"busy_us": "comm_us"})
+    both = (
+        state_durations(gpu, _FLAGS, ["rank"])
+        .filter(pl.col("state") == _BOTH)
+        .select("rank", overlap_us="duration")
+    )
+    out = (
+        ranks.join(comm, on="rank", how="left")
+        .join(both, on="rank", how="left")
+        .with_columns(
+            overlap_pct=pl.when(pl.col("comm_us") > 0).then(
+                100.0 * pl.col("overlap_us").fill_null(0.0) / pl.col("comm_us")
+            )
+        )
+    )
+    if options.hta_compat:
+        out = out.with_columns(round_like_numpy(pl.col("overlap_pct"), 2))
+    return out.select(pl.col(c).cast(t) for c, t in SCHEMA.items()).sort("rank")

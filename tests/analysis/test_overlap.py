@@ -1,0 +1,154 @@
+"""Communication/computation overlap on hand-built traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from kineto_util import cpu_op, kernel
+
+from htatui.analysis import overlap
+from htatui.analysis.overlap import SCHEMA, OverlapOptions
+from htatui.trace import TraceSet, load_traces
+
+Event = dict[str, Any]
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"
+
+
+def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
+    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
+    for rank, events in enumerate(ranks):
+        doc = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
+            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
+            "traceEvents": events,
+        }
+        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
+            json.dump(doc, fh)
+    return load_traces([tmp_path], use_cache=False, max_workers=1)
+
+
+def memcpy(ts: float, dur: float, stream: int = 7) -> Event:
+    args = {"device": 0, "stream": stream, "correlation": 99}
+    return {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": stream,
+            "ts": ts, "dur": dur, "args": args}  # fmt: skip
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_comm_overlapping_compute(tmp_path: Path, compat: bool) -> None:
+    events = [
+        kernel("gemm_kernel", 100, 50, stream=7, corr=1),  # [100,150)
+        kernel("relu_kernel", 160, 20, stream=7, corr=2),  # [160,180)
+        kernel("gemm_kernel", 130, 40, stream=8, corr=3),  # [130,170) on another stream
+        kernel(NCCL, 140, 60, stream=20, corr=4),  # [140,200)
+        kernel(NCCL, 300, 40, stream=20, corr=5),  # [300,340), nothing overlaps it
+        memcpy(300, 40),  # memory kernels are ignored
+    ]
+    out = overlap.compute(traces_of(tmp_path, events), OverlapOptions(hta_compat=compat))
+    # compute union [100,180); comm union [140,200) ∪ [300,340) = 100 µs
+    # overlap = [140,180) = 40 → 40 %
+    assert out.to_dicts() == [{"rank": 0, "overlap_pct": 40.0}]
+
+
+def test_rounding_in_compat(tmp_path: Path) -> None:
+    events = [kernel("gemm_kernel", 0, 10, corr=1), kernel(NCCL, 5, 30, stream=20, corr=2)]
+    traces = traces_of(tmp_path, events)
+    # overlap [5,10) = 5 of 30 µs of comm → 16.666… %; compat rounds to 16.67
+    assert overlap.compute(traces, OverlapOptions())["overlap_pct"][0] == pytest.approx(100 / 6)
+    assert overlap.compute(traces, OverlapOptions(hta_compat=True))["overlap_pct"][0] == 16.67
+
+
+def test_no_communication_is_null_and_no_gpu_is_no_row(tmp_path: Path) -> None:
+    rank0 = [kernel("gemm_kernel", 0, 10, corr=1)]  # compute only → null (HTA: NaN)
+    rank1 = [cpu_op("aten::add", 0, 10)]  # no GPU activity → no row
+    rank2 = [kernel(NCCL, 0, 10, stream=20, corr=1)]  # comm only → 0 %
+    traces = traces_of(tmp_path, rank0, rank1, rank2)
+    for compat in (False, True):
+        out = overlap.compute(traces, OverlapOptions(hta_compat=compat))
+        assert out.schema == pl.Schema(SCHEMA)
+        assert out.to_dicts() == [{"rank": 0, "overlap_pct": None}, {"rank": 2, "overlap_pct": 0.0}]
+
+
+def test_empty(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, [cpu_op("aten::add", 0, 10)])
+    out = overlap.compute(traces, OverlapOptions())
+    assert out.height == 0 and out.schema == pl.Schema(SCHEMA)
+
+
+# ---- generated fixtures (fixtures/expected.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize("compat", [False, True])
+@pytest.mark.parametrize("steps", ["kept", "all"])
+def test_small_expected(tmp_path: Path, steps: str, compat: bool) -> None:
+    from fixtures.expected import SMALL_EXPECTED
+    from fixtures.generate import write_scenario
+
+    write_scenario("small", tmp_path)
+    traces = load_traces([tmp_path], use_cache=False, max_workers=1)
+    out = overlap.compute(traces, OverlapOptions(hta_compat=compat, include_last_step=steps == "all"))
+    got = dict(out.iter_rows())
+    assert got == SMALL_EXPECTED["overlap_pctg"]
+    # the same ratio from the overlap and communication times
+    for rank, (both, comm) in SMALL_EXPECTED["overlap_us"][steps].items():
+        assert got[rank] == pytest.approx(100 * both / comm)
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_edge_expected(tmp_path: Path, compat: bool) -> None:
+    from fixtures.expected import EDGE_EXPECTED
+    from fixtures.generate import write_scenario
+
+    write_scenario("edge", tmp_path)
+    options = OverlapOptions(hta_compat=compat)
+    no_comm = overlap.compute(load_traces([tmp_path / "no_comm"], use_cache=False, max_workers=1), options)
+    assert no_comm["overlap_pct"].to_list() == [EDGE_EXPECTED["no_comm"]["overlap_pctg"]]  # [None]
+    assert (
+        overlap.compute(load_traces([tmp_path / "cpu_only"], use_cache=False, max_workers=1), options).height
+        == 0
+    )
+    assert overlap.compute(load_traces([tmp_path / "amd"], use_cache=False, max_workers=1), options)[
+        "overlap_pct"
+    ].to_list() == [None]
+
+
+# ---- real traces without the usual GPU work (../shared/traces) -------------------------------
+
+EDGE_FOLDERS = [
+    "cpu_only",
+    "rank_non_gpu",
+    "amd_trace",
+    "mtia_inference_trace",
+    "triton_example",
+    "with_gpu_user_annotation",
+]
+
+
+@pytest.mark.parametrize("folder", EDGE_FOLDERS)
+@pytest.mark.parametrize("compat", [False, True])
+def test_shared_edge_folders(load_shared: Any, folder: str, compat: bool) -> None:
+    out = overlap.compute(load_shared(folder), OverlapOptions(hta_compat=compat))
+    assert out.schema == pl.Schema(SCHEMA)
+    if folder in ("cpu_only", "rank_non_gpu"):
+        assert out.height == 0
+    # none of these has communication kernels: a null per rank with GPU work, never NaN
+    assert out["overlap_pct"].null_count() == out.height
+
+
+# hta-reference.md §F.2 (NaN there is null here).
+GOLDEN = {
+    "negative_queue_length_values_check": 1.37,
+    "nccl_parser_config": 14.31,
+    "ns_resolution_trace": None,
+    "amd_trace": None,
+}
+
+
+@pytest.mark.parametrize("folder", sorted(GOLDEN))
+def test_golden_numbers(load_shared: Any, folder: str) -> None:
+    out = overlap.compute(load_shared(folder), OverlapOptions(hta_compat=True))
+    assert out["overlap_pct"].to_list() == [GOLDEN[folder]]
