@@ -30,7 +30,9 @@ def write_trace(
     return path
 
 
-def kernel(name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None, **args: Any) -> dict[str, Any]:
+def kernel(
+    name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None, **args: Any
+) -> dict[str, Any]:
     a: dict[str, Any] = {"device": 0, "stream": stream, **args}
     if corr is not None:
         a["correlation"] = corr
@@ -39,7 +41,13 @@ def kernel(name: str, ts: float, dur: float, *, stream: int = 7, corr: int | Non
 
 def runtime(name: str, ts: float, dur: float, corr: int, *, tid: int = 1) -> dict[str, Any]:
     return {
-        "ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur,
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
         "args": {"correlation": corr, "External id": corr},
     }
 

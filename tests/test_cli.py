@@ -41,8 +41,16 @@ def test_info_json_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     rows = json.loads(capsys.readouterr().out)
     assert rows == [
         {
-            "rank": 0, "file": "rank-0.json.gz", "rank_source": "filename", "device": "Test GPU",
-            "events": 3, "kernels": 1, "streams": 1, "span_ms": 0.1, "steps": "1", "warnings": "",
+            "rank": 0,
+            "file": "rank-0.json.gz",
+            "rank_source": "filename",
+            "device": "Test GPU",
+            "events": 3,
+            "kernels": 1,
+            "streams": 1,
+            "span_ms": 0.1,
+            "steps": "1",
+            "warnings": "",
         }
     ]
 
@@ -84,8 +92,16 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing", "empty folder", "no trace files", "truncated gzip", "invalid json", "not a chrome trace",
-     "no events", "duplicate ranks"],
+    [
+        "missing",
+        "empty folder",
+        "no trace files",
+        "truncated gzip",
+        "invalid json",
+        "not a chrome trace",
+        "no events",
+        "duplicate ranks",
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
     path, expected = _bad_inputs(tmp_path)[case]

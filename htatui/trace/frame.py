@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import re
-from operator import attrgetter
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
-import polars as pl
-
 import msgspec
+import polars as pl
 
 from htatui.trace.decode import (
     DEVICE_ARGS_DECODER,
     HOST_ARGS_DECODER,
     META_ARGS_DECODER,
+    NO_ARGS,
     DeviceArgs,
     Event,
-    NO_ARGS,
     HostArgs,
     TraceDoc,
 )
@@ -43,13 +42,23 @@ _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events
 # carry the kernel and copy details. Everything else (python_function, flows, instants) has
 # no args htatui reads, so its args are never decoded.
 _HOST_ARG_CATS = frozenset(
-    {"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation", "gpu_user_annotation",
-     "mtia_runtime", "xpu_runtime", "privateuse1_runtime", "privateuse1_driver",
-     "Runtime", "Operator", "Driver"}
+    {
+        "cpu_op",
+        "cuda_runtime",
+        "cuda_driver",
+        "user_annotation",
+        "gpu_user_annotation",
+        "mtia_runtime",
+        "xpu_runtime",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+        "Runtime",
+        "Operator",
+        "Driver",
+    }
 )
 _DEVICE_ARG_CATS = frozenset(
-    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events",
-     "Kernel", "Memcpy", "Memset"}
+    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset"}
 )
 _HOST_FIELDS = ("correlation", "stream", "external_id", "kernel")
 _DEVICE_FIELDS = tuple(f for f in DeviceArgs.__struct_fields__)
@@ -133,9 +142,7 @@ _DEVICE_COLUMNS: dict[str, tuple[str, Callable[[Sequence[Any]], pl.Series]]] = {
 }
 
 
-def _decode_args(
-    events: list[Event], rows: list[int], decoder: msgspec.json.Decoder[Any], empty: Any
-) -> list[Any]:
+def _decode_args(events: list[Event], rows: list[int], decoder: msgspec.json.Decoder[Any], empty: Any) -> list[Any]:
     decode = decoder.decode
     out = []
     for i in rows:
@@ -250,8 +257,7 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     candidate = position.clip(0, steps.height - 1)
     by_start = pl.DataFrame(
         {
-            "hit": (position >= 0)
-            & (frame["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
+            "hit": (position >= 0) & (frame["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
             "step": steps["iteration"].gather(candidate),
         }
     ).select(pl.when(pl.col("hit")).then(pl.col("step")))["step"]
@@ -265,6 +271,4 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     inherited = pl.col("correlation").replace_strict(
         host_steps["correlation"], host_steps["iteration"], default=None, return_dtype=pl.Int64
     )
-    return frame.with_columns(
-        iteration=pl.when(is_device).then(inherited).otherwise(pl.col("iteration"))
-    )
+    return frame.with_columns(iteration=pl.when(is_device).then(inherited).otherwise(pl.col("iteration")))
