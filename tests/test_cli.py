@@ -156,3 +156,33 @@ def test_info_on_every_shared_folder(shared_traces: Path) -> None:
     by_job = {(row["job"], row["rank"]): row for row in rows}
     assert by_job[("trace_filter", 0)]["streams"] == 5
     assert by_job[("df_index_resolver", 1)]["kernels"] == 19_370
+
+
+def test_export_counters_cli(tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    good_trace(source / "rank-0.json.gz")
+    out = tmp_path / "out"
+    out.mkdir()
+    first = run_cli("export", "counters", str(source), "-o", str(out))
+    assert first.returncode == 0, first.stderr
+    written = out / "rank-0_with_counters.json.gz"
+    assert first.stdout.strip() == str(written)
+    events = json.loads(gzip.decompress(written.read_bytes()))["traceEvents"]
+    queue = [e for e in events if e.get("name") == "Queue Length"]
+    # One launch at 10 µs (+1) whose kernel starts at 20 µs (−1): two change points on stream 7.
+    assert [(e["args"]["Queue Length"], e["id"]) for e in queue] == [(1, 7), (0, 7)]
+    again = run_cli("export", "counters", str(source), "-o", str(out))
+    assert again.returncode == 2 and "already exists (pass --force to overwrite)" in again.stderr
+    assert run_cli("export", "counters", str(source), "-o", str(out), "--force").returncode == 0
+    missing = run_cli("export", "counters", str(source), "-o", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_report_json_has_the_issue_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    demo = ROOT / "fixtures" / "demo"
+    assert main(["report", str(demo), "--view", "overlap", "--format", "json", "--ranks", "0,2"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["rank"] for row in rows] == [0, 2] and set(rows[0]) == {"rank", "overlap_pct"}
+    assert main(["report", str(demo), "--view", "idle", "--top", "3"]) == 2
+    assert "--top does not apply to --view idle" in capsys.readouterr().err
+    assert main(["report", str(demo), "--view", "temporal", "--ranks", "9"]) == 2

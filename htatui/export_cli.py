@@ -1,0 +1,84 @@
+"""`htatui export counters|patterns`: write augmented copies of the traces, never over inputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("htatui-export")
+
+
+def add_export_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    load_flags: Callable[[argparse.ArgumentParser], None],
+    load: Callable[[list[Path], bool], Any],
+) -> None:
+    export = sub.add_parser("export", help="write traces augmented with counters or patterns")
+    kinds = export.add_subparsers(dest="export_kind", metavar="{counters,patterns}", required=True)
+    counters = kinds.add_parser("counters", help="add Queue Length and memory-bandwidth counter events (HTA format)")
+    patterns = kinds.add_parser("patterns", help="mark the frequent kernel sequences under an operator")
+    for parser in (counters, patterns):
+        load_flags(parser)
+        parser.add_argument(
+            "-o", "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT})"
+        )
+        parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+        parser.add_argument("--hta-compat", action="store_true", help="HTA 0.6.1's series and rounding")
+        parser.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    counters.add_argument("--ranks", default="all", help="ranks to export: all (default) or e.g. 0,3")
+    patterns.add_argument("--operator", default="aten::linear", help="operator name to look under")
+    patterns.add_argument("--min-len", type=int, default=3, help="minimum kernels under the operator")
+    patterns.add_argument("--top", type=int, default=5, help="how many patterns to mark")
+    patterns.add_argument("--rank", type=int, default=None, help="rank to mine (default: the first)")
+    counters.set_defaults(run=lambda args: _run(args, load))
+    patterns.set_defaults(run=lambda args: _run(args, load))
+
+
+def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
+    from htatui.analysis.common import CommonOptions
+    from htatui.analysis.export import ExportError, export_counters, export_patterns
+    from htatui.analysis.patterns import PatternsOptions
+    from htatui.cli import parse_ranks
+    from htatui.trace import LoadError
+
+    try:
+        traces = load(list(args.paths), not args.no_cache)
+    except LoadError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    out_dir: Path = args.out
+    if out_dir == DEFAULT_OUT:
+        out_dir.mkdir(exist_ok=True)
+    try:
+        if args.export_kind == "counters":
+            try:
+                ranks = parse_ranks(args.ranks)
+            except argparse.ArgumentTypeError as exc:
+                print(f"htatui: {exc}", file=sys.stderr)
+                return 2
+            chosen = list(ranks) if ranks is not None else traces.rank_ids
+            missing = [r for r in chosen if r not in traces.ranks]
+            if missing:
+                print(f"htatui: rank {missing[0]} is not in the traces", file=sys.stderr)
+                return 2
+            options = CommonOptions(hta_compat=args.hta_compat, include_last_step=args.include_last_step)
+            written = export_counters(traces, chosen, out_dir, force=args.force, options=options)
+        else:
+            pattern_options = PatternsOptions(
+                operator=args.operator,
+                min_len=args.min_len,
+                top_k=args.top,
+                rank=args.rank,
+                hta_compat=args.hta_compat,
+                include_last_step=args.include_last_step,
+            )
+            written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
+    except ExportError as exc:
+        print(f"htatui: {str(exc).replace('use force', 'pass --force')}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
