@@ -17,7 +17,7 @@ import polars as pl
 
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
 
-LOADER_VERSION = "2"
+LOADER_VERSION = "3"
 
 
 def cache_dir() -> Path:
@@ -88,7 +88,7 @@ def store(path: Path, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]
         key = cache_key(path)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="lz4"))
+        _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="zstd"))
         _atomic_write(folder / f"{key}.json", lambda f: f.write(_meta_to_json(meta, warnings)))
     except OSError:
         return
