@@ -17,7 +17,7 @@ HTA-compatible mode rebuilds the nesting exactly as HTA 0.6.1 does: its endpoint
 quicksort by time, then Python's sort with HTA's comparison, which is not a total order around
 zero-length events) and a stack that pops its top at every end, whichever event ends. Where a
 zero-length event is mis-sorted this leaves an event "open" too long and nests later events
-under it (see docs/semantics-views-c.md). Threads on which HTA's sort raises are nested the
+under it (see docs/semantics-patterns-ops-export.md). Threads on which HTA's sort raises are nested the
 corrected way.
 """
 

@@ -8,7 +8,7 @@ values (msgspec), new counter events are appended inside the `traceEvents` array
 events that gain a "Patterns" arg are re-encoded. So every original event, the metadata and
 `"rank": N` (which HTA's rank detection reads as text) stay byte-for-byte as they were, and a
 50 MB trace exports in about a second plus compression. Output files ending in `.gz` are gzip
-(level 3), others plain JSON (HTA always gzips; see docs/semantics-views-c.md). Files are
+(level 3), others plain JSON (HTA always gzips; see docs/semantics-patterns-ops-export.md). Files are
 written to a temporary name in `out_dir` and then moved into place; an existing file is only
 replaced with `force=True`, and never when it is one of the loaded input traces.
 """

@@ -7,7 +7,7 @@ start to its last kernel's end. The delay is not clipped: a negative delay means
 started before the launch call returned. HTA-compatible mode reproduces HTA 0.6.1's
 `get_cuda_kernel_launch_stats` (its three launch names plus the two memory calls, a
 `stream == -1` / `stream != -1` join on correlation, delay clipped at 0).
-docs/semantics-views-b.md lists the differences.
+docs/semantics-counters.md lists the differences.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Corrected (default): copies and memsets are selected by category (`gpu_memcpy`,
 timestamp merge into one change point, and values within 1e-9 GB/s of zero (float residue of
 adding and removing bandwidths) count as zero. HTA-compatible mode reproduces HTA 0.6.1's
 `get_memory_bw_time_series` / `get_memory_bw_summary` exactly (its `stream != -1` MEMORY
-rows by name, one point per event, residues kept). docs/semantics-views-b.md lists the
+rows by name, one point per event, residues kept). docs/semantics-counters.md lists the
 differences.
 """
 

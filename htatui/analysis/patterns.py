@@ -12,7 +12,7 @@ main thread's "## backward ##" annotation, as HTA's CallGraph does). Default: th
 kernels, copies and memsets on any stream, and only host events are candidates. HTA-compatible
 mode uses HTA's selectors (host = no stream; GPU rows = any row with a stream > 0, syncs
 included; device rows whose name contains `operator` also count as candidates, and rows that
-are on no call stack have depth −1). docs/semantics-views-c.md lists the differences.
+are on no call stack have depth −1). docs/semantics-patterns-ops-export.md lists the differences.
 """
 
 from __future__ import annotations

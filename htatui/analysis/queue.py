@@ -12,7 +12,7 @@ same timestamp are merged into one change point, so the series is a true step fu
 row per stream and timestamp). HTA-compatible mode reproduces HTA 0.6.1's
 `get_queue_length_time_series` (its 12 enqueue names, `stream != -1` dequeues, one row per
 event, graph launches ignored). Statistics are over the change points as in HTA, plus a
-time-weighted mean. docs/semantics-views-b.md lists the differences.
+time-weighted mean. docs/semantics-counters.md lists the differences.
 """
 
 from __future__ import annotations
