@@ -91,9 +91,7 @@ def parse_theme(data: dict[str, Any], source: str) -> Theme:
     variables_raw = data.get("variables", {})
     if not isinstance(variables_raw, dict):
         raise ThemeFileError(f"{source}: [variables] must be a table")
-    variables = {
-        str(key): _color(value, f"{source}: variables.{key}") for key, value in variables_raw.items()
-    }
+    variables = {str(key): _color(value, f"{source}: variables.{key}") for key, value in variables_raw.items()}
     dark = data.get("dark", True)
     if not isinstance(dark, bool):
         raise ThemeFileError(f"{source}: 'dark' must be true or false")

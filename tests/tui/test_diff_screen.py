@@ -12,7 +12,7 @@ from textual.app import App
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from fixtures.generate import write_scenario
 from fixtures.scenarios import GEMM, LAYER_NORM, SOFTMAX
@@ -195,3 +195,27 @@ def test_snapshot_80x24(diff_root: Path, snap_compare: Any) -> None:
 
 def test_snapshot_80x24_bars(diff_root: Path, snap_compare: Any) -> None:
     assert snap_compare(make_app(diff_root), terminal_size=SIZE, run_before=_ready_then("b"))
+
+
+async def test_d_in_the_app_asks_for_the_test_job_and_opens_the_diff(diff_root: Path) -> None:
+    from htatui.tui.app import HtaTuiApp, Settings
+    from htatui.tui.screens.path_prompt import PathPrompt
+
+    app = HtaTuiApp(Settings(paths=(diff_root / "base",), use_cache=False, max_workers=1))
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPrompt)
+        await pilot.press(*"/no/such/folder", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPrompt)
+        app.screen.query_one("#path", Input).value = str(diff_root / "test")
+        await pilot.press("enter")
+        screen = await wait_ready(pilot)
+        assert isinstance(screen, DiffScreen)
+        assert SOFTMAX in names(screen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, DiffScreen)

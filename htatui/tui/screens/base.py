@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -25,11 +25,14 @@ from htatui.tui.messages import AnalysisDone
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.options import OptionField
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
-from htatui.tui.widgets.table import ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 
 if TYPE_CHECKING:
     from htatui.tui.app import HtaTuiApp
+
+
+class Body(VerticalScroll, can_focus=False):
+    """The view's panes, scrolled so the focused one is in sight (tab moves between them)."""
 
 
 class ViewScreen(Screen[None]):
@@ -39,7 +42,7 @@ class ViewScreen(Screen[None]):
     HELP: ClassVar[str] = ""
     """One paragraph on what the view measures, shown on the help screen."""
 
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    AUTO_FOCUS = "ViewTable"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -67,7 +70,7 @@ class ViewScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield ViewTabs(self.mode_name())
         yield StatusBar()
-        with Vertical(id="body"):
+        with Body(id="body"):
             yield from self.compose_body()
         yield Footer(compact=True)
 
@@ -122,6 +125,8 @@ class ViewScreen(Screen[None]):
         self.request_id += 1
         self._requested_key = self.analysis_key()
         self.set_state("computing… (esc cancels)")
+        if self._shown_key is None:
+            self.query_one(Body).loading = True
         job = partial(self.analyse, traces, self.hta.common_options())
         self._worker = self._run_analysis(self.request_id, job)
 
@@ -137,6 +142,7 @@ class ViewScreen(Screen[None]):
         message.stop()
         if message.request_id != self.request_id:
             return
+        self.query_one(Body).loading = False
         self._shown_key = self._requested_key
         try:
             self.show_result(message.result)
@@ -146,6 +152,15 @@ class ViewScreen(Screen[None]):
             self.log.error(exc)
             return
         self.set_state("")
+        if self.focused is None:
+            self.focus_first_table()
+
+    def focus_first_table(self) -> None:
+        """Give the focus to the first table that has rows (if any)."""
+        for pane in self.query(TablePane):
+            if not pane.has_class("-empty"):
+                pane.table.focus()
+                return
 
     @on(Worker.StateChanged)
     def _report_failure(self, event: Worker.StateChanged) -> None:
@@ -153,7 +168,8 @@ class ViewScreen(Screen[None]):
             return
         error = event.worker.error
         self._shown_key = None
-        self.set_state("analysis failed")
+        self.query_one(Body).loading = False
+        self.set_state("analysis failed · r re-runs")
         self.notify(f"{type(error).__name__}: {error}", title=f"{self.VIEW_TITLE} failed", severity="error")
 
     def set_state(self, text: str) -> None:
@@ -172,6 +188,7 @@ class ViewScreen(Screen[None]):
             self._worker.cancel()
             self.request_id += 1
             self._requested_key = None
+            self.query_one(Body).loading = False
             self.set_state("cancelled · r re-runs")
 
     def action_filter(self) -> None:
@@ -194,12 +211,15 @@ class ViewScreen(Screen[None]):
         panes = [p for p in self.query(TablePane) if p.display and not p.has_class("-empty")]
         return panes[0] if panes else None
 
+    def apply_option(self, name: str, value: int | float | str) -> None:
+        """Store an edited option (the analysis re-runs right after)."""
+
     @on(OptionField.Applied)
     def _option_applied(self, event: OptionField.Applied) -> None:
+        event.stop()
+        self.apply_option(event.name, event.value)
+        self.set_focus(None)
         self.request_analysis()
-        first_table = self.query(ViewTable).first(ViewTable) if self.query(ViewTable) else None
-        if first_table is not None and first_table.display:
-            first_table.focus()
 
     def charts(self) -> list[Chart]:
         return list(self.query(Chart))

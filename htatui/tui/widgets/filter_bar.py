@@ -42,7 +42,7 @@ class FilterBar(Input):
 
         bar: FilterBar
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(placeholder="filter (case-insensitive) · enter keeps · esc clears", id=id)
 
     def open(self) -> None:

@@ -10,11 +10,18 @@ from textual.widget import Widget
 class ViewTabs(Widget):
     """`1 Temporal  2 Idle  …` with the current view highlighted; the number keys switch."""
 
+    COMPONENT_CLASSES = {"view-tabs--current"}
+
     DEFAULT_CSS = """
     ViewTabs {
         height: 1;
         background: $panel;
         color: $foreground-muted;
+        & > .view-tabs--current {
+            background: $primary;
+            color: $background;
+            text-style: bold;
+        }
     }
     """
 
@@ -27,13 +34,16 @@ class ViewTabs(Widget):
 
         app = self.app
         views = app.view_order() if isinstance(app, HtaTuiApp) else []
+        current = self.get_component_rich_style("view-tabs--current")
+        labels = [(f"{number} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
+        roomy = sum(len(label) + 2 for label, _ in labels) <= self.size.width
         text = Text(no_wrap=True, overflow="ellipsis")
-        for number, (mode, title) in enumerate(views, start=1):
-            label = f" {number} {title} "
-            if mode == self.current:
-                text.append(label, style=f"bold reverse {self.app.theme_variables.get('primary', '')}")
+        for label, is_current in labels:
+            if roomy:
+                text.append(f" {label} ", style=current if is_current else "")
             else:
-                text.append(label)
+                text.append(label, style=current if is_current else "")
+                text.append(" ")
         return text
 
 

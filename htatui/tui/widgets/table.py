@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import polars as pl
@@ -12,6 +13,8 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
+
+from htatui.analysis.common import shorten_name
 
 ROW_LIMIT = 200
 """Rows built at most; the rest stay in polars and the title says how many were left out."""
@@ -52,6 +55,11 @@ FORMATS: dict[str, Formatter] = {
 }
 
 
+@lru_cache(maxsize=4096)
+def short_kernel_name(name: str) -> str:
+    return shorten_name(name) or name
+
+
 def middle_truncate(text: str, width: int) -> str:
     """Shorten `text` to `width` cells by cutting its middle: kernel names differ at both ends."""
     if width <= 0 or len(text) <= width:
@@ -72,6 +80,12 @@ class Column:
     fmt: str = "float"
     width: int | None = None
     sortable: bool = True
+    short_names: bool = False
+    """Show kernel names the way HTA shortens them (templates and arguments dropped)."""
+    transform: Callable[[str], str] | None = None
+    """Another way to shorten a text cell for display (copy and filter still see the full text)."""
+    cut_end: bool = False
+    """Shorten long text at its end instead of its middle."""
 
     @property
     def numeric(self) -> bool:
@@ -85,7 +99,13 @@ class Column:
                 return Text(FORMATS[self.fmt](value), justify="right")
             except (TypeError, ValueError):
                 return Text(str(value), justify="right")
-        return Text(middle_truncate(str(value), self.width or NAME_WIDTH))
+        text = short_kernel_name(str(value)) if self.short_names else str(value)
+        if self.transform is not None:
+            text = self.transform(text)
+        width = self.width or NAME_WIDTH
+        if self.cut_end and len(text) > width:
+            return Text(text[: width - 1] + "…")
+        return Text(middle_truncate(text, width))
 
 
 def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> list[Column]:
@@ -127,7 +147,14 @@ class ViewTable(DataTable[Text]):
         Binding("s", "cycle_sort", "Sort", tooltip="Sort by the next column", id="table.sort"),
         Binding("S", "reverse_sort", "Reverse", show=False, tooltip="Reverse the sort", id="table.reverse"),
         Binding("y", "copy_cell", "Copy", show=False, tooltip="Copy the row's name (OSC 52)", id="table.copy"),
-        Binding("Y", "copy_row", "Copy row", show=False, tooltip="Copy the row, tab-separated", id="table.copy_row"),
+        Binding(
+            "Y",
+            "copy_row",
+            "Copy row",
+            show=False,
+            tooltip="Copy the row, tab-separated",
+            id="table.copy_row",
+        ),
     ]
 
     DEFAULT_CSS = """
@@ -149,7 +176,7 @@ class ViewTable(DataTable[Text]):
 
         table: ViewTable
 
-    def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:
+    def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.title = title
         self.row_limit = row_limit
@@ -222,11 +249,13 @@ class ViewTable(DataTable[Text]):
 
     def _update_title(self, matching: int) -> None:
         parts = [self.title] if self.title else []
-        total = self.source.height
-        if self.shown.height < total:
-            parts.append(f"showing {self.shown.height:,} of {matching:,}" + (f" ({total:,})" if matching < total else ""))
+        total, shown = self.source.height, self.shown.height
         if self.filter_text:
-            parts.append(f"/{self.filter_text}")
+            parts.append(f"/{self.filter_text}: {matching:,} of {total:,} match")
+            if shown < matching:
+                parts.append(f"showing {shown:,}")
+        elif shown < total:
+            parts.append(f"showing {shown:,} of {total:,}")
         self.border_title = " · ".join(parts)
 
     def selected_row(self) -> dict[str, Any] | None:
@@ -277,7 +306,7 @@ class ViewTable(DataTable[Text]):
             return
         text = _plain(row[self.columns_spec[0].key])
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied {middle_truncate(text, 60)}", timeout=2)
+        self.notify(f"Copied {middle_truncate(text, 40)}", timeout=2)
 
     def action_copy_row(self) -> None:
         row = self.selected_row()

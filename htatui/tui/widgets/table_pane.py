@@ -23,15 +23,18 @@ class TablePane(Vertical):
         & > .empty-note {
             display: none;
             height: auto;
-            padding: 1 2;
+            padding: 0 1 1 1;
             color: $foreground-muted;
+            border-top: solid $panel-lighten-2;
+            border-title-color: $foreground-muted;
         }
         &.-empty > .empty-note { display: block; }
         &.-empty > ViewTable { display: none; }
+        &.-hidden { display: none; }
     }
     """
 
-    def __init__(self, title: str, *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:
+    def __init__(self, title: str, *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self._title = title
         self._row_limit = row_limit
@@ -54,10 +57,16 @@ class TablePane(Vertical):
         sort: str | None = None,
         descending: bool = True,
     ) -> None:
-        """Fill the table, or say `empty` in a sentence when `frame` has no rows."""
+        """Fill the table, or say `empty` in a sentence when `frame` has no rows.
+
+        With no rows and an empty sentence the pane hides (another pane already says why).
+        """
+        self.set_class(frame.height == 0 and not empty, "-hidden")
         self.set_class(frame.height == 0, "-empty")
-        self.query_one(".empty-note", Static).update(empty)
+        note = self.query_one(".empty-note", Static)
+        note.update(empty)
         self.table.set_frame(frame, columns, sort=sort, descending=descending)
+        note.border_title = self.table.title
 
     def open_filter(self) -> None:
         if not self.has_class("-empty"):

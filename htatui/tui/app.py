@@ -1,0 +1,367 @@
+"""HtaTuiApp: the views as modes, the rank selection every view follows, keys, themes, palette."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen, Screen
+from textual.signal import Signal
+from textual.theme import BUILTIN_THEMES
+
+from htatui.analysis import export
+from htatui.analysis.common import CommonOptions
+from htatui.analysis.diff import DiffOptions
+from htatui.trace import TraceSet
+from htatui.tui import theming
+from htatui.tui.commands import HtaCommands
+from htatui.tui.messages import TracesLoaded
+from htatui.tui.screens.counters import CountersScreen
+from htatui.tui.screens.diff import DiffScreen
+from htatui.tui.screens.export_modal import ExportModal
+from htatui.tui.screens.help import HelpScreen
+from htatui.tui.screens.idle import IdleScreen
+from htatui.tui.screens.kernels import KernelsScreen
+from htatui.tui.screens.launch import LaunchScreen
+from htatui.tui.screens.loading import LoadingScreen
+from htatui.tui.screens.ops import OpsScreen
+from htatui.tui.screens.overlap import OverlapScreen
+from htatui.tui.screens.path_prompt import PathPrompt
+from htatui.tui.screens.patterns import PatternsScreen
+from htatui.tui.screens.rank_picker import RankPicker
+from htatui.tui.screens.temporal import TemporalScreen
+from htatui.tui.steps import format_ranks, steps_in_use, steps_label
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the command line decided: the traces, the cache, and the analysis mode."""
+
+    paths: tuple[Path, ...]
+    use_cache: bool = True
+    hta_compat: bool = False
+    include_last_step: bool = False
+    max_workers: int | None = None
+
+
+VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = (
+    ("temporal", "Temporal", TemporalScreen),
+    ("idle", "Idle", IdleScreen),
+    ("kernels", "Kernels", KernelsScreen),
+    ("overlap", "Overlap", OverlapScreen),
+    ("launch", "Launch", LaunchScreen),
+    ("counters", "Counters", CountersScreen),
+    ("ops", "Ops", OpsScreen),
+    ("patterns", "Patterns", PatternsScreen),
+)
+"""(mode, title, screen) in key order: number key n opens the n-th view."""
+
+VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker while sys.stderr is still the real one.
+
+    The loader parses ranks in spawned processes; the tracker they need is started on first
+    use with sys.stderr's fileno, which is -1 once Textual captures output ("bad value(s) in
+    fds_to_keep").
+    """
+    if sys.platform != "win32":
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+
+
+class HtaTuiApp(App[int]):
+    """Views over one loaded job; the traces load inside the app so the UI shows at once."""
+
+    TITLE = "htatui"
+    CSS_PATH = "app.tcss"
+    COMMANDS: ClassVar = {HtaCommands}
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
+        mode: screen for mode, _title, screen in VIEW_SCREENS
+    }
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(
+            Binding(
+                str(n),
+                f"view('{mode}')",
+                title,
+                show=False,
+                tooltip=f"Open the {title} view",
+                id=f"view.{mode}",
+            )
+            for n, (mode, title) in enumerate(VIEWS, start=1)
+        ),
+        Binding(
+            "left_square_bracket",
+            "cycle_view(-1)",
+            "Prev view",
+            show=False,
+            tooltip="Previous view",
+            id="app.prev_view",
+        ),
+        Binding(
+            "right_square_bracket",
+            "cycle_view(1)",
+            "Next view",
+            show=False,
+            tooltip="Next view",
+            id="app.next_view",
+        ),
+        Binding("p", "pick_ranks", "Ranks", tooltip="Choose the ranks every view shows", id="app.ranks"),
+        Binding("d", "diff", "Diff", show=False, tooltip="Compare this job with another one", id="app.diff"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="app.help"),
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "palette",
+            show=False,
+            priority=True,
+            tooltip="Command palette",
+            id="app.palette",
+        ),
+        Binding("colon", "command_palette", "palette", show=False, tooltip="Command palette", id="app.palette_colon"),
+        Binding(
+            "f8",
+            "save_screenshot",
+            "Screenshot",
+            show=False,
+            tooltip="Save an SVG of the screen",
+            id="app.screenshot",
+        ),
+        Binding("q", "quit", "Quit", tooltip="Quit (closes a dialog first)", id="app.quit"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        theme: str | None = None,
+        traces: TraceSet | None = None,
+    ) -> None:
+        self.settings = settings
+        self.traces: TraceSet | None = None
+        self.selected_ranks: tuple[int, ...] | None = None
+        self.steps_used: dict[int, list[int]] = {}
+        self._preloaded = traces
+        self._theme_problems: list[str] = []
+        super().__init__()
+        _start_resource_tracker()
+        self.selection_signal: Signal[tuple[int, ...] | None] = Signal(self, "selection")
+        self._register_themes(theme)
+
+    # ---- themes -------------------------------------------------------------------------
+    def _register_themes(self, requested: str | None) -> None:
+        loaded = theming.load_themes(theming.themes_dir())
+        self._theme_problems.extend(loaded.problems)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        for name in theming.HIDDEN_THEMES:
+            if name in self.available_themes:
+                self.unregister_theme(name)
+        fallback = theming.DEFAULT_THEME if theming.DEFAULT_THEME in self.available_themes else "textual-dark"
+        if requested and requested not in self.available_themes:
+            choices = ", ".join(self.theme_names())
+            self._theme_problems.append(f"unknown theme {requested!r}; choose one of: {choices}")
+            requested = None
+        self.theme = requested or fallback
+
+    def theme_names(self) -> list[str]:
+        own = sorted(name for name in self.available_themes if name not in BUILTIN_THEMES)
+        return own + sorted(name for name in self.available_themes if name in BUILTIN_THEMES)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        try:
+            return theming.domain_defaults(self.current_theme)
+        except Exception:  # noqa: BLE001 - before a theme is set, fall back to the dark palette
+            return {}
+
+    # ---- startup ------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        return LoadingScreen(
+            list(self.settings.paths),
+            use_cache=self.settings.use_cache,
+            max_workers=self.settings.max_workers,
+            preloaded=self._preloaded,
+        )
+
+    def on_mount(self) -> None:
+        for problem in self._theme_problems:
+            self.notify(problem, title="Theme", severity="warning", timeout=8)
+
+    async def on_traces_loaded(self, message: TracesLoaded) -> None:
+        self.traces = message.traces
+        self._update_steps()
+        await self.switch_mode(VIEWS[0][0])
+        for problem in message.traces.problems:
+            self.notify(str(problem), title="Skipped a file", severity="warning", timeout=10)
+        if message.traces.notes:
+            shown = list(message.traces.notes[:3])
+            more = len(message.traces.notes) - len(shown)
+            text = "\n".join(shown) + (f"\n… and {more} more" if more else "")
+            self.notify(text, title="While loading", timeout=8)
+
+    # ---- the selection every view follows -----------------------------------------------
+    def common_options(self) -> CommonOptions:
+        return CommonOptions(
+            ranks=self.selected_ranks,
+            hta_compat=self.settings.hta_compat,
+            include_last_step=self.settings.include_last_step,
+        )
+
+    def set_ranks(self, ranks: Iterable[int] | None) -> None:
+        """Select ranks (None or every rank means all); each view recomputes when it shows."""
+        if self.traces is None:
+            return
+        chosen = None if ranks is None else tuple(sorted(set(ranks) & set(self.traces.rank_ids)))
+        if chosen == () and ranks is not None:
+            self.notify("Pick at least one rank.", severity="warning")
+            return
+        if chosen is not None and len(chosen) == len(self.traces.rank_ids):
+            chosen = None
+        if chosen == self.selected_ranks:
+            return
+        self.selected_ranks = chosen
+        self._update_steps()
+        self.selection_signal.publish(chosen)
+
+    def _update_steps(self) -> None:
+        if self.traces is not None:
+            self.steps_used = steps_in_use(self.traces, self.common_options())
+
+    @property
+    def trace_label(self) -> str:
+        names = [p.name or str(p) for p in self.settings.paths]
+        return names[0] + (f" +{len(names) - 1}" if len(names) > 1 else "") if names else "htatui"
+
+    @property
+    def ranks_label(self) -> str:
+        if self.traces is None:
+            return "…"
+        every = self.traces.rank_ids
+        if self.selected_ranks is None:
+            return f"all ({len(every)})" if len(every) != 1 else f"{every[0]}"
+        return f"{format_ranks(self.selected_ranks)} ({len(self.selected_ranks)}/{len(every)})"
+
+    @property
+    def steps_label(self) -> str:
+        return steps_label(self.steps_used) if self.traces is not None else "…"
+
+    def view_order(self) -> list[tuple[str, str]]:
+        return [(mode, title) for mode, title in VIEWS if mode in self.MODES]
+
+    # ---- actions ------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("view", "cycle_view", "pick_ranks") and self.traces is None:
+            return False
+        return True
+
+    async def action_view(self, mode: str) -> None:
+        if self.traces is not None and mode in self.MODES and self.current_mode != mode:
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
+            await self.switch_mode(mode)
+
+    async def action_cycle_view(self, step: int) -> None:
+        order = [mode for mode, _title in self.view_order()]
+        position = order.index(self.current_mode) if self.current_mode in order else -1
+        await self.action_view(order[(position + step) % len(order)])
+
+    def action_pick_ranks(self) -> None:
+        if self.traces is None or isinstance(self.screen, RankPicker):
+            return
+        self.push_screen(RankPicker(self.traces.rank_ids, self.selected_ranks), self._ranks_picked)
+
+    def _ranks_picked(self, ranks: tuple[int, ...] | None) -> None:
+        if ranks is not None:
+            self.set_ranks(ranks)
+
+    def action_diff(self) -> None:
+        """Ask for the second job, then open the side-by-side diff over this one (the base)."""
+        if self.traces is None or isinstance(self.screen, (ModalScreen, DiffScreen)):
+            return
+        base_traces = self.traces
+
+        def compare(test_path: Path | None) -> None:
+            if test_path is None:
+                return
+            options = DiffOptions(
+                hta_compat=self.settings.hta_compat, include_last_step=self.settings.include_last_step
+            )
+            base_path = self.settings.paths[0]
+            self.push_screen(
+                DiffScreen(base_path, test_path, options, use_cache=self.settings.use_cache, base_traces=base_traces)
+            )
+
+        self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    def action_save_screenshot(self) -> None:
+        try:
+            path = self.save_screenshot()
+        except OSError as exc:
+            self.notify(f"Cannot save the screenshot: {exc}", severity="error")
+            return
+        self.notify(f"Saved {path}", title="Screenshot")
+
+    def export_commands(self, screen: Screen[Any]) -> list[tuple[str, str, Callable[[], object]]]:
+        """(title, help, callback) of the exports the palette offers from `screen`."""
+        commands: list[tuple[str, str, Callable[[], object]]] = [
+            (
+                "export: counters-augmented trace…",
+                "Queue length and memory bandwidth, for Perfetto (key e in Counters)",
+                self.action_export_counters,
+            ),
+        ]
+        if isinstance(screen, PatternsScreen):
+            commands.append(
+                (
+                    "export: patterns overlay…",
+                    "Mark the frequent patterns in a copy of the trace (key e)",
+                    screen.action_export_patterns,
+                )
+            )
+        return commands
+
+    def action_export_counters(self) -> None:
+        traces = self.traces
+        if traces is None:
+            return
+        options = self.common_options()
+
+        def job(
+            ranks: tuple[int, ...] | None,
+            folder: Path,
+            force: bool,
+            progress: Callable[[int, int, Path], None],
+        ) -> list[Path]:
+            return export.export_counters(traces, ranks, folder, force, progress, options=options)
+
+        self.push_screen(
+            ExportModal(
+                "Export counters-augmented traces",
+                job,
+                loaded_ranks=traces.rank_ids,
+                ranks=self.selected_ranks,
+                folder=Path.cwd(),
+                about="A copy of each rank's trace with HTA's queue-length and memory-bandwidth counters "
+                "added, named <trace>_with_counters.json(.gz); open it in Perfetto.",
+            )
+        )
+
+    async def action_quit(self) -> None:
+        """Close an open dialog first; quit from a view."""
+        if isinstance(self.screen, ModalScreen):
+            self.screen.dismiss(None)
+            return
+        self.exit(return_code=0)

@@ -1,0 +1,70 @@
+"""The command palette: namespaced entries (view:, rank:, export:, theme:, app:) for the current state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from htatui.tui.app import HtaTuiApp
+
+
+@dataclass(frozen=True)
+class Entry:
+    title: str
+    help: str
+    callback: Callable[[], object]
+
+
+class HtaCommands(Provider):
+    """Entries depend on what is loaded and on the screen the palette was opened from."""
+
+    def entries(self) -> Iterator[Entry]:
+        from htatui.tui.app import HtaTuiApp
+
+        app = self.app
+        if not isinstance(app, HtaTuiApp):
+            return
+        yield from self._views(app)
+        yield from self._ranks(app)
+        yield from self._exports(app)
+        for name in app.theme_names():
+            yield Entry(f"theme: {name}", "Switch the colour theme", partial(setattr, app, "theme", name))
+        yield Entry("app: help", "Every key and what the views measure", app.action_help)
+        yield Entry("app: save screenshot", "Save an SVG of this screen in the current folder", app.action_screenshot)
+        yield Entry("app: quit", "Leave htatui", app.exit)
+
+    def _views(self, app: HtaTuiApp) -> Iterator[Entry]:
+        if app.traces is None:
+            return
+        for number, (mode, title) in enumerate(app.view_order(), start=1):
+            yield Entry(f"view: {title}", f"Key {number}", partial(app.run_action, f"view('{mode}')"))
+
+    def _ranks(self, app: HtaTuiApp) -> Iterator[Entry]:
+        if app.traces is None:
+            return
+        yield Entry("rank: all", "Show every rank in every view", partial(app.set_ranks, None))
+        yield Entry("rank: pick…", "Choose several ranks (key p)", app.action_pick_ranks)
+        for rank in app.traces.rank_ids:
+            yield Entry(f"rank: {rank}", f"Show only rank {rank}", partial(app.set_ranks, (rank,)))
+
+    def _exports(self, app: HtaTuiApp) -> Iterator[Entry]:
+        if app.traces is None:
+            return
+        for title, help_text, callback in app.export_commands(self.screen):
+            yield Entry(title, help_text, callback)
+
+    async def discover(self) -> Hits:
+        for entry in self.entries():
+            yield DiscoveryHit(entry.title, entry.callback, help=entry.help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for entry in self.entries():
+            score = matcher.match(entry.title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(entry.title), entry.callback, help=entry.help)

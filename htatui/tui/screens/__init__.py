@@ -1,0 +1,1 @@
+"""One screen per view, plus the loading, help, rank picker and export dialogs."""

@@ -1,0 +1,151 @@
+"""2 Idle: GPU idle time per rank and stream, split into host wait, kernel wait and other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+
+from htatui.analysis import idle
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+from htatui.tui.screens.base import ViewScreen
+from htatui.tui.widgets.chart import Chart, Series, stacked_bars
+from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.table import Column
+from htatui.tui.widgets.table_pane import TablePane
+
+CATEGORY_COLORS = {
+    idle.HOST_WAIT: "hta-host-wait",
+    idle.KERNEL_WAIT: "hta-kernel-wait",
+    idle.OTHER: "hta-idle",
+}
+CATEGORY_LABELS = {idle.HOST_WAIT: "host wait", idle.KERNEL_WAIT: "kernel wait", idle.OTHER: "other"}
+
+STATS_COLUMNS = [
+    Column("rank", "rank", "int", width=4),
+    Column("stream", "stream", "int", width=6),
+    Column("category", "category", "text", width=11),
+    Column("count", "gaps", "int"),
+    Column("mean_us", "mean (µs)", "us"),
+    Column("std_us", "std (µs)", "us"),
+    Column("min_us", "min (µs)", "us"),
+    Column("p25_us", "p25 (µs)", "us"),
+    Column("p50_us", "p50 (µs)", "us"),
+    Column("p75_us", "p75 (µs)", "us"),
+    Column("max_us", "max (µs)", "us"),
+]
+
+NO_IDLE = "No GPU idle time found on the chosen ranks (no GPU activity, or streams that never wait)."
+
+
+@dataclass(frozen=True)
+class IdleResult:
+    breakdown: pl.DataFrame
+    """idle.compute as returned: rank, stream, category, idle_us, idle_ratio."""
+    stats: pl.DataFrame
+    """idle.interval_stats as returned."""
+
+
+def wide_breakdown(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """One row per (rank, stream) with a µs and a % column per category, and the total."""
+    keys = ["rank", "stream"]
+    if breakdown.height == 0:
+        schema: dict[str, pl.DataType] = {"rank": pl.Int32(), "stream": pl.Int64()}
+        for category in idle.CATEGORIES:
+            schema[f"{category}_us"] = pl.Float64()
+            schema[f"{category}_pct"] = pl.Float64()
+        schema["total_us"] = pl.Float64()
+        return pl.DataFrame(schema=schema)
+    aggregations = []
+    for category in idle.CATEGORIES:
+        chosen = pl.col("category") == category
+        aggregations.append(pl.col("idle_us").filter(chosen).sum().alias(f"{category}_us"))
+        aggregations.append((100.0 * pl.col("idle_ratio").filter(chosen).sum()).alias(f"{category}_pct"))
+    return breakdown.group_by(keys, maintain_order=True).agg(*aggregations, total_us=pl.col("idle_us").sum()).sort(keys)
+
+
+class IdleScreen(ViewScreen):
+    VIEW_TITLE: ClassVar[str] = "Idle"
+    HELP: ClassVar[str] = (
+        "For every stream, each gap before a GPU operation is **host wait** when the operation's "
+        "launch call started after the stream had gone empty (the CPU was too slow), **kernel "
+        "wait** when the gap is shorter than the consecutive kernel delay (launch overhead between "
+        "back-to-back kernels), and **other** otherwise. `a` switches the table and bars between "
+        "shares of the stream's idle time and absolute µs."
+    )
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "a",
+            "toggle_absolute",
+            "%/µs",
+            tooltip="Show shares (%) or absolute time (µs)",
+            id="idle.absolute",
+        ),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.absolute = False
+        self.delay_us = idle.IdleOptions().consecutive_kernel_delay_us
+        self._result: IdleResult | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with OptionsBar():
+            yield OptionField("delay", "kernel delay (µs)", self.delay_us, kind="float", minimum=0)
+        yield TablePane("Idle time per stream", id="idle-table")
+        yield Chart("Idle time per stream", id="idle-chart")
+        yield TablePane("Idle intervals", id="idle-stats")
+
+    def option_values(self) -> tuple[float]:
+        return (self.delay_us,)
+
+    def apply_option(self, name: str, value: int | float | str) -> None:
+        if name == "delay":
+            self.delay_us = float(value)
+
+    def analyse(self, traces: TraceSet, common: CommonOptions) -> IdleResult:
+        options = idle.IdleOptions(**vars(common), consecutive_kernel_delay_us=self.delay_us)
+        return IdleResult(idle.compute(traces, options), idle.interval_stats(traces, options))
+
+    def show_result(self, result: IdleResult) -> None:
+        self._result = result
+        self._draw()
+
+    def _draw(self) -> None:
+        result = self._result
+        if result is None:
+            return
+        wide = wide_breakdown(result.breakdown)
+        suffix, fmt, unit = ("_us", "us", "µs") if self.absolute else ("_pct", "pct", "%")
+        columns = [
+            Column("rank", "rank", "int", width=4),
+            Column("stream", "stream", "int", width=6),
+            *(Column(f"{c}{suffix}", f"{CATEGORY_LABELS[c]} ({unit})", fmt) for c in idle.CATEGORIES),
+            Column("total_us", "idle (µs)", "us"),
+        ]
+        self.query_one("#idle-table", TablePane).show(wide, columns, empty=NO_IDLE)
+        stats = result.stats.with_columns(pl.col("category").replace(CATEGORY_LABELS))
+        self.query_one("#idle-stats", TablePane).show(stats, STATS_COLUMNS, empty="")
+        chart = self.query_one("#idle-chart", Chart)
+        if wide.height == 0:
+            chart.show(None, "")
+            return
+        chart.show(
+            stacked_bars(
+                [f"r{r} s{s}" for r, s in zip(wide["rank"], wide["stream"], strict=True)],
+                [
+                    Series(CATEGORY_LABELS[c], wide[f"{c}{suffix}"].to_list(), CATEGORY_COLORS[c])
+                    for c in idle.CATEGORIES
+                ],
+                ylabel=f"idle ({unit})" if self.absolute else "% of the stream's idle time",
+            )
+        )
+
+    def action_toggle_absolute(self) -> None:
+        self.absolute = not self.absolute
+        self._draw()

@@ -1,0 +1,175 @@
+"""The first screen: loads the traces on a thread, shows progress per rank file, esc cancels."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Center, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import ProgressBar, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
+from htatui.trace.discover import DiscoveryError, discover
+from htatui.tui.messages import FileState, LoadFailed, LoadProgressed, TracesLoaded
+
+MAX_LISTED = 200
+"""Files listed one per line at most; a bigger job shows the first ones and a count."""
+
+
+def display_name(path: Path) -> str:
+    """A path as the user recognises it without temp-dir noise: `folder/file`."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+class LoadingScreen(Screen[None]):
+    """Shows which rank files are read, parsed or taken from the cache."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel_load", "Cancel", tooltip="Stop loading and quit", id="loading.cancel"),
+        Binding("q", "quit_failed", "Quit", id="loading.quit"),
+    ]
+
+    DEFAULT_CSS = """
+    LoadingScreen {
+        align: center middle;
+        & #loading-box {
+            width: 76;
+            max-width: 100%;
+            height: auto;
+            max-height: 100%;
+            border: round $primary;
+            padding: 0 1;
+            background: $surface;
+        }
+        & #loading-title { text-style: bold; }
+        & #loading-files { height: auto; max-height: 14; }
+        & #loading-hint { color: $foreground-muted; }
+        & #loading-error { color: $error; display: none; }
+        &.-failed #loading-error { display: block; }
+        &.-failed ProgressBar { display: none; }
+    }
+    """
+
+    def __init__(
+        self,
+        paths: list[Path],
+        *,
+        use_cache: bool = True,
+        max_workers: int | None = None,
+        preloaded: TraceSet | None = None,
+    ) -> None:
+        super().__init__()
+        self.paths = paths
+        self.use_cache = use_cache
+        self.max_workers = max_workers
+        self.preloaded = preloaded
+        self.cancel_event = threading.Event()
+        self.failed = False
+        self.error_message = ""
+        """The one-line reason when loading failed."""
+        self._worker: Worker[None] | None = None
+
+    def compose(self) -> ComposeResult:
+        names = ", ".join(display_name(p) if p.is_file() else p.name or str(p) for p in self.paths)
+        with Vertical(id="loading-box"):
+            yield Static(Text(f"Loading {names}", overflow="ellipsis", no_wrap=True), id="loading-title")
+            with Center():
+                yield ProgressBar(total=None, show_eta=False, id="loading-bar")
+            yield VerticalScroll(Static("finding trace files…", id="loading-list"), id="loading-files")
+            yield Static("", id="loading-error")
+            yield Static("esc cancels", id="loading-hint")
+
+    def on_mount(self) -> None:
+        if self.preloaded is not None:
+            self.app.post_message(TracesLoaded(self.preloaded))
+            return
+        self._worker = self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load traces")
+    def _load(self) -> None:
+        worker = get_current_worker()
+        try:
+            files = discover(self.paths).files
+        except DiscoveryError as exc:
+            self.post_message(LoadFailed(str(exc)))
+            return
+        states = {path: FileState(path) for path in files}
+        self.post_message(LoadProgressed(tuple(states.values()), 0, len(files)))
+
+        def progress(update: LoadProgress) -> None:
+            states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache)
+            self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
+
+        try:
+            traces = load_traces(
+                self.paths,
+                use_cache=self.use_cache,
+                progress=progress,
+                cancel=self.cancel_event,
+                max_workers=self.max_workers,
+            )
+        except LoadCancelled:
+            self.post_message(LoadFailed("load cancelled", cancelled=True))
+            return
+        except LoadError as exc:
+            self.post_message(LoadFailed(str(exc)))
+            return
+        if not worker.is_cancelled:
+            self.app.post_message(TracesLoaded(traces))
+
+    @on(LoadProgressed)
+    def _show_progress(self, message: LoadProgressed) -> None:
+        self.query_one(ProgressBar).update(total=max(message.total, 1), progress=message.done)
+        lines = Text()
+        for state in message.files[:MAX_LISTED]:
+            if state.done:
+                mark, style, how = "✓", "bold", "from cache" if state.from_cache else "parsed"
+            else:
+                mark, style, how = "·", "dim", "waiting"
+            lines.append(f"{mark} ", style=style)
+            lines.append(f"{display_name(state.path)}", style=style)
+            lines.append(f"  {how}\n", style="dim")
+        if len(message.files) > MAX_LISTED:
+            lines.append(f"… and {len(message.files) - MAX_LISTED} more files\n", style="dim")
+        self.query_one("#loading-list", Static).update(lines)
+        self.query_one("#loading-hint", Static).update(f"{message.done} of {message.total} files · esc cancels")
+
+    @on(LoadFailed)
+    def _show_failure(self, message: LoadFailed) -> None:
+        if message.cancelled:
+            self.app.exit(return_code=130, message="htatui: load cancelled")
+            return
+        self.failed = True
+        self.error_message = message.message
+        self.add_class("-failed")
+        self.query_one("#loading-error", Static).update(Text(f"Cannot load: {message.message}"))
+        self.query_one("#loading-hint", Static).update("q quits")
+        self.app.bell()
+
+    @on(Worker.StateChanged)
+    def _worker_crashed(self, event: Worker.StateChanged) -> None:
+        if event.worker is self._worker and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            lines = str(error).strip().splitlines()
+            self.post_message(LoadFailed(f"{type(error).__name__}: {lines[0] if lines else 'no details'}"))
+
+    def action_cancel_load(self) -> None:
+        if self.failed:
+            self.action_quit_failed()
+            return
+        self.cancel_event.set()
+        self.query_one("#loading-hint", Static).update("cancelling…")
+        if self._worker is not None and self._worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
+            # The loader stops between files; a file being parsed finishes first.
+            self._worker.cancel()
+            self.app.exit(return_code=130, message="htatui: load cancelled")
+
+    def action_quit_failed(self) -> None:
+        self.app.exit(return_code=2 if self.failed else 130)

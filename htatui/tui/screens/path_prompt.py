@@ -1,0 +1,54 @@
+"""A one-line dialog that asks for a path (the second job of a diff)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+
+class PathPrompt(ModalScreen[Path | None]):
+    """Ask for a trace folder or file; dismiss with the path, or None on esc."""
+
+    DEFAULT_CSS = """
+    PathPrompt { align: center middle; }
+    PathPrompt > Vertical {
+        width: 72; height: auto; padding: 1 2;
+        border: round $primary; background: $surface;
+    }
+    PathPrompt Label { width: 1fr; }
+    PathPrompt #error { color: $error; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", tooltip="Close without comparing", id="prompt.cancel"),
+    ]
+
+    def __init__(self, title: str, hint: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.title_text)
+            yield Label(self.hint)
+            yield Input(placeholder="path to a trace folder or file", id="path")
+            yield Label("", id="error")
+
+    @on(Input.Submitted, "#path")
+    def submit_path(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        path = Path(text).expanduser()
+        if not text or not path.exists():
+            self.query_one("#error", Label).update(f"{text or 'nothing'}: no such file or folder")
+            return
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

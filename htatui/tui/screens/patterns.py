@@ -1,0 +1,192 @@
+"""8 Patterns: the most frequent kernel sequences launched under an operator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from htatui.analysis import export, patterns
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+from htatui.tui.screens.base import ViewScreen
+from htatui.tui.screens.export_modal import ExportModal
+from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.table import Column, ViewTable, middle_truncate, short_kernel_name
+from htatui.tui.widgets.table_pane import TablePane
+
+SEPARATOR = "|"
+
+
+def pattern_steps(pattern: str) -> list[str]:
+    """The root operator followed by its GPU work, names shortened."""
+    return [short_kernel_name(part) for part in pattern.split(SEPARATOR)]
+
+
+def pattern_label(pattern: str) -> str:
+    steps = pattern_steps(pattern)
+    count = len(steps) - 1
+    return f"{steps[0]} → {count} op{'s' if count != 1 else ''}: " + " › ".join(steps[1:])
+
+
+@dataclass(frozen=True)
+class PatternsResult:
+    rank: int | None
+    """The rank analysed (the first chosen one)."""
+    table: pl.DataFrame
+    """patterns.compute as returned."""
+    suggestions: list[str]
+    """When nothing matched: the rank's most frequent operator names, to try instead."""
+
+
+def common_operators(traces: TraceSet, rank: int, count: int = 4) -> list[str]:
+    """The most frequent CPU operator and annotation names of a rank."""
+    events = traces.ranks[rank].events
+    names = (
+        events.filter(pl.col("cat").cast(pl.Utf8).is_in(["cpu_op", "user_annotation"]))
+        .filter(~pl.col("name").cast(pl.Utf8).str.starts_with("ProfilerStep"))
+        .group_by("name")
+        .len()
+        .sort(["len", "name"], descending=[True, False])
+        .head(count)
+    )
+    return [str(name) for name in names["name"].cast(pl.Utf8)]
+
+
+COLUMNS = [
+    Column("pattern", "pattern", "text", width=44, transform=pattern_label, cut_end=True),
+    Column("count", "count", "int"),
+    Column("gpu_sum_us", "gpu Σ (µs)", "us"),
+    Column("cpu_sum_us", "cpu Σ (µs)", "us"),
+]
+
+
+class PatternsScreen(ViewScreen):
+    VIEW_TITLE: ClassVar[str] = "Patterns"
+    HELP: ClassVar[str] = (
+        "Type an operator name (a substring, case-sensitive) and press enter: each outermost call "
+        "of it with at least *min ops* GPU operations beneath it gives a pattern, its name followed "
+        "by the kernels, copies and memsets it launched in order. The table counts how often each "
+        "pattern occurs on the first chosen rank, with the summed GPU time and operator time. "
+        "Repeated patterns are candidates for fusion or CUDA graphs."
+    )
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "e",
+            "export_patterns",
+            "Export",
+            tooltip="Write the trace with the patterns marked",
+            id="patterns.export",
+        ),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        defaults = patterns.PatternsOptions()
+        self.operator = defaults.operator
+        self.min_len = defaults.min_len
+        self.top_k: int = defaults.top_k or 5
+        self._rank: int | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with OptionsBar():
+            yield OptionField("operator", "operator", self.operator, kind="text", wide=True)
+            yield OptionField("min_len", "min ops", self.min_len, kind="int", minimum=1)
+            yield OptionField("top_k", "top-k", self.top_k, kind="int", minimum=1)
+        yield TablePane("Frequent patterns", id="patterns-table")
+        yield Static("", id="patterns-detail")
+
+    def option_values(self) -> tuple[str, int, int]:
+        return (self.operator, self.min_len, self.top_k)
+
+    def apply_option(self, name: str, value: int | float | str) -> None:
+        if name == "operator":
+            self.operator = str(value)
+        elif name == "min_len":
+            self.min_len = int(value)
+        elif name == "top_k":
+            self.top_k = int(value)
+
+    def options(self, common: CommonOptions) -> patterns.PatternsOptions:
+        return patterns.PatternsOptions(**vars(common), operator=self.operator, min_len=self.min_len, top_k=self.top_k)
+
+    def analyse(self, traces: TraceSet, common: CommonOptions) -> PatternsResult:
+        options = self.options(common)
+        rank = patterns.chosen_rank(traces, options)
+        table = patterns.compute(traces, options)
+        suggestions = common_operators(traces, rank) if table.height == 0 and rank is not None else []
+        return PatternsResult(rank, table, suggestions)
+
+    def show_result(self, result: PatternsResult) -> None:
+        rank, table = result.rank, result.table
+        self._rank = rank
+        pane = self.query_one("#patterns-table", TablePane)
+        pane.table.title = f"Frequent patterns under {self.operator!r} · rank {rank}"
+        empty = (
+            f"No call of an operator matching {self.operator!r} launched {self.min_len} or more GPU "
+            f"operations on rank {rank}; type another operator above (tab, then enter)."
+            + (f" Frequent here: {', '.join(result.suggestions)}." if result.suggestions else "")
+            if rank is not None
+            else "None of the chosen ranks is loaded."
+        )
+        pane.show(table, COLUMNS, empty=empty)
+        self._show_detail()
+
+    @on(ViewTable.RowHighlighted, "#patterns-table ViewTable")
+    def _show_detail(self) -> None:
+        detail = self.query_one("#patterns-detail", Static)
+        row = self.query_one("#patterns-table", TablePane).table.selected_row()
+        if row is None:
+            detail.update("")
+            return
+        root, *work = str(row["pattern"]).split(SEPARATOR)
+        text = Text()
+        text.append(root, style="bold")
+        text.append(f"  ×{row['count']}  (y copies the whole pattern)\n")
+        for number, name in enumerate(work, start=1):
+            text.append(f"  {number:>2}. {short_kernel_name(name)}", style="bold")
+            if short_kernel_name(name) != name:
+                text.append(f"  {middle_truncate(name, 160)}", style="dim")
+            text.append("\n")
+        detail.update(text)
+
+    def action_export_patterns(self) -> None:
+        traces = self.hta.traces
+        if traces is None:
+            return
+        options = self.options(self.hta.common_options())
+        rank = patterns.chosen_rank(traces, options)
+        if rank is None:
+            self.notify("None of the chosen ranks is loaded.", severity="warning")
+            return
+
+        def job(
+            _ranks: tuple[int, ...] | None,
+            folder: Path,
+            force: bool,
+            _progress: Callable[[int, int, Path], None],
+        ) -> list[Path]:
+            return [export.export_patterns(traces, options, folder, force)]
+
+        self.app.push_screen(
+            ExportModal(
+                "Export the patterns overlay",
+                job,
+                loaded_ranks=traces.rank_ids,
+                ranks=(rank,),
+                folder=Path.cwd(),
+                ask_ranks=False,
+                about=f"Rank {rank}: every event of the top {self.top_k} patterns under {self.operator!r} "
+                "gets args.Patterns in a copy of the trace named overlaid_<trace>; search 'Patterns' "
+                "in Perfetto.",
+            )
+        )

@@ -1,0 +1,99 @@
+"""1 Temporal: idle, compute and non-compute time of each rank's GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+from textual.app import ComposeResult
+
+from htatui.analysis import steps, temporal
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+from htatui.tui.screens.base import ViewScreen
+from htatui.tui.widgets.chart import Chart, Series, stacked_bars
+from htatui.tui.widgets.table import Column
+from htatui.tui.widgets.table_pane import TablePane
+
+COLUMNS = [
+    Column("rank", "rank", "int", width=4),
+    Column("idle_us", "idle (µs)", "us"),
+    Column("compute_us", "compute (µs)", "us"),
+    Column("non_compute_us", "non-comp (µs)", "us"),
+    Column("idle_pct", "idle %", "pct"),
+    Column("compute_pct", "comp %", "pct"),
+    Column("non_compute_pct", "non-comp %", "pct"),
+    Column("span_us", "span (µs)", "us"),
+]
+
+STRAGGLER_COLUMNS = [
+    Column("rank", "rank", "int", width=4),
+    Column("straggler_score", "late starts", "int"),
+    Column("is_straggler", "straggler", "text", width=9),
+]
+
+NO_GPU = (
+    "No GPU kernels, copies or memsets on the chosen ranks (CPU-only and MTIA traces have none), "
+    "so there is no temporal breakdown."
+)
+
+
+@dataclass(frozen=True)
+class TemporalResult:
+    breakdown: pl.DataFrame
+    """temporal.compute as returned."""
+    stragglers: steps.StragglerResult
+    """steps.stragglers: per rank, how often it started the chosen collective last."""
+
+
+class TemporalScreen(ViewScreen):
+    VIEW_TITLE: ClassVar[str] = "Temporal"
+    HELP: ClassVar[str] = (
+        "Per rank, over the span from its first to its last GPU activity: **idle** is time with "
+        "nothing running on any stream, **compute** the time covered by computation kernels, "
+        "**non-compute** the remaining busy time (communication, copies, memsets). The three add "
+        "up to the span. A rank with much more idle time than the others is the one to look at. "
+        "**Stragglers**: in each step, the ranks that start the most variable collective last; "
+        "the others wait for them."
+    )
+
+    def compose_body(self) -> ComposeResult:
+        yield TablePane("Time per rank", id="temporal-table")
+        yield Chart("Share of the span (%)", id="temporal-chart")
+        yield TablePane("Stragglers", id="temporal-stragglers")
+
+    def analyse(self, traces: TraceSet, common: CommonOptions) -> TemporalResult:
+        return TemporalResult(
+            breakdown=temporal.compute(traces, temporal.TemporalOptions(**vars(common))),
+            stragglers=steps.stragglers(traces, steps.StragglerOptions(**vars(common))),
+        )
+
+    def show_result(self, outcome: TemporalResult) -> None:
+        result = outcome.breakdown
+        stragglers = outcome.stragglers.frame.with_columns(
+            pl.when(pl.col("is_straggler")).then(pl.lit("▲ yes")).otherwise(pl.lit("no")).alias("is_straggler")
+        )
+        reason = outcome.stragglers.message or "no straggler scores"
+        self.query_one("#temporal-stragglers", TablePane).show(
+            stragglers,
+            STRAGGLER_COLUMNS,
+            empty=f"No straggler detection: {reason}.",
+            sort="straggler_score",
+        )
+        self.query_one("#temporal-table", TablePane).show(result, COLUMNS, empty=NO_GPU, sort="rank", descending=False)
+        chart = self.query_one("#temporal-chart", Chart)
+        if result.height == 0:
+            chart.show(None, "")
+            return
+        chart.show(
+            stacked_bars(
+                [f"r{rank}" for rank in result["rank"]],
+                [
+                    Series("compute", result["compute_pct"].to_list(), "hta-compute"),
+                    Series("non-compute", result["non_compute_pct"].to_list(), "hta-noncompute"),
+                    Series("idle", result["idle_pct"].to_list(), "hta-idle"),
+                ],
+                ylabel="% of span",
+            )
+        )
