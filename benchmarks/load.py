@@ -32,7 +32,8 @@ start = time.perf_counter()
 traces = load_traces([folder], use_cache=use_cache)
 elapsed = time.perf_counter() - start
 rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "events": sum(r.events.height for r in traces.ranks.values())}))
+events = sum(r.events.height for r in traces.ranks.values())
+print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "events": events}))
 """
 
 CHILD_HTA = """
