@@ -10,9 +10,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.report import FORMATS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from htatui.trace import LoadProgress, TraceSet
 
 SUBCOMMANDS = ("info", "report", "export", "diff")
 
@@ -22,7 +28,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: list[Path], use_cache: bool):  # type: ignore[no-untyped-def]
+def _load(paths: list[Path], use_cache: bool) -> TraceSet:
     """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
     from htatui.trace import load_traces
 
@@ -39,7 +45,7 @@ def _load(paths: list[Path], use_cache: bool):  # type: ignore[no-untyped-def]
         ) as bar:
             task = bar.add_task("", total=None)
 
-            def report(update):  # type: ignore[no-untyped-def]
+            def report(update: LoadProgress) -> None:
                 bar.update(task, total=update.total, completed=update.done, description=update.path.name)
 
             traces = load_traces(paths, use_cache=use_cache, progress=report)
@@ -52,7 +58,7 @@ def _load(paths: list[Path], use_cache: bool):  # type: ignore[no-untyped-def]
     return traces
 
 
-def _stderr_console():  # type: ignore[no-untyped-def]
+def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True)

@@ -27,7 +27,8 @@ def compress_steps(steps: list[int]) -> str:
         return ""
     runs: list[str] = []
     start = prev = steps[0]
-    for step in steps[1:] + [None]:  # type: ignore[list-item]
+    following: list[int | None] = [*steps[1:], None]
+    for step in following:
         if step is not None and step == prev + 1:
             prev = step
             continue
@@ -35,6 +36,10 @@ def compress_steps(steps: list[int]) -> str:
         if step is not None:
             start = prev = step
     return ", ".join(runs)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def info_frame(traces: TraceSet) -> pl.DataFrame:
@@ -45,7 +50,7 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
         cats = events["cat"].cast(pl.Utf8)
         gpu = events.filter(cats.is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
         timed = events.filter(pl.col("ph") == "X")
-        span = (timed["end"].max() or 0.0) - (timed["ts"].min() or 0.0) if timed.height else 0.0
+        span = _number(timed["end"].max()) - _number(timed["ts"].min()) if timed.height else 0.0
         steps = sorted(set(events["iteration"].drop_nulls().to_list()))
         rows.append(
             {
@@ -56,7 +61,7 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
                 "events": events.height,
                 "kernels": int((cats == "kernel").sum()),
                 "streams": gpu["stream"].drop_nulls().n_unique(),
-                "span_ms": float(span) / 1000.0,  # type: ignore[arg-type]
+                "span_ms": span / 1000.0,
                 "steps": compress_steps(steps),
                 "warnings": "; ".join(rank_trace.warnings),
             }
