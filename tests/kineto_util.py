@@ -7,6 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from htatui.trace import TraceSet, load_traces
+
+Event = dict[str, Any]
+
 
 def write_trace(
     path: Path,
@@ -58,3 +62,24 @@ def cpu_op(name: str, ts: float, dur: float, *, tid: int = 1, cat: str = "cpu_op
 
 def step(n: int, ts: float, dur: float) -> dict[str, Any]:
     return cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
+
+
+def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
+    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
+    for rank, events in enumerate(ranks):
+        doc = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
+            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
+            "traceEvents": events,
+        }
+        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
+            json.dump(doc, fh)
+    return load_traces([tmp_path], use_cache=False, max_workers=1)
+
+
+def device(cat: str, name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None) -> Event:
+    args: dict[str, Any] = {"device": 0, "stream": stream}
+    if corr is not None:
+        args["correlation"] = corr
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}

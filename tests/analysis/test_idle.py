@@ -2,41 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel, runtime
+from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
 from htatui.analysis import idle
 from htatui.analysis.idle import STATS_SCHEMA, IdleOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.trace import load_traces
 
 Event = dict[str, Any]
-
-
-def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
-    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
-    for rank, events in enumerate(ranks):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
-            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
-            "traceEvents": events,
-        }
-        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
-            json.dump(doc, fh)
-    return load_traces([tmp_path], use_cache=False, max_workers=1)
-
-
-def device(cat: str, name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None) -> Event:
-    args: dict[str, Any] = {"device": 0, "stream": stream}
-    if corr is not None:
-        args["correlation"] = corr
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
 
 
 def job_a() -> list[Event]:
@@ -247,9 +225,7 @@ def _nested(frame: pl.DataFrame, value: str) -> dict[int, dict[int, dict[str, An
 
 def _without_empty_other(expected: dict[Any, dict[str, float]]) -> dict[Any, dict[str, float]]:
     """Corrected mode has no row for a stream's first kernel, so no 0 "other" from it alone."""
-    return {
-        s: {c: v for c, v in cats.items() if not (c == "other" and v == 0)} for s, cats in expected.items()
-    }
+    return {s: {c: v for c, v in cats.items() if not (c == "other" and v == 0)} for s, cats in expected.items()}
 
 
 @pytest.mark.parametrize("compat", [False, True])
@@ -301,9 +277,7 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
         # gaps 1014 − 1012 = 2, 1014 − 1013 = 1, 1017 − 1016 = 1 → kernel wait 4 (HTA 0.6.1: 4)
         assert sub_us == {7: {"kernel_wait": 4, "other": 0}}
     else:  # exact ns: 710 ns of kernel wait
-        assert sub_us == {
-            7: {"kernel_wait": pytest.approx(EDGE_EXPECTED["sub_us"]["idle_kernel_wait_ns"] / 1000)}
-        }
+        assert sub_us == {7: {"kernel_wait": pytest.approx(EDGE_EXPECTED["sub_us"]["idle_kernel_wait_ns"] / 1000)}}
 
 
 # ---- real traces without the usual GPU work (../shared/traces) -------------------------------
@@ -361,14 +335,9 @@ def test_golden_numbers(load_shared: Any, folder: str) -> None:
     assert {(r["stream"], r["category"]): r["idle_us"] for r in out.to_dicts()} == GOLDEN[folder]
     if folder == "negative_queue_length_values_check":  # the −2 µs gap, clamped in corrected mode
         stats = idle.interval_stats(traces, IdleOptions(hta_compat=True))
-        assert (
-            stats.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["min_us"][0] == -2
-        )
+        assert stats.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["min_us"][0] == -2
         corrected = idle.compute(traces, IdleOptions())
-        assert (
-            corrected.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["idle_us"][0]
-            == 1002
-        )
+        assert corrected.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["idle_us"][0] == 1002
     if folder == "ns_resolution_trace":  # interval counts and means
         stats = idle.interval_stats(traces, IdleOptions(hta_compat=True)).filter(pl.col("stream") == 7)
         got = {r["category"]: (r["count"], r["mean_us"]) for r in stats.to_dicts() if r["count"]}

@@ -2,41 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel, runtime
+from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
 from htatui.analysis import kernels
 from htatui.analysis.kernels import KernelsOptions, KernelSpreadOptions, KernelTypesOptions
 from htatui.trace import TraceSet, load_traces
 
 Event = dict[str, Any]
-
-
-def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
-    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
-    for rank, events in enumerate(ranks):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
-            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
-            "traceEvents": events,
-        }
-        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
-            json.dump(doc, fh)
-    return load_traces([tmp_path], use_cache=False, max_workers=1)
-
-
-def device(cat: str, name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None) -> Event:
-    args: dict[str, Any] = {"device": 0, "stream": stream}
-    if corr is not None:
-        args["correlation"] = corr
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
 
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"
@@ -55,10 +33,7 @@ def job_a() -> list[Event]:
 
 
 def types_map(frame: pl.DataFrame, rank: str) -> dict[str, tuple[float, float]]:
-    return {
-        r["kernel_type"]: (r["duration_us"], r["pct"])
-        for r in frame.filter(pl.col("rank") == rank).to_dicts()
-    }
+    return {r["kernel_type"]: (r["duration_us"], r["pct"]) for r in frame.filter(pl.col("rank") == rank).to_dicts()}
 
 
 @pytest.mark.parametrize("compat", [False, True])
@@ -216,9 +191,7 @@ def test_corrected_typing_by_category(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, events)
     corrected = kernels.compute(traces, KernelsOptions())
     compat = kernels.compute(traces, KernelsOptions(hta_compat=True))
-    assert corrected.filter(pl.col("name") == "rcclGenericKernel")["kernel_type"].to_list() == [
-        "COMMUNICATION"
-    ]
+    assert corrected.filter(pl.col("name") == "rcclGenericKernel")["kernel_type"].to_list() == ["COMMUNICATION"]
     assert compat.filter(pl.col("name") == "rcclGenericKernel")["kernel_type"].to_list() == ["COMPUTATION"]
 
 
@@ -250,9 +223,7 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
 
     traces = load_traces([generated / "small"], use_cache=False, max_workers=1)
     include_last_step = steps == "all"
-    types = kernels.compute_types(
-        traces, KernelTypesOptions(hta_compat=compat, include_last_step=include_last_step)
-    )
+    types = kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat, include_last_step=include_last_step))
     expected_types = SMALL_EXPECTED["kernel_types"][steps]
     for rank in (0, 1):
         assert {k: d for k, (d, _) in types_map(types, str(rank)).items()} == expected_types[rank]
@@ -283,9 +254,7 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     for r in out.to_dicts():
         assert r["std_us"] == pytest.approx(expected[r["rank"]][r["name"]]["std"])
 
-    spread = kernels.spread(
-        traces, KernelSpreadOptions(hta_compat=compat, include_last_step=include_last_step)
-    )
+    spread = kernels.spread(traces, KernelSpreadOptions(hta_compat=compat, include_last_step=include_last_step))
     for r in spread.to_dicts():  # 6 names, all under top_k: per-rank mean/min/max of each
         s = expected[r["rank"]][r["name"]]
         assert (r["kernel_type"], r["mean_us"], r["min_us"], r["max_us"]) == (
@@ -305,23 +274,16 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
         return load_traces([generated / "edge" / case], use_cache=False, max_workers=1)
 
     no_comm = kernels.compute_types(load("no_comm"), KernelTypesOptions(hta_compat=compat))
-    assert {k: d for k, (d, _) in types_map(no_comm, "all").items()} == EDGE_EXPECTED["no_comm"][
-        "kernel_types_kept"
-    ]
+    assert {k: d for k, (d, _) in types_map(no_comm, "all").items()} == EDGE_EXPECTED["no_comm"]["kernel_types_kept"]
     assert kernels.compute(load("cpu_only"), KernelsOptions(hta_compat=compat)).height == 0
     amd = kernels.compute(load("amd"), KernelsOptions(hta_compat=compat))
-    assert (
-        EDGE_EXPECTED["amd"]["gemm"] in amd.filter(pl.col("kernel_type") == "COMPUTATION")["name"].to_list()
-    )
+    assert EDGE_EXPECTED["amd"]["gemm"] in amd.filter(pl.col("kernel_type") == "COMPUTATION")["name"].to_list()
     sub_us = kernels.compute(load("sub_us"), KernelsOptions(hta_compat=compat))
     got = {r["name"]: (r["count"], r["sum_us"]) for r in sub_us.to_dicts()}
     if compat:  # HTA's rounded durations: relu −1, add −1 + 0, gemm 2 (HTA 0.6.1 prints the same)
         expected = {"relu": (1, -1), "add": (2, -1), "gemm": (1, 2)}
     else:
-        expected = {
-            k: (n, ns / 1000)
-            for k, (n, ns) in {"relu": (1, 640), "add": (2, 1330), "gemm": (1, 2250)}.items()
-        }
+        expected = {k: (n, ns / 1000) for k, (n, ns) in {"relu": (1, 640), "add": (2, 1330), "gemm": (1, 2250)}.items()}
     from fixtures.scenarios import ADD, GEMM, RELU
 
     names = {"relu": RELU, "add": ADD, "gemm": GEMM}
@@ -381,9 +343,7 @@ GOLDEN = {
 @pytest.mark.parametrize("folder", sorted(GOLDEN))
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
-    assert (
-        types_map(kernels.compute_types(traces, KernelTypesOptions(hta_compat=True)), "all") == GOLDEN[folder]
-    )
+    assert types_map(kernels.compute_types(traces, KernelTypesOptions(hta_compat=True)), "all") == GOLDEN[folder]
     if folder == "ns_resolution_trace":  # 13 kernel rows; memcpy keeps launch stats, compute "others" folds
         table = kernels.compute(traces, KernelsOptions(hta_compat=True))
         assert table.height == 13
@@ -394,9 +354,7 @@ def test_golden_numbers(load_shared: Any, folder: str) -> None:
             0,
             1.5508,
         )
-        others = table.filter(
-            (pl.col("name") == "others") & (pl.col("kernel_type") == "COMPUTATION")
-        ).to_dicts()[0]
+        others = table.filter((pl.col("name") == "others") & (pl.col("kernel_type") == "COMPUTATION")).to_dicts()[0]
         assert (others["sum_us"], others["max_us"], others["min_us"], round(others["mean_us"], 2)) == (
             191567,
             12758,

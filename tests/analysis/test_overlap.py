@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel
+from kineto_util import cpu_op, kernel, traces_of
 
 from htatui.analysis import overlap
 from htatui.analysis.overlap import SCHEMA, OverlapOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.trace import load_traces
 
 Event = dict[str, Any]
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"
-
-
-def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
-    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
-    for rank, events in enumerate(ranks):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
-            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
-            "traceEvents": events,
-        }
-        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
-            json.dump(doc, fh)
-    return load_traces([tmp_path], use_cache=False, max_workers=1)
 
 
 def memcpy(ts: float, dur: float, stream: int = 7) -> Event:
@@ -107,10 +92,7 @@ def test_edge_expected(tmp_path: Path, compat: bool) -> None:
     options = OverlapOptions(hta_compat=compat)
     no_comm = overlap.compute(load_traces([tmp_path / "no_comm"], use_cache=False, max_workers=1), options)
     assert no_comm["overlap_pct"].to_list() == [EDGE_EXPECTED["no_comm"]["overlap_pctg"]]  # [None]
-    assert (
-        overlap.compute(load_traces([tmp_path / "cpu_only"], use_cache=False, max_workers=1), options).height
-        == 0
-    )
+    assert overlap.compute(load_traces([tmp_path / "cpu_only"], use_cache=False, max_workers=1), options).height == 0
     assert overlap.compute(load_traces([tmp_path / "amd"], use_cache=False, max_workers=1), options)[
         "overlap_pct"
     ].to_list() == [None]

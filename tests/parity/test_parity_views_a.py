@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from parity_folders import FOLDERS
 
 from htatui.analysis import idle, kernels, overlap, temporal
 from htatui.trace import TraceSet
@@ -24,34 +25,6 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::RuntimeWarning"
 )
 
-FOLDERS = [
-    "amd_trace",
-    "cpu_only",
-    "critical_path/alexnet",
-    "critical_path/cuda_event_sync",
-    "critical_path/cuda_event_sync_multi_stream",
-    "critical_path/simple_add",
-    "cupti_profiler",
-    "df_index_resolver",
-    "distributed_info_unavailable",
-    "execution_trace",
-    "large_integer_trace",
-    "mtia_inference_trace",
-    "mtia_trace_single_rank",
-    "nccl_parser_config",
-    "negative_queue_length_values_check",
-    "ns_resolution_trace",
-    "rank_non_gpu",
-    "rank_unavailable",
-    "trace_compare/base",
-    "trace_compare/test",
-    "trace_diff/control",
-    "trace_diff/test",
-    "trace_file_list",
-    "trace_filter",
-    "triton_example",
-    "with_gpu_user_annotation",
-]
 
 Row = dict[str, Any]
 

@@ -18,40 +18,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from parity_folders import FOLDERS
 
 from htatui.analysis import annotations, launch, membw, queue, steps
 from htatui.trace import TraceSet, load_traces
 
 pytest.importorskip("hta", reason="HTA 0.6.1 not installed: pip install traceinsight==0.6.1 'pandas<3'")
 
-FOLDERS = [
-    "amd_trace",
-    "cpu_only",
-    "critical_path/alexnet",
-    "critical_path/cuda_event_sync",
-    "critical_path/cuda_event_sync_multi_stream",
-    "critical_path/simple_add",
-    "cupti_profiler",
-    "df_index_resolver",
-    "distributed_info_unavailable",
-    "execution_trace",
-    "large_integer_trace",
-    "mtia_inference_trace",
-    "mtia_trace_single_rank",
-    "nccl_parser_config",
-    "negative_queue_length_values_check",
-    "ns_resolution_trace",
-    "rank_non_gpu",
-    "rank_unavailable",
-    "trace_compare/base",
-    "trace_compare/test",
-    "trace_diff/control",
-    "trace_diff/test",
-    "trace_file_list",
-    "trace_filter",
-    "triton_example",
-    "with_gpu_user_annotation",
-]
 
 # Thresholds for the blocked-on-full-queue check: HTA's default and a few that real traces hit.
 BLOCKED_LIMITS = (1024, 1000, 100, 10, 2, 1)
