@@ -7,6 +7,7 @@ lists every difference.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import polars as pl
@@ -47,19 +48,42 @@ class Prepared:
     hta_compat: bool
 
 
+_PreparedRank = tuple[pl.DataFrame, list[int]]
+_PREPARED: dict[int, dict[tuple[int, bool, bool], _PreparedRank]] = {}
+"""Per loaded TraceSet (by id, evicted when it is collected): each rank's filtered events.
+
+Every view starts from the same filtered events, and a screen asks for several views of one
+trace set, so the filter runs once per (rank, compat, include_last_step) instead of per call.
+"""
+
+
+def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedRank:
+    key = id(traces)
+    per_set = _PREPARED.get(key)
+    if per_set is None:
+        per_set = _PREPARED[key] = {}
+        weakref.finalize(traces, _PREPARED.pop, key, None)
+    cached = per_set.get((rank, hta_compat, include_last_step))
+    if cached is not None:
+        return cached
+    rank_trace = traces.ranks[rank]
+    events = rank_trace.events.filter(pl.col("ph") == "X")
+    if hta_compat and rank_trace.meta.fractional_ts:
+        events = round_like_hta(events)
+    result = filter_last_step(events, include_last_step, hta_compat)
+    per_set[(rank, hta_compat, include_last_step)] = result
+    return result
+
+
 def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
     """Select ranks, apply HTA's ns rounding in compat mode, then drop the last ProfilerStep."""
     ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
     frames: list[pl.DataFrame] = []
     steps_used: dict[int, list[int]] = {}
     for rank in ranks:
-        rank_trace = traces.ranks[rank]
-        events = rank_trace.events.filter(pl.col("ph") == "X")
-        if options.hta_compat and rank_trace.meta.fractional_ts:
-            events = round_like_hta(events)
-        events, steps = filter_last_step(events, options.include_last_step, options.hta_compat)
+        events, steps = _prepared_rank(traces, rank, options.hta_compat, options.include_last_step)
         frames.append(events)
-        steps_used[rank] = steps
+        steps_used[rank] = list(steps)
     events = pl.concat(frames, how="vertical") if frames else empty_events()
     return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
 

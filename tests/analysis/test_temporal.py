@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel, runtime, step
+from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
 from htatui.analysis import temporal
 from htatui.analysis.temporal import SCHEMA, TemporalOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.trace import load_traces
 
 Event = dict[str, Any]
-
-
-def traces_of(tmp_path: Path, *ranks: list[Event]) -> TraceSet:
-    """One Kineto JSON file per rank (rank-N.json with distributedInfo.rank N), loaded."""
-    for rank, events in enumerate(ranks):
-        doc = {
-            "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(ranks)},
-            "deviceProperties": [{"id": 0, "name": "Test GPU", "numSms": 108}],
-            "traceEvents": events,
-        }
-        with (tmp_path / f"rank-{rank}.json").open("w") as fh:
-            json.dump(doc, fh)
-    return load_traces([tmp_path], use_cache=False, max_workers=1)
-
-
-def device(cat: str, name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None) -> Event:
-    args: dict[str, Any] = {"device": 0, "stream": stream}
-    if corr is not None:
-        args["correlation"] = corr
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
 
 
 def job_a() -> list[Event]:
@@ -217,17 +195,13 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
     from fixtures.expected import EDGE_EXPECTED
 
     def only_row(case: str) -> dict[str, Any]:
-        out = temporal.compute(
-            load_traces([generated / "edge" / case], use_cache=False, max_workers=1), options
-        )
+        out = temporal.compute(load_traces([generated / "edge" / case], use_cache=False, max_workers=1), options)
         assert out.height == 1
         return out.to_dicts()[0]
 
     options = TemporalOptions(hta_compat=compat)
     assert (
-        temporal.compute(
-            load_traces([generated / "edge" / "cpu_only"], use_cache=False, max_workers=1), options
-        ).height
+        temporal.compute(load_traces([generated / "edge" / "cpu_only"], use_cache=False, max_workers=1), options).height
         == 0
     )
     _check_temporal(only_row("no_steps"), EDGE_EXPECTED["no_steps"]["temporal"], compat)
@@ -285,3 +259,20 @@ GOLDEN = {
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
     out = temporal.compute(load_shared(folder), TemporalOptions(hta_compat=True))
     assert out.drop("rank").rows() == [GOLDEN[folder]]
+
+
+def test_prepared_events_are_reused_per_rank_and_mode(tmp_path: Path) -> None:
+    from htatui.analysis.common import CommonOptions, prepare
+
+    traces = traces_of(tmp_path, job_a(), job_a())
+    first = prepare(traces, CommonOptions(ranks=(0,)))
+    again = prepare(traces, TemporalOptions(ranks=(0,)))
+    assert again.events.equals(first.events)
+    compat = prepare(traces, CommonOptions(ranks=(0,), hta_compat=True))
+    both = prepare(traces, CommonOptions())
+    assert both.events.height == 2 * first.events.height and compat.hta_compat
+    # Results do not depend on what was cached: a fresh trace set gives the same temporal rows.
+    (tmp_path / "b").mkdir()
+    assert temporal.compute(traces, TemporalOptions()).equals(
+        temporal.compute(traces_of(tmp_path / "b", job_a(), job_a()), TemporalOptions())
+    )
