@@ -189,10 +189,8 @@ class _HtaSortError(Exception):
 
 def _time_order(times: list[float]) -> list[int]:
     """pandas' sort_values order (numpy's unstable quicksort) of the endpoint times."""
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with pandas/HTA
-        return sorted(range(len(times)), key=times.__getitem__)
+    import numpy as np
+
     integral = all(float(t).is_integer() for t in times)
     values = np.array(times, dtype=np.int64 if integral else np.float64)
     return [int(i) for i in np.argsort(values, kind="quicksort")]

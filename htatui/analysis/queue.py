@@ -151,14 +151,12 @@ def sort_like_pandas(frame: pl.DataFrame, ts: str, integer_ts: bool) -> pl.DataF
 
     `frame` must hold each rank's rows in HTA's order before its sort, numbered by `_order`.
     pandas sorts with numpy's unstable quicksort, whose order at equal timestamps depends on
-    the numpy build and CPU; when numpy is installed (it is wherever HTA is) the same call is
-    made here so ties fall the same way. Without numpy, ties keep the `_order` order.
+    the numpy build and CPU, so the same numpy call is made here and ties fall the same way;
+    numpy is a declared dependency so the result never depends on what else is installed.
     """
+    import numpy as np
+
     frame = frame.sort("rank", "_order")
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with pandas/HTA
-        return frame.sort("rank", ts, "_order")
     parts = []
     for part in frame.partition_by("rank", maintain_order=True):
         values = part[ts].cast(pl.Int64 if integer_ts else pl.Float64).to_numpy()

@@ -35,7 +35,9 @@ class HtaCommands(Provider):
         for name in app.theme_names():
             yield Entry(f"theme: {name}", "Switch the colour theme", partial(setattr, app, "theme", name))
         yield Entry("app: help", "Every key and what the views measure", app.action_help)
-        yield Entry("app: save screenshot", "Save an SVG of this screen in the current folder", app.action_screenshot)
+        yield Entry(
+            "app: save screenshot", "Save an SVG of this screen in the current folder", app.action_save_screenshot
+        )
         yield Entry("app: quit", "Leave htatui", app.exit)
 
     def _views(self, app: HtaTuiApp) -> Iterator[Entry]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from kineto_util import write_trace
@@ -108,9 +110,13 @@ def test_equal_timestamps_merge(tmp_path: Path) -> None:
     frame = membw.series(traces, MemoryBandwidthOptions())
     assert points(frame, "Memcpy HtoD") == [(100.0, 30.0), (120.0, 40.0), (140.0, 0.0)]
     assert membw.compute(traces, MemoryBandwidthOptions())["count"].to_list() == [2]
-    # HTA keeps both events at 120 in numpy's sort order: (0, 40) → 2 positive points, or
-    # (70, 40) → 3.
-    assert membw.compute(traces, MemoryBandwidthOptions(hta_compat=True))["count"].item() in (2, 3)
+    # HTA orders starts [+30 @100, +40 @120] then ends [-30 @120, -40 @140] with numpy's
+    # quicksort; the tie at 120 falls as numpy's argsort puts it: end first → 30, 0, 40, 0
+    # (2 positive points), start first → 30, 70, 40, 0 (3).
+    order = np.argsort(np.array([100.0, 120.0, 120.0, 140.0]), kind="quicksort").tolist()
+    deltas = [(30.0, 40.0, -30.0, -40.0)[i] for i in order]
+    expected = sum(1 for level in itertools.accumulate(deltas) if level > 0)
+    assert membw.compute(traces, MemoryBandwidthOptions(hta_compat=True))["count"].item() == expected
 
 
 def test_amd_copies_have_no_bandwidth(tmp_path: Path) -> None:
