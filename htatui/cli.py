@@ -73,15 +73,6 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
 
 
-def parse_ranks(text: str | None) -> tuple[int, ...] | None:
-    """'0,3' → (0, 3); 'all' or None → None (every rank)."""
-    if text is None or text.strip().lower() == "all":
-        return None
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--ranks: expected 'all' or numbers like 0,3, got {text!r}") from None
-
 
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl

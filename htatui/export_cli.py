@@ -41,7 +41,7 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
     from htatui.analysis.common import CommonOptions
     from htatui.analysis.export import ExportError, export_counters, export_patterns
     from htatui.analysis.patterns import PatternsOptions
-    from htatui.cli import parse_ranks
+    from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
 
     try:

@@ -135,7 +135,7 @@ def add_report_parser(
 
 
 def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.cli import parse_ranks
+    from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
 
     spec = VIEWS[args.view]

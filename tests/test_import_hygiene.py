@@ -33,3 +33,73 @@ def test_analysis_imports_no_textual() -> None:
     count, loaded = int(lines[0]), (lines[1] if len(lines) > 1 else "")
     assert count >= 5, "expected the analysis view modules to be importable"
     assert loaded == "", f"importing htatui.analysis pulled in UI modules: {loaded}"
+
+
+def _imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The htatui modules `path` imports, lazy imports included, `if TYPE_CHECKING:` blocks excluded.
+
+    `from a.b import c` counts as importing the module a.b.c when there is one, else a.b.
+    """
+    import ast
+
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for statement in block.body
+        for node in ast.walk(statement)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+    return found & modules
+
+
+def test_no_import_circles() -> None:
+    """No two htatui modules import each other, directly or around a loop (lazy imports count)."""
+    root = ROOT / "htatui"
+    modules = {
+        ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f for f in root.rglob("*.py")
+    }
+    names = set(modules)
+    graph = {name: _imports_of(path, names) - {name} for name, path in modules.items()}
+    # Tarjan's strongly connected components: any component of two or more modules is a circle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    assert circles == [], f"import circles: {circles}"

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from htatui.tui.app import HtaTuiApp
+from htatui.tui.host import PaletteHost
 
 
 @dataclass(frozen=True)
@@ -24,10 +22,8 @@ class HtaCommands(Provider):
     """Entries depend on what is loaded and on the screen the palette was opened from."""
 
     def entries(self) -> Iterator[Entry]:
-        from htatui.tui.app import HtaTuiApp
-
         app = self.app
-        if not isinstance(app, HtaTuiApp):
+        if not isinstance(app, PaletteHost):
             return
         yield from self._views(app)
         yield from self._ranks(app)
@@ -40,13 +36,13 @@ class HtaCommands(Provider):
         )
         yield Entry("app: quit", "Leave htatui", app.exit)
 
-    def _views(self, app: HtaTuiApp) -> Iterator[Entry]:
+    def _views(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:
             return
         for number, (mode, title) in enumerate(app.view_order(), start=1):
             yield Entry(f"view: {title}", f"Key {number}", partial(app.run_action, f"view('{mode}')"))
 
-    def _ranks(self, app: HtaTuiApp) -> Iterator[Entry]:
+    def _ranks(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:
             return
         yield Entry("rank: all", "Show every rank in every view", partial(app.set_ranks, None))
@@ -54,7 +50,7 @@ class HtaCommands(Provider):
         for rank in app.traces.rank_ids:
             yield Entry(f"rank: {rank}", f"Show only rank {rank}", partial(app.set_ranks, (rank,)))
 
-    def _exports(self, app: HtaTuiApp) -> Iterator[Entry]:
+    def _exports(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:
             return
         for title, help_text, callback in app.export_commands(self.screen):

@@ -9,7 +9,6 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from htatui.trace import TraceSet
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.loading import LoadingScreen
 
@@ -105,7 +104,3 @@ async def capture_views(pilot: Pilot[Any], out_dir: Path) -> list[Path]:
         written.append(Path(app.save_screenshot(f"{number:02d}-{mode}.svg", str(out_dir))))
     return written
 
-
-def load_for_tests(traces: TraceSet, settings: Settings, theme: str | None = None) -> HtaTuiApp:
-    """An app over already loaded traces (skips the loader; used by tests and screenshots)."""
-    return HtaTuiApp(settings, theme=theme, traces=traces)

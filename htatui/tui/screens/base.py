@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,14 +21,12 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
+from htatui.tui.host import AnalysisHost
 from htatui.tui.messages import AnalysisDone
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.options import OptionField
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
 from htatui.tui.widgets.table_pane import TablePane
-
-if TYPE_CHECKING:
-    from htatui.tui.app import HtaTuiApp
 
 
 class Body(VerticalScroll, can_focus=False):
@@ -60,10 +58,8 @@ class ViewScreen(Screen[None]):
         self._worker: Worker[None] | None = None
 
     @property
-    def hta(self) -> HtaTuiApp:
-        from htatui.tui.app import HtaTuiApp
-
-        assert isinstance(self.app, HtaTuiApp)
+    def hta(self) -> AnalysisHost:
+        assert isinstance(self.app, AnalysisHost)
         return self.app
 
     # ---- layout -------------------------------------------------------------------------

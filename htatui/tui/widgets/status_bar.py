@@ -6,6 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from htatui.tui.host import AnalysisHost
+
 
 class ViewTabs(Widget):
     """`1 Temporal  2 Idle  …` with the current view highlighted; the number keys switch."""
@@ -30,10 +32,8 @@ class ViewTabs(Widget):
         self.current = current
 
     def render(self) -> Text:
-        from htatui.tui.app import HtaTuiApp
-
         app = self.app
-        views = app.view_order() if isinstance(app, HtaTuiApp) else []
+        views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
         labels = [(f"{number} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
         roomy = sum(len(label) + 2 for label, _ in labels) <= self.size.width
@@ -62,11 +62,9 @@ class StatusBar(Widget):
     """What the view's analysis is doing: 'computing…', 'ready', an error."""
 
     def render(self) -> Text:
-        from htatui.tui.app import HtaTuiApp
-
         app = self.app
         text = Text(no_wrap=True, overflow="ellipsis")
-        if isinstance(app, HtaTuiApp):
+        if isinstance(app, AnalysisHost):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
             text.append(f" │ steps {app.steps_label}")

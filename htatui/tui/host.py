@@ -1,0 +1,59 @@
+"""What screens, widgets and the palette need from the app, as protocols, so none imports the app.
+
+The app satisfies both; screens and widgets check `isinstance(self.app, …)` against these
+(runtime-checkable) protocols, which keeps `tui.app` the only module that knows every screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
+
+from textual.screen import Screen
+from textual.signal import Signal
+
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+
+
+@runtime_checkable
+class AnalysisHost(Protocol):
+    """The loaded job, the rank selection every view follows, and the labels of the status bar."""
+
+    traces: TraceSet | None
+    selected_ranks: tuple[int, ...] | None
+    selection_signal: Signal[tuple[int, ...] | None]
+
+    def common_options(self) -> CommonOptions: ...
+
+    def view_order(self) -> list[tuple[str, str]]: ...
+
+    @property
+    def trace_label(self) -> str: ...
+
+    @property
+    def ranks_label(self) -> str: ...
+
+    @property
+    def steps_label(self) -> str: ...
+
+
+@runtime_checkable
+class PaletteHost(AnalysisHost, Protocol):
+    """What the command palette offers: views, ranks, exports, themes and app actions."""
+
+    def theme_names(self) -> list[str]: ...
+
+    def set_ranks(self, ranks: Iterable[int] | None) -> None: ...
+
+    def export_commands(self, screen: Screen[Any]) -> list[tuple[str, str, Callable[[], object]]]: ...
+
+    def action_pick_ranks(self) -> None: ...
+
+    def action_help(self) -> None: ...
+
+    def action_save_screenshot(self) -> None: ...
+
+    def run_action(self, action: Any, default_namespace: Any = None) -> Any: ...
+
+    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None: ...
