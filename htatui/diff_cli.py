@@ -124,12 +124,12 @@ def run_diff(args: argparse.Namespace) -> int:
     except LoadError as exc:
         _err(str(exc))
         return 2
-    from htatui.analysis import diff
+    from htatui.analysis import diff, diff_summary
 
     try:
         selection = diff.select_sides(base, test, options)
         if args.summary:
-            frame = diff.summary(base, test, options)
+            frame = diff_summary.summary(base, test, options)
             title = "htatui diff --summary"
         else:
             frame = diff.compare(base, test, options).frame

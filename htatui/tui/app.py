@@ -17,6 +17,7 @@ from textual.theme import BUILTIN_THEMES
 from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.diff import DiffOptions
+from htatui.analysis.views import PAGES
 from htatui.trace import TraceSet
 from htatui.tui import theming
 from htatui.tui.commands import HtaCommands
@@ -49,17 +50,22 @@ class Settings:
     max_workers: int | None = None
 
 
-VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = (
-    ("temporal", "Temporal", TemporalScreen),
-    ("idle", "Idle", IdleScreen),
-    ("kernels", "Kernels", KernelsScreen),
-    ("overlap", "Overlap", OverlapScreen),
-    ("launch", "Launch", LaunchScreen),
-    ("counters", "Counters", CountersScreen),
-    ("ops", "Ops", OpsScreen),
-    ("patterns", "Patterns", PatternsScreen),
+SCREENS: dict[str, type[Screen[Any]]] = {
+    "temporal": TemporalScreen,
+    "idle": IdleScreen,
+    "kernels": KernelsScreen,
+    "overlap": OverlapScreen,
+    "launch": LaunchScreen,
+    "counters": CountersScreen,
+    "ops": OpsScreen,
+    "patterns": PatternsScreen,
+}
+"""The screen that draws each page of the registry (htatui/analysis/views.py PAGES)."""
+
+VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
+    (page.id, page.title, SCREENS[page.id]) for page in PAGES
 )
-"""(mode, title, screen) in key order: number key n opens the n-th view."""
+"""(mode, title, screen) in the registry's page order: number key n opens the n-th view."""
 
 VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
 

@@ -11,7 +11,8 @@ import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
 from htatui.analysis import diff
-from htatui.analysis.diff import DIFF_COLUMNS, DiffOptions, compare, summary
+from htatui.analysis.diff import DIFF_COLUMNS, DiffOptions, compare
+from htatui.analysis.diff_summary import summary
 from htatui.trace import TraceSet, load_traces
 
 Op = tuple[str, str | None, float]

@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from htatui.analysis import diff
+from htatui.analysis import diff, diff_summary
 from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
@@ -438,7 +438,7 @@ class DiffScreen(Screen[None]):
         summary: pl.DataFrame | None = None
         summary_error: str | None = None
         try:
-            summary = diff.summary(base, test, options)
+            summary = diff_summary.summary(base, test, options)
         except Exception as exc:  # noqa: BLE001 - the names table is still worth showing
             summary_error = f"{type(exc).__name__}: {exc}"
         if not get_current_worker().is_cancelled:

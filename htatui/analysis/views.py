@@ -1,0 +1,172 @@
+"""The registry of views: the one place a view is named, with its options and every table it makes.
+
+`report` prints any table here, the TUI's screens show tables from here (under the page that
+groups them), and the diff compares the views marked `headline`. Adding a view is one analysis
+module plus one `View(...)` entry below (docs/contributing-views.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import polars as pl
+
+from htatui.analysis import annotations as user_annotations
+from htatui.analysis import (
+    idle,
+    kernels,
+    launch,
+    membw,
+    ops,
+    overlap,
+    patterns,
+    queue,
+    steps,
+    temporal,
+)
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet
+
+OptionsT = TypeVar("OptionsT", bound=CommonOptions)
+
+
+class FrameWithMessage(Protocol):
+    """A table that may come with a sentence saying why it is empty (e.g. stragglers)."""
+
+    @property
+    def frame(self) -> pl.DataFrame: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+
+TableResult = pl.DataFrame | FrameWithMessage
+
+
+@dataclass(frozen=True)
+class Table(Generic[OptionsT]):
+    """One table of a view: `report --view V --NAME` prints it (the first table needs no flag)."""
+
+    name: str
+    compute: Callable[[TraceSet, OptionsT], TableResult]
+
+
+@dataclass(frozen=True)
+class View(Generic[OptionsT]):
+    """A view: its id (`report --view ID`), title, options class, and its tables, main one first."""
+
+    id: str
+    title: str
+    options: type[OptionsT]
+    tables: tuple[Table[OptionsT], ...]
+    headline: bool = False
+    """Compared by `htatui diff --summary` (analysis/diff_summary.py has its headline metrics)."""
+
+    @property
+    def main(self) -> Table[OptionsT]:
+        return self.tables[0]
+
+    def table(self, name: str) -> Table[OptionsT]:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(f"view {self.id} has no table {name!r}")
+
+
+@dataclass(frozen=True)
+class Page:
+    """A TUI screen: its mode id (the key order is the order here) and the views it shows."""
+
+    id: str
+    title: str
+    views: tuple[str, ...]
+
+
+def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
+    def compute(traces: TraceSet, options: launch.LaunchOptions) -> pl.DataFrame:
+        return launch.outliers(traces, options, kind)
+
+    compute.__name__ = f"{kind}_outliers"
+    return compute
+
+
+VIEWS: tuple[View[Any], ...] = (
+    View("temporal", "Temporal", temporal.TemporalOptions, (Table("main", temporal.compute),), headline=True),
+    View(
+        "idle",
+        "Idle",
+        idle.IdleOptions,
+        (Table("main", idle.compute), Table("interval-stats", idle.interval_stats)),
+        headline=True,
+    ),
+    View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
+    View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute),)),
+    View("kernel-spread", "Kernel spread", kernels.KernelSpreadOptions, (Table("main", kernels.spread),)),
+    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.compute),), headline=True),
+    View(
+        "launch",
+        "Launch",
+        launch.LaunchOptions,
+        (
+            Table("main", launch.compute),
+            Table("summary", launch.summary),
+            Table("short-kernels", _outliers("short")),
+            Table("runtime-outliers", _outliers("runtime")),
+            Table("delay-outliers", _outliers("delay")),
+        ),
+        headline=True,
+    ),
+    View(
+        "queue",
+        "Queue length",
+        queue.QueueOptions,
+        (Table("main", queue.compute), Table("series", queue.series), Table("blocked", queue.blocked)),
+    ),
+    View(
+        "membw",
+        "Memory bandwidth",
+        membw.MemoryBandwidthOptions,
+        (Table("main", membw.compute), Table("series", membw.series)),
+    ),
+    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute),)),
+    View("stragglers", "Stragglers", steps.StragglerOptions, (Table("main", steps.stragglers),)),
+    View(
+        "annotations",
+        "Annotations",
+        user_annotations.AnnotationOptions,
+        (Table("main", user_annotations.compute),),
+    ),
+    View("patterns", "Patterns", patterns.PatternsOptions, (Table("main", patterns.compute),)),
+    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute),)),
+)
+
+PAGES: tuple[Page, ...] = (
+    Page("temporal", "Temporal", ("temporal", "stragglers")),
+    Page("idle", "Idle", ("idle",)),
+    Page("kernels", "Kernels", ("kernel-types", "kernels", "kernel-spread")),
+    Page("overlap", "Overlap", ("overlap",)),
+    Page("launch", "Launch", ("launch",)),
+    Page("counters", "Counters", ("queue", "membw")),
+    Page("ops", "Ops", ("ops",)),
+    Page("patterns", "Patterns", ("patterns",)),
+)
+"""The TUI's screens in key order (number key n opens the n-th page)."""
+
+BY_ID: dict[str, View[Any]] = {view.id: view for view in VIEWS}
+
+
+def view(view_id: str) -> View[Any]:
+    return BY_ID[view_id]
+
+
+def frame_of(result: TableResult) -> tuple[pl.DataFrame, str | None]:
+    """The table of a result and, when it has one, the sentence that explains it."""
+    if isinstance(result, pl.DataFrame):
+        return result, None
+    return result.frame, result.message
+
+
+def headline_views() -> tuple[View[Any], ...]:
+    return tuple(v for v in VIEWS if v.headline)

@@ -1,0 +1,52 @@
+"""The registry is the one list of views: every table reaches `report`, every page has a screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from htatui.analysis import diff_summary, views
+from htatui.analysis.views import PAGES, VIEWS, frame_of
+from htatui.cli import main
+from htatui.trace import TraceSet, load_traces
+
+DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+ROUTES = [(view, table) for view in VIEWS for table in view.tables]
+
+
+@pytest.fixture(scope="module")
+def demo() -> TraceSet:
+    return load_traces([DEMO], use_cache=False, max_workers=1)
+
+
+@pytest.mark.parametrize(("view", "table"), ROUTES, ids=[f"{v.id}:{t.name}" for v, t in ROUTES])
+def test_every_table_prints_through_report(
+    view: views.View[Any], table: views.Table[Any], demo: TraceSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = [] if table is view.main else [f"--{table.name}"]
+    code = main(["report", str(DEMO), "--no-cache", "--view", view.id, *flags, "--format", "csv"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    expected, _message = frame_of(table.compute(demo, view.options()))
+    assert printed.out == expected.write_csv()
+
+
+def test_the_demo_exercises_most_routes(demo: TraceSet) -> None:
+    """A route test over empty tables proves little: the demo must fill most of them."""
+    empty = [f"{v.id}:{t.name}" for v, t in ROUTES if frame_of(t.compute(demo, v.options()))[0].height == 0]
+    assert len(empty) <= 3, empty
+
+
+def test_pages_name_registered_views_once() -> None:
+    shown = [view_id for page in PAGES for view_id in page.views]
+    assert len(shown) == len(set(shown)) and set(shown) <= set(views.BY_ID)
+    assert len({page.id for page in PAGES}) == len(PAGES)
+
+
+def test_every_page_has_a_screen_and_the_diff_compares_the_headline_views() -> None:
+    from htatui.tui.app import SCREENS
+
+    assert set(SCREENS) == {page.id for page in PAGES}
+    assert set(diff_summary.HEADLINE_METRICS) == {view.id for view in views.headline_views()}
