@@ -39,7 +39,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "stream": pl.Int64(),
     "category": pl.Utf8(),
     "idle_us": pl.Float64(),
-    "idle_ratio": pl.Float64(),
+    "idle_pct": pl.Float64(),
 }
 
 STATS_SCHEMA: dict[str, pl.DataType] = {
@@ -160,17 +160,20 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
 
 
 def compute(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
-    """rank, stream, category, idle_us (Σ gaps), idle_ratio (share of the stream's idle time)."""
+    """rank, stream, category, idle_us (Σ gaps), idle_pct (% of the stream's idle time).
+
+    In HTA-compatible mode the share is HTA's `idle_time_ratio` rounded to 2 decimals, times 100.
+    """
     rows = gaps(traces, options)
     if rows.height == 0:
         return empty()
     out = rows.group_by("rank", "stream", "category").agg(idle_us=pl.col("idle_us").sum())
     total = pl.col("idle_us").sum().over("rank", "stream")
-    out = out.with_columns(idle_ratio=pl.when(total != 0).then(pl.col("idle_us") / total))
+    ratio = pl.when(total != 0).then(pl.col("idle_us") / total)
     if options.hta_compat:
-        out = out.with_columns(
-            round_like_numpy(pl.col("idle_us"), 2), round_like_numpy(pl.col("idle_ratio"), 2)
-        )
+        out = out.with_columns(round_like_numpy(pl.col("idle_us"), 2), idle_pct=round_like_numpy(ratio, 2) * 100.0)
+    else:
+        out = out.with_columns(idle_pct=ratio * 100.0)
     return out.select(pl.col(n).cast(t) for n, t in SCHEMA.items()).sort("rank", "stream", "category")
 
 
@@ -199,3 +202,26 @@ def interval_stats(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     if options.hta_compat:
         out = out.with_columns(round_like_numpy(pl.col(c), 2) for c in stats)
     return out.select(pl.col(n).cast(t) for n, t in STATS_SCHEMA.items()).sort("rank", "stream", "category")
+
+
+def widen(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """`compute`'s rows as one row per (rank, stream): a µs and a % column per category, and the total."""
+    keys = ["rank", "stream"]
+    if breakdown.height == 0:
+        schema: dict[str, pl.DataType] = {"rank": pl.Int32(), "stream": pl.Int64()}
+        for category in CATEGORIES:
+            schema[f"{category}_us"] = pl.Float64()
+            schema[f"{category}_pct"] = pl.Float64()
+        schema["total_us"] = pl.Float64()
+        return pl.DataFrame(schema=schema)
+    aggregations = []
+    for category in CATEGORIES:
+        chosen = pl.col("category") == category
+        aggregations.append(pl.col("idle_us").filter(chosen).sum().alias(f"{category}_us"))
+        aggregations.append(pl.col("idle_pct").filter(chosen).sum().alias(f"{category}_pct"))
+    return breakdown.group_by(keys, maintain_order=True).agg(*aggregations, total_us=pl.col("idle_us").sum()).sort(keys)
+
+
+def by_stream(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
+    """rank, stream, then µs and % of the stream's idle time per category, and total_us (the Idle screen's table)."""
+    return widen(compute(traces, options))

@@ -74,7 +74,7 @@ BLOCKED_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "stream": pl.Int64(),
     "blocked_us": pl.Float64(),
-    "blocked_ratio": pl.Float64(),
+    "blocked_pct": pl.Float64(),
 }
 
 
@@ -259,7 +259,7 @@ def summary(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
 
 def blocked(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
     """Per (rank, stream), for every stream: time spent with the queue at or above
-    `max_queue_length` (blocked_us) and that time relative to the rank's span (blocked_ratio).
+    `max_queue_length` (blocked_us) and that time as a % of the rank's span (blocked_pct).
 
     The span is the rank's queue-series span (first to last change point); in HTA-compatible
     mode it is HTA's trace duration (last minus first event start of the rank).
@@ -280,7 +280,7 @@ def blocked(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
 
 
 def blocked_from_series(frame: pl.DataFrame, spans: pl.DataFrame, max_queue_length: int) -> pl.DataFrame:
-    """blocked_us / blocked_ratio from a series and a (rank, span) frame."""
+    """blocked_us / blocked_pct from a series and a (rank, span) frame."""
     if frame.height == 0:
         return pl.DataFrame(schema=BLOCKED_COLUMNS)
     by = ["rank", "stream"]
@@ -292,9 +292,20 @@ def blocked_from_series(frame: pl.DataFrame, spans: pl.DataFrame, max_queue_leng
         .join(spans, on="rank", how="left")
         .with_columns(
             blocked_us=pl.col("blocked_us").fill_null(0.0),
-            blocked_ratio=pl.when(pl.col("span") > 0).then(
-                pl.col("blocked_us").fill_null(0.0) / pl.col("span")
+            blocked_pct=pl.when(pl.col("span") > 0).then(
+                pl.col("blocked_us").fill_null(0.0) / pl.col("span") * 100.0
             ),
         )
     )
     return _typed(out.sort(by), BLOCKED_COLUMNS)
+
+
+def with_blocked(summary_frame: pl.DataFrame, blocked_frame: pl.DataFrame) -> pl.DataFrame:
+    """The summary per (rank, stream) with its blocked_us and blocked_pct columns."""
+    blocked_columns = blocked_frame.select("rank", "stream", "blocked_us", "blocked_pct")
+    return summary_frame.join(blocked_columns, on=["rank", "stream"], how="left")
+
+
+def overview(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
+    """`summary` and `blocked` side by side (the Counters screen's queue table)."""
+    return with_blocked(compute(traces, options), blocked(traces, options))

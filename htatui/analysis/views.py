@@ -98,7 +98,11 @@ VIEWS: tuple[View[Any], ...] = (
         "idle",
         "Idle",
         idle.IdleOptions,
-        (Table("main", idle.compute), Table("interval-stats", idle.interval_stats)),
+        (
+            Table("main", idle.compute),
+            Table("by-stream", idle.by_stream),
+            Table("interval-stats", idle.interval_stats),
+        ),
         headline=True,
     ),
     View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
@@ -122,7 +126,12 @@ VIEWS: tuple[View[Any], ...] = (
         "queue",
         "Queue length",
         queue.QueueOptions,
-        (Table("main", queue.compute), Table("series", queue.series), Table("blocked", queue.blocked)),
+        (
+            Table("main", queue.compute),
+            Table("overview", queue.overview),
+            Table("series", queue.series),
+            Table("blocked", queue.blocked),
+        ),
     ),
     View(
         "membw",

@@ -50,10 +50,10 @@ def test_each_category_corrected(tmp_path: Path) -> None:
         (0, 7, "kernel_wait"): 10,
         (0, 7, "other"): 140,
     }
-    ratios = as_map(out, "idle_ratio")
-    assert ratios[(0, 7, "host_wait")] == pytest.approx(70 / 220)
-    assert ratios[(0, 7, "kernel_wait")] == pytest.approx(10 / 220)
-    assert ratios[(0, 7, "other")] == pytest.approx(140 / 220)
+    shares = as_map(out, "idle_pct")
+    assert shares[(0, 7, "host_wait")] == pytest.approx(100 * 70 / 220)
+    assert shares[(0, 7, "kernel_wait")] == pytest.approx(100 * 10 / 220)
+    assert shares[(0, 7, "other")] == pytest.approx(100 * 140 / 220)
 
 
 def test_each_category_compat(tmp_path: Path) -> None:
@@ -67,10 +67,10 @@ def test_each_category_compat(tmp_path: Path) -> None:
         (0, 7, "other"): 140,
         (0, 20, "other"): 0,
     }
-    # ratios rounded to 2 like HTA: 0.318 → 0.32, 0.045 → 0.05, 0.636 → 0.64
-    ratios = as_map(out, "idle_ratio")
-    assert [ratios[(0, 7, c)] for c in ("host_wait", "kernel_wait", "other")] == [0.32, 0.05, 0.64]
-    assert ratios[(0, 20, "other")] is None
+    # ratios rounded to 2 like HTA: 0.318 → 0.32, 0.045 → 0.05, 0.636 → 0.64, then as %
+    shares = as_map(out, "idle_pct")
+    assert [shares[(0, 7, c)] for c in ("host_wait", "kernel_wait", "other")] == [32.0, 5.0, 64.0]
+    assert shares[(0, 20, "other")] is None
 
 
 def test_threshold_option(tmp_path: Path) -> None:
@@ -240,14 +240,14 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     if not compat:
         expected = {rank: _without_empty_other(streams) for rank, streams in expected.items()}
     assert _nested(out, "idle_us") == expected
-    ratios = _nested(out, "idle_ratio")
+    shares = _nested(out, "idle_pct")
     for rank, streams in SMALL_EXPECTED["idle_ratio"][steps].items():
         for stream, cats in streams.items():
             for category, ratio in cats.items():
                 if compat:
-                    assert ratios[rank][stream][category] == ratio
-                elif category in ratios[rank][stream]:  # unrounded: within HTA's rounding
-                    assert ratios[rank][stream][category] == pytest.approx(ratio, abs=0.0051)
+                    assert shares[rank][stream][category] == ratio * 100.0
+                elif category in shares[rank][stream]:  # unrounded: within HTA's rounding
+                    assert shares[rank][stream][category] == pytest.approx(100 * ratio, abs=0.51)
     counts = _nested(stats.filter(pl.col("count") > 0), "count")
     assert counts == SMALL_EXPECTED["idle_count"][steps]
 

@@ -114,15 +114,15 @@ def test_blocked_all_streams(tmp_path: Path) -> None:
     assert blocked.schema == pl.Schema(queue.BLOCKED_COLUMNS)
     rows = {r["stream"]: r for r in blocked.to_dicts()}
     # Stream 7 at ≥ 2: [106, 110) + [120, 150) = 34 µs over the rank's series span 100..230.
-    assert rows[7]["blocked_us"] == 34.0 and rows[7]["blocked_ratio"] == pytest.approx(34 / 130)
-    assert rows[20]["blocked_us"] == 0.0 and rows[20]["blocked_ratio"] == 0.0
+    assert rows[7]["blocked_us"] == 34.0 and rows[7]["blocked_pct"] == pytest.approx(100 * 34 / 130)
+    assert rows[20]["blocked_us"] == 0.0 and rows[20]["blocked_pct"] == 0.0
     # HTA: the same 34 µs but over its trace duration (last start 240
     # − first start 100 = 140); stream 20 is reported too (HTA keeps only one stream per rank).
     compat = {
         r["stream"]: r
         for r in queue.blocked(traces, QueueOptions(hta_compat=True, max_queue_length=2)).to_dicts()
     }
-    assert compat[7]["blocked_us"] == 34.0 and compat[7]["blocked_ratio"] == pytest.approx(34 / 140)
+    assert compat[7]["blocked_us"] == 34.0 and compat[7]["blocked_pct"] == pytest.approx(100 * 34 / 140)
     assert compat[20]["blocked_us"] == 0.0
     # Default limit 1024: nothing blocked.
     assert queue.blocked(traces, QueueOptions())["blocked_us"].to_list() == [0.0, 0.0]

@@ -130,7 +130,8 @@ def test_idle(pair: tuple[str, Hta, TraceSet]) -> None:
         return
     breakdown, stats = theirs[0], theirs[1].reset_index()
     key = lambda r: (r["rank"], r["stream"], r.get("category", r.get("idle_category")))  # noqa: E731
-    columns = {"idle_us": ("idle_time", True), "idle_ratio": ("idle_time_ratio", False)}
+    columns = {"idle_us": ("idle_time", True), "idle_pct": ("idle_time_ratio", False)}
+    breakdown["idle_time_ratio"] = breakdown["idle_time_ratio"] * 100.0  # HTA's ratio as our %
     _compare(_rows(ours, key), _rows(breakdown, key), columns, f"{folder} idle")
     stat_columns = {
         "count": ("count", False),

@@ -23,7 +23,6 @@ from htatui.tui.screens.base import ViewScreen
 from htatui.tui.screens.counters import CountersResult
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
-from htatui.tui.screens.idle import wide_breakdown
 from htatui.tui.screens.loading import LoadingScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.widgets.chart import Chart
@@ -99,7 +98,7 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
         await press(pilot, "2")
         idle_options = idle.IdleOptions()
         breakdown = idle.compute(small_traces, idle_options)
-        assert_frame_equal(pane(app, "#idle-table").table.source, wide_breakdown(breakdown))
+        assert_frame_equal(pane(app, "#idle-table").table.source, idle.widen(breakdown))
         stats = pane(app, "#idle-stats").table.source
         assert_frame_equal(stats.drop("category"), idle.interval_stats(small_traces, idle_options).drop("category"))
 
@@ -130,7 +129,7 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
 
         await press(pilot, "6")
         shown = pane(app, "#counters-queue").table.source
-        assert_frame_equal(shown.drop("blocked_us", "blocked_pct"), queue.summary(small_traces, queue.QueueOptions()))
+        assert_frame_equal(shown, queue.overview(small_traces, queue.QueueOptions()))
         assert_frame_equal(
             pane(app, "#counters-membw").table.source,
             membw.summary(small_traces, membw.MemoryBandwidthOptions()),
@@ -185,7 +184,7 @@ async def test_editing_an_option_reruns_the_analysis(small_traces: TraceSet) -> 
         app.screen.query_one("#input-delay").focus()
         await press(pilot, *"5", "enter")
         expected = idle.compute(small_traces, idle.IdleOptions(consecutive_kernel_delay_us=5.0))
-        assert_frame_equal(pane(app, "#idle-table").table.source, wide_breakdown(expected))
+        assert_frame_equal(pane(app, "#idle-table").table.source, idle.widen(expected))
         assert isinstance(app.focused, ViewTable)
         app.screen.query_one("#input-delay").focus()
         await press(pilot, "minus", "1", "enter")  # refused: below the minimum

@@ -129,10 +129,7 @@ class CountersScreen(ViewScreen):
     def analyse(self, traces: TraceSet, common: CommonOptions) -> CountersResult:
         queue_options = queue.QueueOptions(**vars(common), max_queue_length=self.max_queue_length)
         queue_series = queue.series(traces, queue_options)
-        blocked = queue.blocked(traces, queue_options).select(
-            "rank", "stream", "blocked_us", blocked_pct=pl.col("blocked_ratio") * 100.0
-        )
-        queue_summary = queue.summarize(queue_series).join(blocked, on=["rank", "stream"], how="left")
+        queue_summary = queue.with_blocked(queue.summarize(queue_series), queue.blocked(traces, queue_options))
         membw_series = membw.series(traces, membw.MemoryBandwidthOptions(**vars(common)))
         return CountersResult(
             queue_summary=queue_summary,

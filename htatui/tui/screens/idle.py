@@ -45,27 +45,9 @@ NO_IDLE = "No GPU idle time found on the chosen ranks (no GPU activity, or strea
 @dataclass(frozen=True)
 class IdleResult:
     breakdown: pl.DataFrame
-    """idle.compute as returned: rank, stream, category, idle_us, idle_ratio."""
+    """idle.compute as returned: rank, stream, category, idle_us, idle_pct."""
     stats: pl.DataFrame
     """idle.interval_stats as returned."""
-
-
-def wide_breakdown(breakdown: pl.DataFrame) -> pl.DataFrame:
-    """One row per (rank, stream) with a µs and a % column per category, and the total."""
-    keys = ["rank", "stream"]
-    if breakdown.height == 0:
-        schema: dict[str, pl.DataType] = {"rank": pl.Int32(), "stream": pl.Int64()}
-        for category in idle.CATEGORIES:
-            schema[f"{category}_us"] = pl.Float64()
-            schema[f"{category}_pct"] = pl.Float64()
-        schema["total_us"] = pl.Float64()
-        return pl.DataFrame(schema=schema)
-    aggregations = []
-    for category in idle.CATEGORIES:
-        chosen = pl.col("category") == category
-        aggregations.append(pl.col("idle_us").filter(chosen).sum().alias(f"{category}_us"))
-        aggregations.append((100.0 * pl.col("idle_ratio").filter(chosen).sum()).alias(f"{category}_pct"))
-    return breakdown.group_by(keys, maintain_order=True).agg(*aggregations, total_us=pl.col("idle_us").sum()).sort(keys)
 
 
 class IdleScreen(ViewScreen):
@@ -120,7 +102,7 @@ class IdleScreen(ViewScreen):
         result = self._result
         if result is None:
             return
-        wide = wide_breakdown(result.breakdown)
+        wide = idle.widen(result.breakdown)
         suffix, fmt, unit = ("_us", "us", "µs") if self.absolute else ("_pct", "pct", "%")
         columns = [
             Column("rank", "rank", "int", width=4),
