@@ -1,4 +1,4 @@
-"""User-annotation breakdown: time per record_function range name (reference §A14).
+"""User-annotation breakdown: time per record_function range name (docs/semantics-counters.md, annotations).
 
 By default the GPU-side spans (`gpu_user_annotation`, the GPU time each range covered); with
 `use_gpu_annotation=False` the CPU-side `user_annotation` spans (which include the

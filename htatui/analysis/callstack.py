@@ -1,6 +1,6 @@
 """Call stacks of the host threads: who nests inside whom, and which GPU work each call launched.
 
-Shared by the `patterns` and `ops` views (reference §A18). Nesting is rebuilt per
+Shared by the `patterns` and `ops` views (docs/semantics-patterns-ops-export.md, call stacks). Nesting is rebuilt per
 (rank, pid, tid) thread from the host `X` events' start and end times. Events on one thread
 nest perfectly in a well-formed trace; the tie rules are HTA's: at equal times an event that
 ends comes before one that starts (they are siblings), among events that start together the

@@ -1,6 +1,6 @@
 """What every view shares: options, event selection, kernel typing, interval merging, steps.
 
-Default semantics are corrected (reference §0.1, §0.3); `hta_compat=True` switches the few
+Default semantics are corrected (docs/semantics-breakdowns.md, shared rules); `hta_compat=True` switches the few
 places where HTA 0.6.1 differs (its selectors, name-only typing, ns rounding). docs/semantics.md
 lists every difference.
 """
@@ -89,7 +89,7 @@ def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
 
 
 def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
-    """HTA's ns rounding (reference §B.5): ceil the start, floor the end, dur = end − start."""
+    """HTA's ns rounding (docs/semantics.md, time rounding): ceil the start, floor the end, dur = end − start."""
     return events.with_columns(ts=pl.col("ts").ceil(), end=pl.col("end").floor()).with_columns(
         dur=pl.col("end") - pl.col("ts")
     )
@@ -109,7 +109,7 @@ def is_device_row(hta_compat: bool) -> pl.Expr:
 def filter_last_step(
     events: pl.DataFrame, include_last_step: bool, hta_compat: bool
 ) -> tuple[pl.DataFrame, list[int]]:
-    """Drop the final ProfilerStep the way HTA does (reference §B.6); return the steps kept.
+    """Drop the final ProfilerStep the way HTA does (docs/semantics-counters.md, steps); return the steps kept.
 
     With fewer than two steps nothing is dropped. Host rows are kept when they start before
     the last step starts (or, with include_last_step, by its end); device rows are kept only
@@ -144,7 +144,7 @@ def gpu_events(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
 
 
 def kernel_type(hta_compat: bool) -> pl.Expr:
-    """COMPUTATION / COMMUNICATION / MEMORY / OTHER for each GPU row (reference §0.1).
+    """COMPUTATION / COMMUNICATION / MEMORY / OTHER for each GPU row (docs/semantics-breakdowns.md, shared rules).
 
     Corrected: copies and memsets are MEMORY by category, syncs OTHER, and kernels are typed
     by name: NCCL, RCCL and HCCL kernels (any case) are COMMUNICATION, ROCm copy kernels MEMORY.
@@ -177,7 +177,7 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
 
 
 def _hta_name_type(name: pl.Expr) -> pl.Expr:
-    """HTA's name-only typing (reference §0.1), quirks included."""
+    """HTA's name-only typing (docs/semantics-breakdowns.md, shared rules), quirks included."""
     comm = (
         name.str.starts_with("nccl")
         | name.str.starts_with("hip")
@@ -215,7 +215,7 @@ def _hta_name_type(name: pl.Expr) -> pl.Expr:
 
 
 def merge_intervals(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Union of [ts, end) intervals per group (reference §0.2): columns by + ts, end.
+    """Union of [ts, end) intervals per group (docs/semantics-breakdowns.md, shared rules): columns by + ts, end.
 
     A new merged interval starts when an interval starts strictly after the running maximum end
     of the group so far; touching intervals merge.

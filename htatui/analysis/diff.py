@@ -302,7 +302,7 @@ def restrict(traces: TraceSet, side: Side) -> TraceSet:
 
 
 def _compat_iteration() -> pl.Expr:
-    """HTA's iteration (reference §0.4): GPU-side rows without a launch, and device rows on
+    """HTA's iteration (docs/semantics.md): GPU-side rows without a launch, and device rows on
     stream 0 that are not Triton cpu_ops, get none."""
     stream = pl.col("stream").fill_null(-1)
     cat = pl.col("cat").cast(pl.Utf8)

@@ -1,4 +1,4 @@
-"""Idle time breakdown per stream (reference §A2): host wait, kernel wait and other idle.
+"""Idle time breakdown per stream (docs/semantics-breakdowns.md, idle): host wait, kernel wait and other idle.
 
 Per rank and stream, the rows are sorted by start; the gap *before* each row (its start minus
 the end of the stream's earlier work) is attributed to one category:

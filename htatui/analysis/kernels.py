@@ -1,4 +1,4 @@
-"""Kernel breakdown (reference §A3): kernel-type states, per-kernel statistics, spread over ranks.
+"""Kernel breakdown (docs/semantics-breakdowns.md, kernels): kernel-type states, per-kernel statistics, spread over ranks.
 
 Three views share this module:
 

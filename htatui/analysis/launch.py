@@ -1,5 +1,5 @@
 """Kernel launch statistics: how long each launch call took on the CPU, how long its GPU work
-ran, and how long the work waited to start (reference §A7).
+ran, and how long the work waited to start (docs/semantics-counters.md, launch).
 
 Corrected (default): every CUDA, driver, HIP and MTIA launch API counts, plus the async
 memcpy/memset calls; a CUDA/HIP graph launch is one row whose GPU side spans its first kernel's
@@ -170,7 +170,7 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
 
 
 def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
-    """HTA 0.6.1's cuda_kernel_launch_stats, per rank (reference §A7).
+    """HTA 0.6.1's cuda_kernel_launch_stats, per rank (docs/semantics-counters.md, launch).
 
     HTA fills a missing correlation with -1 and joins on it, so rows without one only pair up
     when a launch call itself lacks a correlation; otherwise they are left out up front.
@@ -208,7 +208,7 @@ def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
 
 
 def outlier_mask(options: LaunchOptions, kind: OutlierKind) -> pl.Expr:
-    """Which rows of `compute` belong to one of HTA's three plots (reference §A7 step 5)."""
+    """Which rows of `compute` belong to one of HTA's three plots (docs/semantics-counters.md, launch)."""
     cpu, gpu, delay = pl.col("cpu_duration_us"), pl.col("gpu_duration_us"), pl.col("launch_delay_us")
     if kind == "short":
         return (cpu <= options.runtime_cutoff_us) & (gpu < cpu)

@@ -1,4 +1,4 @@
-"""Memory-copy bandwidth counters per copy kind (reference §A9).
+"""Memory-copy bandwidth counters per copy kind (docs/semantics-counters.md, membw).
 
 Each copy or memset contributes its bandwidth (Kineto's `memory bandwidth (GB/s)` arg) from its
 start to its end; concurrent operations of the same kind add up. The summary describes the

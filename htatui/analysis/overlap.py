@@ -1,4 +1,4 @@
-"""Communication/computation overlap (reference §A4).
+"""Communication/computation overlap (docs/semantics-breakdowns.md, overlap).
 
 Per rank: the time during which at least one COMMUNICATION kernel and at least one
 COMPUTATION kernel run at once, divided by the busy time of the communication kernels, ×100.

@@ -1,4 +1,4 @@
-"""Frequent CUDA kernel sequences launched under an operator (reference §A5).
+"""Frequent CUDA kernel sequences launched under an operator (docs/semantics-patterns-ops-export.md, patterns).
 
 For one rank: the candidates are the host events whose name contains `operator`; the roots are
 the candidates at the smallest call-stack depth among all candidates that have at least

@@ -1,5 +1,5 @@
 """Launch-queue length per stream: how many launched GPU operations are waiting to start
-(reference §A8).
+(docs/semantics-counters.md, queue).
 
 Every launch call adds 1 to its stream's queue when the call starts on the CPU and removes 1
 when its GPU work starts.
@@ -192,7 +192,7 @@ def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFram
 
 
 def _compat_steps(events: pl.DataFrame) -> pl.DataFrame:
-    """HTA's _get_queue_length_time_series_for_rank (reference §A8)."""
+    """HTA's _get_queue_length_time_series_for_rank (docs/semantics-counters.md, queue)."""
     # Every pairing below is on a real correlation id, so rows without one never take part.
     rows = events.filter(pl.col("correlation").is_not_null() & (pl.col("cat") != "Trace"))
     correlation = pl.col("correlation").fill_null(-1)

@@ -1,4 +1,4 @@
-"""ProfilerStep spans per rank and straggler detection across ranks (reference §A13, §B.6).
+"""ProfilerStep spans per rank and straggler detection across ranks (docs/semantics-counters.md, steps).
 
 `compute` lists every ProfilerStep#N span of each rank with `used` telling whether the step
 survives the last-step rule (HTA drops the final step when a rank has two or more).

@@ -1,4 +1,4 @@
-"""Temporal breakdown (reference §A1): idle, compute and non-compute time of each rank's GPU.
+"""Temporal breakdown (docs/semantics-breakdowns.md, temporal): idle, compute and non-compute time of each rank's GPU.
 
 Per rank, over its GPU activity (all streams together):
 

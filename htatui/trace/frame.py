@@ -234,7 +234,7 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
 
 
 def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
-    """Each event's ProfilerStep number, as HTA assigns it (reference §0.4), corrected.
+    """Each event's ProfilerStep number, as HTA assigns it (docs/semantics-counters.md, steps), corrected.
 
     Host rows take the step whose [ts, end) holds their start; device rows with a correlation
     inherit the step of the host row with the same correlation id (on every stream, including
