@@ -135,7 +135,7 @@ def counter_events(
     options: CommonOptions | None = None,
     kinds: Sequence[str] = COUNTER_KINDS,
 ) -> list[dict[str, Any]]:
-    """HTA's counter events for one rank (docs/semantics-patterns-ops-export.md, counter export), on the file's own time base.
+    """HTA's counter events for one rank, on the file's own time base (docs/semantics-patterns-ops-export.md).
 
     "Queue Length" events carry `id` = stream and args {"Queue Length": n}; bandwidth events are
     named by copy kind ("Memcpy HtoD", "Memset", …) with args {"Memcpy BW": GB/s}.

@@ -1,4 +1,4 @@
-"""Kernel breakdown (docs/semantics-breakdowns.md, kernels): kernel-type states, per-kernel statistics, spread over ranks.
+"""Kernel breakdown: kernel-type states, per-kernel statistics, spread over ranks (docs/semantics-breakdowns.md).
 
 Three views share this module:
 
