@@ -96,7 +96,7 @@ OPTION_FLAGS: list[OptionFlag] = [
         "--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs (30)"
     ),
     OptionFlag("--streams", "streams", _int_tuple, "idle: only these streams, e.g. 7,20"),
-    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns: how many names to keep"),
+    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns/ops: how many names (ops: per rank) to keep"),
     OptionFlag("--duration-ratio", "duration_ratio", float, "kernels: HTA's cumulative-time quantile (0.8)"),
     OptionFlag("--runtime-cutoff", "runtime_cutoff_us", float, "launch: runtime outlier cutoff, µs (50)"),
     OptionFlag("--launch-delay-cutoff", "launch_delay_cutoff_us", float, "launch: delay outlier cutoff, µs (100)"),
@@ -105,6 +105,7 @@ OPTION_FLAGS: list[OptionFlag] = [
     OptionFlag("--min-len", "min_len", int, "patterns: minimum kernels under the operator (3)"),
     OptionFlag("--rank", "rank", int, "patterns: the rank to mine (first rank)"),
     OptionFlag("--sort-by", "sort_by", str, "ops: column to sort by, descending (gpu_self_us)"),
+    OptionFlag("--kinds", "kinds", str, "ops: host (default), all, or e.g. op,annotation,kernel"),
     OptionFlag("--num-candidates", "num_candidates", int, "stragglers: how many ranks to name (2)"),
 ]
 
@@ -177,7 +178,11 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             print(f"htatui: rank {missing[0]} is not in the traces (ranks: {have})", file=sys.stderr)
             return 2
     options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
-    result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
+    try:
+        result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
+    except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
+        print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
+        return 2
     frame = result if isinstance(result, pl.DataFrame) else result.frame
     message = None if isinstance(result, pl.DataFrame) else getattr(result, "message", None)
     if message:
