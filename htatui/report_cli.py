@@ -106,6 +106,8 @@ OPTION_FLAGS: list[OptionFlag] = [
     OptionFlag("--rank", "rank", int, "patterns: the rank to mine (first rank)"),
     OptionFlag("--sort-by", "sort_by", str, "ops: column to sort by, descending (gpu_self_us)"),
     OptionFlag("--kinds", "kinds", str, "ops: host (default), all, or e.g. op,annotation,kernel"),
+    OptionFlag("--group-by", "group_by", str, "ops: name (default) or shape (needs record_shapes)"),
+    OptionFlag("--flops", "flops", bool, "ops: add flops, TFLOP/s and GB/s columns"),
     OptionFlag("--num-candidates", "num_candidates", int, "stragglers: how many ranks to name (2)"),
 ]
 
@@ -131,6 +133,9 @@ def add_report_parser(
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
     for option in OPTION_FLAGS:
+        if option.kind is bool:  # a switch: present = True
+            report.add_argument(option.flag, dest=option.field, action="store_const", const=True, help=option.help)
+            continue
         report.add_argument(option.flag, dest=option.field, type=option.kind, default=None, help=option.help)
     report.set_defaults(run=lambda args: run_report(args, load))
 

@@ -80,10 +80,11 @@ WORK_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.Utf8(),
     "kind": pl.Utf8(),
     "dur": pl.Float64(),
+    "bytes": pl.Int64(),
     "owner": pl.Int64(),
 }
 """Device rows (work and GPU annotations) with the `pos` of the host event that owns them
-(null when none does, or for GPU annotations)."""
+(null when none does, or for GPU annotations); `bytes` moved or set by copies and memsets."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
         correlation=pl.col("correlation"),
         external_id=pl.col("external_id"),
+        bytes=pl.col("bytes"),
     )
     tree = _Tree(host)
     tree.move_linked_calls()
@@ -316,6 +318,7 @@ class _Tree:
                 "name": device["name"].to_list(),
                 "kind": [KIND_BY_CAT.get(c, c) for c in cats],
                 "dur": device["dur"].to_list(),
+                "bytes": device["bytes"].to_list(),
                 "owner": [final.get(k) for k in range(device.height)],
             },
             schema=WORK_SCHEMA,

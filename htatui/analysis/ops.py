@@ -19,6 +19,7 @@ from htatui.analysis import op_events
 from htatui.analysis.common import CommonOptions, prepare
 from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.trace.model import TraceSet, empty_events
+from htatui.trace.op_args import read_op_args
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -45,6 +46,32 @@ class OpsOptions(CommonOptions):
     """Which rows: "host" (what key_averages lists for the CPU), "all" (device rows too), or
     a comma list of kinds (op, annotation, runtime, driver, kernel-launcher, kernel, memcpy,
     memset, gpu-annotation)."""
+    group_by: str = "name"
+    """"name" (key_averages()) or "shape" (key_averages(group_by_input_shape=True)): one row per
+    (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
+    record_shapes=True (else every row's shapes are "[]")."""
+    flops: bool = False
+    """Add `flops` (the profiler's with_flops estimate, summed), `tflop_per_s` (flops over the
+    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
+
+
+GROUPS = ("name", "shape")
+SHAPE_COLUMN = "input_dims"
+RATE_COLUMNS: dict[str, pl.DataType] = {"flops": pl.Float64(), "tflop_per_s": pl.Float64(), "gb_per_s": pl.Float64()}
+
+
+def columns(options: OpsOptions) -> dict[str, pl.DataType]:
+    """The table's columns for these options: COLUMNS, `input_dims` after `kind` when grouped by
+    shape, the rate columns at the end with `flops`."""
+    names = list(COLUMNS)
+    out = dict(COLUMNS)
+    if options.group_by == "shape":
+        names.insert(names.index("kind") + 1, SHAPE_COLUMN)
+        out[SHAPE_COLUMN] = pl.Utf8()
+    if options.flops:
+        names.extend(RATE_COLUMNS)
+        out |= RATE_COLUMNS
+    return {name: out[name] for name in names}
 
 
 def chosen_kinds(kinds: str) -> tuple[str, ...]:
@@ -85,42 +112,89 @@ def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
 
 def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
-    name, kind), sorted within each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
-    if options.sort_by not in COLUMNS:
-        raise ValueError(f"sort_by must be one of {', '.join(COLUMNS)}; got {options.sort_by!r}")
+    name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
+    each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
+    schema = columns(options)
+    if options.group_by not in GROUPS:
+        raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
+    if options.sort_by not in schema:
+        raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
     kinds = chosen_kinds(options.kinds)
     built = tree(traces, options)
-    host = built.events.filter(pl.col("kind").is_in(kinds)).select(
-        "rank", "name", "kind", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us"
+    host = built.events.filter(pl.col("kind").is_in(kinds))
+    if options.group_by == "shape" or options.flops:
+        host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
+    else:
+        host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
+    host = host.select(
+        "rank",
+        "name",
+        "kind",
+        "input_dims",
+        "cpu_total_us",
+        "cpu_self_us",
+        "gpu_self_us",
+        "gpu_total_us",
+        "flops",
+        bytes=pl.lit(None, pl.Int64),
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
         "rank",
         "name",
         "kind",
+        input_dims=pl.lit(None, pl.Utf8),
         cpu_total_us=pl.lit(0.0),
         cpu_self_us=pl.lit(0.0),
         gpu_self_us="dur",
         gpu_total_us="dur",
+        flops=pl.lit(None, pl.Float64),
+        bytes="bytes",
     )
-    rows = pl.concat([host, device], how="vertical")
+    rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
     if rows.height == 0:
-        return pl.DataFrame(schema=COLUMNS)
-    table = rows.group_by("rank", "name", "kind").agg(
+        return pl.DataFrame(schema=schema)
+    keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
+    table = rows.group_by(keys).agg(
         count=pl.len(),
         cpu_total_us=pl.col("cpu_total_us").sum(),
         cpu_self_us=pl.col("cpu_self_us").sum(),
         gpu_self_us=pl.col("gpu_self_us").sum(),
         gpu_total_us=pl.col("gpu_total_us").sum(),
+        # A row's flops are known when its calls carry them (null sums stay null).
+        flops=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
+        bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
     )
-    return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in COLUMNS.items()])
+    table = table.with_columns(
+        # flops / µs = Mflop/s; ÷ 1e6 → TFLOP/s. bytes / µs = MB/s; ÷ 1e3 → GB/s.
+        tflop_per_s=pl.when((pl.col("flops") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("flops") / pl.col("gpu_total_us") / 1e6
+        ),
+        gb_per_s=pl.when((pl.col("bytes") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("bytes") / pl.col("gpu_total_us") / 1e3
+        ),
+    )
+    return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+
+def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
+    """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
+    frames = []
+    for rank in host["rank"].unique().sort().to_list():
+        args = read_op_args(traces.ranks[rank].path)
+        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "input_dims", "flops"))
+    if not frames:
+        return pl.DataFrame(
+            schema={"rank": pl.Int32(), "index": pl.Int64(), "input_dims": pl.Utf8(), "flops": pl.Float64()}
+        )
+    return pl.concat(frames, how="vertical")
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
-    ties = [c for c in ("name", "kind") if c != options.sort_by]
+    ties = [c for c in ("name", "kind", SHAPE_COLUMN) if c != options.sort_by and c in table.columns]
     keys = ["rank", options.sort_by, *ties]
     order = [False, options.descending] + [False] * len(ties)
     if options.sort_by == "rank":
-        keys, order = ["rank", "name", "kind"], [options.descending, False, False]
+        keys, order = ["rank", *ties], [options.descending] + [False] * len(ties)
     table = table.sort(keys, descending=order)
     if options.top_k is not None:
         table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))

@@ -6,14 +6,17 @@ are worked out in the docstrings.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
 from htatui.analysis import ops
 from htatui.analysis.ops import OpsOptions
+from htatui.cli import main
 from htatui.trace import TraceSet
 
 
@@ -149,3 +152,70 @@ def test_every_step_is_kept_and_named_profiler_step_star(tmp_path: Path) -> None
     assert rows[("aten::mul", "op")] == (2, 50.0, 50.0, 0.0, 0.0)
     compat = ops.compute(traces, OpsOptions(hta_compat=True))
     assert compat.filter(pl.col("name") == "ProfilerStep*")["count"].to_list() == [1]
+
+
+def test_group_by_input_shape(tmp_path: Path) -> None:
+    """key_averages(group_by_input_shape=True): one row per (name, shapes). aten::mm with
+    [[64, 100], [100, 512]] twice (10 and 12 µs) and [[100, 64], [64, 512]] once (5 µs); the
+    annotation has no shapes: "[]". Grouped by name again, the rows add up to 3 calls, 27 µs."""
+    a = op("aten::mm", 10, 10, **{"Input Dims": [[64, 100], [100, 512]]})
+    b = op("aten::mm", 30, 12, **{"Input Dims": [[64, 100], [100, 512]]})
+    c = op("aten::mm", 50, 5, **{"Input Dims": [[100, 64], [64, 512]]})
+    traces = traces_of(tmp_path, [cpu_op("forward", 0, 100, cat="user_annotation"), a, b, c])
+    frame = ops.compute(traces, OpsOptions(group_by="shape", sort_by="cpu_total_us"))
+    assert frame.columns[:5] == ["rank", "name", "kind", "input_dims", "count"]
+    assert frame.select("name", "input_dims", "count", "cpu_total_us").rows() == [
+        ("forward", "[]", 1, 100.0),
+        ("aten::mm", "[[64, 100], [100, 512]]", 2, 22.0),
+        ("aten::mm", "[[100, 64], [64, 512]]", 1, 5.0),
+    ]
+    by_name = ops.compute(traces, OpsOptions(kinds="op"))
+    assert by_name.select("name", "count", "cpu_total_us").rows() == [("aten::mm", 3, 27.0)]
+    with pytest.raises(ValueError, match="group_by"):
+        ops.compute(traces, OpsOptions(group_by="stack"))
+
+
+def test_flops_and_achieved_rates(tmp_path: Path) -> None:
+    """aten::addmm carries flops 4e9 and owns a 2 000 µs kernel: 4e9 / 2 000 µs = 2 TFLOP/s.
+    aten::linear around it has no flops of its own: null. A 1 MB copy of 100 µs: 10 GB/s
+    (1e6 B / 100 µs = 1e4 MB/s)."""
+    copy = kernel("Memcpy HtoD", 3000, 100, corr=2, bytes=1_000_000)
+    copy["cat"] = "gpu_memcpy"
+    traces = traces_of(
+        tmp_path,
+        [
+            op("aten::linear", 0, 100),
+            op("aten::addmm", 10, 80, flops=4_000_000_000),
+            runtime("cudaLaunchKernel", 20, 5, 1),
+            kernel("gemm", 30, 2000, corr=1),
+            op("aten::copy_", 200, 50),
+            runtime("cudaMemcpyAsync", 210, 10, 2),
+            copy,
+        ],
+    )
+    frame = ops.compute(traces, OpsOptions(flops=True, kinds="op,memcpy", sort_by="name", descending=False))
+    rates = {r[0]: r[1:] for r in frame.select("name", "flops", "tflop_per_s", "gb_per_s").rows()}
+    assert rates["aten::addmm"] == (4e9, pytest.approx(2.0), None)
+    assert rates["aten::linear"] == (None, None, None)
+    assert rates["Memcpy HtoD"] == (None, None, pytest.approx(10.0))
+    assert "flops" not in ops.compute(traces, OpsOptions()).columns
+
+
+def test_shapes_need_the_trace_file(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, [op("aten::mm", 0, 10, **{"Input Dims": [[2, 2]]})])
+    (tmp_path / "rank-0.json").unlink()
+    with pytest.raises(ValueError, match="rank-0.json: cannot read it again"):
+        ops.compute(traces, OpsOptions(group_by="shape"))
+
+
+def test_cli_ops_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --view ops` takes --kinds, --group-by, --flops and --top; a bad value is one line
+    and exit 2; --flops is refused by a view without it."""
+    traces_of(tmp_path, [op("aten::mm", 0, 10, **{"Input Dims": [[2, 2]]}), runtime("cudaLaunchKernel", 2, 3, 1)])
+    argv = ["report", str(tmp_path), "--view", "ops", "--format", "json", "--no-cache"]
+    assert main([*argv, "--group-by", "shape", "--flops", "--kinds", "op", "--top", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["input_dims"], r["count"], r["flops"]) for r in rows] == [("aten::mm", "[[2, 2]]", 1, None)]
+    assert main([*argv, "--kinds", "bogus"]) == 2
+    assert "--view ops: kinds must be" in capsys.readouterr().err
+    assert main([*argv[:3], "kernels", "--flops"]) == 2

@@ -85,3 +85,21 @@ def test_ops_host_rows_are_the_cpu_rows_of_key_averages(
     assert set(ours["kind"].unique().to_list()) == {"op", "annotation", "runtime", "driver"}
     zero_cpu = ours.filter(pl.col("cpu_total_us") == 0)["name"].to_list()
     assert set(ours["name"].to_list()) - expected == set(zero_cpu)
+
+
+def test_group_by_shape_adds_up_to_the_name_rows(load_shared: Callable[[str], TraceSet]) -> None:
+    """On a record_shapes trace, the shape rows of each (name, kind) sum to its name row."""
+    traces = load_shared("h100_resnet_eager")
+    by_name = ops.compute(traces, ops.OpsOptions(sort_by="name"))
+    by_shape = ops.compute(traces, ops.OpsOptions(group_by="shape", sort_by="name"))
+    summed = (
+        by_shape.group_by("rank", "name", "kind")
+        .agg(pl.col("count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us").sum())
+        .sort("name", "kind")
+    )
+    expected = by_name.sort("name", "kind")
+    assert summed.select("name", "kind", "count").rows() == expected.select("name", "kind", "count").rows()
+    for column in ("cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us"):
+        assert summed[column].to_list() == pytest.approx(expected[column].to_list())
+    # aten::convolution is called with several input shapes (ResNet's stages).
+    assert by_shape.filter(pl.col("name") == "aten::convolution").height > 1
