@@ -36,7 +36,7 @@ OPTION_FLAGS: list[OptionFlag] = [
         "--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs"
     ),
     OptionFlag("--streams", "streams", _int_tuple, "idle: only these streams, e.g. 7,20"),
-    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns: how many names to keep"),
+    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns/ops: how many names (ops: per rank) to keep"),
     OptionFlag("--duration-ratio", "duration_ratio", float, "kernels: HTA's cumulative-time quantile"),
     OptionFlag("--runtime-cutoff", "runtime_cutoff_us", float, "launch: runtime outlier cutoff, µs"),
     OptionFlag("--launch-delay-cutoff", "launch_delay_cutoff_us", float, "launch: delay outlier cutoff, µs"),
@@ -45,6 +45,9 @@ OPTION_FLAGS: list[OptionFlag] = [
     OptionFlag("--min-len", "min_len", int, "patterns: minimum kernels under the operator"),
     OptionFlag("--rank", "rank", int, "patterns: the rank to mine (default: the first rank)"),
     OptionFlag("--sort-by", "sort_by", str, "ops: column to sort by, descending"),
+    OptionFlag("--kinds", "kinds", str, "ops: host (default), all, or e.g. op,annotation,kernel"),
+    OptionFlag("--group-by", "group_by", str, "ops: name (default) or shape (needs record_shapes)"),
+    OptionFlag("--flops", "flops", bool, "ops: add flops, TFLOP/s and GB/s columns"),
     OptionFlag("--num-candidates", "num_candidates", int, "stragglers: how many ranks to name"),
 ]
 
@@ -80,6 +83,9 @@ def add_report_parser(
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
     for option in OPTION_FLAGS:
+        if option.kind is bool:  # a switch: present = True
+            report.add_argument(option.flag, dest=option.field, action="store_const", const=True, help=option.help)
+            continue
         help_text = option.help + _defaults(option.field)
         report.add_argument(option.flag, dest=option.field, type=option.kind, default=None, help=help_text)
     report.set_defaults(run=lambda args: run_report(args, load))
@@ -128,7 +134,12 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             return 2
     options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
     table = view.table(chosen[0]) if chosen else view.main
-    frame, message = frame_of(table.compute(traces, options))
+    try:
+        result = table.compute(traces, options)
+    except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
+        print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
+        return 2
+    frame, message = frame_of(result)
     if message:
         print(f"htatui: {message}", file=sys.stderr)
     title = f"{args.view}{' ' + chosen[0] if chosen else ''}"

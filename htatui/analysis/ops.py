@@ -1,13 +1,12 @@
 """The operator table of `prof.key_averages().table(...)`, from the trace (no HTA counterpart).
 
-Per rank and CPU operator name (category cpu_op): how many calls, their total CPU time, their
-self CPU time (each call's duration minus its direct children's on the same thread, never below
-zero), the GPU time of the work the op launched itself (runtime calls whose closest enclosing
-cpu_op is this call) and the GPU time of everything launched beneath it (its own calls and its
-descendants'). Nesting comes from `htatui.analysis.callstack`, per thread (the backward thread is
-not linked to the main thread here). A name nested inside itself is counted at every level, as
-PyTorch does. GPU work = kernels, copies and memsets linked to the runtime call by correlation
-id. HTA has no such table, so HTA-compatible mode only applies HTA's ns rounding and step filter.
+Per rank and row name, the rows key_averages lists for the host: operators, user annotations
+(`ProfilerStep#N` listed as `ProfilerStep*`), runtime and driver calls and Triton launchers,
+each with its `kind`; optionally the device rows too (kernels, copies, memsets, GPU
+annotations). Counts and times follow the profiler's own event tree (`op_events`): self CPU =
+duration minus the children's, GPU self = the work it launched itself, GPU total = its subtree's.
+docs/semantics-ops.md has the rules. Default mode keeps every step, as key_averages does;
+HTA-compatible mode applies HTA's ns rounding and last-step filter before the same rules.
 """
 
 from __future__ import annotations
@@ -16,21 +15,22 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis import callstack
+from htatui.analysis import op_events
 from htatui.analysis.common import CommonOptions, prepare
-from htatui.trace.model import TraceSet
+from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
+from htatui.trace.model import TraceSet, empty_events
+from htatui.trace.op_args import read_op_args
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "name": pl.Utf8(),
+    "kind": pl.Utf8(),
     "count": pl.Int64(),
     "cpu_total_us": pl.Float64(),
     "cpu_self_us": pl.Float64(),
     "gpu_self_us": pl.Float64(),
     "gpu_total_us": pl.Float64(),
 }
-
-OP_CATEGORY = "cpu_op"
 
 
 @dataclass(frozen=True)
@@ -40,86 +40,162 @@ class OpsOptions(CommonOptions):
     sort_by: str = "gpu_self_us"
     """Any column of the table; rows are sorted within each rank."""
     descending: bool = True
-    top: int | None = None
-    """Keep the first `top` rows of each rank; None = all."""
+    top_k: int | None = None
+    """Keep the first `top_k` rows of each rank; None = all (`--top`)."""
+    kinds: str = "host"
+    """Which rows: "host" (what key_averages lists for the CPU), "all" (device rows too), or
+    a comma list of kinds (op, annotation, runtime, driver, kernel-launcher, kernel, memcpy,
+    memset, gpu-annotation)."""
+    group_by: str = "name"
+    """"name" (key_averages()) or "shape" (key_averages(group_by_input_shape=True)): one row per
+    (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
+    record_shapes=True (else every row's shapes are "[]")."""
+    flops: bool = False
+    """Add `flops` (the profiler's with_flops estimate, summed), `tflop_per_s` (flops over the
+    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
+
+
+GROUPS = ("name", "shape")
+SHAPE_COLUMN = "input_dims"
+RATE_COLUMNS: dict[str, pl.DataType] = {"flops": pl.Float64(), "tflop_per_s": pl.Float64(), "gb_per_s": pl.Float64()}
+
+
+def columns(options: OpsOptions) -> dict[str, pl.DataType]:
+    """The table's columns for these options: COLUMNS, `input_dims` after `kind` when grouped by
+    shape, the rate columns at the end with `flops`."""
+    names = list(COLUMNS)
+    out = dict(COLUMNS)
+    if options.group_by == "shape":
+        names.insert(names.index("kind") + 1, SHAPE_COLUMN)
+        out[SHAPE_COLUMN] = pl.Utf8()
+    if options.flops:
+        names.extend(RATE_COLUMNS)
+        out |= RATE_COLUMNS
+    return {name: out[name] for name in names}
+
+
+def chosen_kinds(kinds: str) -> tuple[str, ...]:
+    """The kinds a `kinds` option names; ValueError for an unknown one."""
+    known = (*HOST_KINDS, *DEVICE_KINDS)
+    chosen: list[str] = []
+    for part in (p.strip() for p in kinds.split(",")):
+        if part == "host":
+            chosen.extend(HOST_KINDS)
+        elif part == "all":
+            chosen.extend(known)
+        elif part in known:
+            chosen.append(part)
+        elif part:
+            raise ValueError(f"kinds must be host, all or some of {', '.join(known)}; got {part!r}")
+    return tuple(dict.fromkeys(chosen)) or HOST_KINDS
+
+
+def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    """The profiler's event tree of the chosen ranks (`op_events.build`).
+
+    Default: every event, as the profiler keeps every step. Compat: HTA's ns rounding and last
+    step filter (`prepare`) first.
+    """
+    if options.hta_compat:
+        events = prepare(traces, options).events
+    else:
+        ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+        frames = [traces.ranks[r].events.filter(pl.col("ph") == "X") for r in ranks]
+        events = pl.concat(frames, how="vertical") if frames else empty_events()
+    return op_events.build(events)
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
-    """One row per cpu_op call: rank, index, name, dur, self_us, gpu_self_us, gpu_total_us."""
-    events = prepare(traces, options).events
-    # HTA has no such table: compat mode only changes the times (HTA's ns rounding and step
-    # filter, applied by `prepare`); nesting and GPU rows stay the corrected ones.
-    stack = callstack.build(events)
-    schema = {
-        "rank": pl.Int32(),
-        "index": pl.Int64(),
-        "name": pl.Utf8(),
-        "dur": pl.Float64(),
-        "self_us": pl.Float64(),
-        "gpu_self_us": pl.Float64(),
-        "gpu_total_us": pl.Float64(),
-    }
-    if stack.height == 0:
-        return pl.DataFrame(schema=schema)
-    is_op = stack["cat"].cast(pl.Utf8) == OP_CATEGORY
-    links = callstack.device_links(events, stack)
-    # GPU time per launching call (its `pos`), then per subtree and per closest enclosing op.
-    per_call = links.group_by("host_pos").agg(gpu_us=pl.col("dur").sum()).rename({"host_pos": "pos"})
-    total = callstack.subtree_sum(stack, per_call, "gpu_us")
-    nearest = callstack.nearest_ancestor(stack, is_op)
-    owner = pl.DataFrame({"pos": stack["pos"], "is_op": is_op, "nearest": nearest}).select(
-        "pos", owner=pl.when(pl.col("is_op")).then(pl.col("pos")).otherwise(pl.col("nearest"))
-    )
-    # An op owns what it launched directly: its own calls' work if it is a launching call itself,
-    # else the work of calls whose closest enclosing op it is.
-    direct = (
-        per_call.join(owner, on="pos", how="inner")
-        .drop_nulls("owner")
-        .group_by("owner")
-        .agg(gpu_self_us=pl.col("gpu_us").sum())
-        .rename({"owner": "pos"})
-    )
-    children = (
-        stack.drop_nulls("parent").group_by("parent").agg(child_us=pl.col("dur").clip(lower_bound=0.0).sum())
-    ).rename({"parent": "pos"})
-    ops = (
-        stack.with_columns(gpu_total_us=total)
-        .filter(is_op)
-        .join(children, on="pos", how="left")
-        .join(direct, on="pos", how="left")
-        .select(
-            "rank",
-            "index",
-            name=pl.col("name").cast(pl.Utf8),
-            dur=pl.col("dur"),
-            self_us=(pl.col("dur") - pl.col("child_us").fill_null(0.0)).clip(lower_bound=0.0),
-            gpu_self_us=pl.col("gpu_self_us").fill_null(0.0),
-            gpu_total_us=pl.col("gpu_total_us"),
-        )
-    )
-    return ops.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+    """One row per host event of the profiler's tree: `op_events.EVENT_SCHEMA`."""
+    return tree(traces, options).events
 
 
 def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
-    """rank, name, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank, op
-    name), sorted within each rank by `sort_by` (ties by name), first `top` rows per rank."""
-    if options.sort_by not in COLUMNS:
-        raise ValueError(f"sort_by must be one of {', '.join(COLUMNS)}; got {options.sort_by!r}")
-    calls = instances(traces, options)
-    if calls.height == 0:
-        return pl.DataFrame(schema=COLUMNS)
-    table = calls.group_by("rank", "name").agg(
+    """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
+    name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
+    each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
+    schema = columns(options)
+    if options.group_by not in GROUPS:
+        raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
+    if options.sort_by not in schema:
+        raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
+    kinds = chosen_kinds(options.kinds)
+    built = tree(traces, options)
+    host = built.events.filter(pl.col("kind").is_in(kinds))
+    if options.group_by == "shape" or options.flops:
+        host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
+    else:
+        host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
+    host = host.select(
+        "rank",
+        "name",
+        "kind",
+        "input_dims",
+        "cpu_total_us",
+        "cpu_self_us",
+        "gpu_self_us",
+        "gpu_total_us",
+        "flops",
+        bytes=pl.lit(None, pl.Int64),
+    )
+    device = built.work.filter(pl.col("kind").is_in(kinds)).select(
+        "rank",
+        "name",
+        "kind",
+        input_dims=pl.lit(None, pl.Utf8),
+        cpu_total_us=pl.lit(0.0),
+        cpu_self_us=pl.lit(0.0),
+        gpu_self_us="dur",
+        gpu_total_us="dur",
+        flops=pl.lit(None, pl.Float64),
+        bytes="bytes",
+    )
+    rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
+    if rows.height == 0:
+        return pl.DataFrame(schema=schema)
+    keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
+    table = rows.group_by(keys).agg(
         count=pl.len(),
-        cpu_total_us=pl.col("dur").sum(),
-        cpu_self_us=pl.col("self_us").sum(),
+        cpu_total_us=pl.col("cpu_total_us").sum(),
+        cpu_self_us=pl.col("cpu_self_us").sum(),
         gpu_self_us=pl.col("gpu_self_us").sum(),
         gpu_total_us=pl.col("gpu_total_us").sum(),
+        # A row's flops are known when its calls carry them (null sums stay null).
+        flops=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
+        bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
     )
-    keys = ["rank", options.sort_by] + (["name"] if options.sort_by != "name" else [])
-    order = [False, options.descending] + ([False] if options.sort_by != "name" else [])
+    table = table.with_columns(
+        # flops / µs = Mflop/s; ÷ 1e6 → TFLOP/s. bytes / µs = MB/s; ÷ 1e3 → GB/s.
+        tflop_per_s=pl.when((pl.col("flops") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("flops") / pl.col("gpu_total_us") / 1e6
+        ),
+        gb_per_s=pl.when((pl.col("bytes") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("bytes") / pl.col("gpu_total_us") / 1e3
+        ),
+    )
+    return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+
+def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
+    """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
+    frames = []
+    for rank in host["rank"].unique().sort().to_list():
+        args = read_op_args(traces.ranks[rank].path)
+        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "input_dims", "flops"))
+    if not frames:
+        return pl.DataFrame(
+            schema={"rank": pl.Int32(), "index": pl.Int64(), "input_dims": pl.Utf8(), "flops": pl.Float64()}
+        )
+    return pl.concat(frames, how="vertical")
+
+
+def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
+    ties = [c for c in ("name", "kind", SHAPE_COLUMN) if c != options.sort_by and c in table.columns]
+    keys = ["rank", options.sort_by, *ties]
+    order = [False, options.descending] + [False] * len(ties)
     if options.sort_by == "rank":
-        keys, order = ["rank", "name"], [options.descending, False]
+        keys, order = ["rank", *ties], [options.descending] + [False] * len(ties)
     table = table.sort(keys, descending=order)
-    if options.top is not None:
-        table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top, 0))
-    return table.select([pl.col(name).cast(dtype) for name, dtype in COLUMNS.items()])
+    if options.top_k is not None:
+        table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))
+    return table

@@ -34,7 +34,7 @@ def memset(ts: float, dur: float, corr: int) -> dict[str, Any]:
 
 
 def op_events() -> list[dict[str, Any]]:
-    """Thread 1 under "## forward ##" [0, 200] (an annotation, not an op):
+    """Thread 1 under "## forward ##" [0, 200] (an annotation: a row of kind annotation):
       aten::linear [10, 110]                      total 100, children 5 + 70 + 3 → self 22
         aten::t [12, 17]                          5, self 5
         aten::addmm [20, 90]                      70, children 5 + 5 + 2 → self 58
@@ -44,10 +44,15 @@ def op_events() -> list[dict[str, Any]]:
         cudaMemsetAsync [95, 98] corr 3 → memset 2 µs        linear: GPU self 2, total 26
       aten::add [120, 140]: cudaLaunchKernel [125, 130] corr 4 → add 3 µs   self 15
       aten::add [150, 160]: cudaLaunchKernel [151, 153] corr 5 → add 2 µs   self 8
-      cudaLaunchKernel [170, 172] corr 6 → 7 µs kernel: no enclosing op, attributed to none
-    Thread 2: aten::add [0, 30] with a zero-length aten::empty at 30 (inside: it ends there).
+      cudaLaunchKernel [170, 172] corr 6 → 7 µs kernel: launched right under the annotation,
+        so "## forward ##" owns it: GPU self 7, total 7 + 26 + 3 + 2 = 38;
+        CPU self 200 − (100 + 20 + 10 + 2) = 68
+    Thread 2: aten::add [0, 30], then a zero-length aten::empty at 30: it starts at the add's
+      end, so it is not its child (the profiler's rule); both are top level.
       aten::add: 3 calls, total 20 + 10 + 30 = 60, self 15 + 8 + 30 = 53, GPU self = total = 5
       aten::empty: 2 calls, total 2 + 0, self 2
+    Runtime rows: cudaLaunchKernel 5 calls, 5 + 5 + 5 + 2 + 2 = 19 µs (self = total; the
+      work belongs to the op that made the call, so 0 GPU); cudaMemsetAsync 1 call, 3 µs.
     """
     return [
         cpu_op("## forward ##", 0, 200, cat="user_annotation"),
@@ -74,11 +79,14 @@ def op_events() -> list[dict[str, Any]]:
     ]
 
 
-ADDMM = (0, "aten::addmm", 1, 70.0, 58.0, 24.0, 24.0)
-ADD = (0, "aten::add", 3, 60.0, 53.0, 5.0, 5.0)
-LINEAR = (0, "aten::linear", 1, 100.0, 22.0, 2.0, 26.0)
-EMPTY = (0, "aten::empty", 2, 2.0, 2.0, 0.0, 0.0)
-T = (0, "aten::t", 1, 5.0, 5.0, 0.0, 0.0)
+ADDMM = (0, "aten::addmm", "op", 1, 70.0, 58.0, 24.0, 24.0)
+ADD = (0, "aten::add", "op", 3, 60.0, 53.0, 5.0, 5.0)
+LINEAR = (0, "aten::linear", "op", 1, 100.0, 22.0, 2.0, 26.0)
+EMPTY = (0, "aten::empty", "op", 2, 2.0, 2.0, 0.0, 0.0)
+T = (0, "aten::t", "op", 1, 5.0, 5.0, 0.0, 0.0)
+FORWARD = (0, "## forward ##", "annotation", 1, 200.0, 68.0, 7.0, 38.0)
+LAUNCH = (0, "cudaLaunchKernel", "runtime", 5, 19.0, 19.0, 0.0, 0.0)
+MEMSET_CALL = (0, "cudaMemsetAsync", "runtime", 1, 3.0, 3.0, 0.0, 0.0)
 
 
 @pytest.fixture
@@ -89,21 +97,43 @@ def traces(tmp_path: Path) -> TraceSet:
 def test_ops_table_default_sort(traces: TraceSet) -> None:
     frame = ops.compute(traces, OpsOptions())
     assert frame.schema == pl.Schema(ops.COLUMNS)
-    # gpu_self_us descending; the two zero rows by name ("aten::empty" < "aten::t").
-    assert frame.rows() == [ADDMM, ADD, LINEAR, EMPTY, T]
+    # gpu_self_us descending; the zero rows by name ("aten::empty" < "aten::t" < "cuda…").
+    assert frame.rows() == [ADDMM, FORWARD, ADD, LINEAR, EMPTY, T, LAUNCH, MEMSET_CALL]
+
+
+def test_ops_kinds(traces: TraceSet) -> None:
+    only_ops = ops.compute(traces, OpsOptions(kinds="op"))
+    assert only_ops.rows() == [ADDMM, ADD, LINEAR, EMPTY, T]
+    assert ops.compute(traces, OpsOptions(kinds="annotation,runtime", sort_by="name", descending=False)).rows() == [
+        FORWARD,
+        LAUNCH,
+        MEMSET_CALL,
+    ]
+    # Device rows: GPU self = total = their time, no CPU time; kernels by name.
+    device = ops.compute(traces, OpsOptions(kinds="kernel,memset", sort_by="name", descending=False))
+    assert device.rows() == [
+        (0, "Memset (Device)", "memset", 1, 0.0, 0.0, 2.0, 2.0),
+        (0, "add", "kernel", 2, 0.0, 0.0, 5.0, 5.0),
+        (0, "bias", "kernel", 1, 0.0, 0.0, 4.0, 4.0),
+        (0, "gemm", "kernel", 1, 0.0, 0.0, 20.0, 20.0),
+        (0, "loose", "kernel", 1, 0.0, 0.0, 7.0, 7.0),
+    ]
+    assert ops.compute(traces, OpsOptions(kinds="all")).height == 8 + 5
+    with pytest.raises(ValueError, match="kinds"):
+        ops.compute(traces, OpsOptions(kinds="op,bogus"))
 
 
 def test_ops_sort_and_top(traces: TraceSet) -> None:
-    assert ops.compute(traces, OpsOptions(sort_by="cpu_self_us")).rows() == [ADDMM, ADD, LINEAR, T, EMPTY]
-    assert ops.compute(traces, OpsOptions(sort_by="count", top=2)).rows() == [ADD, EMPTY]
-    assert ops.compute(traces, OpsOptions(sort_by="name", descending=False)).rows() == [
+    assert ops.compute(traces, OpsOptions(sort_by="cpu_self_us", kinds="op")).rows() == [ADDMM, ADD, LINEAR, T, EMPTY]
+    assert ops.compute(traces, OpsOptions(sort_by="count", top_k=2)).rows() == [LAUNCH, ADD]
+    assert ops.compute(traces, OpsOptions(sort_by="name", descending=False, kinds="op")).rows() == [
         ADD,
         ADDMM,
         EMPTY,
         LINEAR,
         T,
     ]
-    assert ops.compute(traces, OpsOptions(sort_by="gpu_total_us", top=1)).rows() == [LINEAR]
+    assert ops.compute(traces, OpsOptions(sort_by="gpu_total_us", top_k=1)).rows() == [FORWARD]
     with pytest.raises(ValueError, match="sort_by"):
         ops.compute(traces, OpsOptions(sort_by="bogus"))
 
@@ -113,17 +143,19 @@ def test_ops_per_rank_top(tmp_path: Path) -> None:
     write_trace(folder / "rank-0.json", op_events(), rank=0)
     write_trace(folder / "rank-1.json", op_events(), rank=1)
     traces = load_traces([folder], use_cache=False, max_workers=1)
-    frame = ops.compute(traces, OpsOptions(top=2))
-    assert frame.rows() == [ADDMM, ADD, (1, *ADDMM[1:]), (1, *ADD[1:])]
-    assert ops.compute(traces, OpsOptions(ranks=(1,), top=1)).rows() == [(1, *ADDMM[1:])]
+    frame = ops.compute(traces, OpsOptions(top_k=2))
+    assert frame.rows() == [ADDMM, FORWARD, (1, *ADDMM[1:]), (1, *FORWARD[1:])]
+    assert ops.compute(traces, OpsOptions(ranks=(1,), top_k=1)).rows() == [(1, *ADDMM[1:])]
 
 
 def test_ops_empty(tmp_path: Path) -> None:
-    annotations_only = [cpu_op("## forward ##", 0, 10, cat="user_annotation"), kernel("k", 1, 2, corr=1)]
-    traces = load(write_trace(tmp_path / "rank-0.json", annotations_only, rank=0))
+    kernel_only = [kernel("k", 1, 2, corr=1)]
+    traces = load(write_trace(tmp_path / "rank-0.json", kernel_only, rank=0))
     frame = ops.compute(traces, OpsOptions())
     assert frame.height == 0 and frame.schema == pl.Schema(ops.COLUMNS)
     assert ops.compute(traces, OpsOptions(ranks=(9,))).height == 0
+    # The kernel has no launching call: listed as a device row, owned by nothing.
+    assert ops.compute(traces, OpsOptions(kinds="kernel")).rows() == [(0, "k", "kernel", 1, 0.0, 0.0, 2.0, 2.0)]
 
 
 def test_ops_compat_rounds_like_hta(tmp_path: Path) -> None:
@@ -136,10 +168,12 @@ def test_ops_compat_rounds_like_hta(tmp_path: Path) -> None:
         kernel("mul", 14.1, 2.8, corr=1),
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    default = ops.compute(traces, OpsOptions()).row(0)
-    assert default[:3] == (0, "aten::mul", 1)
-    assert default[3:] == pytest.approx((10.5, 9.6, 2.8, 2.8))
-    assert ops.compute(traces, OpsOptions(hta_compat=True)).row(0)[3:] == pytest.approx((9.0, 9.0, 1.0, 1.0))
+    default = ops.compute(traces, OpsOptions(kinds="op")).row(0)
+    assert default[:4] == (0, "aten::mul", "op", 1)
+    assert default[4:] == pytest.approx((10.5, 9.6, 2.8, 2.8))
+    assert ops.compute(traces, OpsOptions(hta_compat=True, kinds="op")).row(0)[4:] == pytest.approx(
+        (9.0, 9.0, 1.0, 1.0)
+    )
 
 
 # --------------------------------------------------------------------------- call stacks

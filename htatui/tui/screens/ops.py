@@ -17,6 +17,7 @@ from htatui.tui.widgets.table_pane import TablePane
 
 COLUMNS = [
     Column("name", "operator", "text", width=30),
+    Column("kind", "kind", "text", width=10),
     Column("rank", "rank", "int", width=4),
     Column("count", "calls", "int"),
     Column("gpu_self_us", "gpu self (µs)", "us"),

@@ -1,0 +1,83 @@
+"""Operator arguments the event frame does not keep: input shapes and FLOP counts.
+
+`record_shapes=True` puts each op's `Input Dims` in its args and `with_flops=True` its
+estimated `flops`. Only the ops table asks for them (grouping by shape, achieved TFLOP/s), so
+they are read from the rank's file on demand, keyed by the event's file position (`index`,
+as in the event frame), instead of widening every loaded (and cached) frame.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+
+OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
+    "index": pl.Int64(),
+    "input_dims": pl.Utf8(),
+    "flops": pl.Float64(),
+}
+"""One row per host event with shapes or flops: `input_dims` as key_averages prints input
+shapes (Python's `str` of the list of lists, "[[64, 100], []]"); `flops` the profiler's
+estimate for the call (null when the trace has none)."""
+
+HOST_CATS = frozenset({"cpu_op", "user_annotation", "Operator", "User Annotation"})
+
+
+class OpArgs(msgspec.Struct, frozen=True):
+    """The args keys read here."""
+
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    flops: Any = None
+
+
+_DECODER = msgspec.json.Decoder(OpArgs)
+_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
+_CACHE_LIMIT = 16
+
+
+class OpArgsError(ValueError):
+    """The file cannot be read again for its op arguments; the message names it (a ValueError:
+    the CLI and the TUI report it like any input a view refuses)."""
+
+
+def read_op_args(path: Path) -> pl.DataFrame:
+    """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version)."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc.strerror})") from None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    try:
+        doc, _ = decode_trace(read_bytes(path))
+    except (OSError, TraceFormatError) as exc:
+        raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc})") from None
+    index: list[int] = []
+    dims: list[str | None] = []
+    flops: list[float | None] = []
+    for position, event in enumerate(doc.traceEvents or []):
+        if event.cat not in HOST_CATS or not event.args:
+            continue
+        try:
+            args = _DECODER.decode(event.args)
+        except msgspec.DecodeError:
+            continue  # malformed args of one event: it simply has no shapes
+        if args.input_dims is None and args.flops is None:
+            continue
+        index.append(position)
+        dims.append(None if args.input_dims is None else str(args.input_dims))
+        count = args.flops
+        flops.append(float(count) if isinstance(count, int | float) and not isinstance(count, bool) else None)
+    frame = pl.DataFrame({"index": index, "input_dims": dims, "flops": flops}, schema=OP_ARGS_SCHEMA)
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = frame
+    return frame
