@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.report import FORMATS
+from htatui.sources import SourcePath, path_or_url
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from htatui.trace import LoadProgress, TraceSet
+    from htatui.trace.fetch import DownloadProgress
 
 SUBCOMMANDS = ("info", "report", "export", "diff")
 
@@ -28,27 +30,39 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: list[Path], use_cache: bool) -> TraceSet:
+def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
     """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
     from htatui.trace import load_traces
 
     if sys.stderr.isatty():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from rich.filesize import decimal
+        from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
         with Progress(
-            TextColumn("loading traces"),
+            TextColumn("{task.fields[what]}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[amount]}"),
             TextColumn("{task.description}"),
             transient=True,
             console=_stderr_console(),
         ) as bar:
-            task = bar.add_task("", total=None)
+            task = bar.add_task("", total=None, what="loading traces", amount="")
+            download_task: list[TaskID] = []
 
             def report(update: LoadProgress) -> None:
-                bar.update(task, total=update.total, completed=update.done, description=update.path.name)
+                amount = f"{update.done}/{update.total}"
+                bar.update(task, total=update.total, completed=update.done, description=update.path.name, amount=amount)
 
-            traces = load_traces(paths, use_cache=use_cache, progress=report)
+            def report_bytes(update: DownloadProgress) -> None:
+                # Remote files missing from the cache are downloaded first: progress in bytes.
+                if not download_task:
+                    download_task.append(bar.add_task("", total=None, what="downloading   ", amount=""))
+                amount = f"{decimal(update.done_bytes)} of {decimal(update.total_bytes)}"
+                total = update.total_bytes or None
+                name = update.path.name
+                bar.update(download_task[0], total=total, completed=update.done_bytes, description=name, amount=amount)
+
+            traces = load_traces(paths, use_cache=use_cache, progress=report, download_progress=report_bytes)
     else:
         traces = load_traces(paths, use_cache=use_cache)
     for note in traces.notes:
@@ -65,7 +79,13 @@ def _stderr_console() -> Console:
 
 
 def _common_load_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace folder(s) or file(s)")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=path_or_url,
+        metavar="PATH",
+        help="trace folder(s) or file(s), or URLs (s3://, gs://, https://)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
 
 

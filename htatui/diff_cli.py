@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from htatui.sources import SourcePath, path_or_url
+
 STEPS_HELP = "steps to compare: common (default: the step numbers both sides have), all, or a step number"
 
 
@@ -32,8 +34,8 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Compare a baseline job (BASE) with a changed one (TEST). Without --format the "
         "side-by-side screen opens (when stdout is a terminal).",
     )
-    diff.add_argument("base", type=Path, metavar="BASE_PATH", help="baseline trace folder or file")
-    diff.add_argument("test", type=Path, metavar="TEST_PATH", help="changed trace folder or file")
+    diff.add_argument("base", type=path_or_url, metavar="BASE_PATH", help="baseline trace folder or file (or URL)")
+    diff.add_argument("test", type=path_or_url, metavar="TEST_PATH", help="changed trace folder or file (or URL)")
     diff.add_argument(
         "--rank",
         type=int,
@@ -90,7 +92,7 @@ def _err(message: str) -> None:
     print(f"htatui: {message}", file=sys.stderr)
 
 
-def _load_side(path: Path, label: str, use_cache: bool) -> Any:
+def _load_side(path: SourcePath, label: str, use_cache: bool) -> Any:
     from htatui.trace import load_traces
 
     traces = load_traces([path], use_cache=use_cache)
@@ -105,7 +107,7 @@ def run_diff(args: argparse.Namespace) -> int:
     from htatui.trace import LoadError
 
     for label, path in (("base", args.base), ("test", args.test)):
-        if not path.exists():
+        if isinstance(path, Path) and not path.exists():
             _err(f"{path}: no such file or folder ({label})")
             return 2
     try:

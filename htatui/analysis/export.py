@@ -30,7 +30,9 @@ import polars as pl
 from htatui.analysis import membw, patterns, queue
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.launch import DEVICE_WORK_CATS
-from htatui.trace.decode import TraceFormatError, read_bytes
+from htatui.sources import SourcePath
+from htatui.trace.decode import TraceFormatError
+from htatui.trace.fetch import read_source_bytes
 from htatui.trace.model import RankTrace, TraceSet
 
 QUEUE_LENGTH = "queue_length"
@@ -53,7 +55,7 @@ class ExportExistsError(ExportError, FileExistsError):
     """The output file already exists and `force` was not given."""
 
 
-def counters_file_name(path: Path) -> str:
+def counters_file_name(path: SourcePath) -> str:
     """HTA's name: every ".json" in the file name becomes "_with_counters.json"."""
     name = path.name
     if ".json" in name:
@@ -61,7 +63,7 @@ def counters_file_name(path: Path) -> str:
     return f"{name}_with_counters.json"
 
 
-def overlay_file_name(path: Path) -> str:
+def overlay_file_name(path: SourcePath) -> str:
     """HTA's name for the patterns overlay: "overlaid_" + the original file name."""
     return f"overlaid_{path.name}"
 
@@ -203,7 +205,7 @@ def counter_events(
 
 def _read_source(rank_trace: RankTrace) -> bytes:
     try:
-        return bytes(read_bytes(rank_trace.path))
+        return bytes(read_source_bytes(rank_trace.path))
     except FileNotFoundError:
         raise ExportError(f"{rank_trace.path}: the original trace is gone; reload it") from None
     except PermissionError:
@@ -216,7 +218,7 @@ def _read_source(rank_trace: RankTrace) -> bytes:
         raise ExportError(f"{rank_trace.path}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _split_document(data: bytes, path: Path) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:
+def _split_document(data: bytes, path: SourcePath) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:
     """The top-level keys with their raw JSON values (byte-exact, in file order) and the raw
     traceEvents array; (None, the array) for a trace written as a bare JSON array."""
     try:
@@ -251,7 +253,7 @@ def _join_document(top: dict[str, msgspec.Raw] | None, events: list[bytes | memo
 _WHITESPACE = frozenset(b" \t\r\n")
 
 
-def _append_events(array: msgspec.Raw, extra: bytes, path: Path) -> list[bytes | memoryview]:
+def _append_events(array: msgspec.Raw, extra: bytes, path: SourcePath) -> list[bytes | memoryview]:
     """The raw traceEvents array with `extra` (encoded events separated by commas) appended
     before its `]`, as buffer parts (no copy of the original events)."""
     view = memoryview(array)
@@ -299,7 +301,8 @@ def _inputs(traces: TraceSet) -> set[Path]:
     out: set[Path] = set()
     for rank_trace in traces.ranks.values():
         try:
-            out.add(rank_trace.path.resolve())
+            if isinstance(rank_trace.path, Path):
+                out.add(rank_trace.path.resolve())
         except OSError:
             continue
     return out

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from htatui.sources import RemotePath, SourcePath, cache_identity
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
 
 LOADER_VERSION = "3"
@@ -28,7 +29,17 @@ def cache_dir() -> Path:
     return Path(base) / "htatui"
 
 
-def cache_key(path: Path) -> str:
+class NotCacheable(LookupError):
+    """A remote file whose store gives no version identity (ETag, generation…) is never cached."""
+
+
+def cache_key(path: SourcePath) -> str:
+    if isinstance(path, RemotePath):
+        remote = cache_identity(path)
+        if remote is None:
+            raise NotCacheable(str(path))
+        identity = f"remote|{remote}|{LOADER_VERSION}"
+        return hashlib.sha256(identity.encode()).hexdigest()[:32]
     stat = path.stat()
     identity = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{LOADER_VERSION}"
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
@@ -68,7 +79,7 @@ def _meta_from_json(raw: bytes) -> tuple[TraceMeta, list[str]]:
     return meta, list(data["warnings"])
 
 
-def load_cached(path: Path) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
+def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
     """The cached parse of `path`, or None when absent, stale or corrupt."""
     try:
         key = cache_key(path)
@@ -82,7 +93,7 @@ def load_cached(path: Path) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
     return events, meta, warnings
 
 
-def store(path: Path, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]) -> None:
+def store(path: SourcePath, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]) -> None:
     """Write the cache entry; a failure to cache never fails the load."""
     try:
         key = cache_key(path)
@@ -90,7 +101,7 @@ def store(path: Path, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="zstd"))
         _atomic_write(folder / f"{key}.json", lambda f: f.write(_meta_to_json(meta, warnings)))
-    except OSError:
+    except (OSError, NotCacheable):
         return
 
 

@@ -6,16 +6,18 @@ import gc
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from htatui.sources import RemotePath, SourcePath
 from htatui.trace import cache
 from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
 from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
+from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
 from htatui.trace.frame import build_frame, build_meta
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
@@ -42,7 +44,7 @@ class LoadProgress:
 
     done: int
     total: int
-    path: Path
+    path: SourcePath
     from_cache: bool
 
 
@@ -51,7 +53,7 @@ ProgressCallback = Callable[[LoadProgress], None]
 
 @dataclass(frozen=True)
 class ParsedFile:
-    path: Path
+    path: SourcePath
     events: pl.DataFrame
     meta: TraceMeta
     warnings: list[str]
@@ -85,36 +87,42 @@ def parse_file(path: Path) -> ParsedFile:
     return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
 
 
-def _parse_or_problem(path: Path, use_cache: bool) -> ParsedFile | LoadProblem:
+def _parse_or_problem(path: Path, use_cache: bool, origin: RemotePath | None = None) -> ParsedFile | LoadProblem:
+    """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
+    source: SourcePath = origin or path
     try:
         parsed = parse_file(path)
     except TraceFormatError as exc:
-        return LoadProblem(path, str(exc))
+        return LoadProblem(source, str(exc))
     except MemoryError:
-        return LoadProblem(path, "out of memory while parsing")
+        return LoadProblem(source, "out of memory while parsing")
+    if origin is not None:
+        parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
     if use_cache:
-        cache.store(path, parsed.events, parsed.meta, parsed.warnings)
+        cache.store(source, parsed.events, parsed.meta, parsed.warnings)
     return parsed
 
 
 def load_traces(
-    paths: list[Path],
+    paths: Sequence[SourcePath],
     *,
     use_cache: bool = True,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     max_workers: int | None = None,
+    download_progress: DownloadCallback | None = None,
 ) -> TraceSet:
-    """Load every trace named by `paths` (folders or files) into a TraceSet.
+    """Load every trace named by `paths` (folders or files, local or URLs) into a TraceSet.
 
     Raises LoadError when no file could be loaded or two files claim one rank; files that
-    fail among good ones are listed in `TraceSet.problems`.
+    fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
+    cache are downloaded first, reporting bytes to `download_progress`.
     """
     try:
         found = discover(paths)
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results = _parse_all(found.files, use_cache, progress, cancel, max_workers)
+    results = _parse_all(found.files, use_cache, progress, cancel, max_workers, download_progress)
     parsed = [r for r in results if isinstance(r, ParsedFile)]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
@@ -128,22 +136,23 @@ def load_traces(
 
 
 def _parse_all(
-    files: list[Path],
+    files: list[SourcePath],
     use_cache: bool,
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
     max_workers: int | None,
+    download_progress: DownloadCallback | None = None,
 ) -> list[ParsedFile | LoadProblem]:
-    results: dict[Path, ParsedFile | LoadProblem] = {}
+    results: dict[SourcePath, ParsedFile | LoadProblem] = {}
     done = 0
 
-    def report(path: Path, from_cache: bool) -> None:
+    def report(path: SourcePath, from_cache: bool) -> None:
         nonlocal done
         done += 1
         if progress is not None:
             progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
 
-    to_parse: list[Path] = []
+    to_parse: list[SourcePath] = []
     for path in files:
         hit = cache.load_cached(path) if use_cache else None
         if hit is None:
@@ -152,31 +161,50 @@ def _parse_all(
         events, meta, warnings = hit
         results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
         report(path, True)
-    workers = min(len(to_parse), max_workers or os.cpu_count() or 1)
+    try:
+        with fetched(to_parse, download_progress, cancel) as ready:
+            for problem in ready.problems:
+                results[problem.path] = problem
+                report(problem.path, False)
+            _parse_local(ready.files, use_cache, cancel, max_workers, results, report)
+    except FetchCancelled:
+        raise LoadCancelled from None
+    return [results[path] for path in files]
+
+
+def _parse_local(
+    files: list[tuple[Path, RemotePath | None]],
+    use_cache: bool,
+    cancel: threading.Event | None,
+    max_workers: int | None,
+    results: dict[SourcePath, ParsedFile | LoadProblem],
+    report: Callable[[SourcePath, bool], None],
+) -> None:
+    """Parse local files (downloaded copies stand for their `origin`) into `results`."""
+    workers = min(len(files), max_workers or os.cpu_count() or 1)
     if workers <= 1:
-        for path in to_parse:
+        for path, origin in files:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[path] = _parse_or_problem(path, use_cache)
-            report(path, False)
+            results[origin or path] = _parse_or_problem(path, use_cache, origin)
+            report(origin or path, False)
     else:
         # spawn, not fork: the parent may already run polars threads, which fork would copy.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: dict[Future[ParsedFile | LoadProblem], Path] = {
-                pool.submit(_parse_or_problem, path, use_cache): path for path in to_parse
+            futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
+                pool.submit(_parse_or_problem, path, use_cache, origin): origin or path for path, origin in files
             }
             for future in as_completed(futures):
                 if cancel is not None and cancel.is_set():
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise LoadCancelled
-                path = futures[future]
+                source = futures[future]
                 try:
-                    results[path] = future.result()
+                    results[source] = future.result()
                 except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
-                    results[path] = LoadProblem(path, f"parser failed ({type(exc).__name__})")
-                report(path, False)
-    return [results[path] for path in files]
+                    results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
+                report(source, False)
 
 
 def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from htatui.sources import SourcePath
 
 # Where a rank number came from, in order of trust.
 RANK_FROM_TRACE = "distributedInfo"
@@ -62,7 +63,7 @@ class RankTrace:
     """
 
     rank: int
-    path: Path
+    path: SourcePath
     rank_source: str
     events: pl.DataFrame
     meta: TraceMeta
@@ -74,7 +75,7 @@ class RankTrace:
 class LoadProblem:
     """A file that could not be loaded, and why, in one line."""
 
-    path: Path
+    path: SourcePath
     message: str
 
     def __str__(self) -> str:

@@ -9,13 +9,14 @@ as in the event frame), instead of widening every loaded (and cached) frame.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+from htatui.sources import RemotePath, SourcePath
+from htatui.trace.decode import TraceFormatError, decode_trace
+from htatui.trace.fetch import read_source_bytes
 
 OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
     "index": pl.Int64(),
@@ -46,18 +47,25 @@ class OpArgsError(ValueError):
     the CLI and the TUI report it like any input a view refuses)."""
 
 
-def read_op_args(path: Path) -> pl.DataFrame:
+def _version(path: SourcePath) -> tuple[str, int, int]:
+    """The memo key: path plus mtime and size locally, URL plus its version identity remotely."""
+    if isinstance(path, RemotePath):
+        return (f"{path.url}|{path.identity}", 0, path.size or 0)
+    stat = os.stat(path)
+    return (str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def read_op_args(path: SourcePath) -> pl.DataFrame:
     """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version)."""
     try:
-        stat = os.stat(path)
+        key = _version(path)
     except OSError as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc.strerror})") from None
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
     try:
-        doc, _ = decode_trace(read_bytes(path))
+        doc, _ = decode_trace(read_source_bytes(path))
     except (OSError, TraceFormatError) as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc})") from None
     index: list[int] = []

@@ -18,6 +18,7 @@ from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.diff import DiffOptions
 from htatui.analysis.views import PAGES
+from htatui.sources import SourcePath
 from htatui.trace import TraceSet
 from htatui.tui import theming
 from htatui.tui.commands import HtaCommands
@@ -43,7 +44,7 @@ from htatui.tui.steps import format_ranks, steps_in_use, steps_label
 class Settings:
     """What the command line decided: the traces, the cache, and the analysis mode."""
 
-    paths: tuple[Path, ...]
+    paths: tuple[SourcePath, ...]
     use_cache: bool = True
     hta_compat: bool = False
     include_last_step: bool = False
@@ -295,7 +296,7 @@ class HtaTuiApp(App[int]):
             return
         base_traces = self.traces
 
-        def compare(test_path: Path | None) -> None:
+        def compare(test_path: SourcePath | None) -> None:
             if test_path is None:
                 return
             options = DiffOptions(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App
@@ -10,6 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.theme import BUILTIN_THEMES
 
 from htatui.analysis.diff import DiffOptions
+from htatui.sources import SourcePath
 from htatui.tui import theming
 from htatui.tui.screens.diff import DiffScreen
 
@@ -33,8 +33,8 @@ class DiffApp(App[int]):
 
     def __init__(
         self,
-        base: Path,
-        test: Path,
+        base: SourcePath,
+        test: SourcePath,
         options: DiffOptions | None = None,
         *,
         use_cache: bool = True,
@@ -82,8 +82,8 @@ class DiffApp(App[int]):
 
 
 def run_diff_app(
-    base: Path,
-    test: Path,
+    base: SourcePath,
+    test: SourcePath,
     options: DiffOptions | None = None,
     *,
     use_cache: bool = True,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from textual.message import Message
 
+from htatui.sources import SourcePath
 from htatui.trace import TraceSet
 
 
@@ -15,7 +15,7 @@ from htatui.trace import TraceSet
 class FileState:
     """One trace file on the loading screen: done or not, and read from the cache or parsed."""
 
-    path: Path
+    path: SourcePath
     done: bool = False
     from_cache: bool = False
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 
+from htatui.sources import SourcePath
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.loading import LoadingScreen
 
@@ -17,7 +19,7 @@ LOAD_TIMEOUT_S = 600.0
 
 
 def run_app(
-    paths: list[Path],
+    paths: Sequence[SourcePath],
     *,
     theme: str | None = None,
     use_cache: bool = True,

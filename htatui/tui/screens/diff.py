@@ -12,7 +12,6 @@ import dataclasses
 import math
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
@@ -28,6 +27,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis import diff, diff_summary
 from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
+from htatui.sources import SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
 from htatui.tui.widgets.table_pane import TablePane
@@ -58,7 +58,7 @@ BAR_COUNT = 10
 SIDES = ("base", "test")
 
 
-def side_name(path: Path) -> str:
+def side_name(path: SourcePath) -> str:
     """What the screen calls a side: the folder or file name, never a temp-dir path."""
     return path.name or str(path)
 
@@ -301,8 +301,8 @@ class DiffScreen(Screen[None]):
 
     def __init__(
         self,
-        base_path: Path,
-        test_path: Path,
+        base_path: SourcePath,
+        test_path: SourcePath,
         options: DiffOptions | None = None,
         *,
         use_cache: bool = True,
@@ -358,7 +358,7 @@ class DiffScreen(Screen[None]):
 
     # ---- loading ------------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="diff-load", description="load a diff side")
-    def _load_side(self, side: str, path: Path) -> None:
+    def _load_side(self, side: str, path: SourcePath) -> None:
         worker = get_current_worker()
 
         def progress(update: LoadProgress) -> None:

@@ -3,29 +3,54 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.filesize import decimal
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Center, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from htatui.sources import RemotePath, SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.trace.discover import DiscoveryError, discover
+from htatui.trace.fetch import DownloadProgress
 from htatui.tui.messages import FileState, LoadFailed, LoadProgressed, TracesLoaded
 
 MAX_LISTED = 200
 """Files listed one per line at most; a bigger job shows the first ones and a count."""
 
 
-def display_name(path: Path) -> str:
+def display_name(path: SourcePath) -> str:
     """A path as the user recognises it without temp-dir noise: `folder/file`."""
+    if isinstance(path, RemotePath):
+        return path.name
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def title_name(path: SourcePath) -> str:
+    """How the title names what is loading: a URL in full (secrets cut), a local folder or file by name."""
+    if isinstance(path, RemotePath):
+        return str(path)
+    return display_name(path) if path.is_file() else path.name or str(path)
+
+
+@dataclass
+class DownloadProgressed(Message):
+    """More bytes of the remote files arrived."""
+
+    done_bytes: int
+    total_bytes: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DownloadProgressed)
 
 
 class LoadingScreen(Screen[None]):
@@ -59,7 +84,7 @@ class LoadingScreen(Screen[None]):
 
     def __init__(
         self,
-        paths: list[Path],
+        paths: Sequence[SourcePath],
         *,
         use_cache: bool = True,
         max_workers: int | None = None,
@@ -77,7 +102,7 @@ class LoadingScreen(Screen[None]):
         self._worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
-        names = ", ".join(display_name(p) if p.is_file() else p.name or str(p) for p in self.paths)
+        names = ", ".join(title_name(p) for p in self.paths)
         with Vertical(id="loading-box"):
             yield Static(Text(f"Loading {names}", overflow="ellipsis", no_wrap=True), id="loading-title")
             with Center():
@@ -107,6 +132,9 @@ class LoadingScreen(Screen[None]):
             states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache)
             self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
 
+        def progress_bytes(update: DownloadProgress) -> None:
+            self.post_message(DownloadProgressed(update.done_bytes, update.total_bytes))
+
         try:
             traces = load_traces(
                 self.paths,
@@ -114,6 +142,7 @@ class LoadingScreen(Screen[None]):
                 progress=progress,
                 cancel=self.cancel_event,
                 max_workers=self.max_workers,
+                download_progress=progress_bytes,
             )
         except LoadCancelled:
             self.post_message(LoadFailed("load cancelled", cancelled=True))
@@ -140,6 +169,11 @@ class LoadingScreen(Screen[None]):
             lines.append(f"… and {len(message.files) - MAX_LISTED} more files\n", style="dim")
         self.query_one("#loading-list", Static).update(lines)
         self.query_one("#loading-hint", Static).update(f"{message.done} of {message.total} files · esc cancels")
+
+    @on(DownloadProgressed)
+    def _show_download(self, message: DownloadProgressed) -> None:
+        done, total = decimal(message.done_bytes), decimal(message.total_bytes)
+        self.query_one("#loading-hint", Static).update(f"downloading {done} of {total} · esc cancels")
 
     @on(LoadFailed)
     def _show_failure(self, message: LoadFailed) -> None:

@@ -12,8 +12,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from htatui.sources import RemotePath, SourcePath, is_url
 
-class PathPrompt(ModalScreen[Path | None]):
+
+class PathPrompt(ModalScreen[SourcePath | None]):
     """Ask for a trace folder or file; dismiss with the path, or None on esc."""
 
     DEFAULT_CSS = """
@@ -44,6 +46,9 @@ class PathPrompt(ModalScreen[Path | None]):
     @on(Input.Submitted, "#path")
     def submit_path(self, event: Input.Submitted) -> None:
         text = event.value.strip()
+        if is_url(text):
+            self.dismiss(RemotePath(text))  # the loader names a URL that cannot be read
+            return
         path = Path(text).expanduser()
         if not text or not path.exists():
             self.query_one("#error", Label).update(f"{text or 'nothing'}: no such file or folder")

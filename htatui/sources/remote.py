@@ -1,0 +1,225 @@
+"""Remote stores through fsspec: look at a URL, list a prefix, open or download an object.
+
+fsspec and its store packages (s3fs, gcsfs; aiohttp for http) are imported on first use, so a
+local-only install never needs them. Credentials and endpoints come from each store's usual
+places (for S3 the AWS_* variables, AWS_ENDPOINT_URL included); nothing here reads, takes or
+prints them. Every failure is a SourceError whose message is one line naming the URL.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from htatui.sources.location import RemotePath, redact
+
+REMOTE_EXTRA_HINT = "pip install 'htatui[remote]'"
+
+# Seconds to wait for a store to accept a connection / send the next bytes: a dead endpoint
+# fails within a minute instead of hanging on the libraries' defaults.
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 60
+
+# Keys of an fsspec info() record that tell one version of an object from another, best first:
+# GCS generation, S3 version id, then ETags, then modification times (HTTP servers without ETags).
+_IDENTITY_KEYS = (
+    "generation",
+    "VersionId",
+    "version_id",
+    "ETag",
+    "etag",
+    "md5Hash",
+    "Last-Modified",
+    "LastModified",
+    "last_modified",
+    "updated",
+    "mtime",
+)
+_CREDENTIAL_ERRORS = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "CredentialRetrievalError",
+    "DefaultCredentialsError",
+    "RefreshError",
+)
+_UNREACHABLE_ERRORS = (
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ClientConnectorError",
+    "ClientConnectionError",
+    "ServerDisconnectedError",
+    "ServerTimeoutError",
+    "ConnectionClosedError",
+)
+_CREDENTIAL_HINTS = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+    "gs": "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
+}
+
+
+class SourceError(Exception):
+    """A URL cannot be used; the message is one line naming it (never a credential)."""
+
+
+ProgressHook = Callable[[int], None]
+"""Called with the number of bytes received so far for one object."""
+
+
+def _store(protocol: str) -> str:
+    return {"s3a": "s3", "gcs": "gs"}.get(protocol, protocol)
+
+
+def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
+    """One line for a failure on `path`: what went wrong in words, without library noise."""
+    name = type(exc).__name__
+    store = _store(path.protocol)
+    if isinstance(exc, ImportError):
+        reason = f"reading {path.protocol}:// URLs needs the remote extra ({REMOTE_EXTRA_HINT})"
+    elif isinstance(exc, FileNotFoundError):
+        reason = "no such file or folder"
+    elif name in _CREDENTIAL_ERRORS:
+        hint = _CREDENTIAL_HINTS.get(store, "configure this store's credentials")
+        reason = f"no credentials found ({hint})"
+    elif isinstance(exc, PermissionError):
+        reason = "access denied (check the credentials and permissions for this store)"
+    elif name in _UNREACHABLE_ERRORS or isinstance(exc, (ConnectionError, TimeoutError)):
+        reason = f"cannot reach the store ({name})"
+    else:
+        detail = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else "")[:200]
+        reason = f"cannot be read ({name}{': ' + detail if detail else ''})"
+    return SourceError(f"{path}: {reason}")
+
+
+_filesystems: dict[tuple[str, int], Any] = {}
+_filesystems_lock = threading.Lock()
+
+
+def _environment_fingerprint() -> int:
+    """Changes when a variable that picks the endpoint or the credentials changes (never stored)."""
+    prefixes = ("AWS_", "GOOGLE_", "GCS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+    relevant = sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(prefixes))
+    return hash(tuple(relevant))
+
+
+def _options(protocol: str) -> dict[str, Any]:
+    """Timeouts, and no listing cache: a listing must show the store as it is now."""
+    store = _store(protocol)
+    if store == "s3":
+        return {
+            "use_listings_cache": False,
+            "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": READ_TIMEOUT_S},
+        }
+    if store in ("http", "https"):
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S)
+        return {"use_listings_cache": False, "client_kwargs": {"timeout": timeout}}
+    if store == "gs":
+        return {"use_listings_cache": False}
+    return {}
+
+
+def filesystem(protocol: str) -> Any:
+    """The fsspec filesystem for `protocol`, made once per process and environment."""
+    key = (protocol, _environment_fingerprint())
+    with _filesystems_lock:
+        if key not in _filesystems:
+            import fsspec
+
+            _filesystems[key] = fsspec.filesystem(protocol, skip_instance_cache=True, **_options(protocol))
+        return _filesystems[key]
+
+
+def identity_of(info: Mapping[str, Any]) -> str | None:
+    """`key=value` for the first version marker in an fsspec info record, or None."""
+    for key in _IDENTITY_KEYS:
+        value = info.get(key)
+        if value not in (None, ""):
+            return f"{key}={value}"
+    return None
+
+
+def _entry(fs: Any, info: Mapping[str, Any]) -> RemotePath:
+    url = str(fs.unstrip_protocol(info["name"]))
+    if info.get("type") == "directory":
+        return RemotePath(url.rstrip("/") + "/", is_folder=True)
+    size = info.get("size")
+    return RemotePath(url, size=int(size) if size is not None else None, identity=identity_of(info))
+
+
+def _looks_like_folder(fs: Any, path: RemotePath, info: Mapping[str, Any]) -> bool:
+    """A store's folder, or for HTTP a URL ending in `/` or answered by an HTML index page."""
+    if info.get("type") == "directory":
+        return True
+    if _store(path.protocol) in ("http", "https"):
+        return path.url.endswith("/") or str(info.get("mimetype", "")).startswith("text/html")
+    return False
+
+
+def stat(path: RemotePath) -> RemotePath:
+    """`path` with its size and identity, or marked as a folder (prefix)."""
+    try:
+        fs = filesystem(path.protocol)
+        info = fs.info(path.url)
+        if _looks_like_folder(fs, path, info):
+            return RemotePath(path.url.rstrip("/") + "/", is_folder=True)
+        return _entry(fs, info)
+    except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
+        raise describe_error(path, exc) from None
+
+
+def list_folder(folder: RemotePath) -> list[RemotePath]:
+    """The files and subfolders directly under `folder`, in name order (not recursive)."""
+    try:
+        fs = filesystem(folder.protocol)
+        infos = fs.ls(folder.url, detail=True)
+        entries = [_entry(fs, info) for info in infos]
+    except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
+        raise describe_error(folder, exc) from None
+    own = folder.url.rstrip("/")
+    entries = [e for e in entries if e.url.rstrip("/") != own]
+    return sorted(entries, key=lambda e: e.name)
+
+
+def open_binary(path: RemotePath, block_size: int | None = None) -> IO[bytes]:
+    """A read-only byte stream over the object (ranged reads where the store allows them)."""
+    try:
+        fs = filesystem(path.protocol)
+        kwargs = {} if block_size is None else {"block_size": block_size}
+        return fs.open(path.url, "rb", **kwargs)  # type: ignore[no-any-return]
+    except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
+        raise describe_error(path, exc) from None
+
+
+class DownloadCancelled(Exception):
+    """The progress hook asked to stop."""
+
+
+def download(path: RemotePath, target: Path, progress: ProgressHook | None = None) -> int:
+    """Stream the object into the local file `target` (one GET); return the bytes written.
+
+    `progress` gets the running byte count; it may raise DownloadCancelled to stop.
+    A size different from the listed one means the object changed since: an error.
+    """
+    from fsspec.callbacks import Callback
+
+    def hook(_size: int | None, value: int) -> None:
+        if progress is not None:
+            progress(value)
+
+    callback = Callback(hooks={"progress": hook})
+    try:
+        fs = filesystem(path.protocol)
+        fs.get_file(path.url, str(target), callback=callback)
+        written = target.stat().st_size
+    except DownloadCancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
+        raise describe_error(path, exc) from None
+    if path.size is not None and written != path.size:
+        raise SourceError(f"{path}: changed while it was read ({path.size} bytes listed, {written} received)")
+    return written
