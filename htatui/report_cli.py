@@ -1,8 +1,8 @@
 """`htatui report --view VIEW` and `htatui export …`: the views' CLI faces.
 
-Views and their tables come from the registry (htatui/analysis/views.py); an option field becomes
-a flag when OPTION_FLAGS names it (its default is read from the options class), and a flag given
-to a view without that field is refused.
+Views and their tables come from the registry (htatui/analysis/views.py); every knob field of a
+view's options (htatui/analysis/knobs.py) becomes a flag, its default read from the dataclass, and
+a flag given to a view without that field is refused.
 """
 
 from __future__ import annotations
@@ -15,55 +15,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from htatui.analysis.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.views import BY_ID, VIEWS, View, frame_of
 from htatui.report import render_frame
 
 
 @dataclass(frozen=True)
 class OptionFlag:
+    """One `report` flag: the option field it sets, how it parses, and its help with the defaults."""
+
     flag: str
     field: str
-    kind: Callable[[str], Any]
+    kind: Kind
     help: str
 
 
-def _int_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(",") if part.strip())
-
-
-OPTION_FLAGS: list[OptionFlag] = [
-    OptionFlag(
-        "--consecutive-kernel-delay", "consecutive_kernel_delay_us", float, "idle: kernel_wait threshold, µs"
-    ),
-    OptionFlag("--streams", "streams", _int_tuple, "idle: only these streams, e.g. 7,20"),
-    OptionFlag("--top", "top_k", int, "kernels/kernel-spread/patterns/ops: how many names (ops: per rank) to keep"),
-    OptionFlag("--duration-ratio", "duration_ratio", float, "kernels: HTA's cumulative-time quantile"),
-    OptionFlag("--runtime-cutoff", "runtime_cutoff_us", float, "launch: runtime outlier cutoff, µs"),
-    OptionFlag("--launch-delay-cutoff", "launch_delay_cutoff_us", float, "launch: delay outlier cutoff, µs"),
-    OptionFlag("--max-queue-length", "max_queue_length", int, "queue: length counted as full"),
-    OptionFlag("--operator", "operator", str, "patterns: operator name to look under"),
-    OptionFlag("--min-len", "min_len", int, "patterns: minimum kernels under the operator"),
-    OptionFlag("--rank", "rank", int, "patterns: the rank to mine (default: the first rank)"),
-    OptionFlag("--sort-by", "sort_by", str, "ops: column to sort by, descending"),
-    OptionFlag("--kinds", "kinds", str, "ops: host (default), all, or e.g. op,annotation,kernel"),
-    OptionFlag("--group-by", "group_by", str, "ops: name (default) or shape (needs record_shapes)"),
-    OptionFlag("--flops", "flops", bool, "ops: add flops, TFLOP/s and GB/s columns"),
-    OptionFlag("--num-candidates", "num_candidates", int, "stragglers: how many ranks to name"),
-]
-
-
-def _defaults(field_name: str) -> str:
-    """'(30)' or '(kernels 10, patterns 5)': the option's defaults, read from the options classes."""
-    found: dict[str, str] = {}
+def _option_flags() -> list[OptionFlag]:
+    """Every knob of every view once, by flag; help names the views and their defaults."""
+    by_flag: dict[str, tuple[str, Knob, list[str], dict[str, str]]] = {}
     for view in VIEWS:
-        for option in dataclasses.fields(view.options):
-            if option.name == field_name and option.default not in (dataclasses.MISSING, None):
-                found.setdefault(repr(option.default).strip("'"), view.id)
-    if not found:
-        return ""
-    if len(found) == 1:
-        return f" ({next(iter(found))})"
-    return " (" + ", ".join(f"{view_id} {value}" for value, view_id in found.items()) + ")"
+        defaults = {f.name: f.default for f in dataclasses.fields(view.options)}
+        for name, spec in knobs_of(view.options).items():
+            field_name, _spec, views_with, shown = by_flag.setdefault(spec.flag, (name, spec, [], {}))
+            if field_name != name:
+                raise ValueError(f"{spec.flag} names two option fields ({field_name}, {name})")
+            views_with.append(view.id)
+            default = defaults[name]
+            if default is not None and spec.kind != "switch":
+                shown.setdefault(str(default), view.id)
+    flags = []
+    for flag, (field_name, spec, views_with, shown) in by_flag.items():
+        text = spec.help if ":" in spec.help else f"{'/'.join(views_with)}: {spec.help}"
+        if len(shown) == 1:
+            text += f" ({next(iter(shown))})"
+        elif shown:
+            text += " (" + ", ".join(f"{view_id} {value}" for value, view_id in shown.items()) + ")"
+        flags.append(OptionFlag(flag, field_name, spec.kind, text))
+    return flags
+
+
+OPTION_FLAGS: list[OptionFlag] = _option_flags()
+
+
+def _parser_of(kind: Kind) -> Callable[[str], Any]:
+    def parser(text: str) -> Any:
+        return parse(kind, text)
+
+    parser.__name__ = {"ints": "integer list", "text": "text"}.get(kind, kind)  # argparse's "invalid int value"
+    return parser
 
 
 def add_report_parser(
@@ -83,11 +82,12 @@ def add_report_parser(
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
     for option in OPTION_FLAGS:
-        if option.kind is bool:  # a switch: present = True
+        if option.kind == "switch":  # present = True
             report.add_argument(option.flag, dest=option.field, action="store_const", const=True, help=option.help)
             continue
-        help_text = option.help + _defaults(option.field)
-        report.add_argument(option.flag, dest=option.field, type=option.kind, default=None, help=help_text)
+        report.add_argument(
+            option.flag, dest=option.field, type=_parser_of(option.kind), default=None, help=option.help
+        )
     report.set_defaults(run=lambda args: run_report(args, load))
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.common import GPU_ACTIVITY_CATS, IDLE_CATS_COMPAT, CommonOptions, is_device_row, prepare
+from htatui.analysis.knobs import knob
 from htatui.analysis.temporal import round_like_numpy
 from htatui.trace.model import TraceSet
 
@@ -64,8 +65,15 @@ class IdleOptions(CommonOptions):
     ``streams``: only these streams (None = all).
     """
 
-    consecutive_kernel_delay_us: float = 30.0
-    streams: tuple[int, ...] | None = None
+    consecutive_kernel_delay_us: float = knob(
+        30.0,
+        flag="--consecutive-kernel-delay",
+        help="idle: gaps shorter than this are kernel wait, µs",
+        kind="float",
+        label="kernel delay (µs)",
+        minimum=0,
+    )
+    streams: tuple[int, ...] | None = knob(None, flag="--streams", help="idle: only these streams (7,20)", kind="ints")
 
 
 def empty() -> pl.DataFrame:

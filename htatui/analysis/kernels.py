@@ -33,6 +33,7 @@ from htatui.analysis.common import (
     merge_intervals,
     prepare,
 )
+from htatui.analysis.knobs import knob
 from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
 from htatui.trace.model import TraceSet
 
@@ -87,15 +88,23 @@ class KernelsOptions(CommonOptions):
     sums are folded into ``others`` too (HTA's rule; only applied when folding happens).
     """
 
-    top_k: int | None = 10
-    duration_ratio: float = 0.8
+    top_k: int | None = knob(10, flag="--top", help="how many names to keep", kind="int", label="top-k", minimum=1)
+    duration_ratio: float = knob(
+        0.8,
+        flag="--duration-ratio",
+        help="kernels: HTA's cumulative-time quantile",
+        kind="float",
+        label="duration ratio",
+        minimum=0,
+        maximum=1,
+    )
 
 
 @dataclass(frozen=True)
 class KernelSpreadOptions(CommonOptions):
     """``top_k``: kernels per type, by total time over all ranks (None = all kernels)."""
 
-    top_k: int | None = 10
+    top_k: int | None = knob(10, flag="--top", help="how many names to keep", kind="int", label="top-k", minimum=1)
 
 
 def typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from typing import Literal
 import polars as pl
 
 from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
 MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
@@ -89,9 +90,23 @@ OUTLIER_KINDS: tuple[OutlierKind, ...] = ("short", "runtime", "delay")
 class LaunchOptions(CommonOptions):
     """Launch statistics knobs (HTA's defaults)."""
 
-    runtime_cutoff_us: float = 50.0
+    runtime_cutoff_us: float = knob(
+        50.0,
+        flag="--runtime-cutoff",
+        help="launch: runtime outlier cutoff, µs",
+        kind="float",
+        label="runtime cutoff (µs)",
+        minimum=0,
+    )
     """Launch calls longer than this are runtime outliers; short kernels need cpu ≤ this."""
-    launch_delay_cutoff_us: float = 100.0
+    launch_delay_cutoff_us: float = knob(
+        100.0,
+        flag="--launch-delay-cutoff",
+        help="launch: delay outlier cutoff, µs",
+        kind="float",
+        label="delay cutoff (µs)",
+        minimum=0,
+    )
     """Launches whose GPU work waited longer than this are launch-delay outliers."""
     include_memory_events: bool = True
     """Count the async memcpy/memset calls as launches too."""

@@ -17,6 +17,7 @@ import polars as pl
 
 from htatui.analysis import op_events
 from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.knobs import knob
 from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.trace.model import TraceSet, empty_events
 from htatui.trace.op_args import read_op_args
@@ -37,20 +38,20 @@ COLUMNS: dict[str, pl.DataType] = {
 class OpsOptions(CommonOptions):
     """Operator-table knobs."""
 
-    sort_by: str = "gpu_self_us"
+    sort_by: str = knob("gpu_self_us", flag="--sort-by", help="ops: column to sort by, descending", kind="text")
     """Any column of the table; rows are sorted within each rank."""
     descending: bool = True
-    top_k: int | None = None
+    top_k: int | None = knob(None, flag="--top", help="how many names (ops: per rank) to keep", kind="int")
     """Keep the first `top_k` rows of each rank; None = all (`--top`)."""
-    kinds: str = "host"
+    kinds: str = knob("host", flag="--kinds", help="ops: host, all, or e.g. op,annotation,kernel", kind="text")
     """Which rows: "host" (what key_averages lists for the CPU), "all" (device rows too), or
     a comma list of kinds (op, annotation, runtime, driver, kernel-launcher, kernel, memcpy,
     memset, gpu-annotation)."""
-    group_by: str = "name"
+    group_by: str = knob("name", flag="--group-by", help="ops: name or shape (needs record_shapes)", kind="text")
     """"name" (key_averages()) or "shape" (key_averages(group_by_input_shape=True)): one row per
     (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
     record_shapes=True (else every row's shapes are "[]")."""
-    flops: bool = False
+    flops: bool = knob(False, flag="--flops", help="ops: add flops, TFLOP/s and GB/s columns", kind="switch")
     """Add `flops` (the profiler's with_flops estimate, summed), `tflop_per_s` (flops over the
     row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
 

@@ -23,6 +23,7 @@ import polars as pl
 
 from htatui.analysis import callstack
 from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
 COLUMNS: dict[str, pl.DataType] = {
@@ -43,13 +44,15 @@ INDICES_COLUMNS: dict[str, pl.DataType] = {
 class PatternsOptions(CommonOptions):
     """Frequent-kernel-sequence knobs (HTA's defaults)."""
 
-    operator: str = "aten::linear"
+    operator: str = knob("aten::linear", flag="--operator", help="patterns: operator name to look under", kind="text")
     """Roots are host events whose name contains this text (case-sensitive)."""
-    min_len: int = 3
+    min_len: int = knob(
+        3, flag="--min-len", help="patterns: minimum kernels under the operator", kind="int", label="min ops", minimum=1
+    )
     """A root needs at least this many GPU operations beneath it."""
-    top_k: int | None = 5
+    top_k: int | None = knob(5, flag="--top", help="how many names to keep", kind="int", label="top-k", minimum=1)
     """How many patterns to show and to overlay in the export; None = all."""
-    rank: int | None = None
+    rank: int | None = knob(None, flag="--rank", help="patterns: rank to mine (default: the first)", kind="int")
     """The rank to analyse; None = the first of the selected ranks."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.common import CommonOptions, is_device_row, prepare
+from htatui.analysis.knobs import knob
 from htatui.analysis.launch import (
     DEVICE_WORK_CATS,
     GRAPH_LAUNCH_APIS,
@@ -82,7 +83,14 @@ BLOCKED_COLUMNS: dict[str, pl.DataType] = {
 class QueueOptions(CommonOptions):
     """Queue-length knobs (HTA's defaults)."""
 
-    max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
+    max_queue_length: int = knob(
+        CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
+        flag="--max-queue-length",
+        help="queue: length counted as full",
+        kind="int",
+        label="blocked at queue ≥",
+        minimum=1,
+    )
     """A stream whose queue holds at least this many operations counts as blocked."""
     include_graph_launches: bool = True
     """Corrected mode only: count each graph launch as one queue entry (HTA ignores them)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.common import COMMUNICATION, CommonOptions, kernel_type, prepare, round_like_hta
+from htatui.analysis.knobs import knob
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
 
@@ -46,7 +47,7 @@ class StepsOptions(CommonOptions):
 class StragglerOptions(CommonOptions):
     """Straggler detection knobs (HTA's defaults)."""
 
-    num_candidates: int = 2
+    num_candidates: int = knob(2, flag="--num-candidates", help="stragglers: how many ranks to name", kind="int")
     """How many ranks to mark per step (the k latest starters) and to report as stragglers."""
     profiler_steps: tuple[int, ...] | None = None
     """Steps to analyse (None = every used step)."""

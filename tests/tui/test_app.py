@@ -181,14 +181,14 @@ async def test_editing_an_option_reruns_the_analysis(small_traces: TraceSet) -> 
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, "2")
-        app.screen.query_one("#input-delay").focus()
+        app.screen.query_one("#input-consecutive_kernel_delay_us").focus()
         await press(pilot, *"5", "enter")
         expected = idle.compute(small_traces, idle.IdleOptions(consecutive_kernel_delay_us=5.0))
         assert_frame_equal(pane(app, "#idle-table").table.source, idle.widen(expected))
         assert isinstance(app.focused, ViewTable)
-        app.screen.query_one("#input-delay").focus()
+        app.screen.query_one("#input-consecutive_kernel_delay_us").focus()
         await press(pilot, "minus", "1", "enter")  # refused: below the minimum
-        assert app.screen.delay_us == 5.0  # type: ignore[attr-defined]
+        assert app.screen.options.consecutive_kernel_delay_us == 5.0  # type: ignore[attr-defined]
 
 
 async def test_filter_sort_and_copy(small_traces: TraceSet) -> None:

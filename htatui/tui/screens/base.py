@@ -7,6 +7,7 @@ id is not the latest is dropped, and a failure becomes a notification.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Any, ClassVar
@@ -20,10 +21,12 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.knobs import knobs_of
 from htatui.trace import TraceSet
 from htatui.tui.host import AnalysisHost
 from htatui.tui.messages import AnalysisDone
 from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.options import Kind as OptionKind
 from htatui.tui.widgets.options import OptionField
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
 from htatui.tui.widgets.table_pane import TablePane
@@ -78,9 +81,39 @@ class ViewScreen(Screen[None]):
         return type(self).__name__.removesuffix("Screen").lower()
 
     # ---- what to compute ----------------------------------------------------------------
+    options: CommonOptions | None = None
+    """The view's options (ranks and mode come from the app); its knobs are the screen's inputs."""
+
     def option_values(self) -> Hashable:
         """The view's own knobs; a change means the result must be computed again."""
-        return ()
+        return self.options
+
+    def option_fields(self, *names: str) -> list[OptionField]:
+        """Inputs for these knob fields of `options`, labelled and bounded as the knobs say."""
+        assert self.options is not None
+        specs = knobs_of(self.options)
+        fields = []
+        for name in names:
+            spec = specs[name]
+            kind: OptionKind = "int" if spec.kind == "int" else "float" if spec.kind == "float" else "text"
+            value = getattr(self.options, name)
+            fields.append(
+                OptionField(
+                    name,
+                    spec.label,
+                    "" if value is None else value,
+                    kind=kind,
+                    minimum=spec.minimum,
+                    maximum=spec.maximum,
+                    wide=kind == "text",
+                )
+            )
+        return fields
+
+    def view_options(self, common: CommonOptions) -> Any:
+        """`options` for the app's ranks and mode."""
+        assert self.options is not None
+        return dataclasses.replace(self.options, **vars(common))
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> Any:
         """Run the view's analysis (on a worker thread, so no widget access here)."""
@@ -209,6 +242,9 @@ class ViewScreen(Screen[None]):
 
     def apply_option(self, name: str, value: int | float | str) -> None:
         """Store an edited option (the analysis re-runs right after)."""
+        if self.options is not None:
+            changes: dict[str, Any] = {name: value}
+            self.options = dataclasses.replace(self.options, **changes)
 
     @on(OptionField.Applied)
     def _option_applied(self, event: OptionField.Applied) -> None:

@@ -15,7 +15,7 @@ from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
-from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column, ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -108,26 +108,19 @@ class CountersScreen(ViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.max_queue_length = queue.QueueOptions().max_queue_length
+        self.options: queue.QueueOptions = queue.QueueOptions()
         self._result: CountersResult | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield OptionField("blocked", "blocked at queue ≥", self.max_queue_length, kind="int", minimum=1)
+            yield from self.option_fields("max_queue_length")
         yield TablePane("Launch queue per stream", id="counters-queue")
         yield Chart("Queue length", id="counters-queue-chart")
         yield TablePane("Memory bandwidth per copy kind", id="counters-membw")
         yield Chart("Memory bandwidth", id="counters-membw-chart")
 
-    def option_values(self) -> tuple[int]:
-        return (self.max_queue_length,)
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        if name == "blocked":
-            self.max_queue_length = int(value)
-
     def analyse(self, traces: TraceSet, common: CommonOptions) -> CountersResult:
-        queue_options = queue.QueueOptions(**vars(common), max_queue_length=self.max_queue_length)
+        queue_options = self.view_options(common)
         queue_series = queue.series(traces, queue_options)
         queue_summary = queue.with_blocked(queue.summarize(queue_series), queue.blocked(traces, queue_options))
         membw_series = membw.series(traces, membw.MemoryBandwidthOptions(**vars(common)))

@@ -14,7 +14,7 @@ from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, Series, stacked_bars
-from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -73,25 +73,18 @@ class IdleScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.absolute = False
-        self.delay_us = idle.IdleOptions().consecutive_kernel_delay_us
+        self.options: idle.IdleOptions = idle.IdleOptions()
         self._result: IdleResult | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield OptionField("delay", "kernel delay (µs)", self.delay_us, kind="float", minimum=0)
+            yield from self.option_fields("consecutive_kernel_delay_us")
         yield TablePane("Idle time per stream", id="idle-table")
         yield Chart("Idle time per stream", id="idle-chart")
         yield TablePane("Idle intervals", id="idle-stats")
 
-    def option_values(self) -> tuple[float]:
-        return (self.delay_us,)
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        if name == "delay":
-            self.delay_us = float(value)
-
     def analyse(self, traces: TraceSet, common: CommonOptions) -> IdleResult:
-        options = idle.IdleOptions(**vars(common), consecutive_kernel_delay_us=self.delay_us)
+        options = self.view_options(common)
         return IdleResult(idle.compute(traces, options), idle.interval_stats(traces, options))
 
     def show_result(self, result: IdleResult) -> None:

@@ -14,7 +14,7 @@ from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, Series, grouped_bars
-from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column, ViewTable, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -77,37 +77,23 @@ class KernelsScreen(ViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        defaults = kernels.KernelsOptions()
-        self.top_k: int = defaults.top_k or 10
-        self.duration_ratio = defaults.duration_ratio
+        self.options: kernels.KernelsOptions = kernels.KernelsOptions()
         self._result: KernelsResult | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield OptionField("top_k", "top-k", self.top_k, kind="int", minimum=1)
-            yield OptionField("ratio", "duration ratio", self.duration_ratio, kind="float", minimum=0, maximum=1)
+            yield from self.option_fields("top_k", "duration_ratio")
         yield TablePane("Top kernels", id="kernels-table", row_limit=500)
         yield TablePane("Selected kernel across ranks", id="kernels-spread")
         yield Chart("Selected kernel across ranks", id="kernels-spread-chart")
         yield Chart("GPU time by kernel type (%)", id="kernels-types-chart")
         yield TablePane("Kernel-type states", id="kernels-types")
 
-    def option_values(self) -> tuple[int, float]:
-        return (self.top_k, self.duration_ratio)
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        if name == "top_k":
-            self.top_k = int(value)
-        elif name == "ratio":
-            self.duration_ratio = float(value)
-
     def analyse(self, traces: TraceSet, common: CommonOptions) -> KernelsResult:
         base = vars(common)
         return KernelsResult(
             types=kernels.compute_types(traces, kernels.KernelTypesOptions(**base)),
-            top=kernels.compute(
-                traces, kernels.KernelsOptions(**base, top_k=self.top_k, duration_ratio=self.duration_ratio)
-            ),
+            top=kernels.compute(traces, self.view_options(common)),
             spread=kernels.spread(traces, kernels.KernelSpreadOptions(**base, top_k=None)),
         )
 

@@ -15,7 +15,7 @@ from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart
-from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -113,36 +113,20 @@ class LaunchScreen(ViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        defaults = launch.LaunchOptions()
-        self.runtime_cutoff_us = defaults.runtime_cutoff_us
-        self.delay_cutoff_us = defaults.launch_delay_cutoff_us
+        self.options: launch.LaunchOptions = launch.LaunchOptions()
         self.metric = 0
         self._result: LaunchResult | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield OptionField("runtime", "runtime cutoff (µs)", self.runtime_cutoff_us, kind="float", minimum=0)
-            yield OptionField("delay", "delay cutoff (µs)", self.delay_cutoff_us, kind="float", minimum=0)
+            yield from self.option_fields("runtime_cutoff_us", "launch_delay_cutoff_us")
         yield TablePane("Launch statistics per rank", id="launch-summary")
         for kind in launch.OUTLIER_KINDS:
             yield TablePane(OUTLIER_TITLES[kind][0], id=f"launch-{kind}")
         yield Chart("Histogram", id="launch-histogram")
 
-    def option_values(self) -> tuple[float, float]:
-        return (self.runtime_cutoff_us, self.delay_cutoff_us)
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        if name == "runtime":
-            self.runtime_cutoff_us = float(value)
-        elif name == "delay":
-            self.delay_cutoff_us = float(value)
-
     def analyse(self, traces: TraceSet, common: CommonOptions) -> LaunchResult:
-        options = launch.LaunchOptions(
-            **vars(common),
-            runtime_cutoff_us=self.runtime_cutoff_us,
-            launch_delay_cutoff_us=self.delay_cutoff_us,
-        )
+        options = self.view_options(common)
         frame = launch.compute(traces, options)
         return LaunchResult(
             summary=launch.summarize(frame, options),

@@ -19,7 +19,7 @@ from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.screens.export_modal import ExportModal
-from htatui.tui.widgets.options import OptionField, OptionsBar
+from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column, ViewTable, middle_truncate, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -91,36 +91,17 @@ class PatternsScreen(ViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        defaults = patterns.PatternsOptions()
-        self.operator = defaults.operator
-        self.min_len = defaults.min_len
-        self.top_k: int = defaults.top_k or 5
+        self.options: patterns.PatternsOptions = patterns.PatternsOptions()
         self._rank: int | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield OptionField("operator", "operator", self.operator, kind="text", wide=True)
-            yield OptionField("min_len", "min ops", self.min_len, kind="int", minimum=1)
-            yield OptionField("top_k", "top-k", self.top_k, kind="int", minimum=1)
+            yield from self.option_fields("operator", "min_len", "top_k")
         yield TablePane("Frequent patterns", id="patterns-table")
         yield Static("", id="patterns-detail")
 
-    def option_values(self) -> tuple[str, int, int]:
-        return (self.operator, self.min_len, self.top_k)
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        if name == "operator":
-            self.operator = str(value)
-        elif name == "min_len":
-            self.min_len = int(value)
-        elif name == "top_k":
-            self.top_k = int(value)
-
-    def options(self, common: CommonOptions) -> patterns.PatternsOptions:
-        return patterns.PatternsOptions(**vars(common), operator=self.operator, min_len=self.min_len, top_k=self.top_k)
-
     def analyse(self, traces: TraceSet, common: CommonOptions) -> PatternsResult:
-        options = self.options(common)
+        options: patterns.PatternsOptions = self.view_options(common)
         rank = patterns.chosen_rank(traces, options)
         table = patterns.compute(traces, options)
         suggestions = common_operators(traces, rank) if table.height == 0 and rank is not None else []
@@ -130,9 +111,9 @@ class PatternsScreen(ViewScreen):
         rank, table = result.rank, result.table
         self._rank = rank
         pane = self.query_one("#patterns-table", TablePane)
-        pane.table.title = f"Frequent patterns under {self.operator!r} · rank {rank}"
+        pane.table.title = f"Frequent patterns under {self.options.operator!r} · rank {rank}"
         empty = (
-            f"No call of an operator matching {self.operator!r} launched {self.min_len} or more GPU "
+            f"No call of an operator matching {self.options.operator!r} launched {self.options.min_len} or more GPU "
             f"operations on rank {rank}; type another operator above (tab, then enter)."
             + (f" Frequent here: {', '.join(result.suggestions)}." if result.suggestions else "")
             if rank is not None
@@ -163,7 +144,7 @@ class PatternsScreen(ViewScreen):
         traces = self.hta.traces
         if traces is None:
             return
-        options = self.options(self.hta.common_options())
+        options: patterns.PatternsOptions = self.view_options(self.hta.common_options())
         rank = patterns.chosen_rank(traces, options)
         if rank is None:
             self.notify("None of the chosen ranks is loaded.", severity="warning")
@@ -185,7 +166,8 @@ class PatternsScreen(ViewScreen):
                 ranks=(rank,),
                 folder=Path.cwd(),
                 ask_ranks=False,
-                about=f"Rank {rank}: every event of the top {self.top_k} patterns under {self.operator!r} "
+                about=f"Rank {rank}: every event of the top {self.options.top_k} patterns under "
+                f"{self.options.operator!r} "
                 "gets args.Patterns in a copy of the trace named overlaid_<trace>; search 'Patterns' "
                 "in Perfetto.",
             )
