@@ -28,7 +28,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from htatui.cli import main
-from htatui.sources import RemotePath, path_or_url, redact
+from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
 from htatui.trace import load_traces
 from tests.kineto_util import kernel, runtime, write_trace
@@ -245,6 +245,21 @@ def test_s3_changed_object_is_read_again(s3: S3, tmp_path: Path) -> None:
     assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 9}
 
 
+def test_s3_stat_list_and_open_a_stream(s3: S3, tmp_path: Path) -> None:
+    job = tiny_job(tmp_path / "job")
+    s3.upload(job, "job")
+    folder = stat(RemotePath(f"s3://{BUCKET}/job"))
+    assert folder.is_folder and folder.url == f"s3://{BUCKET}/job/"
+    entries = list_folder(folder)
+    assert [e.name for e in entries] == ["rank-0.json.gz", "rank-1.json.gz"]
+    data = (job / "rank-1.json.gz").read_bytes()
+    head = s3.client.head_object(Bucket=BUCKET, Key="job/rank-1.json.gz")
+    assert entries[1].size == len(data) and entries[1].identity == f"ETag={head['ETag']}"
+    assert stat(entries[1]) == entries[1]
+    with open_binary(entries[1]) as stream:
+        assert stream.read() == data
+
+
 def test_s3_prefix_follows_the_local_folder_rules(s3: S3, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tiny_job(tmp_path / "runs" / "a")
     (job / "notes.txt").write_text("not a trace")
@@ -361,3 +376,25 @@ def test_http_missing_file_and_signed_url_are_one_line(http_root: Http, capsys: 
     assert run(capsys, "info", url) == (2, "", f"htatui: {url}: no such file or folder\n")
     code, out, err = run(capsys, "info", f"{url}?X-Amz-Signature=sekrit")
     assert (code, out, err) == (2, "", f"htatui: {url}?…: no such file or folder\n")
+
+
+# ----------------------------------------------------------------------------- the app
+
+
+async def test_app_opens_a_url_and_names_a_bad_one(http_root: Http) -> None:
+    from htatui.tui.app import HtaTuiApp, Settings
+    from htatui.tui.run import wait_until_loaded
+    from htatui.tui.screens.loading import LoadingScreen
+
+    tiny_job(http_root.root / "job")
+    app = HtaTuiApp(Settings(paths=(RemotePath(f"{http_root.base}/job/"),), max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until_loaded(pilot, timeout=60)
+        assert app.current_mode == "temporal"
+        assert app.traces is not None and app.traces.rank_ids == [0, 1]
+    missing = f"{http_root.base}/nothing/"
+    app = HtaTuiApp(Settings(paths=(RemotePath(missing),), max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert not await wait_until_loaded(pilot, timeout=60)
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen) and screen.error_message == f"{missing}: no such file or folder"
