@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +31,8 @@ from moto.server import ThreadedMotoServer
 from htatui.cli import main
 from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
-from htatui.trace import load_traces
+from htatui.trace import LoadCancelled, load_traces
+from htatui.trace.fetch import DownloadProgress
 from tests.kineto_util import kernel, runtime, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,6 +307,18 @@ def test_missing_object_is_one_line(s3: S3, tmp_path: Path, capsys: pytest.Captu
         assert (code, out, err) == (2, "", f"htatui: {url}: no such file or folder\n")
 
 
+def test_a_corrupt_object_among_good_ones_is_named_by_url(
+    s3: S3, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tiny_job(tmp_path / "job")
+    good = (job / "rank-1.json.gz").read_bytes()
+    (job / "rank-1.json.gz").write_bytes(good[: len(good) // 2])
+    s3.upload(job, "job")
+    code, out, err = run(capsys, "info", f"s3://{BUCKET}/job/", "--format", "json")
+    assert code == 0 and [r["rank"] for r in json.loads(out)] == [0]
+    assert err.startswith(f"htatui: skipped s3://{BUCKET}/job/rank-1.json.gz: ") and err.count("\n") == 1
+
+
 def test_bad_credentials_are_one_line(
     s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -343,6 +357,13 @@ def test_missing_remote_extra_is_one_line(
     assert err == "htatui: s3://bucket/job/: reading s3:// URLs needs the remote extra (pip install 'htatui[remote]')\n"
 
 
+def test_unknown_scheme_is_one_line(local_only: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "report", "nosuchfs://b/j/", "--view", "temporal")
+    assert (code, out) == (2, "")
+    supported = "s3://, gs://, http:// and https:// are supported"
+    assert err == f"htatui: nosuchfs://b/j/: no reader for nosuchfs:// URLs ({supported})\n"
+
+
 # ----------------------------------------------------------------------------- HTTP (http.server)
 
 
@@ -369,6 +390,25 @@ def test_http_second_open_downloads_nothing(http_root: Http, tmp_path: Path) -> 
     traces = load_traces([url], max_workers=1)
     assert http_root.file_gets() == []  # HEAD gave the same size and Last-Modified
     assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 5}
+
+
+def test_cancel_during_download_leaves_nothing_behind(
+    http_root: Http, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny_job(http_root.root / "job")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def progress(update: DownloadProgress) -> None:
+        seen.append(update.done_bytes)
+        cancel.set()  # the user pressed esc as soon as bytes started to flow
+
+    with pytest.raises(LoadCancelled):
+        load_traces([RemotePath(f"{http_root.base}/job/")], cancel=cancel, download_progress=progress, max_workers=1)
+    assert seen and list(temp.iterdir()) == []
 
 
 def test_http_missing_file_and_signed_url_are_one_line(http_root: Http, capsys: pytest.CaptureFixture[str]) -> None:
