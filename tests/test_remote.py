@@ -32,7 +32,7 @@ from htatui.cli import main
 from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
 from htatui.trace import LoadCancelled, load_traces
-from htatui.trace.fetch import DownloadProgress
+from htatui.trace.fetch import DownloadProgress, fetched
 from tests.kineto_util import kernel, runtime, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,6 +138,12 @@ def s3(local_only: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
 
 class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
     requests: list[tuple[str, str]]
+    hide_versions: list[bool]
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if self.hide_versions and keyword.lower() in ("last-modified", "etag"):
+            return
+        super().send_header(keyword, value)
 
     def do_GET(self) -> None:
         self.requests.append(("GET", self.path))
@@ -156,6 +162,7 @@ class Http:
     base: str
     root: Path
     requests: list[tuple[str, str]]
+    hide_versions: list[bool]
 
     def file_gets(self) -> list[str]:
         return [path for method, path in self.requests if method == "GET" and re.search(r"\.json(\.gz)?$", path)]
@@ -167,12 +174,15 @@ def http_root(local_only: None, tmp_path: Path) -> Iterator[Http]:
     root = tmp_path / "www"
     root.mkdir()
     requests: list[tuple[str, str]] = []
-    handler = type("Handler", (_RecordingHandler,), {"requests": requests})
+    hide_versions: list[bool] = []  # append True to serve without Last-Modified / ETag
+    handler = type("Handler", (_RecordingHandler,), {"requests": requests, "hide_versions": hide_versions})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Http(base=f"http://127.0.0.1:{server.server_port}", root=root, requests=requests)
+        yield Http(
+            base=f"http://127.0.0.1:{server.server_port}", root=root, requests=requests, hide_versions=hide_versions
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -390,6 +400,30 @@ def test_http_second_open_downloads_nothing(http_root: Http, tmp_path: Path) -> 
     traces = load_traces([url], max_workers=1)
     assert http_root.file_gets() == []  # HEAD gave the same size and Last-Modified
     assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 5}
+
+
+def test_http_without_a_version_is_never_cached(http_root: Http, isolated_cache: Path) -> None:
+    tiny_job(http_root.root / "job")
+    http_root.hide_versions.append(True)
+    url = RemotePath(f"{http_root.base}/job/")
+    for _ in range(2):
+        http_root.requests.clear()
+        traces = load_traces([url], max_workers=1)
+        assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 5}
+        assert sorted(http_root.file_gets()) == ["/job/rank-0.json.gz", "/job/rank-1.json.gz"]
+    assert list(isolated_cache.iterdir()) == []
+
+
+def test_an_object_replaced_after_listing_is_refused(s3: S3, tmp_path: Path) -> None:
+    job = tiny_job(tmp_path / "job")
+    s3.upload(job, "job")
+    listed = list_folder(RemotePath(f"s3://{BUCKET}/job/"))[1]
+    s3.client.put_object(Bucket=BUCKET, Key="job/rank-1.json.gz", Body=b"{}")
+    with fetched([listed]) as ready:
+        assert ready.files == []
+        assert [str(p) for p in ready.problems] == [
+            f"s3://{BUCKET}/job/rank-1.json.gz: changed while it was read ({listed.size} bytes listed, 2 received)"
+        ]
 
 
 def test_cancel_during_download_leaves_nothing_behind(
