@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -28,9 +29,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from htatui.cli import main
-from htatui.sources import RemotePath, path_or_url, redact
+from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
-from htatui.trace import load_traces
+from htatui.trace import LoadCancelled, load_traces
+from htatui.trace.fetch import DownloadProgress, fetched
 from tests.kineto_util import kernel, runtime, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +138,12 @@ def s3(local_only: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
 
 class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
     requests: list[tuple[str, str]]
+    hide_versions: list[bool]
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if self.hide_versions and keyword.lower() in ("last-modified", "etag"):
+            return
+        super().send_header(keyword, value)
 
     def do_GET(self) -> None:
         self.requests.append(("GET", self.path))
@@ -154,6 +162,7 @@ class Http:
     base: str
     root: Path
     requests: list[tuple[str, str]]
+    hide_versions: list[bool]
 
     def file_gets(self) -> list[str]:
         return [path for method, path in self.requests if method == "GET" and re.search(r"\.json(\.gz)?$", path)]
@@ -165,12 +174,15 @@ def http_root(local_only: None, tmp_path: Path) -> Iterator[Http]:
     root = tmp_path / "www"
     root.mkdir()
     requests: list[tuple[str, str]] = []
-    handler = type("Handler", (_RecordingHandler,), {"requests": requests})
+    hide_versions: list[bool] = []  # append True to serve without Last-Modified / ETag
+    handler = type("Handler", (_RecordingHandler,), {"requests": requests, "hide_versions": hide_versions})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Http(base=f"http://127.0.0.1:{server.server_port}", root=root, requests=requests)
+        yield Http(
+            base=f"http://127.0.0.1:{server.server_port}", root=root, requests=requests, hide_versions=hide_versions
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -245,6 +257,21 @@ def test_s3_changed_object_is_read_again(s3: S3, tmp_path: Path) -> None:
     assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 9}
 
 
+def test_s3_stat_list_and_open_a_stream(s3: S3, tmp_path: Path) -> None:
+    job = tiny_job(tmp_path / "job")
+    s3.upload(job, "job")
+    folder = stat(RemotePath(f"s3://{BUCKET}/job"))
+    assert folder.is_folder and folder.url == f"s3://{BUCKET}/job/"
+    entries = list_folder(folder)
+    assert [e.name for e in entries] == ["rank-0.json.gz", "rank-1.json.gz"]
+    data = (job / "rank-1.json.gz").read_bytes()
+    head = s3.client.head_object(Bucket=BUCKET, Key="job/rank-1.json.gz")
+    assert entries[1].size == len(data) and entries[1].identity == f"ETag={head['ETag']}"
+    assert stat(entries[1]) == entries[1]
+    with open_binary(entries[1]) as stream:
+        assert stream.read() == data
+
+
 def test_s3_prefix_follows_the_local_folder_rules(s3: S3, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tiny_job(tmp_path / "runs" / "a")
     (job / "notes.txt").write_text("not a trace")
@@ -290,6 +317,18 @@ def test_missing_object_is_one_line(s3: S3, tmp_path: Path, capsys: pytest.Captu
         assert (code, out, err) == (2, "", f"htatui: {url}: no such file or folder\n")
 
 
+def test_a_corrupt_object_among_good_ones_is_named_by_url(
+    s3: S3, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tiny_job(tmp_path / "job")
+    good = (job / "rank-1.json.gz").read_bytes()
+    (job / "rank-1.json.gz").write_bytes(good[: len(good) // 2])
+    s3.upload(job, "job")
+    code, out, err = run(capsys, "info", f"s3://{BUCKET}/job/", "--format", "json")
+    assert code == 0 and [r["rank"] for r in json.loads(out)] == [0]
+    assert err.startswith(f"htatui: skipped s3://{BUCKET}/job/rank-1.json.gz: ") and err.count("\n") == 1
+
+
 def test_bad_credentials_are_one_line(
     s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -328,6 +367,13 @@ def test_missing_remote_extra_is_one_line(
     assert err == "htatui: s3://bucket/job/: reading s3:// URLs needs the remote extra (pip install 'htatui[remote]')\n"
 
 
+def test_unknown_scheme_is_one_line(local_only: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "report", "nosuchfs://b/j/", "--view", "temporal")
+    assert (code, out) == (2, "")
+    supported = "s3://, gs://, http:// and https:// are supported"
+    assert err == f"htatui: nosuchfs://b/j/: no reader for nosuchfs:// URLs ({supported})\n"
+
+
 # ----------------------------------------------------------------------------- HTTP (http.server)
 
 
@@ -356,8 +402,73 @@ def test_http_second_open_downloads_nothing(http_root: Http, tmp_path: Path) -> 
     assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 5}
 
 
+def test_http_without_a_version_is_never_cached(http_root: Http, isolated_cache: Path) -> None:
+    tiny_job(http_root.root / "job")
+    http_root.hide_versions.append(True)
+    url = RemotePath(f"{http_root.base}/job/")
+    for _ in range(2):
+        http_root.requests.clear()
+        traces = load_traces([url], max_workers=1)
+        assert {r: t.events.height for r, t in traces.ranks.items()} == {0: 3, 1: 5}
+        assert sorted(http_root.file_gets()) == ["/job/rank-0.json.gz", "/job/rank-1.json.gz"]
+    assert list(isolated_cache.iterdir()) == []
+
+
+def test_an_object_replaced_after_listing_is_refused(s3: S3, tmp_path: Path) -> None:
+    job = tiny_job(tmp_path / "job")
+    s3.upload(job, "job")
+    listed = list_folder(RemotePath(f"s3://{BUCKET}/job/"))[1]
+    s3.client.put_object(Bucket=BUCKET, Key="job/rank-1.json.gz", Body=b"{}")
+    with fetched([listed]) as ready:
+        assert ready.files == []
+        assert [str(p) for p in ready.problems] == [
+            f"s3://{BUCKET}/job/rank-1.json.gz: changed while it was read ({listed.size} bytes listed, 2 received)"
+        ]
+
+
+def test_cancel_during_download_leaves_nothing_behind(
+    http_root: Http, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny_job(http_root.root / "job")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def progress(update: DownloadProgress) -> None:
+        seen.append(update.done_bytes)
+        cancel.set()  # the user pressed esc as soon as bytes started to flow
+
+    with pytest.raises(LoadCancelled):
+        load_traces([RemotePath(f"{http_root.base}/job/")], cancel=cancel, download_progress=progress, max_workers=1)
+    assert seen and list(temp.iterdir()) == []
+
+
 def test_http_missing_file_and_signed_url_are_one_line(http_root: Http, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"{http_root.base}/gone/rank-0.json"
     assert run(capsys, "info", url) == (2, "", f"htatui: {url}: no such file or folder\n")
     code, out, err = run(capsys, "info", f"{url}?X-Amz-Signature=sekrit")
     assert (code, out, err) == (2, "", f"htatui: {url}?…: no such file or folder\n")
+
+
+# ----------------------------------------------------------------------------- the app
+
+
+async def test_app_opens_a_url_and_names_a_bad_one(http_root: Http) -> None:
+    from htatui.tui.app import HtaTuiApp, Settings
+    from htatui.tui.run import wait_until_loaded
+    from htatui.tui.screens.loading import LoadingScreen
+
+    tiny_job(http_root.root / "job")
+    app = HtaTuiApp(Settings(paths=(RemotePath(f"{http_root.base}/job/"),), max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until_loaded(pilot, timeout=60)
+        assert app.current_mode == "temporal"
+        assert app.traces is not None and app.traces.rank_ids == [0, 1]
+    missing = f"{http_root.base}/nothing/"
+    app = HtaTuiApp(Settings(paths=(RemotePath(missing),), max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert not await wait_until_loaded(pilot, timeout=60)
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen) and screen.error_message == f"{missing}: no such file or folder"

@@ -79,6 +79,8 @@ def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
     store = _store(path.protocol)
     if isinstance(exc, ImportError):
         reason = f"reading {path.protocol}:// URLs needs the remote extra ({REMOTE_EXTRA_HINT})"
+    elif isinstance(exc, ValueError) and "protocol not known" in str(exc).lower():
+        reason = f"no reader for {path.protocol}:// URLs (s3://, gs://, http:// and https:// are supported)"
     elif isinstance(exc, FileNotFoundError):
         reason = "no such file or folder"
     elif name in _CREDENTIAL_ERRORS:
