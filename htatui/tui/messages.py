@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from textual.message import Message
 
@@ -45,14 +44,6 @@ class LoadFailed(Message):
 
     message: str
     cancelled: bool = False
-
-
-@dataclass
-class AnalysisDone(Message):
-    """A view's analysis finished; stale results (an older `request_id`) are dropped."""
-
-    request_id: int
-    result: Any
 
 
 @dataclass

@@ -314,7 +314,7 @@ async def test_analysis_error_becomes_a_notification(small_traces: TraceSet, mon
 
 
 async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
-    from htatui.tui.messages import AnalysisDone
+    from htatui.tui.jobs import JobDone
 
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -322,9 +322,10 @@ async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
         screen = app.screen
         assert isinstance(screen, ViewScreen)
         before = pane(app, "#temporal-table").table.source
-        screen.post_message(AnalysisDone(screen.request_id - 1, temporal.empty()))
+        screen.post_message(JobDone("analysis", screen.request_id - 1, temporal.empty()))
         await pilot.pause()
         assert_frame_equal(pane(app, "#temporal-table").table.source, before)
+
 
 
 # ---- traces without the data a view needs -------------------------------------------------

@@ -1,30 +1,29 @@
 """ViewScreen: the one pattern every view follows for running its analysis in the background.
 
-request_analysis() → a thread worker (exclusive per screen) runs `analyse()` → an AnalysisDone
-message with the request id → `show_result()` draws on the main thread. A result whose request
-id is not the latest is dropped, and a failure becomes a notification.
+request_analysis() → the screen's "analysis" job (htatui/tui/jobs.py: a thread worker, exclusive
+per screen) runs `analyse()` → `JobDone` with the request id → `show_result()` draws on the main
+thread. A result whose request id is not the latest is dropped, and a failure becomes a
+notification.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
-from functools import partial
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.knobs import knobs_of
 from htatui.trace import TraceSet
 from htatui.tui.host import AnalysisHost
-from htatui.tui.messages import AnalysisDone
+from htatui.tui.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.options import Kind as OptionKind
 from htatui.tui.widgets.options import OptionField
@@ -36,7 +35,7 @@ class Body(VerticalScroll, can_focus=False):
     """The view's panes, scrolled so the focused one is in sight (tab moves between them)."""
 
 
-class ViewScreen(Screen[None]):
+class ViewScreen(JobRunner, Screen[None]):
     """A view: its own widgets, options and analysis worker; follows the app's rank selection."""
 
     VIEW_TITLE: ClassVar[str] = ""
@@ -58,7 +57,6 @@ class ViewScreen(Screen[None]):
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None
-        self._worker: Worker[None] | None = None
 
     @property
     def hta(self) -> AnalysisHost:
@@ -144,37 +142,25 @@ class ViewScreen(Screen[None]):
 
     @property
     def analysis_running(self) -> bool:
-        return self._worker is not None and self._worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        return self.job_running("analysis")
 
     def request_analysis(self) -> None:
         """Start the analysis for the current ranks and options; an older run is superseded."""
         traces = self.hta.traces
         if traces is None:
             return
-        self.request_id += 1
         self._requested_key = self.analysis_key()
         self.set_state("computing… (esc cancels)")
         if self._shown_key is None:
             self.query_one(Body).loading = True
-        job = partial(self.analyse, traces, self.hta.common_options())
-        self._worker = self._run_analysis(self.request_id, job)
+        common = self.hta.common_options()
+        self.request_id = self.start_job("analysis", lambda _cancel: self.analyse(traces, common), "view analysis")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="analysis", description="view analysis")
-    def _run_analysis(self, request_id: int, job: Callable[[], Any]) -> None:
-        result = job()
-        if get_current_worker().is_cancelled:
-            return
-        self.post_message(AnalysisDone(request_id, result))
-
-    @on(AnalysisDone)
-    def _deliver(self, message: AnalysisDone) -> None:
-        message.stop()
-        if message.request_id != self.request_id:
-            return
+    def job_done(self, job: str, result: Any) -> None:
         self.query_one(Body).loading = False
         self._shown_key = self._requested_key
         try:
-            self.show_result(message.result)
+            self.show_result(result)
         except Exception as exc:  # noqa: BLE001 - a drawing bug must not take the app down
             self.set_state("could not draw the result")
             self.notify(f"{self.VIEW_TITLE}: {type(exc).__name__}: {exc}", title="Display failed", severity="error")
@@ -184,22 +170,21 @@ class ViewScreen(Screen[None]):
         if self.focused is None:
             self.focus_first_table()
 
+    def job_title(self) -> str:
+        return self.VIEW_TITLE
+
+    def job_failed(self, job: str, error: BaseException) -> None:
+        self._shown_key = None
+        self.query_one(Body).loading = False
+        self.set_state("analysis failed · r re-runs")
+        super().job_failed(job, error)
+
     def focus_first_table(self) -> None:
         """Give the focus to the first table that has rows (if any)."""
         for pane in self.query(TablePane):
             if not pane.has_class("-empty"):
                 pane.table.focus()
                 return
-
-    @on(Worker.StateChanged)
-    def _report_failure(self, event: Worker.StateChanged) -> None:
-        if event.worker is not self._worker or event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
-        self._shown_key = None
-        self.query_one(Body).loading = False
-        self.set_state("analysis failed · r re-runs")
-        self.notify(f"{type(error).__name__}: {error}", title=f"{self.VIEW_TITLE} failed", severity="error")
 
     def set_state(self, text: str) -> None:
         self.query_one(StatusBar).state = text
@@ -213,9 +198,7 @@ class ViewScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
             return
-        if self.analysis_running and self._worker is not None:
-            self._worker.cancel()
-            self.request_id += 1
+        if self.cancel_job("analysis"):
             self._requested_key = None
             self.query_one(Body).loading = False
             self.set_state("cancelled · r re-runs")
