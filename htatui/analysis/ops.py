@@ -114,13 +114,17 @@ def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
     name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
     each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
+    return table(traces, tree(traces, options), options)
+
+
+def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> pl.DataFrame:
+    """`compute` from an already built tree (`traces` is read again only for shapes/flops)."""
     schema = columns(options)
     if options.group_by not in GROUPS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
     if options.sort_by not in schema:
         raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
     kinds = chosen_kinds(options.kinds)
-    built = tree(traces, options)
     host = built.events.filter(pl.col("kind").is_in(kinds))
     if options.group_by == "shape" or options.flops:
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
-from htatui.analysis import ops
+from htatui.analysis import op_tree, ops
 from htatui.analysis.ops import OpsOptions
 from htatui.cli import main
 from htatui.trace import TraceSet
@@ -219,3 +219,51 @@ def test_cli_ops_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main([*argv, "--kinds", "bogus"]) == 2
     assert "--view ops: kinds must be" in capsys.readouterr().err
     assert main([*argv[:3], "kernels", "--flops"]) == 2
+
+
+def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
+    """Two steps: ProfilerStep#1 [0, 100] ⊃ aten::linear [10, 40] ⊃ aten::addmm [12, 38] ⊃
+    cudaLaunchKernel [14, 16] → gemm 10 µs; ProfilerStep#2 [100, 200] ⊃ aten::linear
+    [110, 150] ⊃ aten::addmm [112, 148] ⊃ cudaLaunchKernel [114, 116] → gemm 20 µs, and
+    aten::relu [160, 170] ⊃ cudaLaunchKernel [161, 163] → relu_k 5 µs. Merged by path:
+      ProfilerStep* ×2: CPU 200, self 200 − 30 − 40 − 10 = 120, GPU 0 / 35
+        aten::linear ×2: CPU 70, self 70 − 26 − 36 = 8, GPU 0 / 30
+          aten::addmm ×2: CPU 62, self 62 − 4 = 58, GPU 30 / 30
+            cudaLaunchKernel ×2 (4 µs) and the gemm leaf ×2 (GPU 30)
+        aten::relu ×1: CPU 10, self 8, GPU 5 / 5 (+ its call and the relu_k leaf)."""
+    traces = traces_of(
+        tmp_path,
+        [
+            step(1, 0, 100),
+            op("aten::linear", 10, 30),
+            op("aten::addmm", 12, 26),
+            runtime("cudaLaunchKernel", 14, 2, 1),
+            kernel("gemm", 20, 10, corr=1),
+            step(2, 100, 100),
+            op("aten::linear", 110, 40),
+            op("aten::addmm", 112, 36),
+            runtime("cudaLaunchKernel", 114, 2, 2),
+            kernel("gemm", 120, 20, corr=2),
+            op("aten::relu", 160, 10),
+            runtime("cudaLaunchKernel", 161, 2, 3),
+            kernel("relu_k", 165, 5, corr=3),
+        ],
+    )
+    nodes = op_tree.build(ops.tree(traces, OpsOptions()))
+    by_name = {(r["name"], r["depth"]): r for r in nodes.iter_rows(named=True)}
+    figures = ("count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
+
+    def of(name: str, depth: int) -> tuple[Any, ...]:
+        return tuple(by_name[(name, depth)][f] for f in figures)
+
+    assert nodes.height == 8
+    assert of("ProfilerStep*", 0) == (2, 200.0, 120.0, 0.0, 35.0)
+    assert of("aten::linear", 1) == (2, 70.0, 8.0, 0.0, 30.0)
+    assert of("aten::addmm", 2) == (2, 62.0, 58.0, 30.0, 30.0)
+    assert of("cudaLaunchKernel", 3) == (2, 4.0, 4.0, 0.0, 0.0)
+    assert of("gemm", 3) == (2, 0.0, 0.0, 30.0, 30.0)
+    assert of("aten::relu", 1) == (1, 10.0, 8.0, 5.0, 5.0)
+    addmm = by_name[("aten::addmm", 2)]
+    assert by_name[("gemm", 3)]["parent_node"] == addmm["node"]
+    assert op_tree.launcher_of(nodes, 0, "gemm", "kernel") == addmm["node"]
+    assert op_tree.launcher_of(nodes, 0, "unknown", "kernel") is None
