@@ -101,6 +101,7 @@ class OpsScreen(ViewScreen):
         op_tree_widget = self.query_one(OpTree)
         pane.display = not tree
         op_tree_widget.display = tree
+        self.query_one("#ops-chart", Chart).display = not tree  # the tree gets the whole body
         (op_tree_widget if tree else pane.table).focus()
 
     def action_toggle_tree(self) -> None:

@@ -25,14 +25,15 @@ NodeData = tuple[int, int]
 
 
 def node_label(row: dict[str, Any]) -> Text:
-    """`name ×calls  gpu self/total  cpu self/total` with the device leaves dimmed."""
+    """`name ×calls  gpu self/total  cpu self/total`; device leaves dimmed, without CPU time."""
     name = middle_truncate(str(row["name"]), NAME_WIDTH)
     text = Text(name, style="dim" if row["kind"] in DEVICE_KINDS else "")
     if row["kind"] not in ("op", "kernel"):
         text.append(f" [{row['kind']}]", style="italic dim")
     text.append(f" ×{row['count']:,}", style="bold")
     text.append(f"  gpu {fmt_us(row['gpu_self_us'])}/{fmt_us(row['gpu_total_us'])}")
-    text.append(f"  cpu {fmt_us(row['cpu_self_us'])}/{fmt_us(row['cpu_total_us'])}", style="dim")
+    if row["kind"] not in DEVICE_KINDS:  # device work has no CPU time
+        text.append(f"  cpu {fmt_us(row['cpu_self_us'])}/{fmt_us(row['cpu_total_us'])}", style="dim")
     return text
 
 
