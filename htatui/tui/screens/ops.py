@@ -20,16 +20,18 @@ from htatui.tui.widgets.table_pane import TablePane
 
 COLUMNS = [
     Column("name", "operator", "text", width=30),
-    Column("kind", "kind", "text", width=10),
     Column("rank", "rank", "int", width=4),
     Column("count", "calls", "int"),
     Column("gpu_self_us", "gpu self (µs)", "us"),
     Column("gpu_total_us", "gpu total (µs)", "us"),
     Column("cpu_self_us", "cpu self (µs)", "us"),
     Column("cpu_total_us", "cpu total (µs)", "us"),
+    Column("kind", "kind", "text", width=15),
 ]
 
 TOP_BARS = 10
+WITH_DEVICE_ROWS = "host,kernel,memcpy,memset"
+"""The `a` table: host rows and the work they launched (GPU annotations are spans, not work)."""
 NO_OPS = "No CPU operators (cpu_op events) on the chosen ranks; was the profiler's CPU activity recorded?"
 
 
@@ -79,7 +81,7 @@ class OpsScreen(ViewScreen):
     def analyse(self, traces: TraceSet, common: CommonOptions) -> OpsResult:
         options = ops.OpsOptions(**vars(common))
         built = ops.tree(traces, options)
-        every = ops.table(traces, built, ops.OpsOptions(**vars(common), kinds="all"))
+        every = ops.table(traces, built, ops.OpsOptions(**vars(common), kinds=WITH_DEVICE_ROWS))
         host = every.filter(pl.col("kind").is_in(ops.chosen_kinds("host")))
         return OpsResult(host=host, every=every, nodes=op_tree.build(built))
 
