@@ -64,6 +64,7 @@ VIEWS: dict[str, ViewSpec] = {
     "annotations": ViewSpec(_A + "annotations:AnnotationOptions", _A + "annotations:compute"),
     "patterns": ViewSpec(_A + "patterns:PatternsOptions", _A + "patterns:compute"),
     "ops": ViewSpec(_A + "ops:OpsOptions", _A + "ops:compute"),
+    "op-tree": ViewSpec(_A + "op_tree:OpTreeOptions", _A + "op_tree:compute"),
 }
 
 

@@ -8,9 +8,14 @@ name), so a kernel leads back to the op that launched it. Work no op launched is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
+from htatui.analysis import ops
+from htatui.analysis.common import CommonOptions
 from htatui.analysis.op_events import OpEvents
+from htatui.trace.model import TraceSet
 
 NODE_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -111,3 +116,51 @@ def launcher_of(nodes: pl.DataFrame, rank: int, name: str, kind: str) -> int | N
     best = leaves.sort(["gpu_total_us", "node"], descending=[True, False]).row(0, named=True)
     parent: int = best["parent_node"]
     return parent
+
+
+@dataclass(frozen=True)
+class OpTreeOptions(CommonOptions):
+    """Call-tree knobs: none beyond the common ones (every step is kept, as in the ops table)."""
+
+
+TABLE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "node": pl.Int64(),
+    "parent_node": pl.Int64(),
+    "depth": pl.Int64(),
+    "call_path": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "count": pl.Int64(),
+    "cpu_total_us": pl.Float64(),
+    "cpu_self_us": pl.Float64(),
+    "gpu_self_us": pl.Float64(),
+    "gpu_total_us": pl.Float64(),
+}
+
+
+def depth_first(nodes: pl.DataFrame) -> pl.DataFrame:
+    """`nodes` in depth-first order, each level sorted by GPU total, then CPU total (descending)."""
+    ordered = nodes.sort(["gpu_total_us", "cpu_total_us", "node"], descending=[True, True, False])
+    children: dict[tuple[int, int | None], list[int]] = {}
+    for rank, node, parent in zip(
+        ordered["rank"].to_list(), ordered["node"].to_list(), ordered["parent_node"].to_list(), strict=True
+    ):
+        children.setdefault((rank, parent), []).append(node)
+    order: list[int] = []
+    for rank in sorted({rank for rank, _ in children}):
+        stack = list(reversed(children.get((rank, None), [])))
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            stack.extend(reversed(children.get((rank, node), [])))
+    position = {node: i for i, node in enumerate(order)}
+    return (
+        nodes.with_columns(_order=pl.col("node").replace_strict(position, default=None)).sort("_order").drop("_order")
+    )
+
+
+def compute(traces: TraceSet, options: OpTreeOptions) -> pl.DataFrame:
+    """`report --view op-tree`: the call tree depth first, `call_path` indented two spaces per level."""
+    nodes = depth_first(build(ops.tree(traces, options)))
+    table = nodes.with_columns(call_path=pl.lit("  ").repeat_by(pl.col("depth")).list.join("") + pl.col("name"))
+    return table.select([pl.col(name).cast(dtype) for name, dtype in TABLE_COLUMNS.items()])

@@ -267,3 +267,15 @@ def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
     assert by_name[("gemm", 3)]["parent_node"] == addmm["node"]
     assert op_tree.launcher_of(nodes, 0, "gemm", "kernel") == addmm["node"]
     assert op_tree.launcher_of(nodes, 0, "unknown", "kernel") is None
+    # `report --view op-tree`: depth first, heaviest GPU total first at each level.
+    listed = op_tree.compute(traces, op_tree.OpTreeOptions())
+    assert listed["call_path"].to_list() == [
+        "ProfilerStep*",
+        "  aten::linear",
+        "    aten::addmm",
+        "      gemm",
+        "      cudaLaunchKernel",
+        "  aten::relu",
+        "    relu_k",
+        "    cudaLaunchKernel",
+    ]
