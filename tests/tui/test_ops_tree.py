@@ -54,6 +54,19 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
         assert app.screen.query_one("#ops-table", TablePane).display and not tree.display
 
 
+async def test_shapes_key_groups_by_input_shape(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, OPS_KEY, "i")
+        table = app.screen.query_one("#ops-table", TablePane).table
+        expected = ops.compute(small_traces, ops.OpsOptions(group_by="shape"))
+        assert_frame_equal(table.source, expected)
+        assert "input_dims" in [c.key for c in table.columns_spec]
+        await press(pilot, "i")
+        assert_frame_equal(table.source, ops.compute(small_traces, ops.OpsOptions()))
+
+
 def test_tree_snapshot(snap_compare: SnapCompare, small_traces: TraceSet) -> None:
     """80x24: two ranks; rank 0 opened down to its all-reduce kernel (the cursor's row)."""
     nodes = op_tree.build(ops.tree(small_traces, ops.OpsOptions()))

@@ -55,20 +55,37 @@ class OpsScreen(ViewScreen):
         "runtime, driver, kernel-launcher; `a` adds the device rows (kernels, copies, memsets). "
         "`t` switches to the **call tree** of ops and annotations (self/total GPU and CPU time per "
         "node, biggest GPU total first; enter or `l` expands). `o` on a kernel row jumps to the op "
-        "that launched it (most of its time), on an op row to its heaviest place in the tree. The "
+        "that launched it (most of its time), on an op row to its heaviest place in the tree. `i` "
+        "splits the rows by input shapes (traces recorded with record_shapes). The "
         "bars show the operators with the most self GPU time over the chosen ranks."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "toggle_tree", "Tree", tooltip="Show the call tree or the table", id="ops.tree"),
         Binding("a", "toggle_device_rows", "Kernels", tooltip="List kernels, copies and memsets too", id="ops.all"),
-        Binding("o", "launcher", "Launcher", tooltip="Jump to the op that launched the kernel", id="ops.launcher"),
+        Binding(
+            "o",
+            "launcher",
+            "Launcher",
+            show=False,
+            tooltip="Jump to the op that launched the kernel",
+            id="ops.launcher",
+        ),
+        Binding(
+            "i",
+            "toggle_shapes",
+            "Shapes",
+            show=False,
+            tooltip="One row per input shape (record_shapes)",
+            id="ops.shapes",
+        ),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.device_rows = False
         self.tree_shown = False
+        self.by_shape = False
         self._result: OpsResult | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -78,10 +95,14 @@ class OpsScreen(ViewScreen):
         yield tree
         yield Chart(f"Top {TOP_BARS} operators by self GPU time (µs, all chosen ranks)", id="ops-chart")
 
+    def option_values(self) -> tuple[bool]:
+        return (self.by_shape,)
+
     def analyse(self, traces: TraceSet, common: CommonOptions) -> OpsResult:
         options = ops.OpsOptions(**vars(common))
         built = ops.tree(traces, options)
-        every = ops.table(traces, built, ops.OpsOptions(**vars(common), kinds=WITH_DEVICE_ROWS))
+        group = "shape" if self.by_shape else "name"
+        every = ops.table(traces, built, ops.OpsOptions(**vars(common), kinds=WITH_DEVICE_ROWS, group_by=group))
         host = every.filter(pl.col("kind").is_in(ops.chosen_kinds("host")))
         return OpsResult(host=host, every=every, nodes=op_tree.build(built))
 
@@ -95,7 +116,10 @@ class OpsScreen(ViewScreen):
         if self._result is None:
             return
         frame = self._result.every if self.device_rows else self._result.host
-        self.query_one("#ops-table", TablePane).show(frame, COLUMNS, empty=NO_OPS, sort="gpu_self_us")
+        columns = list(COLUMNS)
+        if ops.SHAPE_COLUMN in frame.columns:
+            columns.insert(1, Column(ops.SHAPE_COLUMN, "input shapes", "text", width=24))
+        self.query_one("#ops-table", TablePane).show(frame, columns, empty=NO_OPS, sort="gpu_self_us")
 
     def _show_pane(self, tree: bool) -> None:
         self.tree_shown = tree
@@ -108,6 +132,10 @@ class OpsScreen(ViewScreen):
 
     def action_toggle_tree(self) -> None:
         self._show_pane(not self.tree_shown)
+
+    def action_toggle_shapes(self) -> None:
+        self.by_shape = not self.by_shape
+        self.request_analysis()
 
     def action_toggle_device_rows(self) -> None:
         self.device_rows = not self.device_rows
