@@ -51,13 +51,17 @@ class OpsOptions(CommonOptions):
     (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
     record_shapes=True (else every row's shapes are "[]")."""
     flops: bool = False
-    """Add `flops` (the profiler's with_flops estimate, summed), `tflop_per_s` (flops over the
+    """Add `flop_count` (the profiler's with_flops estimate, summed), `tflop_per_s` (that over the
     row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
 
 
 GROUPS = ("name", "shape")
 SHAPE_COLUMN = "input_dims"
-RATE_COLUMNS: dict[str, pl.DataType] = {"flops": pl.Float64(), "tflop_per_s": pl.Float64(), "gb_per_s": pl.Float64()}
+RATE_COLUMNS: dict[str, pl.DataType] = {
+    "flop_count": pl.Float64(),
+    "tflop_per_s": pl.Float64(),
+    "gb_per_s": pl.Float64(),
+}
 
 
 def columns(options: OpsOptions) -> dict[str, pl.DataType]:
@@ -165,13 +169,13 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         gpu_self_us=pl.col("gpu_self_us").sum(),
         gpu_total_us=pl.col("gpu_total_us").sum(),
         # A row's flops are known when its calls carry them (null sums stay null).
-        flops=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
+        flop_count=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
         bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
     )
     table = table.with_columns(
         # flops / µs = Mflop/s; ÷ 1e6 → TFLOP/s. bytes / µs = MB/s; ÷ 1e3 → GB/s.
-        tflop_per_s=pl.when((pl.col("flops") > 0) & (pl.col("gpu_total_us") > 0)).then(
-            pl.col("flops") / pl.col("gpu_total_us") / 1e6
+        tflop_per_s=pl.when((pl.col("flop_count") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("flop_count") / pl.col("gpu_total_us") / 1e6
         ),
         gb_per_s=pl.when((pl.col("bytes") > 0) & (pl.col("gpu_total_us") > 0)).then(
             pl.col("bytes") / pl.col("gpu_total_us") / 1e3

@@ -194,11 +194,11 @@ def test_flops_and_achieved_rates(tmp_path: Path) -> None:
         ],
     )
     frame = ops.compute(traces, OpsOptions(flops=True, kinds="op,memcpy", sort_by="name", descending=False))
-    rates = {r[0]: r[1:] for r in frame.select("name", "flops", "tflop_per_s", "gb_per_s").rows()}
+    rates = {r[0]: r[1:] for r in frame.select("name", "flop_count", "tflop_per_s", "gb_per_s").rows()}
     assert rates["aten::addmm"] == (4e9, pytest.approx(2.0), None)
     assert rates["aten::linear"] == (None, None, None)
     assert rates["Memcpy HtoD"] == (None, None, pytest.approx(10.0))
-    assert "flops" not in ops.compute(traces, OpsOptions()).columns
+    assert "flop_count" not in ops.compute(traces, OpsOptions()).columns
 
 
 def test_shapes_need_the_trace_file(tmp_path: Path) -> None:
@@ -215,7 +215,9 @@ def test_cli_ops_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     argv = ["report", str(tmp_path), "--view", "ops", "--format", "json", "--no-cache"]
     assert main([*argv, "--group-by", "shape", "--flops", "--kinds", "op", "--top", "1"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["name"], r["input_dims"], r["count"], r["flops"]) for r in rows] == [("aten::mm", "[[2, 2]]", 1, None)]
+    assert [(r["name"], r["input_dims"], r["count"], r["flop_count"]) for r in rows] == [
+        ("aten::mm", "[[2, 2]]", 1, None)
+    ]
     assert main([*argv, "--kinds", "bogus"]) == 2
     assert "--view ops: kinds must be" in capsys.readouterr().err
     assert main([*argv[:3], "kernels", "--flops"]) == 2
