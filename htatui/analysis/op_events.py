@@ -15,8 +15,9 @@ states every rule and why; in short:
 - launched work (kernels, copies, memsets) belongs to the operator or annotation that made the
   launching call: the one its `External id` names when that one spans the call, else the
   innermost one around the call on its thread. GPU-side user annotations are not work;
-- a Triton launcher (a cpu_op with a `stream` argument, as inductor records it) keeps its
-  kernels but gets no CPU time of its own: its time stays in its parent's self time.
+- a Triton launcher (a cpu_op with a `stream` argument, as inductor records it, or one that
+  launched a kernel of its own name) keeps its kernels but gets no CPU time of its own: its
+  time stays in its parent's self time.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
     tree.move_linked_calls()
     tree.nest()
     owners = tree.owners(device)
-    tree.attach(owners, device["dur"].to_list())
+    tree.attach(owners, device["dur"].to_list(), device["name"].to_list())
     tree.dedup()
     return OpEvents(tree.frame(rank), tree.work_frame(rank, device, owners))
 
@@ -248,10 +249,13 @@ class _Tree:
             owners.append(owner)
         return owners
 
-    def attach(self, owners: list[int], durations: list[float]) -> None:
+    def attach(self, owners: list[int], durations: list[float], names: list[str]) -> None:
         for k, owner in enumerate(owners):
             if owner >= 0:
                 self.kernels[owner].append(k)
+                # An op named like the kernel it launched is a launcher (inductor without `stream`).
+                if self.cat[owner] == "cpu_op" and names[k] == self.name[owner]:
+                    self.launcher[owner] = True
         self.durations = durations
 
     def dedup(self) -> None:

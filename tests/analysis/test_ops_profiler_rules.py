@@ -141,6 +141,29 @@ def test_triton_launcher_has_no_cpu_time(tmp_path: Path) -> None:
     assert rows[("triton_poi_fused_0", "kernel")] == (1, 0.0, 0.0, 8.0, 8.0)
 
 
+def test_op_named_like_its_kernel_is_a_launcher(tmp_path: Path) -> None:
+    """Without the stream argument (older inductor), a cpu_op that launched a kernel of its own
+    name is the launcher too: triton_red_fused_1 [0, 20] ⊃ cuLaunchKernel [5, 10] → 3 µs kernel
+    triton_red_fused_1; aten::mul [30, 40] ⊃ cudaLaunchKernel [32, 34] → kernel "mul_kernel"
+    stays an op."""
+    driver = runtime("cuLaunchKernel", 5, 5, 1)
+    driver["cat"] = "cuda_driver"
+    traces = traces_of(
+        tmp_path,
+        [
+            op("triton_red_fused_1", 0, 20),
+            driver,
+            kernel("triton_red_fused_1", 12, 3, corr=1),
+            op("aten::mul", 30, 10),
+            runtime("cudaLaunchKernel", 32, 2, 2),
+            kernel("mul_kernel", 36, 1, corr=2),
+        ],
+    )
+    rows = table(traces, kinds="host")
+    assert rows[("triton_red_fused_1", "kernel-launcher")] == (1, 0.0, 0.0, 3.0, 3.0)
+    assert rows[("aten::mul", "op")] == (1, 10.0, 8.0, 1.0, 1.0)
+
+
 def test_every_step_is_kept_and_named_profiler_step_star(tmp_path: Path) -> None:
     """Two steps of 100 µs with an op each: key_averages lists `ProfilerStep*` with 2 calls
     (HTA-compatible mode drops the last step, as HTA does: 1 call)."""
