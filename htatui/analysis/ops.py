@@ -104,7 +104,8 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
         events = prepare(traces, options).events
     else:
         ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-        frames = [traces.ranks[r].events.filter(pl.col("ph") == "X") for r in ranks]
+        # X events and instants (a `[memory]` instant outside every event is a row of its own).
+        frames = [traces.ranks[r].events.filter(pl.col("ph").is_in(["X", "i"])) for r in ranks]
         events = pl.concat(frames, how="vertical") if frames else empty_events()
     return op_events.build(events)
 
@@ -158,8 +159,15 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         flops=pl.lit(None, pl.Float64),
         bytes="bytes",
     )
+    memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
+        "rank",
+        name=pl.lit(op_events.MEMORY_EVENT),
+        kind=pl.lit(op_events.MEMORY_KIND),
+        input_dims=pl.lit(None, pl.Utf8),
+        count=pl.col("count"),
+    )
     rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
-    if rows.height == 0:
+    if rows.height == 0 and memory.height == 0:
         return pl.DataFrame(schema=schema)
     keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
     table = rows.group_by(keys).agg(
@@ -181,6 +189,21 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             pl.col("bytes") / pl.col("gpu_total_us") / 1e3
         ),
     )
+    if memory.height:
+        # The profiler's "[memory]" row: its loose instants, no time, no shapes.
+        expanded = memory.select(
+            "rank", "name", "kind", input_dims=pl.lit("[]"), count=pl.col("count").cast(pl.Int64)
+        ).with_columns(
+            cpu_total_us=pl.lit(0.0),
+            cpu_self_us=pl.lit(0.0),
+            gpu_self_us=pl.lit(0.0),
+            gpu_total_us=pl.lit(0.0),
+            flop_count=pl.lit(None, pl.Float64),
+            bytes=pl.lit(None, pl.Int64),
+            tflop_per_s=pl.lit(None, pl.Float64),
+            gb_per_s=pl.lit(None, pl.Float64),
+        )
+        table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
     return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
 

@@ -304,3 +304,36 @@ def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
         "    relu_k",
         "    cudaLaunchKernel",
     ]
+
+
+def memory_instant(ts: float, tid: int = 1) -> dict[str, Any]:
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "s": "t",
+        "args": {"Bytes": 512},
+    }
+
+
+def test_memory_events_outside_every_event_are_a_row(tmp_path: Path) -> None:
+    """aten::empty [0, 10] on thread 1. [memory] at 5 (inside), at 10 (its end: inside, ends
+    count), at 5 on thread 2 (inside an event of another thread still counts: the profiler
+    matches by time alone), and at 20 and 30 (outside everything): key_averages lists
+    "[memory]" with 2 calls and no time."""
+    events = [
+        op("aten::empty", 0, 10),
+        memory_instant(5),
+        memory_instant(10),
+        memory_instant(5, tid=2),
+        memory_instant(20),
+        memory_instant(30, tid=2),
+    ]
+    traces = traces_of(tmp_path, events)
+    rows = table(traces, kinds="host")
+    assert rows[("[memory]", "memory")] == (2, 0.0, 0.0, 0.0, 0.0)
+    assert rows[("aten::empty", "op")] == (1, 10.0, 10.0, 0.0, 0.0)
+    assert ("[memory]", "memory") not in table(traces, kinds="op")
