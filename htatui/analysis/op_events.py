@@ -15,13 +15,15 @@ states every rule and why; in short:
 - launched work (kernels, copies, memsets) belongs to the operator or annotation that made the
   launching call: the one its `External id` names when that one spans the call, else the
   innermost one around the call on its thread. GPU-side user annotations are not work;
-- a Triton launcher (a cpu_op with a `stream` argument, as inductor records it) keeps its
-  kernels but gets no CPU time of its own: its time stays in its parent's self time.
+- a Triton launcher (a cpu_op with a `stream` argument, as inductor records it, or one that
+  launched a kernel of its own name) keeps its kernels but gets no CPU time of its own: its
+  time stays in its parent's self time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -52,7 +54,9 @@ KIND_BY_CAT = {
 """The `kind` column: what sort of profiler row an event category gives."""
 
 LAUNCHER_KIND = "kernel-launcher"
-HOST_KINDS = ("op", "annotation", "runtime", "driver", LAUNCHER_KIND)
+MEMORY_KIND = "memory"
+MEMORY_EVENT = "[memory]"
+HOST_KINDS = ("op", "annotation", "runtime", "driver", LAUNCHER_KIND, MEMORY_KIND)
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu-annotation")
 
 EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -87,12 +91,18 @@ WORK_SCHEMA: dict[str, pl.DataType] = {
 (null when none does, or for GPU annotations); `bytes` moved or set by copies and memsets."""
 
 
+MEMORY_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "count": pl.Int64()}
+
+
 @dataclass(frozen=True)
 class OpEvents:
     """The host event tree of the chosen ranks and the device rows beside it."""
 
     events: pl.DataFrame
     work: pl.DataFrame
+    loose_memory: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MEMORY_SCHEMA))
+    """Per rank, the `[memory]` instants outside every host event: key_averages lists them as
+    a `[memory]` row (allocations and frees no op or annotation was running during)."""
 
 
 def display_name(name: pl.Expr) -> pl.Expr:
@@ -108,6 +118,7 @@ def build(events: pl.DataFrame) -> OpEvents:
     return OpEvents(
         pl.concat([p.events for p in parts], how="vertical"),
         pl.concat([p.work for p in parts], how="vertical"),
+        pl.concat([p.loose_memory for p in parts], how="vertical"),
     )
 
 
@@ -148,9 +159,35 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
     tree.move_linked_calls()
     tree.nest()
     owners = tree.owners(device)
-    tree.attach(owners, device["dur"].to_list())
+    tree.attach(owners, device["dur"].to_list(), device["name"].to_list())
     tree.dedup()
-    return OpEvents(tree.frame(rank), tree.work_frame(rank, device, owners))
+    loose = _loose_memory(events, tree)
+    memory = pl.DataFrame({"rank": [rank], "count": [loose]}, schema=MEMORY_SCHEMA)
+    return OpEvents(tree.frame(rank), tree.work_frame(rank, device, owners), memory.filter(pl.col("count") > 0))
+
+
+def _loose_memory(events: pl.DataFrame, tree: _Tree) -> int:
+    """How many `[memory]` instants fall outside every host event (ends included), any thread:
+    the profiler attaches an allocation to whatever CPU event spans its time."""
+    if "ph" not in events.columns:
+        return 0
+    instants = events.filter((pl.col("ph") == "i") & (pl.col("name").cast(pl.Utf8) == MEMORY_EVENT))
+    if instants.height == 0:
+        return 0
+    spans = sorted(zip(tree.start, tree.end, strict=True))
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    starts = [m[0] for m in merged]
+    loose = 0
+    for t in instants.select(_ns("ts"))["ts"].drop_nulls().to_list():
+        k = bisect.bisect_right(starts, t) - 1
+        if k < 0 or t > merged[k][1]:
+            loose += 1
+    return loose
 
 
 class _Tree:
@@ -248,10 +285,13 @@ class _Tree:
             owners.append(owner)
         return owners
 
-    def attach(self, owners: list[int], durations: list[float]) -> None:
+    def attach(self, owners: list[int], durations: list[float], names: list[str]) -> None:
         for k, owner in enumerate(owners):
             if owner >= 0:
                 self.kernels[owner].append(k)
+                # An op named like the kernel it launched is a launcher (inductor without `stream`).
+                if self.cat[owner] == "cpu_op" and names[k] == self.name[owner]:
+                    self.launcher[owner] = True
         self.durations = durations
 
     def dedup(self) -> None:

@@ -52,13 +52,17 @@ class OpsOptions(CommonOptions):
     (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
     record_shapes=True (else every row's shapes are "[]")."""
     flops: bool = knob(False, flag="--flops", help="ops: add flops, TFLOP/s and GB/s columns", kind="switch")
-    """Add `flops` (the profiler's with_flops estimate, summed), `tflop_per_s` (flops over the
+    """Add `flop_count` (the profiler's with_flops estimate, summed), `tflop_per_s` (that over the
     row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
 
 
 GROUPS = ("name", "shape")
 SHAPE_COLUMN = "input_dims"
-RATE_COLUMNS: dict[str, pl.DataType] = {"flops": pl.Float64(), "tflop_per_s": pl.Float64(), "gb_per_s": pl.Float64()}
+RATE_COLUMNS: dict[str, pl.DataType] = {
+    "flop_count": pl.Float64(),
+    "tflop_per_s": pl.Float64(),
+    "gb_per_s": pl.Float64(),
+}
 
 
 def columns(options: OpsOptions) -> dict[str, pl.DataType]:
@@ -101,7 +105,8 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
         events = prepare(traces, options).events
     else:
         ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-        frames = [traces.ranks[r].events.filter(pl.col("ph") == "X") for r in ranks]
+        # X events and instants (a `[memory]` instant outside every event is a row of its own).
+        frames = [traces.ranks[r].events.filter(pl.col("ph").is_in(["X", "i"])) for r in ranks]
         events = pl.concat(frames, how="vertical") if frames else empty_events()
     return op_events.build(events)
 
@@ -115,13 +120,17 @@ def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
     name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
     each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
+    return table(traces, tree(traces, options), options)
+
+
+def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> pl.DataFrame:
+    """`compute` from an already built tree (`traces` is read again only for shapes/flops)."""
     schema = columns(options)
     if options.group_by not in GROUPS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
     if options.sort_by not in schema:
         raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
     kinds = chosen_kinds(options.kinds)
-    built = tree(traces, options)
     host = built.events.filter(pl.col("kind").is_in(kinds))
     if options.group_by == "shape" or options.flops:
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
@@ -151,8 +160,15 @@ def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
         flops=pl.lit(None, pl.Float64),
         bytes="bytes",
     )
+    memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
+        "rank",
+        name=pl.lit(op_events.MEMORY_EVENT),
+        kind=pl.lit(op_events.MEMORY_KIND),
+        input_dims=pl.lit(None, pl.Utf8),
+        count=pl.col("count"),
+    )
     rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
-    if rows.height == 0:
+    if rows.height == 0 and memory.height == 0:
         return pl.DataFrame(schema=schema)
     keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
     table = rows.group_by(keys).agg(
@@ -162,18 +178,33 @@ def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
         gpu_self_us=pl.col("gpu_self_us").sum(),
         gpu_total_us=pl.col("gpu_total_us").sum(),
         # A row's flops are known when its calls carry them (null sums stay null).
-        flops=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
+        flop_count=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
         bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
     )
     table = table.with_columns(
         # flops / µs = Mflop/s; ÷ 1e6 → TFLOP/s. bytes / µs = MB/s; ÷ 1e3 → GB/s.
-        tflop_per_s=pl.when((pl.col("flops") > 0) & (pl.col("gpu_total_us") > 0)).then(
-            pl.col("flops") / pl.col("gpu_total_us") / 1e6
+        tflop_per_s=pl.when((pl.col("flop_count") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("flop_count") / pl.col("gpu_total_us") / 1e6
         ),
         gb_per_s=pl.when((pl.col("bytes") > 0) & (pl.col("gpu_total_us") > 0)).then(
             pl.col("bytes") / pl.col("gpu_total_us") / 1e3
         ),
     )
+    if memory.height:
+        # The profiler's "[memory]" row: its loose instants, no time, no shapes.
+        expanded = memory.select(
+            "rank", "name", "kind", input_dims=pl.lit("[]"), count=pl.col("count").cast(pl.Int64)
+        ).with_columns(
+            cpu_total_us=pl.lit(0.0),
+            cpu_self_us=pl.lit(0.0),
+            gpu_self_us=pl.lit(0.0),
+            gpu_total_us=pl.lit(0.0),
+            flop_count=pl.lit(None, pl.Float64),
+            bytes=pl.lit(None, pl.Int64),
+            tflop_per_s=pl.lit(None, pl.Float64),
+            gb_per_s=pl.lit(None, pl.Float64),
+        )
+        table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
     return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
 

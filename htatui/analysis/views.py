@@ -19,6 +19,7 @@ from htatui.analysis import (
     kernels,
     launch,
     membw,
+    op_tree,
     ops,
     overlap,
     patterns,
@@ -149,6 +150,7 @@ VIEWS: tuple[View[Any], ...] = (
     ),
     View("patterns", "Patterns", patterns.PatternsOptions, (Table("main", patterns.compute),)),
     View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute),)),
+    View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
 )
 
 PAGES: tuple[Page, ...] = (
@@ -158,7 +160,7 @@ PAGES: tuple[Page, ...] = (
     Page("overlap", "Overlap", ("overlap",)),
     Page("launch", "Launch", ("launch",)),
     Page("counters", "Counters", ("queue", "membw")),
-    Page("ops", "Ops", ("ops",)),
+    Page("ops", "Ops", ("ops", "op-tree")),
     Page("patterns", "Patterns", ("patterns",)),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""

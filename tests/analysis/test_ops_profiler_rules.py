@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
-from htatui.analysis import ops
+from htatui.analysis import op_tree, ops
 from htatui.analysis.ops import OpsOptions
 from htatui.cli import main
 from htatui.trace import TraceSet
@@ -141,6 +141,29 @@ def test_triton_launcher_has_no_cpu_time(tmp_path: Path) -> None:
     assert rows[("triton_poi_fused_0", "kernel")] == (1, 0.0, 0.0, 8.0, 8.0)
 
 
+def test_op_named_like_its_kernel_is_a_launcher(tmp_path: Path) -> None:
+    """Without the stream argument (older inductor), a cpu_op that launched a kernel of its own
+    name is the launcher too: triton_red_fused_1 [0, 20] ⊃ cuLaunchKernel [5, 10] → 3 µs kernel
+    triton_red_fused_1; aten::mul [30, 40] ⊃ cudaLaunchKernel [32, 34] → kernel "mul_kernel"
+    stays an op."""
+    driver = runtime("cuLaunchKernel", 5, 5, 1)
+    driver["cat"] = "cuda_driver"
+    traces = traces_of(
+        tmp_path,
+        [
+            op("triton_red_fused_1", 0, 20),
+            driver,
+            kernel("triton_red_fused_1", 12, 3, corr=1),
+            op("aten::mul", 30, 10),
+            runtime("cudaLaunchKernel", 32, 2, 2),
+            kernel("mul_kernel", 36, 1, corr=2),
+        ],
+    )
+    rows = table(traces, kinds="host")
+    assert rows[("triton_red_fused_1", "kernel-launcher")] == (1, 0.0, 0.0, 3.0, 3.0)
+    assert rows[("aten::mul", "op")] == (1, 10.0, 8.0, 1.0, 1.0)
+
+
 def test_every_step_is_kept_and_named_profiler_step_star(tmp_path: Path) -> None:
     """Two steps of 100 µs with an op each: key_averages lists `ProfilerStep*` with 2 calls
     (HTA-compatible mode drops the last step, as HTA does: 1 call)."""
@@ -194,11 +217,11 @@ def test_flops_and_achieved_rates(tmp_path: Path) -> None:
         ],
     )
     frame = ops.compute(traces, OpsOptions(flops=True, kinds="op,memcpy", sort_by="name", descending=False))
-    rates = {r[0]: r[1:] for r in frame.select("name", "flops", "tflop_per_s", "gb_per_s").rows()}
+    rates = {r[0]: r[1:] for r in frame.select("name", "flop_count", "tflop_per_s", "gb_per_s").rows()}
     assert rates["aten::addmm"] == (4e9, pytest.approx(2.0), None)
     assert rates["aten::linear"] == (None, None, None)
     assert rates["Memcpy HtoD"] == (None, None, pytest.approx(10.0))
-    assert "flops" not in ops.compute(traces, OpsOptions()).columns
+    assert "flop_count" not in ops.compute(traces, OpsOptions()).columns
 
 
 def test_shapes_need_the_trace_file(tmp_path: Path) -> None:
@@ -215,7 +238,102 @@ def test_cli_ops_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     argv = ["report", str(tmp_path), "--view", "ops", "--format", "json", "--no-cache"]
     assert main([*argv, "--group-by", "shape", "--flops", "--kinds", "op", "--top", "1"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["name"], r["input_dims"], r["count"], r["flops"]) for r in rows] == [("aten::mm", "[[2, 2]]", 1, None)]
+    assert [(r["name"], r["input_dims"], r["count"], r["flop_count"]) for r in rows] == [
+        ("aten::mm", "[[2, 2]]", 1, None)
+    ]
     assert main([*argv, "--kinds", "bogus"]) == 2
     assert "--view ops: kinds must be" in capsys.readouterr().err
     assert main([*argv[:3], "kernels", "--flops"]) == 2
+
+
+def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
+    """Two steps: ProfilerStep#1 [0, 100] ⊃ aten::linear [10, 40] ⊃ aten::addmm [12, 38] ⊃
+    cudaLaunchKernel [14, 16] → gemm 10 µs; ProfilerStep#2 [100, 200] ⊃ aten::linear
+    [110, 150] ⊃ aten::addmm [112, 148] ⊃ cudaLaunchKernel [114, 116] → gemm 20 µs, and
+    aten::relu [160, 170] ⊃ cudaLaunchKernel [161, 163] → relu_k 5 µs. Merged by path:
+      ProfilerStep* ×2: CPU 200, self 200 − 30 − 40 − 10 = 120, GPU 0 / 35
+        aten::linear ×2: CPU 70, self 70 − 26 − 36 = 8, GPU 0 / 30
+          aten::addmm ×2: CPU 62, self 62 − 4 = 58, GPU 30 / 30
+            cudaLaunchKernel ×2 (4 µs) and the gemm leaf ×2 (GPU 30)
+        aten::relu ×1: CPU 10, self 8, GPU 5 / 5 (+ its call and the relu_k leaf)."""
+    traces = traces_of(
+        tmp_path,
+        [
+            step(1, 0, 100),
+            op("aten::linear", 10, 30),
+            op("aten::addmm", 12, 26),
+            runtime("cudaLaunchKernel", 14, 2, 1),
+            kernel("gemm", 20, 10, corr=1),
+            step(2, 100, 100),
+            op("aten::linear", 110, 40),
+            op("aten::addmm", 112, 36),
+            runtime("cudaLaunchKernel", 114, 2, 2),
+            kernel("gemm", 120, 20, corr=2),
+            op("aten::relu", 160, 10),
+            runtime("cudaLaunchKernel", 161, 2, 3),
+            kernel("relu_k", 165, 5, corr=3),
+        ],
+    )
+    nodes = op_tree.build(ops.tree(traces, OpsOptions()))
+    by_name = {(r["name"], r["depth"]): r for r in nodes.iter_rows(named=True)}
+    figures = ("count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
+
+    def of(name: str, depth: int) -> tuple[Any, ...]:
+        return tuple(by_name[(name, depth)][f] for f in figures)
+
+    assert nodes.height == 8
+    assert of("ProfilerStep*", 0) == (2, 200.0, 120.0, 0.0, 35.0)
+    assert of("aten::linear", 1) == (2, 70.0, 8.0, 0.0, 30.0)
+    assert of("aten::addmm", 2) == (2, 62.0, 58.0, 30.0, 30.0)
+    assert of("cudaLaunchKernel", 3) == (2, 4.0, 4.0, 0.0, 0.0)
+    assert of("gemm", 3) == (2, 0.0, 0.0, 30.0, 30.0)
+    assert of("aten::relu", 1) == (1, 10.0, 8.0, 5.0, 5.0)
+    addmm = by_name[("aten::addmm", 2)]
+    assert by_name[("gemm", 3)]["parent_node"] == addmm["node"]
+    assert op_tree.launcher_of(nodes, 0, "gemm", "kernel") == addmm["node"]
+    assert op_tree.launcher_of(nodes, 0, "unknown", "kernel") is None
+    # `report --view op-tree`: depth first, heaviest GPU total first at each level.
+    listed = op_tree.compute(traces, op_tree.OpTreeOptions())
+    assert listed["call_path"].to_list() == [
+        "ProfilerStep*",
+        "  aten::linear",
+        "    aten::addmm",
+        "      gemm",
+        "      cudaLaunchKernel",
+        "  aten::relu",
+        "    relu_k",
+        "    cudaLaunchKernel",
+    ]
+
+
+def memory_instant(ts: float, tid: int = 1) -> dict[str, Any]:
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "s": "t",
+        "args": {"Bytes": 512},
+    }
+
+
+def test_memory_events_outside_every_event_are_a_row(tmp_path: Path) -> None:
+    """aten::empty [0, 10] on thread 1. [memory] at 5 (inside), at 10 (its end: inside, ends
+    count), at 5 on thread 2 (inside an event of another thread still counts: the profiler
+    matches by time alone), and at 20 and 30 (outside everything): key_averages lists
+    "[memory]" with 2 calls and no time."""
+    events = [
+        op("aten::empty", 0, 10),
+        memory_instant(5),
+        memory_instant(10),
+        memory_instant(5, tid=2),
+        memory_instant(20),
+        memory_instant(30, tid=2),
+    ]
+    traces = traces_of(tmp_path, events)
+    rows = table(traces, kinds="host")
+    assert rows[("[memory]", "memory")] == (2, 0.0, 0.0, 0.0, 0.0)
+    assert rows[("aten::empty", "op")] == (1, 10.0, 10.0, 0.0, 0.0)
+    assert ("[memory]", "memory") not in table(traces, kinds="op")

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from htatui.analysis import ops
+from htatui.analysis import op_tree, ops
 from htatui.analysis.op_events import DEVICE_KINDS
 from htatui.trace import TraceSet
 
@@ -103,3 +103,16 @@ def test_group_by_shape_adds_up_to_the_name_rows(load_shared: Callable[[str], Tr
         assert summed[column].to_list() == pytest.approx(expected[column].to_list())
     # aten::convolution is called with several input shapes (ResNet's stages).
     assert by_shape.filter(pl.col("name") == "aten::convolution").height > 1
+
+
+def test_call_tree_nodes_add_up_to_the_table(load_shared: Callable[[str], TraceSet]) -> None:
+    """Every node of a name summed = that name's row (hence key_averages' row) on a real trace."""
+    traces = load_shared("h100_resnet_eager")
+    nodes = op_tree.build(ops.tree(traces, ops.OpsOptions()))
+    figures = ["count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us"]
+    summed = nodes.group_by("rank", "name", "kind").agg(pl.col(figures).sum()).sort("name", "kind")
+    table = ops.compute(traces, ops.OpsOptions(kinds="op,annotation,runtime,driver,kernel,memcpy,memset"))
+    table = table.sort("name", "kind")
+    assert summed.select("name", "kind", "count").rows() == table.select("name", "kind", "count").rows()
+    for column in figures[1:]:
+        assert summed[column].to_list() == pytest.approx(table[column].to_list())
