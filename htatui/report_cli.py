@@ -126,6 +126,9 @@ def add_report_parser(
     report.add_argument("--ranks", default="all", help="ranks to analyse: all (default) or e.g. 0,3")
     report.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers and quirks")
     report.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    report.add_argument(
+        "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
+    )
     tables = sorted({flag for spec in VIEWS.values() for flag in spec.tables})
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
@@ -165,6 +168,14 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     except argparse.ArgumentTypeError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
+    from htatui.analysis.comm_rules import CommRulesError, add_user_rule_file
+
+    try:
+        for rules_file in getattr(args, "comm_rules", []):
+            add_user_rule_file(rules_file)
+    except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
@@ -177,7 +188,11 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             print(f"htatui: rank {missing[0]} is not in the traces (ranks: {have})", file=sys.stderr)
             return 2
     options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
-    result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
+    try:
+        result = _resolve(spec.tables[chosen[0]] if chosen else spec.function)(traces, options)
+    except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
     frame = result if isinstance(result, pl.DataFrame) else result.frame
     message = None if isinstance(result, pl.DataFrame) else getattr(result, "message", None)
     if message:
