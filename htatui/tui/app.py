@@ -34,6 +34,7 @@ from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
 from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.rank_picker import RankPicker
+from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.steps import format_ranks, steps_in_use, steps_label
 
@@ -58,6 +59,7 @@ VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = (
     ("counters", "Counters", CountersScreen),
     ("ops", "Ops", OpsScreen),
     ("patterns", "Patterns", PatternsScreen),
+    ("ranks", "Ranks", RanksScreen),
 )
 """(mode, title, screen) in key order: number key n opens the n-th view."""
 
