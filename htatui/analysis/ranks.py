@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import steps as steps_view
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, busy_time, prepare, shorten_name
+from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time, prepare, shorten_name
 from htatui.analysis.temporal import typed_gpu_events
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
@@ -259,6 +259,14 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
         .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg", "kind", "step"))
     )
     return calls, source
+
+
+def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
+    """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
+    events = prepare(traces, options).events
+    host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
+    names = host["name"].cast(pl.Utf8).unique()
+    return bool(names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any())
 
 
 def _empty_calls() -> pl.DataFrame:
@@ -502,7 +510,7 @@ def _stragglers(
         rows.append(
             {
                 "rank": rank,
-                "steps": ",".join(map(str, its_steps)),
+                "steps": ",".join(map(str, its_steps)) or None,
                 "delay_us": float(delay),
                 "cause": cause,
                 "cause_phase": phase,

@@ -79,3 +79,21 @@ def test_ranks_snapshot_80x24(snap_compare: Callable[..., bool], gloo_job: Trace
         await press(pilot, RANKS_KEY)
 
     assert snap_compare(make_app(gloo_job), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -> None:
+    from kineto_util import kernel, runtime
+
+    from htatui.tui.screens.overlap import CPU_COLLECTIVES
+    from htatui.tui.widgets.chart import Chart
+
+    # GPU compute but no communication kernel: the all_reduce is a gloo CPU op.
+    gpu = [runtime("cudaLaunchKernel", 10, 5, 1), kernel("sm80_xmma_gemm_f32", 20, 50, corr=1)]
+    traces = traces_of(tmp_path, *(gloo_rank(r) + gpu for r in range(2)))
+    app = make_app(traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, str([mode for mode, _ in VIEWS].index("overlap") + 1))
+        chart = app.screen.query_one("#overlap-chart", Chart)
+        assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
+        assert chart._empty == CPU_COLLECTIVES

@@ -196,7 +196,7 @@ class RanksScreen(ViewScreen):
             pane.show(empty_frame, PHASE_COLUMNS, empty=PHASES_HINT)
             return
         row = result.stragglers.filter(pl.col("rank") == rank).to_dicts()[0]
-        steps = [int(s) for s in row["steps"].split(",") if s] or sorted(
+        steps = [int(s) for s in (row["steps"] or "").split(",") if s] or sorted(
             s for s in result.matrix["step"].unique().to_list() if s is not None
         )
         frame = ranks.phase_excess(result.phases, rank, steps)
