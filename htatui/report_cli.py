@@ -79,6 +79,9 @@ def add_report_parser(
     report.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers and quirks")
     report.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
     tables = sorted({table.name for view in VIEWS for table in view.tables[1:]})
+    report.add_argument(
+        "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
+    )
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
     for option in OPTION_FLAGS:
@@ -121,6 +124,14 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     except argparse.ArgumentTypeError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
+    from htatui.analysis.comm_rules import CommRulesError, add_user_rule_file
+
+    try:
+        for rules_file in getattr(args, "comm_rules", []):
+            add_user_rule_file(rules_file)
+    except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
@@ -136,6 +147,9 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     table = view.table(chosen[0]) if chosen else view.main
     try:
         result = table.compute(traces, options)
+    except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
         print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
         return 2

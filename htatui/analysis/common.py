@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.comm_rules import comm_categories, is_comm_kernel
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet, empty_events
 
@@ -147,18 +148,21 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
     """COMPUTATION / COMMUNICATION / MEMORY / OTHER for each GPU row (docs/semantics-breakdowns.md, shared rules).
 
     Corrected: copies and memsets are MEMORY by category, syncs OTHER, and kernels are typed
-    by name: NCCL, RCCL and HCCL kernels (any case) are COMMUNICATION, ROCm copy kernels MEMORY.
+    by the communication rules (`comm_rules.toml` plus the user's: NCCL/RCCL in every spelling,
+    DeepEP, NVSHMEM, …, or collective args on the kernel) as COMMUNICATION, ROCm copy kernels
+    MEMORY, the rest COMPUTATION.
     Compat: HTA's name-only prefix rules, quirks included.
     """
     name = pl.col("name").cast(pl.Utf8)
     if hta_compat:
         return _hta_name_type(name)
     cat = pl.col("cat").cast(pl.Utf8)
-    lowered = name.str.to_lowercase()
-    comm_kernel = lowered.str.contains(r"^(nccl|rccl|hccl)|nccl(dev)?kernel|rccl|collective_subgraph_execution")
+    comm_kernel = is_comm_kernel()
     copy_kernel = name.str.starts_with("__amd_rocclr_copyBuffer") | name.str.starts_with("__amd_rocclr_fillBuffer")
     return (
-        pl.when(cat.is_in(["gpu_memcpy", "gpu_memset"]))
+        pl.when(cat.is_in(comm_categories()))
+        .then(pl.lit(COMMUNICATION))
+        .when(cat.is_in(["gpu_memcpy", "gpu_memset"]))
         .then(pl.lit(MEMORY))
         .when(cat == "kernel")
         .then(

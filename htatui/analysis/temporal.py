@@ -68,11 +68,12 @@ def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, *columns: str) -> p
     Typing the distinct names and joining back is ~15× faster than running the name rules on
     every row of a large rank (the names are Categorical, so the join is on integer codes).
     """
-    gpu = gpu_events(events.select(*dict.fromkeys(["cat", "name", "stream", *columns])), hta_compat)
-    kinds = gpu.select("cat", "name").unique().with_columns(kind=kernel_type(hta_compat))
-    return gpu.join(kinds, on=["cat", "name"], how="left", nulls_equal=True).with_columns(
-        pl.col("kind").fill_null(OTHER)
-    )
+    # collective_name is part of the key: a kernel carrying collective args is communication.
+    key = ["cat", "name", "collective_name"]
+    gpu = gpu_events(events.select(*dict.fromkeys([*key, "stream", *columns])), hta_compat)
+    kinds = gpu.select(key).unique().with_columns(kind=kernel_type(hta_compat))
+    typed = gpu.join(kinds, on=key, how="left", nulls_equal=True).with_columns(pl.col("kind").fill_null(OTHER))
+    return typed if "collective_name" in columns else typed.drop("collective_name")
 
 
 def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:

@@ -24,6 +24,7 @@ from htatui.analysis import (
     overlap,
     patterns,
     queue,
+    ranks,
     steps,
     temporal,
 )
@@ -141,7 +142,10 @@ VIEWS: tuple[View[Any], ...] = (
         (Table("main", membw.compute), Table("series", membw.series)),
     ),
     View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute),)),
-    View("stragglers", "Stragglers", steps.StragglerOptions, (Table("main", steps.stragglers),)),
+    View("late-starts", "Late starts (HTA's stragglers)", steps.StragglerOptions, (Table("main", steps.stragglers),)),
+    View("stragglers", "Stragglers", ranks.RanksOptions, (Table("main", ranks.stragglers),)),
+    View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
+    View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
     View(
         "annotations",
         "Annotations",
@@ -154,7 +158,7 @@ VIEWS: tuple[View[Any], ...] = (
 )
 
 PAGES: tuple[Page, ...] = (
-    Page("temporal", "Temporal", ("temporal", "stragglers")),
+    Page("temporal", "Temporal", ("temporal", "late-starts")),
     Page("idle", "Idle", ("idle",)),
     Page("kernels", "Kernels", ("kernel-types", "kernels", "kernel-spread")),
     Page("overlap", "Overlap", ("overlap",)),
@@ -162,6 +166,7 @@ PAGES: tuple[Page, ...] = (
     Page("counters", "Counters", ("queue", "membw")),
     Page("ops", "Ops", ("ops", "op-tree")),
     Page("patterns", "Patterns", ("patterns",)),
+    Page("ranks", "Ranks", ("rank-steps", "stragglers", "collectives")),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 

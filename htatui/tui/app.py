@@ -36,6 +36,7 @@ from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
 from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.rank_picker import RankPicker
+from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.steps import format_ranks, steps_in_use, steps_label
 
@@ -60,6 +61,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "counters": CountersScreen,
     "ops": OpsScreen,
     "patterns": PatternsScreen,
+    "ranks": RanksScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/views.py PAGES)."""
 

@@ -144,6 +144,8 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
         assert pane(app, "#ops-table").table.sort_key == "gpu_self_us"
         await press(pilot, "right_square_bracket")
         assert app.current_mode == MODES[7] == "patterns"
+        for _later_view in MODES[8:]:
+            await press(pilot, "right_square_bracket")
         await press(pilot, "right_square_bracket")
         assert app.current_mode == MODES[0]
         await press(pilot, "left_square_bracket")

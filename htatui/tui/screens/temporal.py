@@ -78,7 +78,7 @@ class TemporalScreen(ViewScreen):
         self.query_one("#temporal-stragglers", TablePane).show(
             stragglers,
             STRAGGLER_COLUMNS,
-            empty=f"No straggler detection: {reason}.",
+            empty=f"No straggler detection by HTA's method: {reason}. The Ranks view works on every backend.",
             sort="straggler_score",
         )
         self.query_one("#temporal-table", TablePane).show(result, COLUMNS, empty=NO_GPU, sort="rank", descending=False)

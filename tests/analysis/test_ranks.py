@@ -1,0 +1,275 @@
+"""Across ranks: rank × step matrix, stragglers and collectives on jobs with planted answers.
+
+Every expected number is derived in the job's docstring or the comment beside the assert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+from kineto_util import kernel, runtime, step, traces_of
+from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
+
+from htatui.analysis import ranks
+from htatui.analysis.ranks import RanksOptions
+from htatui.trace import TraceSet
+
+
+def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
+    result = ranks.analyse(traces, RanksOptions())
+    assert result.source == ranks.CPU_OPS
+    # Per step the three fast ranks wait 700 − 400 = 300 µs for rank 2; delay = median(300, 300, 300).
+    # Two steps: 600 µs. Its data_loader: 2 × 400 = 800 vs the others' 2 × 100 = 200 → +600.
+    assert result.stragglers.to_dicts() == [
+        {
+            "rank": 2,
+            "steps": "1,2",
+            "delay_us": 600.0,
+            "cause": "data_loader +600 µs (800 µs vs median 200 µs)",
+            "cause_phase": "data_loader",
+            "cause_excess_us": 600.0,
+            "calls_last": 2,
+        }
+    ]
+    matrix = result.matrix
+    assert matrix.height == 8  # 4 ranks × steps 1, 2
+    fast = matrix.filter((pl.col("rank") == 0) & (pl.col("step") == 1)).to_dicts()[0]
+    slow = matrix.filter((pl.col("rank") == 2) & (pl.col("step") == 1)).to_dicts()[0]
+    # rank 0: the gloo op [400, 800) is its communication; it waited 300; backward [300, 800).
+    assert fast == {
+        "rank": 0,
+        "step": 1,
+        "step_us": 1000.0,
+        "gpu_busy_us": 0.0,
+        "gpu_idle_us": 1000.0,
+        "comm_us": 400.0,
+        "wait_us": 300.0,
+        "backward_us": 500.0,
+        "data_loader_us": 100.0,
+        "forward_us": 200.0,
+        "optimizer_us": 100.0,
+    }
+    # rank 2: the gloo op [700, 800), no wait, backward [600, 800).
+    assert (slow["comm_us"], slow["wait_us"], slow["data_loader_us"], slow["backward_us"]) == (100, 0, 400, 200)
+    coll = result.collectives.to_dicts()
+    # 4 ranks × 2 steps; mean duration (3 × 400 + 100) / 4 = 325; skew per call 300.
+    assert len(coll) == 1
+    assert coll[0] | {"msg_bytes": None} == {
+        "pg": "",
+        "kind": "all_reduce",
+        "ranks": 4,
+        "group_size": 4,
+        "calls": 2,
+        "msg_bytes": None,
+        "total_bytes": None,
+        "dur_us": 325.0,
+        "total_dur_us": 2600.0,
+        "algbw_gbps": None,
+        "busbw_gbps": None,
+        "skew_mean_us": 300.0,
+        "skew_max_us": 300.0,
+    }
+
+
+def test_phase_comparison_of_the_straggler(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
+    result = ranks.analyse(traces, RanksOptions())
+    table = ranks.phase_excess(result.phases, 2, [1, 2])
+    rows = {row["phase"]: (row["rank_us"], row["others_median_us"], row["excess_us"]) for row in table.to_dicts()}
+    # backward: rank 2 2 × 200 vs 2 × 500; forward and optimizer equal.
+    assert rows == {
+        "data_loader": (800.0, 200.0, 600.0),
+        "forward": (400.0, 400.0, 0.0),
+        "optimizer": (200.0, 200.0, 0.0),
+        "backward": (400.0, 1000.0, -600.0),
+    }
+    assert table["phase"].to_list()[0] == "data_loader"
+
+
+def test_slow_compute_kernel_on_nccl(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, *(nccl_rank(r) for r in range(3)))
+    result = ranks.analyse(traces, RanksOptions())
+    assert result.source == ranks.KERNELS
+    # Ranks 0 and 2 reach the all_reduce at B+300, rank 1 at B+600: 300 µs per step, 2 steps.
+    # Its gemm: 2 × 500 = 1000 vs 2 × 200 = 400 → +600 (GPU compute is +600 too; the kernel is named).
+    got = result.stragglers.to_dicts()
+    assert [(r["rank"], r["steps"], r["delay_us"], r["cause_phase"], r["cause_excess_us"]) for r in got] == [
+        (1, "1,2", 600.0, "kernel sm80_xmma_gemm_f32", 600.0)
+    ]
+    row = result.matrix.filter((pl.col("rank") == 0) & (pl.col("step") == 2)).to_dicts()[0]
+    # GPU busy = [1100, 1700) = 600, idle 1000 − 600 = 400, NCCL kernel 400, wait 300.
+    assert (row["gpu_busy_us"], row["gpu_idle_us"], row["comm_us"], row["wait_us"], row["forward_us"]) == (
+        600.0,
+        400.0,
+        400.0,
+        300.0,
+        100.0,
+    )
+    coll = result.collectives.to_dicts()[0]
+    # 1e6 floats = 4e6 bytes; mean duration (400 + 100 + 400) / 3 = 300 µs → algbw 4e6 / 300 µs
+    # = 13.333 GB/s; busbw × 2(n−1)/n = 4/3 → 17.778 GB/s.
+    assert (coll["pg"], coll["kind"], coll["ranks"], coll["group_size"], coll["calls"]) == ("0", "all_reduce", 3, 3, 2)
+    assert coll["msg_bytes"] == 4_000_000
+    assert coll["total_bytes"] == 6 * 4_000_000
+    assert coll["dur_us"] == pytest.approx(300.0)
+    assert coll["algbw_gbps"] == pytest.approx(4e6 / 300 / 1e3)
+    assert coll["busbw_gbps"] == pytest.approx(4e6 / 300 / 1e3 * 4 / 3)
+    assert (coll["skew_mean_us"], coll["skew_max_us"]) == (300.0, 300.0)
+
+
+def test_skewed_arrivals_to_one_all_reduce(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, *(skewed_rank(r) for r in range(4)))
+    result = ranks.analyse(traces, RanksOptions())
+    first = result.calls.filter(pl.col("seq") == 0).sort("rank")
+    # Waits for the last arrival (400): 300, 250, 0, 200.
+    assert first["wait_us"].to_list() == [300.0, 250.0, 0.0, 200.0]
+    assert result.calls.filter(pl.col("seq") == 1)["wait_us"].to_list() == [0.0] * 4
+    # Rank 2 delayed the others by median(300, 250, 200) = 250; the second call had no one late.
+    assert result.stragglers.select("rank", "steps", "delay_us", "calls_last").to_dicts() == [
+        {"rank": 2, "steps": "1", "delay_us": 250.0, "calls_last": 1}
+    ]
+    coll = result.collectives.to_dicts()[0]
+    # Skew per call (longest wait): 300 and 0 → mean 150, max 300; kind from the kernel name.
+    assert (coll["kind"], coll["calls"], coll["skew_mean_us"], coll["skew_max_us"]) == ("all_reduce", 2, 150.0, 300.0)
+    # No message args, no pg: world_size (4) stands in for the group size; bytes unknown.
+    assert (coll["pg"], coll["group_size"], coll["msg_bytes"], coll["busbw_gbps"]) == ("", 4, None, None)
+
+
+def test_one_rank_says_so(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, skewed_rank(0))
+    view = ranks.stragglers(traces, RanksOptions())
+    assert view.frame.height == 0
+    assert view.message == "the job has one rank: stragglers need two or more"
+    # The other two views still answer for one rank.
+    assert ranks.rank_steps(traces, RanksOptions()).frame.height == 1
+    coll = ranks.collectives(traces, RanksOptions())
+    assert coll.frame["calls"].to_list() == [2]
+    assert coll.message == "one rank: cross-rank skew needs two or more"
+
+
+def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
+    compat = ranks.stragglers(traces, RanksOptions(hta_compat=True))
+    # HTA's method looks at ncclKernel* only: on gloo it finds nothing.
+    assert compat.frame.columns == ["rank", "straggler_score", "is_straggler"]
+    assert compat.message == "no communication kernels long enough in the chosen steps"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("gloo:all_reduce", "all_reduce"),
+        ("nccl:_all_gather_base", "all_gather"),
+        ("nccl:_reduce_scatter_base", "reduce_scatter"),
+        ("c10d::alltoall_base_", "all_to_all"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "send/recv"),
+        ("allgather", "all_gather"),
+        ("gloo:broadcast", "broadcast"),
+        ("void dpsk::ep::internode::combine<4, 8>(void*)", "dpsk::ep::internode::combine"),
+    ],
+)
+def test_collective_kind(name: str, kind: str) -> None:
+    assert ranks.collective_kind(name) == kind
+
+
+def test_busbw_factors() -> None:
+    assert ranks.busbw_factor("all_reduce", 8) == 2 * 7 / 8
+    assert ranks.busbw_factor("all_gather", 8) == ranks.busbw_factor("reduce_scatter", 8) == 7 / 8
+    assert ranks.busbw_factor("broadcast", 8) == ranks.busbw_factor("send/recv", 8) == 1.0
+
+
+# ---- real jobs ---------------------------------------------------------------------------------
+
+
+def test_gloo_ddp_two_ranks(load_shared: Callable[[str], TraceSet]) -> None:
+    traces = load_shared("h100_ddp_gloo_2rank")
+    result = ranks.analyse(traces, RanksOptions())
+    assert result.source == ranks.CPU_OPS
+    # Steps 2 and 3 (4 is the last): 3 all_reduces and 2 broadcasts per step per rank.
+    assert sorted(map(tuple, result.collectives.select("kind", "calls", "ranks").rows())) == [
+        ("all_reduce", 6, 2),
+        ("broadcast", 4, 2),
+    ]
+    first = result.calls.filter((pl.col("kind") == "all_reduce") & (pl.col("step") == 2) & (pl.col("seq") == 0))
+    # gloo:all_reduce starts at 4510331119302.179 (rank 0) and 4510331120820.710 (rank 1) in the
+    # files (same baseTimeNanoseconds): rank 0 waits 1518.531 µs.
+    assert first.sort("rank")["wait_us"].to_list() == pytest.approx([1518.531, 0.0], abs=2e-3)
+    data_loader = result.matrix.filter(pl.col("step") == 2).sort("rank")["data_loader_us"].to_list()
+    assert data_loader == pytest.approx([276.717, 254.062])  # the files' data_loader durations
+    assert result.stragglers.height >= 1 and result.message is None
+
+
+def test_trace_filter_send_recv(load_shared: Callable[[str], TraceSet]) -> None:
+    traces = load_shared("trace_filter")
+    result = ranks.analyse(traces, RanksOptions())
+    assert result.source == ranks.KERNELS
+    # Step 551 (552 is the last): 5 SendRecv kernels per rank; rank 1 starts each one later.
+    # Rank 0's waits from the files' ts: 129911−94377, 234342−125052, 298964−295662,
+    # 512687−348496, 585405−585321 = 35534 + 109290 + 3302 + 164191 + 84 = 312401.
+    top = result.stragglers.to_dicts()[0]
+    assert (top["rank"], top["steps"], top["delay_us"], top["calls_last"]) == (1, "551", 312401.0, 5)
+    coll = result.collectives.to_dicts()[0]
+    assert (coll["kind"], coll["calls"], coll["group_size"], coll["skew_max_us"]) == ("send/recv", 5, 128, 164191.0)
+    assert coll["skew_mean_us"] == pytest.approx(312401 / 5)
+
+
+def test_nccl_parser_config_one_rank(load_shared: Callable[[str], TraceSet]) -> None:
+    traces = load_shared("nccl_parser_config")
+    result = ranks.analyse(traces, RanksOptions())
+    assert result.message == "the job has one rank: stragglers need two or more"
+    rows = {row["kind"]: row for row in result.collectives.to_dicts()}
+    assert set(rows) >= {"all_reduce"}
+    allreduce = rows["all_reduce"]
+    assert (allreduce["pg"], allreduce["group_size"], allreduce["skew_max_us"]) == ("0", 2, None)
+    # Bytes are In msg nelems × 4 (dtype Float), e.g. 6637568 × 4 for the largest bucket.
+    assert allreduce["msg_bytes"] == pytest.approx(allreduce["total_bytes"] / allreduce["calls"])
+    assert allreduce["busbw_gbps"] == pytest.approx(allreduce["algbw_gbps"])  # 2(n−1)/n = 1 for n = 2
+
+
+# ---- the report faces ----------------------------------------------------------------------------
+
+
+def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from htatui.cli import main
+
+    traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
+    assert main(["report", str(tmp_path), "--view", "stragglers", "--format", "json", "--no-cache"]) == 0
+    out = capsys.readouterr()
+    assert [(r["rank"], r["delay_us"], r["cause_phase"]) for r in json.loads(out.out)] == [(2, 600.0, "data_loader")]
+    assert "meeting points: collective CPU ops" in out.err
+    assert main(["report", str(tmp_path), "--view", "rank-steps", "--format", "csv", "--no-cache"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "rank,step,step_us,gpu_busy_us,gpu_idle_us,comm_us,wait_us,backward_us,data_loader_us,forward_us,optimizer_us"
+    )
+    assert len(lines) == 9
+    assert main(["report", str(tmp_path), "--view", "collectives", "--format", "json", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["skew_max_us"] == 300.0
+
+
+def test_report_comm_rules_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from htatui.analysis.comm_rules import ENV_VAR
+    from htatui.cli import main
+
+    monkeypatch.setenv(ENV_VAR, "")  # --comm-rules sets it for the process; monkeypatch restores it
+    (tmp_path / "job").mkdir()
+    traces_of(
+        tmp_path / "job", [step(1, 0, 100), runtime("cudaLaunchKernel", 1, 1, 1), kernel("myccl_bcast", 5, 50, corr=1)]
+    )
+    assert main(["report", str(tmp_path / "job"), "--view", "temporal", "--format", "csv", "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split(",")[2] == "50.0"  # compute_us: a compute kernel
+    rules = tmp_path / "mine.toml"
+    rules.write_text('[[rule]]\npattern = "^myccl_"\n')
+    args = ["report", str(tmp_path / "job"), "--view", "temporal", "--format", "csv", "--no-cache"]
+    assert main([*args, "--comm-rules", str(rules)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split(",")[2] == "0.0"  # now communication
+    assert main([*args, "--comm-rules", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml: cannot read communication rules" in capsys.readouterr().err

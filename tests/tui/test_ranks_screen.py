@@ -1,0 +1,99 @@
+"""The Ranks screen: heat map, stragglers, phases on Enter, collectives (Pilot + 80x24 snapshot)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kineto_util import traces_of
+from polars.testing import assert_frame_equal
+from ranks_jobs import gloo_rank, skewed_rank
+from textual.pilot import Pilot
+from textual.widgets import Static
+from tui_helpers import make_app, press, ready
+
+from htatui.analysis import ranks
+from htatui.trace import TraceSet
+from htatui.tui.app import VIEWS
+from htatui.tui.screens.ranks import RanksScreen, heat_level
+from htatui.tui.widgets.table_pane import TablePane
+
+RANKS_KEY = str([mode for mode, _ in VIEWS].index("ranks") + 1)
+
+
+@pytest.fixture
+def gloo_job(tmp_path: Path) -> TraceSet:
+    return traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
+
+
+def test_heat_levels() -> None:
+    assert [heat_level(v, 100, 500) for v in (100, 199, 300, 499, 500)] == [0, 1, 2, 4, 4]
+    assert heat_level(7, 7, 7) == 0
+
+
+async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> None:
+    app = make_app(gloo_job)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await ready(pilot)
+        await press(pilot, RANKS_KEY)
+        assert isinstance(app.screen, RanksScreen)
+        expected = ranks.analyse(gloo_job, ranks.RanksOptions())
+        stragglers = app.screen.query_one("#ranks-stragglers", TablePane).table
+        assert_frame_equal(stragglers.source, expected.stragglers)
+        assert_frame_equal(app.screen.query_one("#ranks-collectives", TablePane).table.source, expected.collectives)
+        heat = str(app.screen.query_one("#ranks-heat", Static).render())
+        # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms
+        assert "step 1" in heat and "· 1.00" in heat
+        await press(pilot, "m")  # GPU busy
+        await press(pilot, "m", "m", "m")  # wait at collectives: fast ranks 0.30 ms (█), rank 2 0 (·)
+        heat = str(app.screen.query_one("#ranks-heat", Static).render())
+        assert "wait at collectives" in heat and "█ 0.30" in heat and "· 0.00" in heat
+        stragglers.focus()
+        await press(pilot, "enter")
+        phases = app.screen.query_one("#ranks-phases", TablePane).table
+        assert phases.title.startswith("Phases of rank 2")
+        top = phases.shown.row(0, named=True)
+        assert (top["phase"], top["rank_us"], top["others_median_us"], top["excess_us"]) == (
+            "data_loader",
+            800.0,
+            200.0,
+            600.0,
+        )
+
+
+async def test_ranks_screen_one_rank_says_so(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, skewed_rank(0))
+    app = make_app(traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, RANKS_KEY)
+        note = app.screen.query_one("#ranks-stragglers .empty-note", Static)
+        assert str(note.render()) == "The job has one rank: stragglers need two or more."
+
+
+def test_ranks_snapshot_80x24(snap_compare: Callable[..., bool], gloo_job: TraceSet) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await press(pilot, RANKS_KEY)
+
+    assert snap_compare(make_app(gloo_job), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -> None:
+    from kineto_util import kernel, runtime
+
+    from htatui.tui.screens.overlap import CPU_COLLECTIVES
+    from htatui.tui.widgets.chart import Chart
+
+    # GPU compute but no communication kernel: the all_reduce is a gloo CPU op.
+    gpu = [runtime("cudaLaunchKernel", 10, 5, 1), kernel("sm80_xmma_gemm_f32", 20, 50, corr=1)]
+    traces = traces_of(tmp_path, *(gloo_rank(r) + gpu for r in range(2)))
+    app = make_app(traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, str([mode for mode, _ in VIEWS].index("overlap") + 1))
+        chart = app.screen.query_one("#overlap-chart", Chart)
+        assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
+        assert chart._empty == CPU_COLLECTIVES
