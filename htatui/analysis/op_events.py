@@ -111,7 +111,8 @@ def display_name(name: pl.Expr) -> pl.Expr:
 
 
 def build(events: pl.DataFrame) -> OpEvents:
-    """The tree of `events` (any number of ranks; X events with the loader's columns)."""
+    """The tree of `events` (any number of ranks; the loader's columns; X events, and `[memory]`
+    instants for the loose-memory count)."""
     parts = [_build_rank(frame) for _, frame in events.group_by("rank", maintain_order=True)]
     if not parts:
         return OpEvents(pl.DataFrame(schema=EVENT_SCHEMA), pl.DataFrame(schema=WORK_SCHEMA))
@@ -135,7 +136,9 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         ~cat.is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
     ).select(
         "index",
-        thread=pl.concat_str(pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null("")),
+        thread=pl.concat_str(
+            pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
+        ),
         cat=cat.fill_null(""),
         name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
         ts=pl.col("ts"),
