@@ -7,7 +7,6 @@ lists every difference.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import polars as pl
@@ -50,21 +49,16 @@ class Prepared:
 
 
 _PreparedRank = tuple[pl.DataFrame, list[int]]
-_PREPARED: dict[int, dict[tuple[int, bool, bool], _PreparedRank]] = {}
-"""Per loaded TraceSet (by id, evicted when it is collected): each rank's filtered events.
-
-Every view starts from the same filtered events, and a screen asks for several views of one
-trace set, so the filter runs once per (rank, compat, include_last_step) instead of per call.
-"""
 
 
 def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedRank:
-    key = id(traces)
-    per_set = _PREPARED.get(key)
-    if per_set is None:
-        per_set = _PREPARED[key] = {}
-        weakref.finalize(traces, _PREPARED.pop, key, None)
-    cached = per_set.get((rank, hta_compat, include_last_step))
+    """Each rank's filtered events, kept on the loaded job (`TraceSet.derived`).
+
+    Every view starts from the same filtered events, and a screen asks for several views of one
+    job, so the filter runs once per (rank, compat, include_last_step) instead of per call.
+    """
+    key = ("prepared", rank, hta_compat, include_last_step)
+    cached: _PreparedRank | None = traces.derived.get(key)
     if cached is not None:
         return cached
     rank_trace = traces.ranks[rank]
@@ -72,7 +66,7 @@ def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_s
     if hta_compat and rank_trace.meta.fractional_ts:
         events = round_like_hta(events)
     result = filter_last_step(events, include_last_step, hta_compat)
-    per_set[(rank, hta_compat, include_last_step)] = result
+    traces.derived[key] = result
     return result
 
 
