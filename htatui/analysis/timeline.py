@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from htatui.analysis import queue
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals
+from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals, shorten_name
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
 
@@ -150,7 +150,8 @@ class RankIndex:
     rows: list[RowSpec]
     events: pl.DataFrame
     """row, type, ts, end, dur, index, name, cat, tid, stream, correlation, external_id."""
-    coverage: dict[tuple[int, str], _Coverage]
+    coverage: dict[int, dict[str, _Coverage]]
+    """Row → cell type → its merged busy intervals."""
     steps: pl.DataFrame
     """step, start_us, end_us in time order."""
     counters: dict[int, pl.DataFrame] = field(default_factory=dict)
@@ -258,10 +259,10 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
     events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
-    coverage: dict[tuple[int, str], _Coverage] = {}
+    coverage: dict[int, dict[str, _Coverage]] = {}
     for (row, kind), part in merged.sort("row", "type", "ts").group_by(["row", "type"], maintain_order=True):
         length = part["end"] - part["ts"]
-        coverage[(int(str(row)), str(kind))] = _Coverage(
+        coverage.setdefault(int(str(row)), {})[str(kind)] = _Coverage(
             starts=part["ts"], ends=part["end"], before=length.cum_sum() - length
         )
     timed = raw.filter(pl.col("ph") == "X")
@@ -336,10 +337,8 @@ def bin_row(index: RankIndex, row: int, edges: pl.Series) -> TimelineRow:
         return _bin_counter(spec, index.counters[row], edges)
     width = edges.diff().slice(1)
     per_type: dict[str, pl.Series] = {}
-    for (r, kind), cov in index.coverage.items():
-        if r == row:
-            busy = cov.busy_until(edges)
-            per_type[kind] = busy.diff().slice(1) / width
+    for kind, cov in index.coverage.get(row, {}).items():
+        per_type[kind] = cov.busy_until(edges).diff().slice(1) / width
     if not per_type:
         return TimelineRow(spec, [None] * cells, [0.0] * cells)
     frame = pl.DataFrame(per_type)
@@ -558,11 +557,13 @@ class EventDetails:
     kernel_count: int
 
     def lines(self) -> list[str]:
+        on_stream = self.stream is not None and not self.row.startswith(STREAM)
+        stream = f" · stream {self.stream}" if on_stream else ""
         out = [
             self.name,
-            f"start {self.start_us:.3f} µs · dur {self.dur_us:.3f} µs · {self.row}",
-            f"stream {self.stream if self.stream is not None else '–'} · "
-            f"correlation {self.correlation if self.correlation is not None else '–'}",
+            f"start {fmt_us(self.start_us)} µs · dur {fmt_us(self.dur_us)} µs · "
+            f"end {fmt_us(self.start_us + self.dur_us)} µs",
+            f"{self.row}{stream} · correlation {self.correlation if self.correlation is not None else '–'}",
         ]
         if self.launch is not None:
             out.append(f"launched by {self.launch}" + (f" in {self.op}" if self.op else ""))
@@ -586,7 +587,7 @@ def details(index: RankIndex, event: dict[str, Any], most: int = 3) -> EventDeta
         correlation=event.get("correlation"),
         launch=str(launch["name"]) if launch is not None else None,
         op=str(op["name"]) if op is not None else None,
-        kernels=[str(n) for n in kernels["name"].head(most).to_list()],
+        kernels=[shorten_name(str(n)) for n in kernels["name"].head(most).to_list()],
         kernel_count=kernels.height,
     )
 
@@ -597,3 +598,20 @@ def linked_event(index: RankIndex, event: dict[str, Any]) -> dict[str, Any] | No
         return launch_of(index, event)
     kernels = kernels_of(index, event)
     return kernels.row(0, named=True) if kernels.height else None
+
+
+def row_window(row: dict[str, Any] | None) -> tuple[int | None, float | None, float | None]:
+    """(rank, start_us, end_us) of a table row, from its rank and time columns where it has
+    them: start from start_us / ts_us, end from end_us or start + dur_us (None where missing)."""
+    if not row:
+        return None, None, None
+    rank = row.get("rank")
+    start = next((row[c] for c in ("start_us", "ts_us") if isinstance(row.get(c), (int, float))), None)
+    end = row.get("end_us")
+    if not isinstance(end, (int, float)) and start is not None and isinstance(row.get("dur_us"), (int, float)):
+        end = start + row["dur_us"]
+    return (
+        int(rank) if isinstance(rank, int) else None,
+        float(start) if start is not None else None,
+        float(end) if isinstance(end, (int, float)) else None,
+    )

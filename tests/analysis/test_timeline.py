@@ -95,6 +95,12 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
     info = tl.details(index, gemm)
     assert (info.start_us, info.dur_us, info.stream, info.correlation) == (30.0, 40.0, 7, 1)
     assert info.launch == "cudaLaunchKernel" and info.op == "aten::mm"
+    assert info.lines() == [
+        "gemm",
+        "start 30 µs · dur 40 µs · end 70 µs",
+        "stream 7 · correlation 1",
+        "launched by cudaLaunchKernel in aten::mm",
+    ]
     launch = tl.linked_event(index, gemm)
     assert launch is not None and (launch["ts"], launch["depth"]) == (20.0, 2)
     back = tl.linked_event(index, launch)
