@@ -113,33 +113,111 @@ class TimelineRow:
     values: list[float | None] = field(default_factory=list)
 
 
+_BIN_SCHEMA: dict[str, pl.DataType] = {
+    "row": pl.Int64(),
+    "cell": pl.Int64(),
+    "type": pl.Utf8(),
+    "busy": pl.Float64(),
+    "top": pl.Float64(),
+}
+
+
 @dataclass
 class _Coverage:
-    """Merged busy intervals of one (row, type), sorted, with the busy time before each."""
+    """Every (row, type)'s merged busy intervals in one table, laid end to end on one axis.
 
+    Group g's times are stored as (t − origin) + g × span, so the groups follow each other in
+    one sorted column and a single binary search answers every (group, cell edge) at once; the
+    busy time up to t is `before` (busy time of the group's earlier intervals) plus the part of
+    the interval found that lies before t.
+    """
+
+    groups: pl.DataFrame
+    """gid, row, type (gid = position)."""
     starts: pl.Series
     ends: pl.Series
     before: pl.Series
+    gid: pl.Series
+    origin: float
+    span: float
 
-    def busy_until(self, times: pl.Series) -> pl.Series:
-        """Busy µs in (-inf, t) for every t (one binary search each)."""
-        position = self.starts.search_sorted(times, side="right").cast(pl.Int64) - 1
-        clipped = position.clip(0, max(self.starts.len() - 1, 0))
-        frame = pl.DataFrame(
+    @classmethod
+    def build(cls, merged: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
+        low, high = merged["ts"].min(), merged["end"].max()
+        origin = min(first_us, low if isinstance(low, (int, float)) else first_us) - 1.0
+        top = max(last_us, high if isinstance(high, (int, float)) else last_us) + 1.0
+        span = top - origin
+        ordered = merged.sort("row", "type", "ts")
+        groups = ordered.select("row", "type").unique(maintain_order=True).with_row_index("gid")
+        table = ordered.join(groups, on=["row", "type"], how="left", maintain_order="left").with_columns(
+            length=pl.col("end") - pl.col("ts")
+        )
+        table = table.with_columns(
+            before=(pl.col("length").cum_sum() - pl.col("length")).over("gid"),
+            s=pl.col("ts") - origin + pl.col("gid").cast(pl.Float64) * span,
+            e=pl.col("end") - origin + pl.col("gid").cast(pl.Float64) * span,
+        )
+        return cls(
+            groups=groups.with_columns(pl.col("gid").cast(pl.Int64)),
+            starts=table["s"],
+            ends=table["e"],
+            before=table["before"],
+            gid=table["gid"].cast(pl.Int64),
+            origin=origin,
+            span=span,
+        )
+
+    def bin(self, rows: list[int], edges: pl.Series) -> pl.DataFrame:
+        """row, cell, type (the busiest), busy (fraction of the cell, all types), top (the
+        busiest type's fraction) for every cell of the `rows` that have busy intervals."""
+        chosen = self.groups.filter(pl.col("row").is_in(pl.Series(rows, dtype=pl.Int64).implode()))
+        if chosen.height == 0 or self.starts.len() == 0:
+            return pl.DataFrame(schema=_BIN_SCHEMA)
+        cells = edges.len() - 1
+        width = float(edges[1] - edges[0])
+        local = pl.DataFrame(
             {
-                "pos": position,
-                "t": times,
-                "s": self.starts.gather(clipped),
-                "e": self.ends.gather(clipped),
-                "b": self.before.gather(clipped),
+                "edge": pl.int_range(0, cells + 1, dtype=pl.Int64, eager=True),
+                "t": (edges - self.origin).clip(0.0, self.span),
             }
         )
-        out = frame.select(
-            pl.when(pl.col("pos") < 0)
-            .then(0.0)
-            .otherwise(pl.col("b") + pl.min_horizontal(pl.col("t"), pl.col("e")) - pl.col("s"))
+        queries = (
+            chosen.select("gid")
+            .join(local, how="cross")
+            .sort("gid", "edge")
+            .with_columns(q=pl.col("t") + pl.col("gid").cast(pl.Float64) * self.span)
         )
-        return out.to_series()
+        position = self.starts.search_sorted(queries["q"], side="right").cast(pl.Int64) - 1
+        clipped = position.clip(0, self.starts.len() - 1)
+        found = queries.with_columns(
+            pos=position,
+            s=self.starts.gather(clipped),
+            e=self.ends.gather(clipped),
+            b=self.before.gather(clipped),
+            g=self.gid.gather(clipped),
+        )
+        busy = (
+            pl.when((pl.col("pos") >= 0) & (pl.col("g") == pl.col("gid")))
+            .then(pl.col("b") + pl.min_horizontal(pl.col("q"), pl.col("e")) - pl.col("s"))
+            .otherwise(0.0)
+        )
+        fractions = (
+            found.with_columns(busy=busy)
+            .with_columns(frac=pl.col("busy").diff().over("gid") / width)
+            .filter(pl.col("edge") > 0)
+            .join(chosen, on="gid", how="left")
+            .select("row", "type", cell=pl.col("edge") - 1, frac="frac")
+            .sort("row", "cell", "type")
+        )
+        return (
+            fractions.group_by("row", "cell", maintain_order=True)
+            .agg(
+                type=pl.col("type").sort_by("frac", descending=True, maintain_order=True).first(),
+                busy=pl.col("frac").sum().clip(0.0, 1.0),
+                top=pl.col("frac").max(),
+            )
+            .select(list(_BIN_SCHEMA))
+        )
 
 
 @dataclass
@@ -150,8 +228,8 @@ class RankIndex:
     rows: list[RowSpec]
     events: pl.DataFrame
     """row, type, ts, end, dur, index, name, cat, tid, stream, correlation, external_id."""
-    coverage: dict[int, dict[str, _Coverage]]
-    """Row → cell type → its merged busy intervals."""
+    coverage: _Coverage
+    """The merged busy intervals of every (row, type)."""
     steps: pl.DataFrame
     """step, start_us, end_us in time order."""
     counters: dict[int, pl.DataFrame] = field(default_factory=dict)
@@ -161,18 +239,21 @@ class RankIndex:
 
 
 def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
-    """Complete events drawn on the timeline with their row kind, key and cell type."""
+    """Complete events drawn on the timeline with their row kind, key and cell type.
+
+    Types and thread numbers are worked out once per distinct (cat, name) and tid, then joined:
+    the name rules are regexes, and a big rank has few distinct names but a million rows.
+    """
     cat = pl.col("cat").cast(pl.Utf8)
+    is_gpu = cat.is_in(_GPU_CATS)
     gpu_type = (
         pl.when(cat == "gpu_memset")
         .then(pl.lit(MEMSET))
-        .when(kernel_type(False) == MEMORY)
-        .then(pl.lit(MEMCPY))
-        .when(kernel_type(False) == COMMUNICATION)
-        .then(pl.lit(COMM))
-        .when(kernel_type(False) == COMPUTATION)
-        .then(pl.lit(COMPUTE))
-        .otherwise(pl.lit(OTHER))
+        .otherwise(
+            pl.col("_kernel_type").replace_strict(
+                {MEMORY: MEMCPY, COMMUNICATION: COMM, COMPUTATION: COMPUTE}, default=OTHER
+            )
+        )
     )
     chosen = events.filter(
         (pl.col("ph") == "X")
@@ -181,19 +262,31 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
         & (pl.col("dur") >= 0)
         & cat.is_in([*_GPU_CATS, *_HOST_TYPES])
     )
-    return chosen.select(
-        kind=pl.when(cat.is_in(_GPU_CATS)).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)),
-        key=pl.when(cat.is_in(_GPU_CATS))
-        .then(pl.col("stream").fill_null(pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False)).fill_null(-1))
-        .otherwise(pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False).fill_null(-1)),
-        type=pl.when(cat.is_in(_GPU_CATS)).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)),
+    types = (
+        chosen.select("cat", "name")
+        .unique()
+        .with_columns(_kernel_type=kernel_type(False))
+        .with_columns(
+            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)),
+            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)),
+        )
+        .drop("_kernel_type")
+    )
+    threads = chosen.select("tid").unique().with_columns(_tid=pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False))
+    joined = chosen.join(types, on=["cat", "name"], how="left").join(threads, on="tid", how="left")
+    return joined.select(
+        "kind",
+        key=pl.when(pl.col("kind") == STREAM)
+        .then(pl.col("stream").fill_null(pl.col("_tid")).fill_null(-1))
+        .otherwise(pl.col("_tid").fill_null(-1)),
+        type="type",
         ts=pl.col("ts"),
         end=pl.col("ts") + pl.col("dur"),
         dur=pl.col("dur"),
         index=pl.col("index"),
-        name=pl.col("name").cast(pl.Utf8),
-        cat=cat,
-        tid=pl.col("tid").cast(pl.Utf8),
+        name=pl.col("name"),
+        cat=pl.col("cat"),
+        tid=pl.col("tid"),
         stream=pl.col("stream"),
         correlation=pl.col("correlation"),
         external_id=pl.col("external_id"),
@@ -259,23 +352,19 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
     events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
-    coverage: dict[int, dict[str, _Coverage]] = {}
-    for (row, kind), part in merged.sort("row", "type", "ts").group_by(["row", "type"], maintain_order=True):
-        length = part["end"] - part["ts"]
-        coverage.setdefault(int(str(row)), {})[str(kind)] = _Coverage(
-            starts=part["ts"], ends=part["end"], before=length.cum_sum() - length
-        )
     timed = raw.filter(pl.col("ph") == "X")
     first = timed["ts"].min()
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
+    first_us = float(first) if isinstance(first, (int, float)) else 0.0
+    last_us = float(last) if isinstance(last, (int, float)) else 0.0
     index = RankIndex(
         rank=rank,
         rows=rows,
         events=events,
-        coverage=coverage,
+        coverage=_Coverage.build(merged, first_us, last_us),
         steps=_profiler_steps(raw),
-        first_us=float(first) if isinstance(first, (int, float)) else 0.0,
-        last_us=float(last) if isinstance(last, (int, float)) else 0.0,
+        first_us=first_us,
+        last_us=last_us,
     )
     per_set[rank] = index
     return index
@@ -331,27 +420,36 @@ def cell_edges(start_us: float, end_us: float, cells: int) -> pl.Series:
 
 def bin_row(index: RankIndex, row: int, edges: pl.Series) -> TimelineRow:
     """One row over the cells between `edges`: busiest type and busy fraction per cell."""
-    spec = index.rows[row]
+    return bin_rows(index, [row], edges)[0]
+
+
+def bin_rows(index: RankIndex, rows: list[int], edges: pl.Series) -> list[TimelineRow]:
+    """Rows of one rank over the cells between `edges`, in one pass over all of them: per cell
+    the type covering most of it (None when idle) and the busy fraction."""
     cells = edges.len() - 1
-    if spec.kind == COUNTER:
-        return _bin_counter(spec, index.counters[row], edges)
-    width = edges.diff().slice(1)
-    per_type: dict[str, pl.Series] = {}
-    for kind, cov in index.coverage.get(row, {}).items():
-        per_type[kind] = cov.busy_until(edges).diff().slice(1) / width
-    if not per_type:
-        return TimelineRow(spec, [None] * cells, [0.0] * cells)
-    frame = pl.DataFrame(per_type)
-    names = list(per_type)
-    best = frame.select(
-        best=pl.concat_list(names).list.arg_max(),
-        busy=pl.sum_horizontal(names).clip(0.0, 1.0),
-        top=pl.max_horizontal(names),
-    )
-    types = [
-        names[b] if top > 0 else None for b, top in zip(best["best"].to_list(), best["top"].to_list(), strict=True)
-    ]
-    return TimelineRow(spec, types, best["busy"].to_list())
+    plain = [row for row in rows if index.rows[row].kind != COUNTER]
+    binned = index.coverage.bin(plain, edges)
+    by_row: dict[int, tuple[list[str | None], list[float]]] = {}
+    if binned.height:
+        types = binned["type"].to_list()
+        busy = binned["busy"].to_list()
+        top = binned["top"].to_list()
+        for block, row in enumerate(binned["row"].unique(maintain_order=True).to_list()):
+            low, high = block * cells, (block + 1) * cells
+            by_row[int(row)] = (
+                [t if v > 0 else None for t, v in zip(types[low:high], top[low:high], strict=True)],
+                busy[low:high],
+            )
+    out: list[TimelineRow] = []
+    for row in rows:
+        spec = index.rows[row]
+        if spec.kind == COUNTER:
+            out.append(_bin_counter(spec, index.counters[row], edges))
+        elif row in by_row:
+            out.append(TimelineRow(spec, *by_row[row]))
+        else:
+            out.append(TimelineRow(spec, [None] * cells, [0.0] * cells))
+    return out
 
 
 def _bin_counter(spec: RowSpec, series: pl.DataFrame, edges: pl.Series) -> TimelineRow:
@@ -392,7 +490,7 @@ def bin_window(
     out: list[TimelineRow] = []
     for rank in ranks:
         index = build_index(traces, rank)
-        out.extend(bin_row(index, row, edges) for row in visible_rows(traces, index, chosen))
+        out.extend(bin_rows(index, visible_rows(traces, index, chosen), edges))
     return out
 
 
@@ -410,7 +508,8 @@ def cell_glyph(row: TimelineRow, cell: int, scale: float | None = None) -> str:
     if kind is None:
         return STREAM_IDLE if row.spec.kind == STREAM else THREAD_IDLE
     glyph = GLYPHS[kind]
-    return glyph if row.fractions[cell] >= FULL_SHADE else glyph.lower()
+    # A hair below one half still counts as half: the fractions are differences of float sums.
+    return glyph if row.fractions[cell] >= FULL_SHADE - 1e-9 else glyph.lower()
 
 
 def counter_scale(row: TimelineRow) -> float | None:

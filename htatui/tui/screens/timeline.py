@@ -269,26 +269,53 @@ class TimelineScreen(ViewScreen):
         background = colors["background"]
         muted = Style(color=colors["foreground-muted"])
         text.append(self._axis(label_width, cells), style=muted)
-        for position in range(self.row_offset, min(len(self.rows), self.row_offset + shown)):
-            index, row = self.rows[position]
-            binned = tl.bin_row(index, row, edges)
-            is_cursor = position == self.cursor_row
-            text.append("\n")
-            text.append(f"{self._label(index, row):<{label_width}} ", style="reverse" if is_cursor else "bold")
-            scale = tl.counter_scale(binned) if binned.spec.kind == tl.COUNTER else None
-            for cell in range(cells):
-                glyph = tl.cell_glyph(binned, cell, scale)
-                kind = binned.types[cell] if binned.spec.kind != tl.COUNTER else None
+        positions = range(self.row_offset, min(len(self.rows), self.row_offset + shown))
+        binned_rows: dict[int, tl.TimelineRow] = {}
+        for index in {id(self.rows[p][0]): self.rows[p][0] for p in positions}.values():
+            mine = [p for p in positions if self.rows[p][0] is index]
+            for p, binned in zip(mine, tl.bin_rows(index, [self.rows[p][1] for p in mine], edges), strict=True):
+                binned_rows[p] = binned
+        styles: dict[tuple[str | None, bool, bool], Style] = {}
+
+        def style_of(kind: str | None, full: bool, counter: bool) -> Style:
+            key = (kind, full, counter)
+            if key not in styles:
                 color = colors.get(TYPE_COLORS.get(kind or "", ""))
                 if kind is None:
-                    style = Style(color=colors["hta-series-4"]) if binned.spec.kind == tl.COUNTER else muted
-                elif glyph.isupper():
-                    style = Style(color=background, bgcolor=color, bold=True)
+                    styles[key] = Style(color=colors["hta-series-4"]) if counter else muted
+                elif full:
+                    styles[key] = Style(color=background, bgcolor=color, bold=True)
                 else:
-                    style = Style(color=color)
-                if is_cursor and cell == cursor_cell:
+                    styles[key] = Style(color=color)
+            return styles[key]
+
+        for position in positions:
+            index, row = self.rows[position]
+            binned = binned_rows[position]
+            is_cursor = position == self.cursor_row
+            counter = binned.spec.kind == tl.COUNTER
+            text.append("\n")
+            text.append(f"{self._label(index, row):<{label_width}} ", style="reverse" if is_cursor else "bold")
+            scale = tl.counter_scale(binned) if counter else None
+            glyphs = [tl.cell_glyph(binned, cell, scale) for cell in range(cells)]
+            # One span per run of cells that look the same (a screen has few runs per row).
+            run_start = 0
+            for cell in range(1, cells + 1):
+                kind = None if counter else binned.types[run_start]
+                full = glyphs[run_start].isupper()
+                at_cursor = is_cursor and cursor_cell in (run_start, cell)
+                if (
+                    cell < cells
+                    and not at_cursor
+                    and (None if counter else binned.types[cell]) == kind
+                    and glyphs[cell].isupper() == full
+                ):
+                    continue
+                style = style_of(kind, full, counter)
+                if is_cursor and run_start == cursor_cell:
                     style = style + Style(reverse=True, underline=True)
-                text.append(glyph, style=style)
+                text.append("".join(glyphs[run_start:cell]), style=style)
+                run_start = cell
         return text
 
     def _theme_colors(self) -> dict[str, RichColor]:
