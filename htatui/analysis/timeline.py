@@ -714,3 +714,15 @@ def row_window(row: dict[str, Any] | None) -> tuple[int | None, float | None, fl
         float(start) if start is not None else None,
         float(end) if isinstance(end, (int, float)) else None,
     )
+
+
+def correlation_window(traces: TraceSet, rank: int, correlation: int) -> tuple[float, float] | None:
+    """From the start of a launch to the end of its GPU work (all events with that correlation
+    id on the rank), for table rows that name a launch but carry no time."""
+    if rank not in traces.ranks:
+        return None
+    found = traces.ranks[rank].events.filter((pl.col("correlation") == correlation) & (pl.col("ph") == "X"))
+    low, high = found["ts"].min(), found["end"].max()
+    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+        return None
+    return float(low), float(high)

@@ -108,6 +108,9 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
     op = tl.event_at(index, next(i for i, s in enumerate(index.rows) if s.depth == 1), 10.0, 20.0)
     assert op is not None and tl.details(index, op).kernels == ["gemm"]
     assert tl.event_at(index, stream7, 80.0, 90.0) is None
+    # A launch row without times opens at its launch-to-kernel span.
+    assert tl.correlation_window(traces, 0, 1) == (20.0, 70.0)
+    assert tl.correlation_window(traces, 0, 99) is None
 
 
 def test_steps_and_several_ranks(tmp_path: Path) -> None:

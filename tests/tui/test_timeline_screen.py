@@ -13,6 +13,7 @@ from htatui.analysis import timeline as tl
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window
+from htatui.tui.widgets.table_pane import TablePane
 
 SnapCompare = Callable[..., bool]
 
@@ -134,3 +135,18 @@ def test_snapshot_256_colours(snap_compare: SnapCompare, small_traces: TraceSet)
         await press(pilot, "t", "g", *"150 400", "enter")
 
     assert snap_compare(make_app(small_traces, theme="htatui-256"), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_t_on_a_launch_outlier_opens_its_launch_and_kernel(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "5")
+        app.screen.query_one("#launch-delay", TablePane).table.focus()
+        await press(pilot, "t")
+        screen = timeline(pilot)
+        # The first delay outlier is rank 0's correlation 104: cudaMemsetAsync at 245 µs (10 µs),
+        # its memset starts 145 µs after the call ends and runs 10 µs: [245, 410), padded by 10%.
+        assert screen.target == (0, 245.0, 410.0)
+        assert (screen.start_us, screen.end_us) == pytest.approx((228.5, 426.5))
+        assert cursor_label(screen) == "r0 stream 7"

@@ -214,10 +214,17 @@ class ViewScreen(Screen[None]):
 
     def timeline_target(self) -> tuple[int | None, float | None, float | None]:
         """(rank, start_us, end_us) of the highlighted row for `t`, from its rank and time columns."""
-        from htatui.analysis.timeline import row_window
+        from htatui.analysis.timeline import correlation_window, row_window
 
         pane = self._focused_pane()
-        return row_window(pane.table.selected_row() if pane is not None else None)
+        row = pane.table.selected_row() if pane is not None else None
+        rank, start, end = row_window(row)
+        if start is None and row and rank is not None and isinstance(row.get("correlation"), int):
+            # A launch row (e.g. an outlier) without times: its launch and kernel span.
+            found = self.hta.traces and correlation_window(self.hta.traces, rank, row["correlation"])
+            if found:
+                start, end = found
+        return rank, start, end
 
     def action_open_timeline(self) -> None:
         self.hta.open_timeline(*self.timeline_target())
