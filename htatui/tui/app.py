@@ -38,6 +38,7 @@ from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
+from htatui.tui.screens.timeline import TimelineScreen
 from htatui.tui.steps import format_ranks, steps_in_use, steps_label
 
 
@@ -310,6 +311,13 @@ class HtaTuiApp(App[int]):
             )
 
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
+
+    def open_timeline(
+        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+    ) -> None:
+        """Push the timeline over the current view, at a rank and time window when given."""
+        if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
+            self.push_screen(TimelineScreen(rank, start_us, end_us))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
