@@ -273,3 +273,32 @@ def test_report_comm_rules_flag(
     assert capsys.readouterr().out.splitlines()[1].split(",")[2] == "0.0"  # now communication
     assert main([*args, "--comm-rules", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: cannot read communication rules" in capsys.readouterr().err
+
+
+def test_message_bytes_from_nelems_dtype_or_size(tmp_path: Path) -> None:
+    """2 ranks, one step: an all_gather kernel (In 1000, Out 4000 bf16 elements, group of 4,
+    100 µs) and an all_to_all kernel with only 'In msg size' 1234 (50 µs), both arriving together."""
+
+    def rank_events(_rank: int) -> list[dict[str, object]]:
+        gather = {"Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000}
+        gather |= {"dtype": "BFloat16", "Group size": 4, "Process Group Name": "7"}
+        return [
+            step(1, 0, 1000),
+            runtime("cudaLaunchKernel", 10, 5, 1),
+            runtime("cudaLaunchKernel", 20, 5, 2),
+            kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 100, 100, corr=1, **gather),
+            kernel("ncclDevKernel_Generic", 300, 50, corr=2, **{"Collective name": "all_to_all", "In msg size": 1234}),
+        ]
+
+    traces = traces_of(tmp_path, rank_events(0), rank_events(1))
+    rows = {row["kind"]: row for row in ranks.analyse(traces, RanksOptions()).collectives.to_dicts()}
+    # all_gather: max(1000, 4000) × 2 B = 8000 B; 8000 B / 100 µs = 0.08 GB/s; busbw × (4−1)/4 = 0.06.
+    gather = rows["all_gather"]
+    assert (gather["pg"], gather["group_size"], gather["msg_bytes"]) == ("7", 4, 8000.0)
+    assert gather["algbw_gbps"] == pytest.approx(0.08)
+    assert gather["busbw_gbps"] == pytest.approx(0.06)
+    # all_to_all: In msg size 1234 B / 50 µs = 0.02468 GB/s; group size from world_size 2 → × 1/2.
+    to_all = rows["all_to_all"]
+    assert (to_all["msg_bytes"], to_all["group_size"]) == (1234.0, 2)
+    assert to_all["busbw_gbps"] == pytest.approx(1234 / 50 / 1e3 / 2)
+    assert (gather["skew_max_us"], to_all["skew_max_us"]) == (0.0, 0.0)
