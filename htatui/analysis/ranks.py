@@ -81,6 +81,9 @@ PHASE_COLUMNS: dict[str, pl.DataType] = {
 }
 
 GPU_COMPUTE = "GPU compute"
+OTHER_CPU_OPS = "other CPU ops"
+MAX_CPU_PHASES = 12
+"""CPU phases shown by name (by total time); the rest are summed as OTHER_CPU_OPS."""
 
 DTYPE_BYTES = {
     "float": 4,
@@ -328,9 +331,12 @@ def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
-    """rank, step, phase, dur_us: the top-level user_annotation ranges inside each ProfilerStep,
-    on the step's own thread (record_function ranges such as data_loader, forward, backward)."""
-    host = events.filter((pl.col("cat").cast(pl.Utf8) == "user_annotation") & pl.col("iteration").is_not_null())
+    """rank, step, phase, dur_us: the ProfilerStep's children on its own thread — record_function
+    ranges such as data_loader, forward, backward, and operators outside any range. The
+    MAX_CPU_PHASES names with the most time keep their name; the rest become OTHER_CPU_OPS."""
+    host = events.filter(
+        pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]) & pl.col("iteration").is_not_null()
+    )
     name = pl.col("name").cast(pl.Utf8)
     is_step = name.str.contains(PROFILER_STEP.pattern)
     step_threads = host.filter(is_step).select("rank", "pid", "tid").unique()
@@ -344,10 +350,17 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
     top = ordered.with_columns(_before=pl.col("end").cum_max().shift(1).over(group)).filter(
         pl.col("_before").is_null() | (pl.col("ts") >= pl.col("_before"))
     )
+    per_name = top.group_by("rank", "iteration", name.alias("phase")).agg(dur_us=pl.col("dur").sum())
+    # Eager loops without record_function have one phase per top-level operator: keep the big ones.
+    kept = (
+        per_name.group_by("phase")
+        .agg(pl.col("dur_us").sum())
+        .sort(["dur_us", "phase"], descending=[True, False])
+        .head(MAX_CPU_PHASES)["phase"]
+    )
+    folded = pl.when(pl.col("phase").is_in(kept.implode())).then(pl.col("phase")).otherwise(pl.lit(OTHER_CPU_OPS))
     return (
-        top.group_by("rank", "iteration", name.alias("phase"))
-        .agg(dur_us=pl.col("dur").sum())
-        .rename({"iteration": "step"})
+        per_name.group_by("rank", "iteration", phase=folded).agg(pl.col("dur_us").sum()).rename({"iteration": "step"})
     )
 
 
@@ -398,7 +411,7 @@ def _fmt_us(value: float) -> str:
 def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     """The rank × step matrix, the collective calls and their waits, stragglers and collectives."""
     prepared = prepare(traces, options)
-    events = prepared.events
+    events = with_host_steps(prepared.events)
     rank_count = len(prepared.steps_used)
     step_table = steps_view.compute(traces, _steps_options(options)).filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
@@ -411,6 +424,48 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     stragglers, message = _stragglers(delays, phases, rank_count, source)
     collectives = _collectives(calls, delays, traces)
     return RanksResult(matrix, phases, calls, stragglers, collectives, source, message, rank_count)
+
+
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
+
+
+def with_host_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """`iteration` from the host ProfilerStep spans only: a host row takes the step whose span
+    holds its start, a device row the step of its launch (same rank and correlation).
+
+    The loader's `iteration` also counts the GPU-side `gpu_user_annotation` ProfilerStep copies,
+    which start later and can end earlier than the host step: host ops late in the step then get
+    no step (amd_trace: `Optimizer.step#SGD.step`).
+    """
+    name = pl.col("name").cast(pl.Utf8)
+    steps = (
+        events.filter(name.str.contains(PROFILER_STEP.pattern) & (pl.col("cat").cast(pl.Utf8) != "gpu_user_annotation"))
+        .select("rank", _ts="ts", _end="end", _step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
+        .drop_nulls()
+        .sort("_ts")
+    )
+    if steps.height == 0:
+        return events
+    device = pl.col("cat").cast(pl.Utf8).is_in(_DEVICE_CATS) & pl.col("correlation").is_not_null()
+    rows = events.select("rank", "ts", "correlation", _device=device).with_row_index("_row")
+    host = (
+        rows.filter(~pl.col("_device") & pl.col("ts").is_not_null())
+        .sort("ts")
+        .join_asof(steps, left_on="ts", right_on="_ts", by="rank", strategy="backward", check_sortedness=False)
+        .select("_row", "rank", "correlation", _step=pl.when(pl.col("ts") < pl.col("_end")).then(pl.col("_step")))
+    )
+    launches = (
+        host.filter(pl.col("correlation").is_not_null() & pl.col("_step").is_not_null())
+        .group_by("rank", "correlation")
+        .agg(_launch=pl.col("_step").first())
+    )
+    step_of_row = (
+        rows.join(host.select("_row", "_step"), on="_row", how="left")
+        .join(launches, on=["rank", "correlation"], how="left")
+        .sort("_row")
+        .select(pl.when(pl.col("_device")).then(pl.col("_launch")).otherwise(pl.col("_step")).alias("iteration"))
+    )
+    return events.with_columns(step_of_row["iteration"])
 
 
 def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:

@@ -302,3 +302,21 @@ def test_message_bytes_from_nelems_dtype_or_size(tmp_path: Path) -> None:
     assert (to_all["msg_bytes"], to_all["group_size"]) == (1234.0, 2)
     assert to_all["busbw_gbps"] == pytest.approx(1234 / 50 / 1e3 / 2)
     assert (gather["skew_max_us"], to_all["skew_max_us"]) == (0.0, 0.0)
+
+
+def test_steps_come_from_the_host_profiler_step(tmp_path: Path) -> None:
+    """Host ProfilerStep#1 [0, 1000) but its GPU-side copy only [100, 300): the optimizer range
+    [800, 900) and the kernel it launches at 850 ([860, 880)) still belong to step 1."""
+    from kineto_util import cpu_op
+
+    events = [
+        step(1, 0, 1000),
+        cpu_op("ProfilerStep#1", 100, 200, cat="gpu_user_annotation"),
+        step(2, 1000, 1000),
+        cpu_op("optimizer", 800, 100, cat="user_annotation"),
+        runtime("cudaLaunchKernel", 850, 5, 5),
+        kernel("sgd_kernel", 860, 20, corr=5),
+    ]
+    result = ranks.analyse(traces_of(tmp_path, events), RanksOptions())
+    row = result.matrix.to_dicts()[0]
+    assert (row["step"], row["optimizer_us"], row["gpu_busy_us"]) == (1, 100.0, 20.0)
