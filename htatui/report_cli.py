@@ -60,7 +60,9 @@ VIEWS: dict[str, ViewSpec] = {
     ),
     "membw": ViewSpec(_A + "membw:MemoryBandwidthOptions", _A + "membw:compute", {"series": _A + "membw:series"}),
     "steps": ViewSpec(_A + "steps:StepsOptions", _A + "steps:compute"),
-    "stragglers": ViewSpec(_A + "ranks:RanksOptions", _A + "ranks:stragglers"),
+    "stragglers": ViewSpec(
+        _A + "ranks:RanksOptions", _A + "ranks:stragglers", {"per-step": _A + "ranks:straggler_steps"}
+    ),
     "rank-steps": ViewSpec(_A + "ranks:RanksOptions", _A + "ranks:rank_steps"),
     "collectives": ViewSpec(_A + "ranks:RanksOptions", _A + "ranks:collectives"),
     "annotations": ViewSpec(_A + "annotations:AnnotationOptions", _A + "annotations:compute"),

@@ -73,6 +73,15 @@ COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
     "skew_max_us": pl.Float64(),
 }
 
+STEP_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "rank": pl.Int32(),
+    "delay_us": pl.Float64(),
+    "cause": pl.Utf8(),
+    "cause_phase": pl.Utf8(),
+    "cause_excess_us": pl.Float64(),
+}
+
 PHASE_COLUMNS: dict[str, pl.DataType] = {
     "phase": pl.Utf8(),
     "rank_us": pl.Float64(),
@@ -169,6 +178,8 @@ class RanksResult:
     calls: pl.DataFrame
     """rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes, group_size, arrival_last_us, wait_us."""
     stragglers: pl.DataFrame
+    step_stragglers: pl.DataFrame
+    """step, rank, delay_us, cause…: per step, the rank the others waited for most."""
     collectives: pl.DataFrame
     source: str | None
     message: str | None
@@ -422,8 +433,9 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     matrix = _matrix(step_table, gpu, calls, source, phases_cpu)
     delays = call_delays(calls)
     stragglers, message = _stragglers(delays, phases, rank_count, source)
+    per_step = _per_step(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = _collectives(calls, delays, traces)
-    return RanksResult(matrix, phases, calls, stragglers, collectives, source, message, rank_count)
+    return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
 
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
@@ -522,6 +534,47 @@ def _matrix(
     return out.sort(keys)
 
 
+def _step_leaders(delays: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us: per step, the rank that made the others wait longest (delay > 0)."""
+    per_step = delays.group_by("step", "rank").agg(delay_us=pl.col("delay_us").sum()).filter(pl.col("delay_us") > 0)
+    return (
+        per_step.sort(["step", "delay_us", "rank"], descending=[False, True, False], nulls_last=True)
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("rank").first(), pl.col("delay_us").first())
+        .sort("step")
+    )
+
+
+def _cause(phases: pl.DataFrame, rank: int, steps: list[int]) -> tuple[str, str | None, float | None]:
+    """The cause text, phase and excess µs of `rank` over `steps` (the most-exceeding phase)."""
+    best = phase_excess(phases, rank, steps).filter(pl.col("excess_us") > 0).head(1)
+    if best.height == 0:
+        return "no phase longer than on the other ranks", None, None
+    phase, excess = str(best["phase"][0]), float(best["excess_us"][0])
+    text = (
+        f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median {_fmt_us(best['others_median_us'][0])})"
+    )
+    return text, phase, excess
+
+
+def _per_step(delays: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us, cause…: each step's straggler and the phase that made it late."""
+    rows = []
+    for step_number, rank, delay in _step_leaders(delays).iter_rows():
+        cause, phase, excess = _cause(phases, rank, [step_number]) if step_number is not None else ("", None, None)
+        rows.append(
+            {
+                "step": step_number,
+                "rank": rank,
+                "delay_us": float(delay),
+                "cause": cause,
+                "cause_phase": phase,
+                "cause_excess_us": excess,
+            }
+        )
+    return pl.DataFrame(rows, schema=STEP_STRAGGLER_COLUMNS)
+
+
 def _stragglers(
     delays: pl.DataFrame, phases: pl.DataFrame, rank_count: int, source: str | None
 ) -> tuple[pl.DataFrame, str | None]:
@@ -533,12 +586,7 @@ def _stragglers(
     if delays.height == 0:
         return empty, f"no {source} matched across two or more ranks"
     # Per step, the rank that made the others wait longest is that step's straggler.
-    per_step = delays.group_by("step", "rank").agg(delay_us=pl.col("delay_us").sum())
-    step_top = (
-        per_step.sort(["step", "delay_us", "rank"], descending=[False, True, False], nulls_last=True)
-        .group_by("step", maintain_order=True)
-        .agg(pl.col("rank").first())
-    )
+    step_top = _step_leaders(delays)
     totals = delays.group_by("rank").agg(delay_us=pl.col("delay_us").sum(), calls_last=pl.len())
     rows = []
     for rank, delay, calls_last in totals.sort(["delay_us", "rank"], descending=[True, False]).iter_rows():
@@ -549,19 +597,7 @@ def _stragglers(
         late_steps = its_steps or sorted(
             {s for s in delays.filter(pl.col("rank") == rank)["step"].to_list() if s is not None}
         )
-        cause, phase, excess = "", None, None
-        if late_steps:
-            ranked = phase_excess(phases, rank, late_steps)
-            best = ranked.filter(pl.col("excess_us") > 0).head(1)
-            if best.height:
-                phase = best["phase"][0]
-                excess = float(best["excess_us"][0])
-                cause = (
-                    f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median "
-                    f"{_fmt_us(best['others_median_us'][0])})"
-                )
-            else:
-                cause = "no phase longer than on the other ranks"
+        cause, phase, excess = _cause(phases, rank, late_steps) if late_steps else ("", None, None)
         rows.append(
             {
                 "rank": rank,
@@ -624,6 +660,12 @@ def stragglers(traces: TraceSet, options: RanksOptions) -> ViewResult | steps_vi
         return steps_view.stragglers(traces, options)
     result = analyse(traces, options)
     return ViewResult(result.stragglers, _with_source(result.message, result.source))
+
+
+def straggler_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:
+    """Per step: the rank the others waited for most, how long, and the phase that made it late."""
+    result = analyse(traces, options)
+    return ViewResult(result.step_stragglers, _with_source(result.message, result.source))
 
 
 def rank_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:

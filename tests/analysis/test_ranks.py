@@ -35,6 +35,11 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
             "calls_last": 2,
         }
     ]
+    # Per step: rank 2, 300 µs, data_loader 400 vs median 100.
+    assert result.step_stragglers.select("step", "rank", "delay_us", "cause").rows() == [
+        (1, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
+        (2, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
+    ]
     matrix = result.matrix
     assert matrix.height == 8  # 4 ranks × steps 1, 2
     fast = matrix.filter((pl.col("rank") == 0) & (pl.col("step") == 1)).to_dicts()[0]
@@ -243,6 +248,11 @@ def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr()
     assert [(r["rank"], r["delay_us"], r["cause_phase"]) for r in json.loads(out.out)] == [(2, 600.0, "data_loader")]
     assert "meeting points: collective CPU ops" in out.err
+    assert main(["report", str(tmp_path), "--view", "stragglers", "--per-step", "--format", "csv", "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "1,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
+        "2,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
+    ]
     assert main(["report", str(tmp_path), "--view", "rank-steps", "--format", "csv", "--no-cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
