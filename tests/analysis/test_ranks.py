@@ -283,6 +283,12 @@ def test_report_comm_rules_flag(
     assert capsys.readouterr().out.splitlines()[1].split(",")[2] == "0.0"  # now communication
     assert main([*args, "--comm-rules", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: cannot read communication rules" in capsys.readouterr().err
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "gone.toml"))  # a bad file named in the environment
+    assert main(args) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"htatui: {tmp_path / 'gone.toml'}: cannot read communication rules (No such file or directory)"
+    )
 
 
 def test_message_bytes_from_nelems_dtype_or_size(tmp_path: Path) -> None:
