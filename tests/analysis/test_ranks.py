@@ -222,6 +222,16 @@ def test_trace_filter_send_recv(load_shared: Callable[[str], TraceSet]) -> None:
     assert coll["skew_mean_us"] == pytest.approx(312401 / 5)
 
 
+def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str], TraceSet]) -> None:
+    from htatui.analysis import steps
+
+    traces = load_shared("trace_filter")
+    ours = ranks.stragglers(traces, RanksOptions(hta_compat=True))
+    theirs = steps.stragglers(traces, steps.StragglerOptions(hta_compat=True))  # the HTA parity path
+    assert ours.frame.equals(theirs.frame) and ours.message == theirs.message
+    assert ours.frame["is_straggler"].to_list() == [True, True]  # both ranks, k = 2 (HTA's answer)
+
+
 def test_nccl_parser_config_one_rank(load_shared: Callable[[str], TraceSet]) -> None:
     traces = load_shared("nccl_parser_config")
     result = ranks.analyse(traces, RanksOptions())

@@ -175,15 +175,19 @@ class RanksScreen(ViewScreen):
 
     def _draw_heat(self) -> None:
         result = self._result
-        heat = self.query_one("#ranks-heat", Static)
         if result is None:
             return
+        heat = self.query_one("#ranks-heat", Static)
         if result.matrix.height == 0:
             heat.update("No ProfilerStep markers on the chosen ranks: the rank × step map needs steps.")
             return
         colors = self.app.get_css_variables()
         leaders = frozenset((int(r), int(s)) for s, r in result.step_stragglers.select("step", "rank").iter_rows())
         heat.update(heat_map_text(result.matrix, self.metric, colors, self.size.width or 80, leaders))
+
+    def on_resize(self) -> None:
+        # The heat map shows as many steps as fit the width.
+        self._draw_heat()
 
     def action_next_metric(self) -> None:
         choices = self.metrics()
