@@ -42,7 +42,7 @@ def add_export_commands(
 
 def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.common import CommonOptions
-    from htatui.analysis.export import ExportError, export_counters, export_patterns
+    from htatui.analysis.export import ExportError, ExportExistsError, export_counters, export_patterns
     from htatui.analysis.patterns import PatternsOptions
     from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
@@ -79,8 +79,11 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
                 include_last_step=args.include_last_step,
             )
             written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
+    except ExportExistsError as exc:
+        print(f"htatui: {exc} (pass --force to overwrite)", file=sys.stderr)
+        return 2
     except ExportError as exc:
-        print(f"htatui: {str(exc).replace('use force', 'pass --force')}", file=sys.stderr)
+        print(f"htatui: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(path)

@@ -97,7 +97,7 @@ def add_slice_command(
 
 
 def run_slice(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.export import ExportError
+    from htatui.analysis.export import ExportError, ExportExistsError
     from htatui.analysis.slice_export import export_slice
     from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
@@ -114,8 +114,10 @@ def run_slice(args: argparse.Namespace, load: Callable[[list[Path], bool], Any])
         path, count = export_slice(
             traces, list(ranks) if ranks is not None else None, args.start, args.end, args.out, force=args.force
         )
+    except ExportExistsError as exc:
+        return _fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
-        return _fail(str(exc).replace("use force", "pass --force"))
+        return _fail(str(exc))
     print(path)
     print(f"htatui: wrote {count} events", file=sys.stderr)
     return 0

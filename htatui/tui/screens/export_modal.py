@@ -211,8 +211,7 @@ class ExportModal(ModalScreen[list[Path] | None]):
             return
         error = event.worker.error
         if isinstance(error, ExportExistsError):
-            exists = str(error).replace(" (use force to overwrite)", "")
-            self._status(f"{exists}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
+            self._status(f"{error}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
             self._hint("y overwrites · n keeps · esc closes")
             self.set_focus(None)
             return
