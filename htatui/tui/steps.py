@@ -20,7 +20,9 @@ def steps_in_use(traces: TraceSet, options: CommonOptions) -> dict[int, list[int
         step_rows = events.filter(
             (pl.col("ph") == "X") & pl.col("name").cast(pl.Utf8).str.contains(PROFILER_STEP.pattern)
         )
-        _kept, steps = filter_last_step(step_rows, options.include_last_step, options.hta_compat)
+        _kept, steps = filter_last_step(
+            step_rows, include_last_step=options.include_last_step, hta_compat=options.hta_compat
+        )
         used[rank] = steps
     return used
 
