@@ -17,6 +17,7 @@ from textual.theme import BUILTIN_THEMES
 from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.diff import DiffOptions
+from htatui.analysis.ranges import format_ranges
 from htatui.analysis.views import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
@@ -39,7 +40,7 @@ from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen
-from htatui.tui.steps import format_ranks, steps_in_use, steps_label
+from htatui.tui.steps import steps_in_use, steps_label
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ class HtaTuiApp(App[int]):
         every = self.traces.rank_ids
         if self.selected_ranks is None:
             return f"all ({len(every)})" if len(every) != 1 else f"{every[0]}"
-        return f"{format_ranks(self.selected_ranks)} ({len(self.selected_ranks)}/{len(every)})"
+        return f"{format_ranges(self.selected_ranks, separator=',')} ({len(self.selected_ranks)}/{len(every)})"
 
     @property
     def steps_label(self) -> str:
