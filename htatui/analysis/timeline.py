@@ -281,7 +281,7 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_tid").fill_null(-1)),
         type="type",
         ts=pl.col("ts"),
-        end=pl.col("ts") + pl.col("dur"),
+        end=pl.col("end").fill_null(pl.col("ts") + pl.col("dur")),
         dur=pl.col("dur"),
         index=pl.col("index"),
         name=pl.col("name"),

@@ -6,12 +6,15 @@ worked out by hand from the events below.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
 from htatui.analysis import timeline as tl
+from htatui.analysis.common import busy_time
 from htatui.trace import TraceSet
 
 
@@ -133,3 +136,24 @@ def test_bad_windows(tmp_path: Path) -> None:
         tl.render(traces, [0], 0.0, 100.0, 10)
     with pytest.raises(tl.TimelineError, match="rank 3"):
         tl.render(traces, [3], 0.0, 100.0, 40)
+
+
+def test_busy_time_matches_merged_kernels_on_a_real_trace(load_shared: Callable[[str], TraceSet]) -> None:
+    """Σ busy fraction × cell width on a stream row is the stream's GPU busy time in the window
+    (merged kernel, copy and memset intervals clipped to it), for a window in the middle of
+    nccl_parser_config's second step."""
+    traces = load_shared("nccl_parser_config")
+    rank = traces.rank_ids[0]
+    start, end, cells = 251_300.0, 262_300.0, 110
+    rows = tl.bin_window(traces, [rank], start, end, cells, tl.TimelineOptions(rows=("streams",)))
+    events = traces.ranks[rank].events
+    for row in rows:
+        gpu = events.filter(
+            pl.col("cat").cast(pl.Utf8).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+            & (pl.col("stream") == row.spec.key)
+            & (pl.col("ts") < end)
+            & (pl.col("end") > start)
+        ).select(pl.col("ts").clip(start, end), pl.col("end").clip(start, end))
+        expected = float(busy_time(gpu, []).item()) if gpu.height else 0.0
+        assert sum(row.fractions) * (end - start) / cells == pytest.approx(expected, rel=1e-9, abs=1e-6)
+    assert any(sum(row.fractions) > 0 for row in rows)
