@@ -39,7 +39,7 @@ def add_timeline_parser(
     parser.add_argument("--end", type=float, default=None, help="window end, µs (default: last event)")
     parser.add_argument("--width", type=int, default=None, help="line width in characters (default: terminal)")
     parser.add_argument(
-        "--rows", type=_row_kinds, default=None, help="row kinds: threads,streams,queue (default threads,streams)"
+        "--rows", type=_row_kinds, default=None, help="row kinds: threads,streams,queue,membw (default threads,streams)"
     )
     parser.add_argument("--depth", type=int, default=2, help="CPU nesting rows per thread (default 2)")
     parser.set_defaults(run=lambda args: run_timeline(args, load))

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis import queue
+from htatui.analysis import membw, queue
 from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals, shorten_name
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
@@ -53,7 +53,8 @@ THREAD_IDLE = " "
 SPARK = "▁▂▃▄▅▆▇█"
 FULL_SHADE = 0.5
 
-ROW_KINDS = ("threads", "streams", "queue")
+COUNTER_KINDS = ("queue", "membw")
+ROW_KINDS = ("threads", "streams", *COUNTER_KINDS)
 DEFAULT_ROWS = ("threads", "streams")
 
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
@@ -92,13 +93,16 @@ class RowSpec:
     key: int
     depth: int = 0
     counter: str = ""
+    """Counter rows: the row kind that asked for them (queue, membw)."""
+    name: str = ""
+    """Counter rows: the label ("queue s7", "bw Memcpy HtoD")."""
 
     @property
     def label(self) -> str:
         if self.kind == STREAM:
             return f"stream {self.key}"
         if self.kind == COUNTER:
-            return f"{self.counter} s{self.key}"
+            return self.name
         return f"thread {self.key}" + (f" +{self.depth}" if self.depth else "")
 
 
@@ -234,6 +238,7 @@ class RankIndex:
     """step, start_us, end_us in time order."""
     counters: dict[int, pl.DataFrame] = field(default_factory=dict)
     """Counter row → ts_us, value (a step series)."""
+    counters_added: set[str] = field(default_factory=set)
     first_us: float = 0.0
     last_us: float = 0.0
 
@@ -373,21 +378,32 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
 _INDEXES: dict[int, dict[int, RankIndex]] = {}
 
 
+def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]:
+    """Add `index`'s counter rows of one kind (once) and return them: the launch-queue length
+    per stream (`queue`) or the memory bandwidth in use per copy kind (`membw`), both as the
+    views compute them (corrected mode, last step dropped)."""
+    if kind not in index.counters_added:
+        index.counters_added.add(kind)
+        if kind == "queue":
+            series = queue.series(traces, queue.QueueOptions(ranks=(index.rank,)))
+            for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter=kind, name=f"queue s{stream}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select(
+                    "ts_us", value=pl.col("queue_length").cast(pl.Float64)
+                )
+        elif kind == "membw":
+            series = membw.series(traces, membw.MemoryBandwidthOptions(ranks=(index.rank,)))
+            for (copy,), part in series.sort("copy_kind", "ts_us").group_by(["copy_kind"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, -1, counter=kind, name=f"bw {copy}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select("ts_us", value=pl.col("memory_bw_gbps"))
+    return [index.rows[i] for i in sorted(index.counters) if index.rows[i].counter == kind]
+
+
 def queue_rows(traces: TraceSet, index: RankIndex) -> list[RowSpec]:
-    """Add one queue-length counter row per stream to `index` (once) and return them."""
-    specs = [s for s in _counter_specs(index) if s.counter == "queue"]
-    if specs:
-        return specs
-    series = queue.series(traces, queue.QueueOptions(ranks=(index.rank,)))
-    for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
-        spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter="queue")
-        index.rows.append(spec)
-        index.counters[len(index.rows) - 1] = part.select("ts_us", value=pl.col("queue_length").cast(pl.Float64))
-    return [s for s in _counter_specs(index) if s.counter == "queue"]
-
-
-def _counter_specs(index: RankIndex) -> list[RowSpec]:
-    return [index.rows[i] for i in sorted(index.counters)]
+    """The launch-queue rows of `index` (added on first use)."""
+    return counter_rows(traces, index, "queue")
 
 
 def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -> list[int]:
@@ -395,8 +411,9 @@ def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -
     unknown = [r for r in options.rows if r not in ROW_KINDS]
     if unknown:
         raise TimelineError(f"unknown row kind {unknown[0]!r}; choose from {', '.join(ROW_KINDS)}")
-    if "queue" in options.rows:
-        queue_rows(traces, index)
+    for kind in COUNTER_KINDS:
+        if kind in options.rows:
+            counter_rows(traces, index, kind)
     out: list[int] = []
     for i, spec in enumerate(index.rows):
         if spec.kind == THREAD and "threads" in options.rows and spec.depth < options.max_depth:

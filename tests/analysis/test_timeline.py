@@ -157,3 +157,22 @@ def test_busy_time_matches_merged_kernels_on_a_real_trace(load_shared: Callable[
         expected = float(busy_time(gpu, []).item()) if gpu.height else 0.0
         assert sum(row.fractions) * (end - start) / cells == pytest.approx(expected, rel=1e-9, abs=1e-6)
     assert any(sum(row.fractions) > 0 for row in rows)
+
+
+def test_memory_bandwidth_counter(tmp_path: Path) -> None:
+    traces = traces_of(
+        tmp_path,
+        [
+            step(1, 0, 100),
+            step(2, 100, 100),  # the last step is dropped by the views, as in HTA
+            {
+                **device("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 10, corr=5),
+                "args": {"device": 0, "stream": 7, "correlation": 5, "bytes": 1000, "memory bandwidth (GB/s)": 2.0},
+            },
+            runtime("cudaMemcpyAsync", 10, 5, 5),
+        ],
+    )
+    rows = tl.bin_window(traces, [0], 0.0, 50.0, 5, tl.TimelineOptions(rows=("membw",)))
+    assert [row.spec.label for row in rows] == ["bw Memcpy HtoD"]
+    # 2 GB/s from 20 to 30 µs: cells [20, 30) hold it; [30, 40) starts at 0 after it ends.
+    assert rows[0].values == [None, None, 2.0, 0.0, 0.0]

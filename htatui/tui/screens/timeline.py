@@ -1,4 +1,4 @@
-"""Timeline: CPU threads, GPU streams and queue counters of the chosen ranks over a time window.
+"""Timeline: CPU threads, GPU streams and counters of the chosen ranks over a time window.
 
 The first draw builds each rank's index on the worker (htatui.analysis.timeline); every redraw
 after that bins only the rows on screen into the canvas's cells, so it costs the same whatever
@@ -125,7 +125,7 @@ class TimelineScreen(ViewScreen):
         "Each cell shows the type that covers most of it: **C** compute, **N** communication, "
         "**M** memcpy, **S** memset, **O** CPU op, **A** annotation, **R** runtime call; upper "
         "case when at least half the cell is busy, `.` an idle stream. `c` adds queue-length "
-        "sparklines. The cursor selects the event under it; `f` follows a launch to its kernel "
+        "and memory-bandwidth sparklines. The cursor selects the event under it; `f` follows a launch to its kernel "
         "and back. `t` in any table opens this view at the highlighted row's time."
     )
     AUTO_FOCUS = "TimelineCanvas"
@@ -158,7 +158,14 @@ class TimelineScreen(ViewScreen):
         Binding("g", "go_to", "Go to", tooltip="Go to a time (µs) or a window", id="timeline.go_to"),
         Binding("f,enter", "follow", "Follow", tooltip="Follow a launch to its kernel and back", id="timeline.follow"),
         Binding("o", "overview", "All", show=False, tooltip="Show the whole trace", id="timeline.overview"),
-        Binding("c", "counters", "Counters", show=False, tooltip="Show or hide queue lengths", id="timeline.counters"),
+        Binding(
+            "c",
+            "counters",
+            "Counters",
+            show=False,
+            tooltip="Show or hide queue lengths and memory bandwidth",
+            id="timeline.counters",
+        ),
         Binding("v", "depth", "Depth", show=False, tooltip="Show more CPU nesting rows", id="timeline.depth"),
         Binding("escape", "back", "Back", tooltip="Back to the table (or cancel)", id="timeline.back"),
     ]
@@ -201,7 +208,8 @@ class TimelineScreen(ViewScreen):
         indexes = [tl.build_index(traces, r) for r in ranks[:MAX_RANKS]]
         if self.counters:
             for index in indexes:
-                tl.queue_rows(traces, index)
+                for kind in tl.COUNTER_KINDS:
+                    tl.counter_rows(traces, index, kind)
         return TimelineData(indexes, max(0, len(ranks) - MAX_RANKS))
 
     def show_result(self, result: TimelineData) -> None:
@@ -218,7 +226,7 @@ class TimelineScreen(ViewScreen):
         if self.data is None or self.hta.traces is None:
             return
         options = tl.TimelineOptions(
-            max_depth=self.depth, rows=(*tl.DEFAULT_ROWS, "queue") if self.counters else tl.DEFAULT_ROWS
+            max_depth=self.depth, rows=(*tl.DEFAULT_ROWS, *tl.COUNTER_KINDS) if self.counters else tl.DEFAULT_ROWS
         )
         self.rows = [
             (index, row) for index in self.data.indexes for row in tl.visible_rows(self.hta.traces, index, options)
