@@ -401,11 +401,6 @@ def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]
     return [index.rows[i] for i in sorted(index.counters) if index.rows[i].counter == kind]
 
 
-def queue_rows(traces: TraceSet, index: RankIndex) -> list[RowSpec]:
-    """The launch-queue rows of `index` (added on first use)."""
-    return counter_rows(traces, index, "queue")
-
-
 def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -> list[int]:
     """Row numbers of `index` to draw, in order: threads (by depth), streams, then counters."""
     unknown = [r for r in options.rows if r not in ROW_KINDS]
