@@ -150,3 +150,16 @@ async def test_t_on_a_launch_outlier_opens_its_launch_and_kernel(small_traces: T
         assert screen.target == (0, 245.0, 410.0)
         assert (screen.start_us, screen.end_us) == pytest.approx((228.5, 426.5))
         assert cursor_label(screen) == "r0 stream 7"
+
+
+async def test_screen_rows_are_the_text_rendering(small_traces: TraceSet) -> None:
+    """Without colour the screen shows exactly what `htatui timeline` prints for that window."""
+    app = make_app(small_traces)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await press(pilot, "t", "n")
+        screen = timeline(pilot)
+        canvas = screen.query_one("#timeline-canvas")
+        shown = screen.draw(canvas.size.width, canvas.size.height).plain.splitlines()[1:]
+        printed = tl.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
+        assert shown == printed and len(printed) == 8
