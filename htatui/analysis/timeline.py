@@ -738,3 +738,29 @@ def correlation_window(traces: TraceSet, rank: int, correlation: int) -> tuple[f
     if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
         return None
     return float(low), float(high)
+
+
+def name_window(traces: TraceSet, rank: int, name: str) -> tuple[float, float] | None:
+    """The longest complete event called `name` on the rank (a kernel or op row of a table)."""
+    if rank not in traces.ranks:
+        return None
+    events = traces.ranks[rank].events
+    found = events.filter((pl.col("name").cast(pl.Utf8) == name) & (pl.col("ph") == "X")).sort("dur").tail(1)
+    if found.height == 0:
+        return None
+    return float(found["ts"][0]), float(found["end"][0])
+
+
+def row_target(traces: TraceSet, row: dict[str, Any] | None) -> tuple[int | None, float | None, float | None]:
+    """Where `t` on a table row opens the timeline: the row's own times (row_window); else, for a
+    row naming a launch by correlation id, the launch-to-kernel span; else, for a row naming a
+    kernel or op, its longest instance on the row's rank; else the rank alone."""
+    rank, start, end = row_window(row)
+    if start is not None or not row or rank is None:
+        return rank, start, end
+    found = None
+    if isinstance(row.get("correlation"), int):
+        found = correlation_window(traces, rank, row["correlation"])
+    elif isinstance(row.get("name"), str):
+        found = name_window(traces, rank, row["name"])
+    return (rank, *found) if found else (rank, None, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import polars as pl
 import pytest
 from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
@@ -163,3 +164,23 @@ async def test_screen_rows_are_the_text_rendering(small_traces: TraceSet) -> Non
         shown = screen.draw(canvas.size.width, canvas.size.height).plain.splitlines()[1:]
         printed = tl.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
         assert shown == printed and len(printed) == 8
+
+
+async def test_t_on_a_kernel_row_opens_its_longest_instance(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "3")
+        table = app.screen.query_one("#kernels-table", TablePane).table
+        table.focus()
+        row = table.selected_row()
+        assert row is not None
+        await press(pilot, "t")
+        screen = timeline(pilot)
+        events = small_traces.ranks[row["rank"]].events.filter(pl.col("name").cast(pl.Utf8) == row["name"])
+        longest = events.sort("dur").tail(1)
+        assert screen.target == (row["rank"], longest["ts"][0], longest["end"][0])
+        assert screen.start_us < longest["ts"][0] < longest["end"][0] < screen.end_us
+        assert details_text(screen).startswith(row["name"][:20])
+        index, shown_row = screen.rows[screen.cursor_row]
+        assert index.rows[shown_row].key == longest["stream"][0]

@@ -250,7 +250,12 @@ class TimelineScreen(ViewScreen):
         if rank is not None:
             rows = [i for i, (index, row) in enumerate(self.rows) if index.rank == rank]
             streams = [i for i in rows if self.rows[i][0].rows[self.rows[i][1]].kind == tl.STREAM]
-            self.cursor_row = (streams or rows or [0])[0]
+            ordered = streams + [i for i in rows if i not in streams]
+            # The row with an event under the cursor (the kernel or launch the row named), else
+            # the rank's first stream.
+            probe = (self.cursor_us, self.cursor_us + 1e-6)
+            busy = [i for i in ordered if start is not None and tl.event_at(*self.rows[i], *probe)]
+            self.cursor_row = (busy or ordered or [0])[0]
 
     # ---- drawing ------------------------------------------------------------------------
     def _label(self, index: tl.RankIndex, row: int) -> str:
