@@ -117,3 +117,16 @@ def test_export_slice_gzip_loads_back(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "slice.json"
     code = main(["export", "slice", str(folder), "--no-cache", "--start", "0", "--end", "28", "-o", str(missing)])
     assert code == 2
+
+
+def test_timeline_stacks_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = job(tmp_path / "job", ranks=2)
+    args = ["timeline", str(folder), "--no-cache", "--rank", "all", "--depth", "1", "--width", "22"]
+    assert main([*args, "--start", "0", "--end", "100"]) == 0
+    # 10 cells of 10 µs: the step everywhere, gemm (30-70) in cells 3-6, on both ranks.
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "r0 thread 1 AAAAAAAAAA",
+        "r0 stream 7 ...CCCC...",
+        "r1 thread 1 AAAAAAAAAA",
+        "r1 stream 7 ...CCCC...",
+    ]
