@@ -424,7 +424,9 @@ def cell_edges(start_us: float, end_us: float, cells: int) -> pl.Series:
     """The cells + 1 edges of a window (cell i is [edge i, edge i + 1))."""
     if cells < 1:
         raise TimelineError(f"need at least one cell, got {cells}")
-    if not (math.isfinite(start_us) and math.isfinite(end_us)) or end_us <= start_us:
+    if not (math.isfinite(start_us) and math.isfinite(end_us)):
+        raise TimelineError(f"--start and --end must be finite numbers of µs, got {start_us:g} and {end_us:g}")
+    if end_us <= start_us:
         raise TimelineError(f"the window [{start_us:g}, {end_us:g}) µs is empty: --end must be after --start")
     step = (end_us - start_us) / cells
     return pl.int_range(0, cells + 1, eager=True).cast(pl.Float64) * step + start_us
