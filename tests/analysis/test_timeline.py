@@ -14,6 +14,7 @@ import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
 from htatui.analysis.common import busy_time
 from htatui.trace import TraceSet
 
@@ -93,9 +94,9 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
     traces = hand_trace(tmp_path)
     index = tl.build_index(traces, 0)
     stream7 = next(i for i, s in enumerate(index.rows) if s.kind == tl.STREAM and s.key == 7)
-    gemm = tl.event_at(index, stream7, 40.0, 50.0)
+    gemm = tle.event_at(index, stream7, 40.0, 50.0)
     assert gemm is not None and gemm["name"] == "gemm"
-    info = tl.details(index, gemm)
+    info = tle.details(index, gemm)
     assert (info.start_us, info.dur_us, info.stream, info.correlation) == (30.0, 40.0, 7, 1)
     assert info.launch == "cudaLaunchKernel" and info.op == "aten::mm"
     assert info.lines() == [
@@ -104,16 +105,16 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
         "stream 7 · correlation 1",
         "launched by cudaLaunchKernel in aten::mm",
     ]
-    launch = tl.linked_event(index, gemm)
+    launch = tle.linked_event(index, gemm)
     assert launch is not None and (launch["ts"], launch["depth"]) == (20.0, 2)
-    back = tl.linked_event(index, launch)
+    back = tle.linked_event(index, launch)
     assert back is not None and back["name"] == "gemm"
-    op = tl.event_at(index, next(i for i, s in enumerate(index.rows) if s.depth == 1), 10.0, 20.0)
-    assert op is not None and tl.details(index, op).kernels == ["gemm"]
-    assert tl.event_at(index, stream7, 80.0, 90.0) is None
+    op = tle.event_at(index, next(i for i, s in enumerate(index.rows) if s.depth == 1), 10.0, 20.0)
+    assert op is not None and tle.details(index, op).kernels == ["gemm"]
+    assert tle.event_at(index, stream7, 80.0, 90.0) is None
     # A launch row without times opens at its launch-to-kernel span.
-    assert tl.correlation_window(traces, 0, 1) == (20.0, 70.0)
-    assert tl.correlation_window(traces, 0, 99) is None
+    assert tle.correlation_window(traces, 0, 1) == (20.0, 70.0)
+    assert tle.correlation_window(traces, 0, 99) is None
 
 
 def test_steps_and_several_ranks(tmp_path: Path) -> None:

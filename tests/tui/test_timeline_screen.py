@@ -11,6 +11,7 @@ from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window
@@ -115,10 +116,10 @@ def test_parse_window() -> None:
 
 
 def test_row_window_hook() -> None:
-    assert tl.row_window({"rank": 2, "start_us": 10.0, "dur_us": 5.0}) == (2, 10.0, 15.0)
-    assert tl.row_window({"rank": 0, "ts_us": 7.0, "end_us": 9.0}) == (0, 7.0, 9.0)
-    assert tl.row_window({"rank": 1, "stream": 7}) == (1, None, None)
-    assert tl.row_window(None) == (None, None, None)
+    assert tle.row_window({"rank": 2, "start_us": 10.0, "dur_us": 5.0}) == (2, 10.0, 15.0)
+    assert tle.row_window({"rank": 0, "ts_us": 7.0, "end_us": 9.0}) == (0, 7.0, 9.0)
+    assert tle.row_window({"rank": 1, "stream": 7}) == (1, None, None)
+    assert tle.row_window(None) == (None, None, None)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")

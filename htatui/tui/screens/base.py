@@ -213,8 +213,8 @@ class ViewScreen(Screen[None]):
         return panes[0] if panes else None
 
     def timeline_target(self) -> tuple[int | None, float | None, float | None]:
-        """(rank, start_us, end_us) of the highlighted row for `t` (see timeline.row_target)."""
-        from htatui.analysis.timeline import row_target
+        """(rank, start_us, end_us) of the highlighted row for `t` (see timeline_events.row_target)."""
+        from htatui.analysis.timeline_events import row_target
 
         pane = self._focused_pane()
         row = pane.table.selected_row() if pane is not None else None

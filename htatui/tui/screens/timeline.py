@@ -26,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
@@ -254,7 +255,7 @@ class TimelineScreen(ViewScreen):
             # The row with an event under the cursor (the kernel or launch the row named), else
             # the rank's first stream.
             probe = (self.cursor_us, self.cursor_us + 1e-6)
-            busy = [i for i in ordered if start is not None and tl.event_at(*self.rows[i], *probe)]
+            busy = [i for i in ordered if start is not None and tle.event_at(*self.rows[i], *probe)]
             self.cursor_row = (busy or ordered or [0])[0]
 
     # ---- drawing ------------------------------------------------------------------------
@@ -374,13 +375,13 @@ class TimelineScreen(ViewScreen):
         index, row = self.rows[self.cursor_row]
         step = (self.end_us - self.start_us) / self._cells
         cell_start = self.start_us + self._cursor_cell() * step
-        event = tl.event_at(index, row, cell_start, cell_start + step)
+        event = tle.event_at(index, row, cell_start, cell_start + step)
         if event is None:
             where = f"{index.rows[row].label} · {tl.fmt_us(self.cursor_us)} µs: nothing here"
             details.update(Text(f"{where}\n{LEGEND}", no_wrap=True, overflow="ellipsis"))
             return
         self._selected = (index, event)
-        details.update(Text("\n".join(tl.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
+        details.update(Text("\n".join(tle.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
 
     # ---- moving around ------------------------------------------------------------------
     def _set_window(self, start: float, end: float) -> None:
@@ -445,7 +446,7 @@ class TimelineScreen(ViewScreen):
             self.notify("No event under the cursor.", timeout=3)
             return
         index, event = self._selected
-        linked = tl.linked_event(index, event)
+        linked = tle.linked_event(index, event)
         if linked is None:
             what = "launch" if event.get("kind") == tl.STREAM else "kernel"
             self.notify(f"No {what} linked to {event['name']}.", timeout=3)
