@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from htatui.analysis import timeline as tl  # noqa: E402
+from htatui.analysis import timeline_events as tle  # noqa: E402
 from htatui.trace import TraceSet, load_traces  # noqa: E402
 
 TARGET_MS = 50.0
@@ -86,9 +87,9 @@ def analysis_redraws(traces: TraceSet, width: int, height: int) -> tuple[float, 
     cursor = []
     for row in rows:
         t0 = time.perf_counter()
-        event = tl.event_at(index, row, middle, middle + 5.0)
+        event = tle.event_at(index, row, middle, middle + 5.0)
         if event is not None:
-            tl.details(index, event)
+            tle.details(index, event)
         cursor.append(time.perf_counter() - t0)
     print(f"cursor event + details: worst {max(cursor) * 1e3:.1f} ms over {len(rows)} rows")
     return first_s, times, len(rows)
