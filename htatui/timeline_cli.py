@@ -34,12 +34,12 @@ def add_timeline_parser(
 ) -> None:
     parser = sub.add_parser("timeline", help="print a rank's timeline over a time window as text")
     load_flags(parser)
-    parser.add_argument("--rank", default=None, help="rank(s) to draw, e.g. 0 or 0,1 (default: the first)")
+    parser.add_argument("--rank", default=None, help="rank(s) to draw: e.g. 0, 0,1 or all (default: the first)")
     parser.add_argument("--start", type=float, default=None, help="window start, µs (default: first event)")
     parser.add_argument("--end", type=float, default=None, help="window end, µs (default: last event)")
     parser.add_argument("--width", type=int, default=None, help="line width in characters (default: terminal)")
     parser.add_argument(
-        "--rows", type=_row_kinds, default=None, help="row kinds: threads,streams,queue (default threads,streams)"
+        "--rows", type=_row_kinds, default=None, help="row kinds: threads,streams,queue,membw (default threads,streams)"
     )
     parser.add_argument("--depth", type=int, default=2, help="CPU nesting rows per thread (default 2)")
     parser.set_defaults(run=lambda args: run_timeline(args, load))
@@ -63,7 +63,10 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
         return _fail(str(exc))
-    chosen = list(ranks) if ranks is not None and args.rank is not None else traces.rank_ids[:1]
+    if args.rank is None:
+        chosen = traces.rank_ids[:1]
+    else:
+        chosen = list(ranks) if ranks is not None else traces.rank_ids
     missing = [r for r in chosen if r not in traces.ranks]
     if missing:
         return _fail(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")

@@ -101,3 +101,32 @@ def test_export_slice_several_ranks_keeps_them_apart(tmp_path: Path) -> None:
     events = json.loads(out.read_text())["traceEvents"]
     assert sorted({e["pid"] for e in events}) == ["rank 0 · 100", "rank 1 · 100"]
     assert [e["name"] for e in events if e["ph"] == "X"] == ["ProfilerStep#1", "aten::mm"] * 2
+
+
+def test_export_slice_gzip_loads_back(tmp_path: Path) -> None:
+    from htatui.trace import load_traces
+
+    folder = job(tmp_path / "job")
+    out = tmp_path / "out" / "slice.json.gz"
+    out.parent.mkdir()
+    assert main(["export", "slice", str(folder), "--no-cache", "--start", "0", "--end", "28", "-o", str(out)]) == 0
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    events = load_traces([out], use_cache=False, max_workers=1).ranks[0].events
+    # The step and aten::mm overlap [0, 28), and so does the launch (20-25); gemm starts at 30.
+    assert sorted(events["name"].cast(str).to_list()) == ["ProfilerStep#1", "aten::mm", "cudaLaunchKernel"]
+    missing = tmp_path / "nowhere" / "slice.json"
+    code = main(["export", "slice", str(folder), "--no-cache", "--start", "0", "--end", "28", "-o", str(missing)])
+    assert code == 2
+
+
+def test_timeline_stacks_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = job(tmp_path / "job", ranks=2)
+    args = ["timeline", str(folder), "--no-cache", "--rank", "all", "--depth", "1", "--width", "22"]
+    assert main([*args, "--start", "0", "--end", "100"]) == 0
+    # 10 cells of 10 µs: the step everywhere, gemm (30-70) in cells 3-6, on both ranks.
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "r0 thread 1 AAAAAAAAAA",
+        "r0 stream 7 ...CCCC...",
+        "r1 thread 1 AAAAAAAAAA",
+        "r1 stream 7 ...CCCC...",
+    ]

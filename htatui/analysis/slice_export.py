@@ -84,7 +84,9 @@ def export_slice(
 ) -> tuple[Path, int]:
     """Write the window [start_us, end_us) of `ranks` (None = all) to the file `out`; return
     it and the number of events written. Raises ExportError with a one-line message."""
-    if not (math.isfinite(start_us) and math.isfinite(end_us)) or end_us <= start_us:
+    if not (math.isfinite(start_us) and math.isfinite(end_us)):
+        raise ExportError(f"--start and --end must be finite numbers of µs, got {start_us:g} and {end_us:g}")
+    if end_us <= start_us:
         raise ExportError(f"the window [{start_us:g}, {end_us:g}) µs is empty: --end must be after --start")
     chosen = traces.rank_ids if ranks is None else list(dict.fromkeys(ranks))
     missing = [r for r in chosen if r not in traces.ranks]

@@ -7,7 +7,8 @@ up to time t is one binary search into that running total, so a cell's coverage 
 difference at its two edges, whatever the number of events under it. A cell shows the type that
 covers most of it; its shade is the fraction of the cell that is busy.
 
-Times are µs on the job's common time base, the one of the views' `start_us` columns.
+Times are µs on the job's common time base, the one of the views' `start_us` columns. The event
+under a cell, its details and links live in `timeline_events`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
-from htatui.analysis import queue
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals, shorten_name
+from htatui.analysis import membw, queue
+from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
 
@@ -53,7 +53,8 @@ THREAD_IDLE = " "
 SPARK = "▁▂▃▄▅▆▇█"
 FULL_SHADE = 0.5
 
-ROW_KINDS = ("threads", "streams", "queue")
+COUNTER_KINDS = ("queue", "membw")
+ROW_KINDS = ("threads", "streams", *COUNTER_KINDS)
 DEFAULT_ROWS = ("threads", "streams")
 
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
@@ -92,13 +93,16 @@ class RowSpec:
     key: int
     depth: int = 0
     counter: str = ""
+    """Counter rows: the row kind that asked for them (queue, membw)."""
+    name: str = ""
+    """Counter rows: the label ("queue s7", "bw Memcpy HtoD")."""
 
     @property
     def label(self) -> str:
         if self.kind == STREAM:
             return f"stream {self.key}"
         if self.kind == COUNTER:
-            return f"{self.counter} s{self.key}"
+            return self.name
         return f"thread {self.key}" + (f" +{self.depth}" if self.depth else "")
 
 
@@ -234,6 +238,7 @@ class RankIndex:
     """step, start_us, end_us in time order."""
     counters: dict[int, pl.DataFrame] = field(default_factory=dict)
     """Counter row → ts_us, value (a step series)."""
+    counters_added: set[str] = field(default_factory=set)
     first_us: float = 0.0
     last_us: float = 0.0
 
@@ -283,7 +288,7 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_tid").fill_null(-1)),
         type="type",
         ts=pl.col("ts"),
-        end=pl.col("ts") + pl.col("dur"),
+        end=pl.col("end").fill_null(pl.col("ts") + pl.col("dur")),
         dur=pl.col("dur"),
         index=pl.col("index"),
         name=pl.col("name"),
@@ -375,21 +380,27 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
 _INDEXES: dict[int, dict[int, RankIndex]] = {}
 
 
-def queue_rows(traces: TraceSet, index: RankIndex) -> list[RowSpec]:
-    """Add one queue-length counter row per stream to `index` (once) and return them."""
-    specs = [s for s in _counter_specs(index) if s.counter == "queue"]
-    if specs:
-        return specs
-    series = queue.series(traces, queue.QueueOptions(ranks=(index.rank,)))
-    for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
-        spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter="queue")
-        index.rows.append(spec)
-        index.counters[len(index.rows) - 1] = part.select("ts_us", value=pl.col("queue_length").cast(pl.Float64))
-    return [s for s in _counter_specs(index) if s.counter == "queue"]
-
-
-def _counter_specs(index: RankIndex) -> list[RowSpec]:
-    return [index.rows[i] for i in sorted(index.counters)]
+def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]:
+    """Add `index`'s counter rows of one kind (once) and return them: the launch-queue length
+    per stream (`queue`) or the memory bandwidth in use per copy kind (`membw`), both as the
+    views compute them (corrected mode, last step dropped)."""
+    if kind not in index.counters_added:
+        index.counters_added.add(kind)
+        if kind == "queue":
+            series = queue.series(traces, queue.QueueOptions(ranks=(index.rank,)))
+            for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter=kind, name=f"queue s{stream}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select(
+                    "ts_us", value=pl.col("queue_length").cast(pl.Float64)
+                )
+        elif kind == "membw":
+            series = membw.series(traces, membw.MemoryBandwidthOptions(ranks=(index.rank,)))
+            for (copy,), part in series.sort("copy_kind", "ts_us").group_by(["copy_kind"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, -1, counter=kind, name=f"bw {copy}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select("ts_us", value=pl.col("memory_bw_gbps"))
+    return [index.rows[i] for i in sorted(index.counters) if index.rows[i].counter == kind]
 
 
 def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -> list[int]:
@@ -397,8 +408,9 @@ def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -
     unknown = [r for r in options.rows if r not in ROW_KINDS]
     if unknown:
         raise TimelineError(f"unknown row kind {unknown[0]!r}; choose from {', '.join(ROW_KINDS)}")
-    if "queue" in options.rows:
-        queue_rows(traces, index)
+    for kind in COUNTER_KINDS:
+        if kind in options.rows:
+            counter_rows(traces, index, kind)
     out: list[int] = []
     for i, spec in enumerate(index.rows):
         if spec.kind == THREAD and "threads" in options.rows and spec.depth < options.max_depth:
@@ -414,7 +426,9 @@ def cell_edges(start_us: float, end_us: float, cells: int) -> pl.Series:
     """The cells + 1 edges of a window (cell i is [edge i, edge i + 1))."""
     if cells < 1:
         raise TimelineError(f"need at least one cell, got {cells}")
-    if not (math.isfinite(start_us) and math.isfinite(end_us)) or end_us <= start_us:
+    if not (math.isfinite(start_us) and math.isfinite(end_us)):
+        raise TimelineError(f"--start and --end must be finite numbers of µs, got {start_us:g} and {end_us:g}")
+    if end_us <= start_us:
         raise TimelineError(f"the window [{start_us:g}, {end_us:g}) µs is empty: --end must be after --start")
     step = (end_us - start_us) / cells
     return pl.int_range(0, cells + 1, eager=True).cast(pl.Float64) * step + start_us
@@ -573,158 +587,3 @@ def render(
         raise TimelineError(f"--width {width} is too narrow: the labels need {labels + 2} columns")
     rows = bin_window(traces, ranks, start_us, end_us, cells, chosen)
     return render_text(rows, start_us, end_us, width)
-
-
-# ----------------------------------------------------------------------------- events
-
-
-def event_at(index: RankIndex, row: int, start_us: float, end_us: float) -> dict[str, Any] | None:
-    """The event of `row` that covers most of [start_us, end_us) (the earliest on a tie)."""
-    spec = index.rows[row]
-    if spec.kind == COUNTER:
-        return None
-    hits = index.events.filter(
-        (pl.col("row") == row) & (pl.col("ts") < end_us) & ((pl.col("end") > start_us) | (pl.col("ts") >= start_us))
-    )
-    if hits.height == 0:
-        return None
-    best = (
-        hits.with_columns(
-            _overlap=pl.min_horizontal(pl.col("end"), pl.lit(end_us))
-            - pl.max_horizontal(pl.col("ts"), pl.lit(start_us))
-        )
-        .sort(["_overlap", "ts"], descending=[True, False])
-        .head(1)
-        .drop("_overlap")
-    )
-    return best.row(0, named=True)
-
-
-def launch_of(index: RankIndex, event: dict[str, Any]) -> dict[str, Any] | None:
-    """The runtime call that launched a GPU event (same correlation id on a thread row)."""
-    corr = event.get("correlation")
-    if event.get("kind") != STREAM or corr is None:
-        return None
-    found = index.events.filter(
-        (pl.col("kind") == THREAD) & (pl.col("type") == RUNTIME) & (pl.col("correlation") == corr)
-    )
-    return found.row(0, named=True) if found.height else None
-
-
-def op_of(index: RankIndex, launch: dict[str, Any]) -> dict[str, Any] | None:
-    """The innermost CPU op that encloses a runtime call on its thread."""
-    found = index.events.filter(
-        (pl.col("kind") == THREAD)
-        & (pl.col("type") == OP)
-        & (pl.col("key") == launch["key"])
-        & (pl.col("ts") <= launch["ts"])
-        & (pl.col("end") >= launch["end"])
-        & (pl.col("depth") < launch["depth"])
-    ).sort("depth", descending=True)
-    return found.row(0, named=True) if found.height else None
-
-
-def kernels_of(index: RankIndex, event: dict[str, Any]) -> pl.DataFrame:
-    """GPU events launched by a runtime call (by correlation) or from inside a CPU event
-    (the runtime calls nested in it on its thread), in time order."""
-    device = index.events.filter(pl.col("kind") == STREAM)
-    if event.get("kind") != THREAD:
-        return device.clear()
-    if event.get("type") == RUNTIME and event.get("correlation") is not None:
-        return device.filter(pl.col("correlation") == event["correlation"]).sort("ts")
-    nested = index.events.filter(
-        (pl.col("kind") == THREAD)
-        & (pl.col("type") == RUNTIME)
-        & (pl.col("key") == event["key"])
-        & (pl.col("ts") >= event["ts"])
-        & (pl.col("end") <= event["end"])
-    )["correlation"].drop_nulls()
-    return device.filter(pl.col("correlation").is_in(nested.implode())).sort("ts")
-
-
-@dataclass(frozen=True)
-class EventDetails:
-    """What the cursor shows about one event."""
-
-    name: str
-    start_us: float
-    dur_us: float
-    row: str
-    stream: int | None
-    correlation: int | None
-    launch: str | None
-    op: str | None
-    kernels: list[str]
-    kernel_count: int
-
-    def lines(self) -> list[str]:
-        on_stream = self.stream is not None and not self.row.startswith(STREAM)
-        stream = f" · stream {self.stream}" if on_stream else ""
-        out = [
-            self.name,
-            f"start {fmt_us(self.start_us)} µs · dur {fmt_us(self.dur_us)} µs · "
-            f"end {fmt_us(self.start_us + self.dur_us)} µs",
-            f"{self.row}{stream} · correlation {self.correlation if self.correlation is not None else '–'}",
-        ]
-        if self.launch is not None:
-            out.append(f"launched by {self.launch}" + (f" in {self.op}" if self.op else ""))
-        if self.kernel_count:
-            more = f" (+{self.kernel_count - len(self.kernels)} more)" if self.kernel_count > len(self.kernels) else ""
-            out.append(f"kernels: {', '.join(self.kernels)}{more}")
-        return out
-
-
-def details(index: RankIndex, event: dict[str, Any], most: int = 3) -> EventDetails:
-    """Name, times, stream, correlation, the launching call and its op, and the kernels."""
-    launch = launch_of(index, event)
-    op = op_of(index, launch) if launch is not None else None
-    kernels = kernels_of(index, event)
-    return EventDetails(
-        name=str(event["name"]),
-        start_us=float(event["ts"]),
-        dur_us=float(event["dur"]),
-        row=index.rows[int(event["row"])].label,
-        stream=event.get("stream"),
-        correlation=event.get("correlation"),
-        launch=str(launch["name"]) if launch is not None else None,
-        op=str(op["name"]) if op is not None else None,
-        kernels=[shorten_name(str(n)) for n in kernels["name"].head(most).to_list()],
-        kernel_count=kernels.height,
-    )
-
-
-def linked_event(index: RankIndex, event: dict[str, Any]) -> dict[str, Any] | None:
-    """Follow a launch to its first kernel, or a kernel back to its launch."""
-    if event.get("kind") == STREAM:
-        return launch_of(index, event)
-    kernels = kernels_of(index, event)
-    return kernels.row(0, named=True) if kernels.height else None
-
-
-def row_window(row: dict[str, Any] | None) -> tuple[int | None, float | None, float | None]:
-    """(rank, start_us, end_us) of a table row, from its rank and time columns where it has
-    them: start from start_us / ts_us, end from end_us or start + dur_us (None where missing)."""
-    if not row:
-        return None, None, None
-    rank = row.get("rank")
-    start = next((row[c] for c in ("start_us", "ts_us") if isinstance(row.get(c), (int, float))), None)
-    end = row.get("end_us")
-    if not isinstance(end, (int, float)) and start is not None and isinstance(row.get("dur_us"), (int, float)):
-        end = start + row["dur_us"]
-    return (
-        int(rank) if isinstance(rank, int) else None,
-        float(start) if start is not None else None,
-        float(end) if isinstance(end, (int, float)) else None,
-    )
-
-
-def correlation_window(traces: TraceSet, rank: int, correlation: int) -> tuple[float, float] | None:
-    """From the start of a launch to the end of its GPU work (all events with that correlation
-    id on the rank), for table rows that name a launch but carry no time."""
-    if rank not in traces.ranks:
-        return None
-    found = traces.ranks[rank].events.filter((pl.col("correlation") == correlation) & (pl.col("ph") == "X"))
-    low, high = found["ts"].min(), found["end"].max()
-    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
-        return None
-    return float(low), float(high)

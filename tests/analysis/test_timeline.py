@@ -6,12 +6,16 @@ worked out by hand from the events below.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
+from htatui.analysis.common import busy_time
 from htatui.trace import TraceSet
 
 
@@ -90,9 +94,9 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
     traces = hand_trace(tmp_path)
     index = tl.build_index(traces, 0)
     stream7 = next(i for i, s in enumerate(index.rows) if s.kind == tl.STREAM and s.key == 7)
-    gemm = tl.event_at(index, stream7, 40.0, 50.0)
+    gemm = tle.event_at(index, stream7, 40.0, 50.0)
     assert gemm is not None and gemm["name"] == "gemm"
-    info = tl.details(index, gemm)
+    info = tle.details(index, gemm)
     assert (info.start_us, info.dur_us, info.stream, info.correlation) == (30.0, 40.0, 7, 1)
     assert info.launch == "cudaLaunchKernel" and info.op == "aten::mm"
     assert info.lines() == [
@@ -101,16 +105,16 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
         "stream 7 · correlation 1",
         "launched by cudaLaunchKernel in aten::mm",
     ]
-    launch = tl.linked_event(index, gemm)
+    launch = tle.linked_event(index, gemm)
     assert launch is not None and (launch["ts"], launch["depth"]) == (20.0, 2)
-    back = tl.linked_event(index, launch)
+    back = tle.linked_event(index, launch)
     assert back is not None and back["name"] == "gemm"
-    op = tl.event_at(index, next(i for i, s in enumerate(index.rows) if s.depth == 1), 10.0, 20.0)
-    assert op is not None and tl.details(index, op).kernels == ["gemm"]
-    assert tl.event_at(index, stream7, 80.0, 90.0) is None
+    op = tle.event_at(index, next(i for i, s in enumerate(index.rows) if s.depth == 1), 10.0, 20.0)
+    assert op is not None and tle.details(index, op).kernels == ["gemm"]
+    assert tle.event_at(index, stream7, 80.0, 90.0) is None
     # A launch row without times opens at its launch-to-kernel span.
-    assert tl.correlation_window(traces, 0, 1) == (20.0, 70.0)
-    assert tl.correlation_window(traces, 0, 99) is None
+    assert tle.correlation_window(traces, 0, 1) == (20.0, 70.0)
+    assert tle.correlation_window(traces, 0, 99) is None
 
 
 def test_steps_and_several_ranks(tmp_path: Path) -> None:
@@ -133,3 +137,43 @@ def test_bad_windows(tmp_path: Path) -> None:
         tl.render(traces, [0], 0.0, 100.0, 10)
     with pytest.raises(tl.TimelineError, match="rank 3"):
         tl.render(traces, [3], 0.0, 100.0, 40)
+
+
+def test_busy_time_matches_merged_kernels_on_a_real_trace(load_shared: Callable[[str], TraceSet]) -> None:
+    """Σ busy fraction × cell width on a stream row is the stream's GPU busy time in the window
+    (merged kernel, copy and memset intervals clipped to it), for a window in the middle of
+    nccl_parser_config's second step."""
+    traces = load_shared("nccl_parser_config")
+    rank = traces.rank_ids[0]
+    start, end, cells = 251_300.0, 262_300.0, 110
+    rows = tl.bin_window(traces, [rank], start, end, cells, tl.TimelineOptions(rows=("streams",)))
+    events = traces.ranks[rank].events
+    for row in rows:
+        gpu = events.filter(
+            pl.col("cat").cast(pl.Utf8).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+            & (pl.col("stream") == row.spec.key)
+            & (pl.col("ts") < end)
+            & (pl.col("end") > start)
+        ).select(pl.col("ts").clip(start, end), pl.col("end").clip(start, end))
+        expected = float(busy_time(gpu, []).item()) if gpu.height else 0.0
+        assert sum(row.fractions) * (end - start) / cells == pytest.approx(expected, rel=1e-9, abs=1e-6)
+    assert any(sum(row.fractions) > 0 for row in rows)
+
+
+def test_memory_bandwidth_counter(tmp_path: Path) -> None:
+    traces = traces_of(
+        tmp_path,
+        [
+            step(1, 0, 100),
+            step(2, 100, 100),  # the last step is dropped by the views, as in HTA
+            {
+                **device("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 10, corr=5),
+                "args": {"device": 0, "stream": 7, "correlation": 5, "bytes": 1000, "memory bandwidth (GB/s)": 2.0},
+            },
+            runtime("cudaMemcpyAsync", 10, 5, 5),
+        ],
+    )
+    rows = tl.bin_window(traces, [0], 0.0, 50.0, 5, tl.TimelineOptions(rows=("membw",)))
+    assert [row.spec.label for row in rows] == ["bw Memcpy HtoD"]
+    # 2 GB/s from 20 to 30 µs: cells [20, 30) hold it; [30, 40) starts at 0 after it ends.
+    assert rows[0].values == [None, None, 2.0, 0.0, 0.0]

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import polars as pl
 import pytest
 from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window
@@ -114,10 +116,10 @@ def test_parse_window() -> None:
 
 
 def test_row_window_hook() -> None:
-    assert tl.row_window({"rank": 2, "start_us": 10.0, "dur_us": 5.0}) == (2, 10.0, 15.0)
-    assert tl.row_window({"rank": 0, "ts_us": 7.0, "end_us": 9.0}) == (0, 7.0, 9.0)
-    assert tl.row_window({"rank": 1, "stream": 7}) == (1, None, None)
-    assert tl.row_window(None) == (None, None, None)
+    assert tle.row_window({"rank": 2, "start_us": 10.0, "dur_us": 5.0}) == (2, 10.0, 15.0)
+    assert tle.row_window({"rank": 0, "ts_us": 7.0, "end_us": 9.0}) == (0, 7.0, 9.0)
+    assert tle.row_window({"rank": 1, "stream": 7}) == (1, None, None)
+    assert tle.row_window(None) == (None, None, None)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -150,3 +152,36 @@ async def test_t_on_a_launch_outlier_opens_its_launch_and_kernel(small_traces: T
         assert screen.target == (0, 245.0, 410.0)
         assert (screen.start_us, screen.end_us) == pytest.approx((228.5, 426.5))
         assert cursor_label(screen) == "r0 stream 7"
+
+
+async def test_screen_rows_are_the_text_rendering(small_traces: TraceSet) -> None:
+    """Without colour the screen shows exactly what `htatui timeline` prints for that window."""
+    app = make_app(small_traces)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await press(pilot, "t", "n")
+        screen = timeline(pilot)
+        canvas = screen.query_one("#timeline-canvas")
+        shown = screen.draw(canvas.size.width, canvas.size.height).plain.splitlines()[1:]
+        printed = tl.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
+        assert shown == printed and len(printed) == 8
+
+
+async def test_t_on_a_kernel_row_opens_its_longest_instance(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "3")
+        table = app.screen.query_one("#kernels-table", TablePane).table
+        table.focus()
+        row = table.selected_row()
+        assert row is not None
+        await press(pilot, "t")
+        screen = timeline(pilot)
+        events = small_traces.ranks[row["rank"]].events.filter(pl.col("name").cast(pl.Utf8) == row["name"])
+        longest = events.sort("dur").tail(1)
+        assert screen.target == (row["rank"], longest["ts"][0], longest["end"][0])
+        assert screen.start_us < longest["ts"][0] < longest["end"][0] < screen.end_us
+        assert details_text(screen).startswith(row["name"][:20])
+        index, shown_row = screen.rows[screen.cursor_row]
+        assert index.rows[shown_row].key == longest["stream"][0]

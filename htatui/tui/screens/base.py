@@ -225,18 +225,12 @@ class ViewScreen(JobRunner, Screen[None]):
         return panes[0] if panes else None
 
     def timeline_target(self) -> tuple[int | None, float | None, float | None]:
-        """(rank, start_us, end_us) of the highlighted row for `t`, from its rank and time columns."""
-        from htatui.analysis.timeline import correlation_window, row_window
+        """(rank, start_us, end_us) of the highlighted row for `t` (see timeline_events.row_target)."""
+        from htatui.analysis.timeline_events import row_target
 
         pane = self._focused_pane()
         row = pane.table.selected_row() if pane is not None else None
-        rank, start, end = row_window(row)
-        if start is None and row and rank is not None and isinstance(row.get("correlation"), int):
-            # A launch row (e.g. an outlier) without times: its launch and kernel span.
-            found = self.hta.traces and correlation_window(self.hta.traces, rank, row["correlation"])
-            if found:
-                start, end = found
-        return rank, start, end
+        return row_target(self.hta.traces, row) if self.hta.traces is not None else (None, None, None)
 
     def action_open_timeline(self) -> None:
         self.hta.open_timeline(*self.timeline_target())

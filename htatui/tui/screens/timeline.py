@@ -1,4 +1,4 @@
-"""Timeline: CPU threads, GPU streams and queue counters of the chosen ranks over a time window.
+"""Timeline: CPU threads, GPU streams and counters of the chosen ranks over a time window.
 
 The first draw builds each rank's index on the worker (htatui.analysis.timeline); every redraw
 after that bins only the rows on screen into the canvas's cells, so it costs the same whatever
@@ -26,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from htatui.analysis import timeline as tl
+from htatui.analysis import timeline_events as tle
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
@@ -125,7 +126,7 @@ class TimelineScreen(ViewScreen):
         "Each cell shows the type that covers most of it: **C** compute, **N** communication, "
         "**M** memcpy, **S** memset, **O** CPU op, **A** annotation, **R** runtime call; upper "
         "case when at least half the cell is busy, `.` an idle stream. `c` adds queue-length "
-        "sparklines. The cursor selects the event under it; `f` follows a launch to its kernel "
+        "and memory-bandwidth sparklines. The cursor selects the event under it; `f` follows a launch to its kernel "
         "and back. `t` in any table opens this view at the highlighted row's time."
     )
     AUTO_FOCUS = "TimelineCanvas"
@@ -158,7 +159,14 @@ class TimelineScreen(ViewScreen):
         Binding("g", "go_to", "Go to", tooltip="Go to a time (µs) or a window", id="timeline.go_to"),
         Binding("f,enter", "follow", "Follow", tooltip="Follow a launch to its kernel and back", id="timeline.follow"),
         Binding("o", "overview", "All", show=False, tooltip="Show the whole trace", id="timeline.overview"),
-        Binding("c", "counters", "Counters", show=False, tooltip="Show or hide queue lengths", id="timeline.counters"),
+        Binding(
+            "c",
+            "counters",
+            "Counters",
+            show=False,
+            tooltip="Show or hide queue lengths and memory bandwidth",
+            id="timeline.counters",
+        ),
         Binding("v", "depth", "Depth", show=False, tooltip="Show more CPU nesting rows", id="timeline.depth"),
         Binding("escape", "back", "Back", tooltip="Back to the table (or cancel)", id="timeline.back"),
     ]
@@ -201,7 +209,8 @@ class TimelineScreen(ViewScreen):
         indexes = [tl.build_index(traces, r) for r in ranks[:MAX_RANKS]]
         if self.counters:
             for index in indexes:
-                tl.queue_rows(traces, index)
+                for kind in tl.COUNTER_KINDS:
+                    tl.counter_rows(traces, index, kind)
         return TimelineData(indexes, max(0, len(ranks) - MAX_RANKS))
 
     def show_result(self, result: TimelineData) -> None:
@@ -218,7 +227,7 @@ class TimelineScreen(ViewScreen):
         if self.data is None or self.hta.traces is None:
             return
         options = tl.TimelineOptions(
-            max_depth=self.depth, rows=(*tl.DEFAULT_ROWS, "queue") if self.counters else tl.DEFAULT_ROWS
+            max_depth=self.depth, rows=(*tl.DEFAULT_ROWS, *tl.COUNTER_KINDS) if self.counters else tl.DEFAULT_ROWS
         )
         self.rows = [
             (index, row) for index in self.data.indexes for row in tl.visible_rows(self.hta.traces, index, options)
@@ -242,7 +251,12 @@ class TimelineScreen(ViewScreen):
         if rank is not None:
             rows = [i for i, (index, row) in enumerate(self.rows) if index.rank == rank]
             streams = [i for i in rows if self.rows[i][0].rows[self.rows[i][1]].kind == tl.STREAM]
-            self.cursor_row = (streams or rows or [0])[0]
+            ordered = streams + [i for i in rows if i not in streams]
+            # The row with an event under the cursor (the kernel or launch the row named), else
+            # the rank's first stream.
+            probe = (self.cursor_us, self.cursor_us + 1e-6)
+            busy = [i for i in ordered if start is not None and tle.event_at(*self.rows[i], *probe)]
+            self.cursor_row = (busy or ordered or [0])[0]
 
     # ---- drawing ------------------------------------------------------------------------
     def _label(self, index: tl.RankIndex, row: int) -> str:
@@ -361,13 +375,13 @@ class TimelineScreen(ViewScreen):
         index, row = self.rows[self.cursor_row]
         step = (self.end_us - self.start_us) / self._cells
         cell_start = self.start_us + self._cursor_cell() * step
-        event = tl.event_at(index, row, cell_start, cell_start + step)
+        event = tle.event_at(index, row, cell_start, cell_start + step)
         if event is None:
             where = f"{index.rows[row].label} · {tl.fmt_us(self.cursor_us)} µs: nothing here"
             details.update(Text(f"{where}\n{LEGEND}", no_wrap=True, overflow="ellipsis"))
             return
         self._selected = (index, event)
-        details.update(Text("\n".join(tl.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
+        details.update(Text("\n".join(tle.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
 
     # ---- moving around ------------------------------------------------------------------
     def _set_window(self, start: float, end: float) -> None:
@@ -432,7 +446,7 @@ class TimelineScreen(ViewScreen):
             self.notify("No event under the cursor.", timeout=3)
             return
         index, event = self._selected
-        linked = tl.linked_event(index, event)
+        linked = tle.linked_event(index, event)
         if linked is None:
             what = "launch" if event.get("kind") == tl.STREAM else "kernel"
             self.notify(f"No {what} linked to {event['name']}.", timeout=3)
