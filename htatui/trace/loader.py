@@ -7,14 +7,15 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from htatui.trace import cache
-from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+from htatui.trace.decode import TraceFormatError, decode_trace
 from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
 from htatui.trace.frame import build_frame, build_meta
 from htatui.trace.model import (
@@ -26,6 +27,8 @@ from htatui.trace.model import (
     TraceMeta,
     TraceSet,
 )
+from htatui.trace.read import FileIdentity, is_pipe_argument, read_trace_bytes
+from htatui.trace.validate import check_meta, drop_impossible_events
 
 
 class LoadError(Exception):
@@ -55,12 +58,14 @@ class ParsedFile:
     events: pl.DataFrame
     meta: TraceMeta
     warnings: list[str]
+    identity: FileIdentity | None = None
+    """The file's identity taken before reading; None for a pipe (never cached)."""
 
 
 def parse_file(path: Path) -> ParsedFile:
     """Read, decode and frame one trace file (runs in a worker process)."""
     try:
-        raw = read_bytes(path)
+        raw, identity = read_trace_bytes(path)
     except PermissionError:
         raise TraceFormatError("cannot be read (permission denied)") from None
     except IsADirectoryError:
@@ -77,23 +82,28 @@ def parse_file(path: Path) -> ParsedFile:
             raise TraceFormatError("not a Chrome trace (no traceEvents)")
         meta = build_meta(doc, doc.traceEvents)
         events = build_frame(doc.traceEvents, warnings)
+    except RecursionError:
+        raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
         if gc_was_enabled:
             gc.enable()
+    events, dropped = drop_impossible_events(events)
+    meta, meta_warnings = check_meta(meta)
+    warnings.extend(meta_warnings + ([dropped] if dropped else []))
     if events.height == 0:
-        raise TraceFormatError("trace has no events")
-    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+        raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
+    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=identity)
 
 
-def _parse_or_problem(path: Path, use_cache: bool) -> ParsedFile | LoadProblem:
+def _parse_or_problem(path: Path, write_cache: bool) -> ParsedFile | LoadProblem:
     try:
         parsed = parse_file(path)
     except TraceFormatError as exc:
         return LoadProblem(path, str(exc))
     except MemoryError:
         return LoadProblem(path, "out of memory while parsing")
-    if use_cache:
-        cache.store(path, parsed.events, parsed.meta, parsed.warnings)
+    if write_cache and parsed.identity is not None:
+        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings)
     return parsed
 
 
@@ -104,8 +114,12 @@ def load_traces(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     max_workers: int | None = None,
+    refresh_cache: bool = False,
 ) -> TraceSet:
     """Load every trace named by `paths` (folders or files) into a TraceSet.
+
+    `use_cache` reads and writes the parse cache; `refresh_cache` (with use_cache False)
+    parses every file again and overwrites its cache entry, as `--no-cache` does.
 
     Raises LoadError when no file could be loaded or two files claim one rank; files that
     fail among good ones are listed in `TraceSet.problems`.
@@ -114,7 +128,7 @@ def load_traces(
         found = discover(paths)
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results = _parse_all(found.files, use_cache, progress, cancel, max_workers)
+    results = _parse_all(found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers)
     parsed = [r for r in results if isinstance(r, ParsedFile)]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
@@ -130,6 +144,7 @@ def load_traces(
 def _parse_all(
     files: list[Path],
     use_cache: bool,
+    write_cache: bool,
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
     max_workers: int | None,
@@ -143,8 +158,19 @@ def _parse_all(
         if progress is not None:
             progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
 
+    def parse_here(paths: list[Path]) -> None:
+        for path in paths:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled
+            results[path] = _parse_or_problem(path, write_cache)
+            report(path, False)
+
     to_parse: list[Path] = []
+    # A pipe's file descriptor lives in this process only, so it is read here.
+    pipes = [path for path in files if is_pipe_argument(path)]
     for path in files:
+        if path in pipes:
+            continue
         hit = cache.load_cached(path) if use_cache else None
         if hit is None:
             to_parse.append(path)
@@ -152,31 +178,63 @@ def _parse_all(
         events, meta, warnings = hit
         results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
         report(path, True)
+    parse_here(pipes)
     workers = min(len(to_parse), max_workers or os.cpu_count() or 1)
     if workers <= 1:
-        for path in to_parse:
-            if cancel is not None and cancel.is_set():
-                raise LoadCancelled
-            results[path] = _parse_or_problem(path, use_cache)
-            report(path, False)
+        parse_here(to_parse)
     else:
-        # spawn, not fork: the parent may already run polars threads, which fork would copy.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: dict[Future[ParsedFile | LoadProblem], Path] = {
-                pool.submit(_parse_or_problem, path, use_cache): path for path in to_parse
-            }
-            for future in as_completed(futures):
-                if cancel is not None and cancel.is_set():
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise LoadCancelled
+        try:
+            _parse_in_pool(to_parse, workers, write_cache, results, report, cancel)
+        except (BrokenProcessPool, OSError):
+            # Worker processes could not start or died all at once: parse the rest here.
+            parse_here([path for path in to_parse if path not in results])
+    return [results[path] for path in files]
+
+
+def _parse_in_pool(
+    to_parse: list[Path],
+    workers: int,
+    write_cache: bool,
+    results: dict[Path, ParsedFile | LoadProblem],
+    report: Callable[[Path, bool], None],
+    cancel: threading.Event | None,
+) -> None:
+    # spawn, not fork: the parent may already run polars threads, which fork would copy.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        futures: dict[Future[ParsedFile | LoadProblem], Path] = {
+            pool.submit(_parse_or_problem, path, write_cache): path for path in to_parse
+        }
+        pending = set(futures)
+        while pending:
+            # Wake up regularly so that a cancel stops the work even while every worker is busy.
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if cancel is not None and cancel.is_set():
+                _stop_pool(pool)
+                raise LoadCancelled
+            for future in finished:
                 path = futures[future]
                 try:
                     results[path] = future.result()
+                except BrokenProcessPool:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
                     results[path] = LoadProblem(path, f"parser failed ({type(exc).__name__})")
                 report(path, False)
-    return [results[path] for path in files]
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued work and end the running workers now instead of waiting for their files."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:
