@@ -28,8 +28,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: list[Path], use_cache: bool) -> TraceSet:
-    """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
+def _load(paths: list[Path], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+    """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
+    the output shows them, as info's does) each file's warnings to stderr.
+
+    Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
+    """
     from htatui.trace import load_traces
 
     if sys.stderr.isatty():
@@ -48,13 +52,17 @@ def _load(paths: list[Path], use_cache: bool) -> TraceSet:
             def report(update: LoadProgress) -> None:
                 bar.update(task, total=update.total, completed=update.done, description=update.path.name)
 
-            traces = load_traces(paths, use_cache=use_cache, progress=report)
+            traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache, progress=report)
     else:
-        traces = load_traces(paths, use_cache=use_cache)
+        traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache)
     for note in traces.notes:
         print(f"htatui: note: {note}", file=sys.stderr)
     for problem in traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
+    if show_warnings:
+        for rank_trace in traces.ranks.values():
+            for warning in rank_trace.warnings:
+                print(f"htatui: warning: {rank_trace.path}: {warning}", file=sys.stderr)
     return traces
 
 
@@ -96,7 +104,7 @@ def _run_info(args: argparse.Namespace) -> int:
     failed = False
     for job in jobs:
         try:
-            traces = _load([job], not args.no_cache)
+            traces = _load([job], not args.no_cache, show_warnings=False)
         except LoadError as exc:
             print(f"htatui: {exc}", file=sys.stderr)
             failed = True
@@ -184,5 +192,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            # The reader went away (`htatui report … | head`): nothing is wrong, and nothing more to say.
+            _silence_stdout()
+            return 0
+        return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+
+
+def _stdout_closed() -> bool:
+    """True when stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
