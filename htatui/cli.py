@@ -169,7 +169,7 @@ def _run_app(argv: Sequence[str]) -> int:
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     from htatui.tui.run import run_app
 
-    return run_app(
+    code = run_app(
         list(args.paths),
         theme=args.theme,
         use_cache=not args.no_cache,
@@ -177,6 +177,12 @@ def _run_app(argv: Sequence[str]) -> int:
         include_last_step=args.include_last_step,
         screenshot_dir=args.screenshot,
     )
+    if code == 130:
+        # Cancelled: a file may still be parsing in a thread that cannot be interrupted; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,6 +47,8 @@ class LoadProgress:
     total: int
     path: Path
     from_cache: bool
+    failed: bool = False
+    """The file could not be loaded (it is listed in TraceSet.problems)."""
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -156,7 +158,8 @@ def _parse_all(
         nonlocal done
         done += 1
         if progress is not None:
-            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
+            failed = isinstance(results.get(path), LoadProblem)
+            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache, failed=failed))
 
     def parse_here(paths: list[Path]) -> None:
         for path in paths:

@@ -18,6 +18,7 @@ class FileState:
     path: Path
     done: bool = False
     from_cache: bool = False
+    failed: bool = False
 
 
 @dataclass
