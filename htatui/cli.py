@@ -30,8 +30,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
-    """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
+def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+    """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
+    the output shows them, as info's does) each file's warnings to stderr.
+
+    Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
+    """
     from htatui.trace import load_traces
 
     if sys.stderr.isatty():
@@ -62,13 +66,23 @@ def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
                 name = update.path.name
                 bar.update(download_task[0], total=total, completed=update.done_bytes, description=name, amount=amount)
 
-            traces = load_traces(paths, use_cache=use_cache, progress=report, download_progress=report_bytes)
+            traces = load_traces(
+                paths,
+                use_cache=use_cache,
+                refresh_cache=not use_cache,
+                progress=report,
+                download_progress=report_bytes,
+            )
     else:
-        traces = load_traces(paths, use_cache=use_cache)
+        traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache)
     for note in traces.notes:
         print(f"htatui: note: {note}", file=sys.stderr)
     for problem in traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
+    if show_warnings:
+        for rank_trace in traces.ranks.values():
+            for warning in rank_trace.warnings:
+                print(f"htatui: warning: {rank_trace.path}: {warning}", file=sys.stderr)
     return traces
 
 
@@ -107,7 +121,7 @@ def _run_info(args: argparse.Namespace) -> int:
     failed = False
     for job in jobs:
         try:
-            traces = _load([job], not args.no_cache)
+            traces = _load([job], not args.no_cache, show_warnings=False)
         except LoadError as exc:
             print(f"htatui: {exc}", file=sys.stderr)
             failed = True
@@ -175,7 +189,7 @@ def _run_app(argv: Sequence[str]) -> int:
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     from htatui.tui.run import run_app
 
-    return run_app(
+    code = run_app(
         list(args.paths),
         theme=args.theme,
         use_cache=not args.no_cache,
@@ -183,6 +197,12 @@ def _run_app(argv: Sequence[str]) -> int:
         include_last_step=args.include_last_step,
         screenshot_dir=args.screenshot,
     )
+    if code == 130:
+        # Cancelled: a file may still be parsing in a thread that cannot be interrupted; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,5 +218,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            # The reader went away (`htatui report … | head`): nothing is wrong, and nothing more to say.
+            _silence_stdout()
+            return 0
+        return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+
+
+def _stdout_closed() -> bool:
+    """True when stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass

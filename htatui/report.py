@@ -15,6 +15,18 @@ Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")
 
 
+# Table cells only: a 16 MB kernel name would stall rich's folding; CSV and JSON stay whole.
+MAX_TABLE_CELL_CHARS = 2_000
+
+
+def _table_cell(value: object) -> str:
+    text = _cell(value)
+    if len(text) <= MAX_TABLE_CELL_CHARS:
+        return text
+    half = (MAX_TABLE_CELL_CHARS - 1) // 2
+    return f"{text[:half]}…{text[-half:]}"
+
+
 def _cell(value: object) -> str:
     if value is None:
         return ""
@@ -54,5 +66,5 @@ def render_frame(frame: pl.DataFrame, fmt: Format, title: str | None = None, out
         for name, dtype in frame.schema.items():
             table.add_column(name, justify="right" if dtype.is_numeric() else "left", overflow="fold")
         for row in frame.iter_rows():
-            table.add_row(*(_cell(v) for v in row))
+            table.add_row(*(_table_cell(v) for v in row))
         console.print(table)

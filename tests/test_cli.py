@@ -130,7 +130,7 @@ def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(decode, "read_bytes", deny)
-    monkeypatch.setattr("htatui.trace.loader.read_bytes", deny)
+    monkeypatch.setattr("htatui.trace.loader.read_trace_bytes", deny)
     with pytest.raises(LoadError, match=r"rank-0\.json: cannot be read \(permission denied\)"):
         load_traces([path], use_cache=False)
 

@@ -7,7 +7,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
 from htatui.trace import cache
-from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+from htatui.trace.decode import TraceFormatError, decode_trace
 from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
 from htatui.trace.frame import build_frame, build_meta
@@ -28,6 +29,8 @@ from htatui.trace.model import (
     TraceMeta,
     TraceSet,
 )
+from htatui.trace.read import FileIdentity, is_pipe_argument, read_trace_bytes
+from htatui.trace.validate import check_meta, drop_impossible_events
 
 
 class LoadError(Exception):
@@ -46,6 +49,8 @@ class LoadProgress:
     total: int
     path: SourcePath
     from_cache: bool
+    failed: bool = False
+    """The file could not be loaded (it is listed in TraceSet.problems)."""
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -57,12 +62,14 @@ class ParsedFile:
     events: pl.DataFrame
     meta: TraceMeta
     warnings: list[str]
+    identity: FileIdentity | None = None
+    """The file's identity taken before reading; None for a pipe (never cached)."""
 
 
 def parse_file(path: Path) -> ParsedFile:
     """Read, decode and frame one trace file (runs in a worker process)."""
     try:
-        raw = read_bytes(path)
+        raw, identity = read_trace_bytes(path)
     except PermissionError:
         raise TraceFormatError("cannot be read (permission denied)") from None
     except IsADirectoryError:
@@ -79,15 +86,20 @@ def parse_file(path: Path) -> ParsedFile:
             raise TraceFormatError("not a Chrome trace (no traceEvents)")
         meta = build_meta(doc, doc.traceEvents)
         events = build_frame(doc.traceEvents, warnings)
+    except RecursionError:
+        raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
         if gc_was_enabled:
             gc.enable()
+    events, dropped = drop_impossible_events(events)
+    meta, meta_warnings = check_meta(meta)
+    warnings.extend(meta_warnings + ([dropped] if dropped else []))
     if events.height == 0:
-        raise TraceFormatError("trace has no events")
-    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+        raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
+    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=identity)
 
 
-def _parse_or_problem(path: Path, use_cache: bool, origin: RemotePath | None = None) -> ParsedFile | LoadProblem:
+def _parse_or_problem(path: Path, write_cache: bool, origin: RemotePath | None = None) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     source: SourcePath = origin or path
     try:
@@ -98,8 +110,10 @@ def _parse_or_problem(path: Path, use_cache: bool, origin: RemotePath | None = N
         return LoadProblem(source, "out of memory while parsing")
     if origin is not None:
         parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
-    if use_cache:
-        cache.store(source, parsed.events, parsed.meta, parsed.warnings)
+        if write_cache:
+            cache.store(origin, None, parsed.events, parsed.meta, parsed.warnings)
+    elif write_cache and parsed.identity is not None:
+        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings)
     return parsed
 
 
@@ -111,8 +125,12 @@ def load_traces(
     cancel: threading.Event | None = None,
     max_workers: int | None = None,
     download_progress: DownloadCallback | None = None,
+    refresh_cache: bool = False,
 ) -> TraceSet:
     """Load every trace named by `paths` (folders or files, local or URLs) into a TraceSet.
+
+    `use_cache` reads and writes the parse cache; `refresh_cache` (with use_cache False)
+    parses every file again and overwrites its cache entry, as `--no-cache` does.
 
     Raises LoadError when no file could be loaded or two files claim one rank; files that
     fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
@@ -122,7 +140,9 @@ def load_traces(
         found = discover(paths)
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results = _parse_all(found.files, use_cache, progress, cancel, max_workers, download_progress)
+    results = _parse_all(
+        found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
+    )
     parsed = [r for r in results if isinstance(r, ParsedFile)]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
@@ -138,6 +158,7 @@ def load_traces(
 def _parse_all(
     files: list[SourcePath],
     use_cache: bool,
+    write_cache: bool,
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
     max_workers: int | None,
@@ -150,10 +171,22 @@ def _parse_all(
         nonlocal done
         done += 1
         if progress is not None:
-            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
+            failed = isinstance(results.get(path), LoadProblem)
+            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache, failed=failed))
+
+    def parse_here(paths: list[Path]) -> None:
+        for path in paths:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled
+            results[path] = _parse_or_problem(path, write_cache)
+            report(path, False)
 
     to_parse: list[SourcePath] = []
+    # A pipe's file descriptor lives in this process only, so it is read here.
+    pipes = [path for path in files if isinstance(path, Path) and is_pipe_argument(path)]
     for path in files:
+        if path in pipes:
+            continue
         hit = cache.load_cached(path) if use_cache else None
         if hit is None:
             to_parse.append(path)
@@ -161,12 +194,13 @@ def _parse_all(
         events, meta, warnings = hit
         results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
         report(path, True)
+    parse_here(pipes)
     try:
         with fetched(to_parse, download_progress, cancel) as ready:
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, use_cache, cancel, max_workers, results, report)
+            _parse_local(ready.files, write_cache, cancel, max_workers, results, report)
     except FetchCancelled:
         raise LoadCancelled from None
     return [results[path] for path in files]
@@ -174,37 +208,76 @@ def _parse_all(
 
 def _parse_local(
     files: list[tuple[Path, RemotePath | None]],
-    use_cache: bool,
+    write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
     results: dict[SourcePath, ParsedFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
 ) -> None:
     """Parse local files (downloaded copies stand for their `origin`) into `results`."""
-    workers = min(len(files), max_workers or os.cpu_count() or 1)
-    if workers <= 1:
-        for path, origin in files:
+
+    def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
+        for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[origin or path] = _parse_or_problem(path, use_cache, origin)
+            results[origin or path] = _parse_or_problem(path, write_cache, origin)
             report(origin or path, False)
-    else:
-        # spawn, not fork: the parent may already run polars threads, which fork would copy.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
-                pool.submit(_parse_or_problem, path, use_cache, origin): origin or path for path, origin in files
-            }
-            for future in as_completed(futures):
-                if cancel is not None and cancel.is_set():
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise LoadCancelled
+
+    workers = min(len(files), max_workers or os.cpu_count() or 1)
+    if workers <= 1:
+        parse_here(files)
+        return
+    try:
+        _parse_in_pool(files, workers, write_cache, results, report, cancel)
+    except (BrokenProcessPool, OSError):
+        # Worker processes could not start or died all at once: parse the rest here.
+        parse_here([(path, origin) for path, origin in files if (origin or path) not in results])
+
+
+def _parse_in_pool(
+    files: list[tuple[Path, RemotePath | None]],
+    workers: int,
+    write_cache: bool,
+    results: dict[SourcePath, ParsedFile | LoadProblem],
+    report: Callable[[SourcePath, bool], None],
+    cancel: threading.Event | None,
+) -> None:
+    # spawn, not fork: the parent may already run polars threads, which fork would copy.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
+            pool.submit(_parse_or_problem, path, write_cache, origin): origin or path for path, origin in files
+        }
+        pending = set(futures)
+        while pending:
+            # Wake up regularly so that a cancel stops the work even while every worker is busy.
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if cancel is not None and cancel.is_set():
+                _stop_pool(pool)
+                raise LoadCancelled
+            for future in finished:
                 source = futures[future]
                 try:
                     results[source] = future.result()
+                except BrokenProcessPool:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
                     results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
                 report(source, False)
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued work and end the running workers now instead of waiting for their files."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:

@@ -129,7 +129,7 @@ class LoadingScreen(Screen[None]):
         self.post_message(LoadProgressed(tuple(states.values()), 0, len(files)))
 
         def progress(update: LoadProgress) -> None:
-            states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache)
+            states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache, failed=update.failed)
             self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
 
         def progress_bytes(update: DownloadProgress) -> None:
@@ -158,7 +158,9 @@ class LoadingScreen(Screen[None]):
         self.query_one(ProgressBar).update(total=max(message.total, 1), progress=message.done)
         lines = Text()
         for state in message.files[:MAX_LISTED]:
-            if state.done:
+            if state.failed:
+                mark, style, how = "✗", "bold", "failed"
+            elif state.done:
                 mark, style, how = "✓", "bold", "from cache" if state.from_cache else "parsed"
             else:
                 mark, style, how = "·", "dim", "waiting"

@@ -55,6 +55,10 @@ FORMATS: dict[str, Formatter] = {
 }
 
 
+MAX_CELL_SOURCE_CHARS = 16_384
+"""Longer text is cut (in its middle) before a cell shortens or draws it."""
+
+
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
     return shorten_name(name) or name
@@ -99,7 +103,11 @@ class Column:
                 return Text(FORMATS[self.fmt](value), justify="right")
             except (TypeError, ValueError):
                 return Text(str(value), justify="right")
-        text = short_kernel_name(str(value)) if self.short_names else str(value)
+        text = str(value)
+        if len(text) > MAX_CELL_SOURCE_CHARS:
+            # A megabyte name would make shortening and drawing crawl; no cell shows that much.
+            text = middle_truncate(text, MAX_CELL_SOURCE_CHARS)
+        text = short_kernel_name(text) if self.short_names else text
         if self.transform is not None:
             text = self.transform(text)
         width = self.width or NAME_WIDTH
