@@ -203,7 +203,20 @@ def memory_series(recording: MemoryRecording, intervals: pl.DataFrame) -> pl.Dat
         - pl.col("seg_delta").sum().over("device")
         + pl.col("seg_delta").cum_sum().over("device"),
     )
-    return frame.select(list(SERIES_SCHEMA)).cast(SERIES_SCHEMA)  # type: ignore[arg-type]
+    series = frame.select(list(SERIES_SCHEMA)).cast(SERIES_SCHEMA)  # type: ignore[arg-type]
+    # A snapshot without history (or a device without any) still has a state: one point before time.
+    silent = (
+        reserved_end.join(events.select("device").unique(), on="device", how="anti")
+        .join(baseline, on="device", how="left")
+        .select(
+            "device",
+            seq=pl.lit(-1, dtype=pl.Int64),
+            time_us=pl.lit(None, dtype=pl.Float64),
+            allocated_bytes=pl.col("base").fill_null(0),
+            reserved_bytes="reserved_end",
+        )
+    )
+    return pl.concat([series, silent.cast(SERIES_SCHEMA)]) if silent.height else series  # type: ignore[arg-type]
 
 
 def _summary(series: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
@@ -219,7 +232,7 @@ def _summary(series: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
             end_bytes=pl.col("allocated_bytes").last(),
             reserved_peak_bytes=pl.col("reserved_bytes").max(),
             start_bytes=pl.col("allocated_bytes").first(),
-            events=pl.len(),
+            events=(pl.col("seq") >= 0).sum(),
         )
     )
     live = (
@@ -380,12 +393,13 @@ def growth(analysis: MemoryAnalysis) -> Growth:
             names = steps["name"].to_list()
             times = steps["start_us"].to_list()
             index = series["time_us"].search_sorted(pl.Series(times, dtype=pl.Float64), side="left").cast(pl.Int64) - 1
-            picked = [(n, t, int(i)) for n, t, i in zip(names, times, index.to_list(), strict=True) if i >= 0]
+            picked = [(n, t, int(i)) for n, t, i in zip(names, times, index.to_list(), strict=True)]
             label_basis = basis
         else:
             picked = _local_minima(series)
             label_basis = "local minima"
-        values = [int(series["allocated_bytes"][i]) for _, _, i in picked]
+        initial = initial_bytes(analysis, device)
+        values = [int(series["allocated_bytes"][i]) if i >= 0 else initial for _, _, i in picked]
         for position, ((name, time_us, _), value) in enumerate(zip(picked, values, strict=True)):
             previous = values[position - 1] if position else None
             point_rows.append(
@@ -401,11 +415,25 @@ def growth(analysis: MemoryAnalysis) -> Growth:
             b > a for a, b in zip(values, values[1:], strict=False)
         )
         if len(picked) >= 2:
-            first = sites_at(analysis, device, int(series["seq"][picked[0][2]]))
-            last = sites_at(analysis, device, int(series["seq"][picked[-1][2]]))
+            first = sites_at(analysis, device, _seq_at(series, picked[0][2]))
+            last = sites_at(analysis, device, _seq_at(series, picked[-1][2]))
             growing[device] = _site_changes(first, last).filter(pl.col("delta_bytes") > 0)
         basis = label_basis
     return Growth(pl.DataFrame(point_rows, schema=GROWTH_SCHEMA), leaking, growing, basis)
+
+
+def _seq_at(series: pl.DataFrame, index: int) -> int:
+    """The event number at a row of the series; before the first row, -1 (the state before recording)."""
+    return int(series["seq"][index]) if index >= 0 else -1
+
+
+def initial_bytes(analysis: MemoryAnalysis, device: str) -> int:
+    """Bytes live before the first event: what existed before recording (for timelines, the first sample)."""
+    if analysis.recording.kind in ("timeline", "raw_timeline"):
+        first = analysis.series.filter(pl.col("device") == device)["allocated_bytes"]
+        return int(first[0]) if first.len() else 0
+    before = analysis.intervals.filter((pl.col("device") == device) & (pl.col("start_seq") < 0))
+    return int(before["size_bytes"].sum())
 
 
 def _local_minima(series: pl.DataFrame) -> list[tuple[str, float, int]]:
@@ -537,7 +565,7 @@ def span_peaks(analysis: MemoryAnalysis) -> pl.DataFrame:
         for kind, name, start, end in spans.iter_rows():
             lo = int(times.search_sorted(start, side="left"))
             hi = int(times.search_sorted(end, side="right"))
-            before = int(values[lo - 1]) if lo > 0 else (int(values[0]) if values.len() else 0)
+            before = int(values[lo - 1]) if lo > 0 else initial_bytes(analysis, device)
             inside = values.slice(lo, max(hi - lo, 0))
             peak = max(before, int(inside.max())) if inside.len() else before  # type: ignore[arg-type]
             after = int(values[hi - 1]) if hi > 0 else before
