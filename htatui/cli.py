@@ -173,6 +173,13 @@ def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
+    if len(args.paths) == 1 and isinstance(args.paths[0], Path):
+        from htatui.trace.memory_inputs import looks_like_snapshot
+
+        if looks_like_snapshot(args.paths[0]):
+            from htatui.tui.memory_app import run_memory_app
+
+            return run_memory_app(args.paths[0], theme=args.theme)
     from htatui.tui.run import run_app
 
     return run_app(

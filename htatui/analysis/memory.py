@@ -21,6 +21,9 @@ LEAK_MIN_POINTS = 3
 FALLBACK_WINDOWS = 8
 """Without steps or annotations, the local minimum of each of this many equal time windows is used."""
 
+FALLBACK_MIN_EVENTS = 8
+"""…when each window would hold at least this many events on average (fewer say nothing about growth)."""
+
 INTERVAL_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.Utf8(),
     "addr": pl.Int64(),
@@ -440,7 +443,7 @@ def _local_minima(series: pl.DataFrame) -> list[tuple[str, float, int]]:
     """The lowest point of each of FALLBACK_WINDOWS equal time windows (a step's trough, roughly)."""
     times = series["time_us"]
     start, end = times.min(), times.max()
-    if start is None or end is None or series.height < FALLBACK_WINDOWS:
+    if start is None or end is None or series.height < FALLBACK_WINDOWS * FALLBACK_MIN_EVENTS:
         return []
     width = (float(end) - float(start)) / FALLBACK_WINDOWS or 1.0  # type: ignore[arg-type]
     windowed = series.with_row_index("i").with_columns(
