@@ -16,6 +16,7 @@ import pickle
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -404,26 +405,29 @@ def site_of(frames: Any, stacks: dict[str, tuple[str, ...]] | None = None) -> st
     first_cpp: str | None = None
     backward_formula: str | None = None
     for frame in frames:
-        if not isinstance(frame, dict):
+        if type(frame) is not dict:
             continue
-        filename = str(frame.get("filename", ""))
-        name = str(frame.get("name", ""))
-        if filename.endswith(".py"):
-            label = f"{name} ({filename}:{frame.get('line', 0)})"
+        filename = frame.get("filename")
+        name = frame.get("name")
+        if type(filename) is str and filename.endswith(".py"):
             if not any(marker in filename for marker in _LIBRARY_PATH_MARKERS):
-                first_python = label
+                first_python = f"{name} ({filename}:{frame.get('line', 0)})"
                 break
             continue
+        if type(name) is not str or not name:
+            continue
         if backward_formula is None and name.startswith("torch::autograd::generated::"):
-            backward_formula = _function_name(name)
-        if first_cpp is None and name and not name.startswith(_PLUMBING_PREFIXES):
-            first_cpp = _function_name(name)
-    site = first_python or backward_formula or first_cpp or UNKNOWN_SITE
+            backward_formula = name
+        if first_cpp is None and not name.startswith(_PLUMBING_PREFIXES):
+            first_cpp = name
+    cpp = backward_formula or first_cpp
+    site = first_python or (_function_name(cpp) if cpp else UNKNOWN_SITE)
     if stacks is not None and site not in stacks:
         stacks[site] = tuple(_frame_text(f) for f in frames if isinstance(f, dict))
     return site
 
 
+@lru_cache(maxsize=65536)
 def _function_name(name: str) -> str:
     """`ns::f(int, long)` → `ns::f`: the argument list of a C++ signature is noise in a site name."""
     depth = 0
