@@ -193,7 +193,8 @@ def _read_folder(path: Path, max_bytes: int) -> MemoryRecording:
     snapshots = [p for p in files if looks_like_snapshot(p)]
     if snapshots:
         return read_memory(snapshots[0], max_bytes)
-    traces = [p for p in files if p.name.lower().endswith((".json", ".json.gz"))]
+    # Trace-named files first, then anything else (timelines are often named *.raw.gz).
+    traces = sorted(files, key=lambda p: not p.name.lower().endswith((".json", ".json.gz")))
     for candidate in traces:
         try:
             recording = read_memory(candidate, max_bytes)
@@ -647,23 +648,28 @@ def _timeline(path: Path, times: list[Any], sizes: list[list[Any]]) -> MemoryRec
 
 
 def _raw_timeline(path: Path, rows: list[list[Any]]) -> MemoryRecording:
-    """`export_memory_timeline(x.raw.json.gz)`: `(time_ns, action, bytes, category)` rows; time -1 = pre-existing."""
+    """`export_memory_timeline(x.raw.json.gz)`: `(time_ns, action, bytes, category)` rows; time -1 = pre-existing.
+
+    Samples as HTA's MemoryAnalysis makes them: a new one whenever the time changes, each starting
+    from the previous totals; the pre-existing rows' sample is placed at the first real time.
+    """
     if not all(_numbers((row[0], row[2], row[3])) for row in rows):
         raise MemoryInputError(f"{path}: the raw memory timeline holds rows that are not numbers")
     positive = [row[0] for row in rows if row[0] >= 0]
     start = min(positive) if positive else 0
     per_category = [0] * len(TIMELINE_CATEGORIES)
-    times: list[float] = []
+    stamps: list[Any] = []
     sizes: list[list[int]] = []
     for row in rows:
-        time_ns = start if row[0] < 0 else row[0]
         category = int(row[3])
         if not 0 <= category < len(per_category):
             category = len(per_category) - 1
-        if not times or times[-1] != time_ns / 1000.0:
-            times.append(time_ns / 1000.0)
+        # A new sample whenever the time changes; the pre-existing rows (-1) form the first one.
+        if not stamps or stamps[-1] != row[0]:
+            stamps.append(row[0])
             sizes.append(list(per_category))
         per_category[category] += int(row[2])
         sizes[-1] = list(per_category)
+    times = [(start if stamp < 0 else stamp) / 1000.0 for stamp in stamps]
     recording = _timeline(path, times, [[0, *s] for s in sizes])
     return MemoryRecording(path, "raw_timeline", recording.events, categories=recording.categories)

@@ -186,7 +186,7 @@ def test_raw_timeline_pre_existing_rows(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(json.dumps(rows).encode()))
     recording = read_memory(path)
     assert recording.kind == "raw_timeline"
-    # Time -1 is memory that existed before profiling: it joins the first sample (1000 ns = 1 µs).
-    assert recording.events["time_us"].to_list() == [1.0, 2.0, 3.0]
-    assert recording.events["allocated_bytes"].to_list() == [150, 100, 120]
+    # Time -1 is memory that existed before profiling: its own sample, at the first real time (1000 ns).
+    assert recording.events["time_us"].to_list() == [1.0, 1.0, 2.0, 3.0]
+    assert recording.events["allocated_bytes"].to_list() == [100, 150, 100, 120]
     assert BEFORE_RECORDING_SITE not in recording.categories["category"].to_list()
