@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff", "memory")
+SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory")
 
 
 def _fail(message: str) -> int:
@@ -128,7 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,memory}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
@@ -137,6 +137,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_report_parser(sub, _common_load_flags, _format_flag, _load)
     add_export_parser(sub, _common_load_flags, _load)
+    from htatui.timeline_cli import add_timeline_parser
+
+    add_timeline_parser(sub, _common_load_flags, _load)
     try:
         from htatui.diff_cli import add_diff_parser
     except ImportError:

@@ -7,7 +7,6 @@ lists every difference.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import polars as pl
@@ -50,29 +49,24 @@ class Prepared:
 
 
 _PreparedRank = tuple[pl.DataFrame, list[int]]
-_PREPARED: dict[int, dict[tuple[int, bool, bool], _PreparedRank]] = {}
-"""Per loaded TraceSet (by id, evicted when it is collected): each rank's filtered events.
-
-Every view starts from the same filtered events, and a screen asks for several views of one
-trace set, so the filter runs once per (rank, compat, include_last_step) instead of per call.
-"""
 
 
 def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedRank:
-    key = id(traces)
-    per_set = _PREPARED.get(key)
-    if per_set is None:
-        per_set = _PREPARED[key] = {}
-        weakref.finalize(traces, _PREPARED.pop, key, None)
-    cached = per_set.get((rank, hta_compat, include_last_step))
+    """Each rank's filtered events, kept on the loaded job (`TraceSet.derived`).
+
+    Every view starts from the same filtered events, and a screen asks for several views of one
+    job, so the filter runs once per (rank, compat, include_last_step) instead of per call.
+    """
+    key = ("prepared", rank, hta_compat, include_last_step)
+    cached: _PreparedRank | None = traces.derived.get(key)
     if cached is not None:
         return cached
     rank_trace = traces.ranks[rank]
     events = rank_trace.events.filter(pl.col("ph") == "X")
     if hta_compat and rank_trace.meta.fractional_ts:
         events = round_like_hta(events)
-    result = filter_last_step(events, include_last_step, hta_compat)
-    per_set[(rank, hta_compat, include_last_step)] = result
+    result = filter_last_step(events, include_last_step=include_last_step, hta_compat=hta_compat)
+    traces.derived[key] = result
     return result
 
 
@@ -108,7 +102,7 @@ def is_device_row(hta_compat: bool) -> pl.Expr:
 
 
 def filter_last_step(
-    events: pl.DataFrame, include_last_step: bool, hta_compat: bool
+    events: pl.DataFrame, *, include_last_step: bool, hta_compat: bool
 ) -> tuple[pl.DataFrame, list[int]]:
     """Drop the final ProfilerStep the way HTA does (docs/semantics-counters.md, steps); return the steps kept.
 

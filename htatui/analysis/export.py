@@ -50,9 +50,17 @@ Progress = Callable[[int, int, Path], None]
 class ExportError(Exception):
     """An export could not be written; the message is one line naming the file or folder."""
 
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        """The file or folder the problem is about, when there is one."""
+
 
 class ExportExistsError(ExportError, FileExistsError):
-    """The output file already exists and `force` was not given."""
+    """The output file already exists and `force` was not given (each face says how to overwrite)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: already exists", path)
 
 
 def counters_file_name(path: SourcePath) -> str:
@@ -313,7 +321,7 @@ def _target(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
     if target.resolve() in _inputs(traces):
         raise ExportError(f"{target}: is one of the input traces; choose another output folder")
     if (target.exists() or target.is_symlink()) and not force:
-        raise ExportExistsError(f"{target}: already exists (use force to overwrite)")
+        raise ExportExistsError(target)
     if target.is_dir():
         raise ExportError(f"{target}: is a folder")
     return target
@@ -339,13 +347,13 @@ def _write_atomic(target: Path, payload: bytes, force: bool) -> None:
             try:
                 os.link(tmp, target)
             except FileExistsError:
-                raise ExportExistsError(f"{target}: already exists (use force to overwrite)") from None
+                raise ExportExistsError(target) from None
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
                     raise
                 # No hard links here (some network/FUSE file systems): check, then rename.
                 if target.exists():
-                    raise ExportExistsError(f"{target}: already exists (use force to overwrite)") from None
+                    raise ExportExistsError(target) from None
                 os.replace(tmp, target)
     except ExportError:
         raise

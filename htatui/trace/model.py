@@ -89,6 +89,9 @@ class TraceSet:
     ranks: dict[int, RankTrace]
     problems: tuple[LoadProblem, ...] = ()
     notes: tuple[str, ...] = ()
+    derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What the analysis derives once per loaded job and reuses across views (the prepare cache);
+    it lives and dies with the job, and only the analysis layer reads or writes it."""
 
     @property
     def rank_ids(self) -> list[int]:

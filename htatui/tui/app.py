@@ -8,19 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
-from textual.theme import BUILTIN_THEMES
 
 from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.diff import DiffOptions
+from htatui.analysis.ranges import format_ranges
 from htatui.analysis.views import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
-from htatui.tui import theming
 from htatui.tui.commands import HtaCommands
 from htatui.tui.messages import TracesLoaded
 from htatui.tui.screens.counters import CountersScreen
@@ -39,7 +37,9 @@ from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
-from htatui.tui.steps import format_ranks, steps_in_use, steps_label
+from htatui.tui.screens.timeline import TimelineScreen
+from htatui.tui.steps import steps_in_use, steps_label
+from htatui.tui.themed_app import ThemedApp
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def _start_resource_tracker() -> None:
         resource_tracker.ensure_running()
 
 
-class HtaTuiApp(App[int]):
+class HtaTuiApp(ThemedApp):
     """Views over one loaded job; the traces load inside the app so the UI shows at once."""
 
     TITLE = "htatui"
@@ -162,37 +162,9 @@ class HtaTuiApp(App[int]):
         self.selected_ranks: tuple[int, ...] | None = None
         self.steps_used: dict[int, list[int]] = {}
         self._preloaded = traces
-        self._theme_problems: list[str] = []
-        super().__init__()
+        super().__init__(theme)
         _start_resource_tracker()
         self.selection_signal: Signal[tuple[int, ...] | None] = Signal(self, "selection")
-        self._register_themes(theme)
-
-    # ---- themes -------------------------------------------------------------------------
-    def _register_themes(self, requested: str | None) -> None:
-        loaded = theming.load_themes(theming.themes_dir())
-        self._theme_problems.extend(loaded.problems)
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        for name in theming.HIDDEN_THEMES:
-            if name in self.available_themes:
-                self.unregister_theme(name)
-        fallback = theming.DEFAULT_THEME if theming.DEFAULT_THEME in self.available_themes else "textual-dark"
-        if requested and requested not in self.available_themes:
-            choices = ", ".join(self.theme_names())
-            self._theme_problems.append(f"unknown theme {requested!r}; choose one of: {choices}")
-            requested = None
-        self.theme = requested or fallback
-
-    def theme_names(self) -> list[str]:
-        own = sorted(name for name in self.available_themes if name not in BUILTIN_THEMES)
-        return own + sorted(name for name in self.available_themes if name in BUILTIN_THEMES)
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        try:
-            return theming.domain_defaults(self.current_theme)
-        except Exception:  # noqa: BLE001 - before a theme is set, fall back to the dark palette
-            return {}
 
     # ---- startup ------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -202,10 +174,6 @@ class HtaTuiApp(App[int]):
             max_workers=self.settings.max_workers,
             preloaded=self._preloaded,
         )
-
-    def on_mount(self) -> None:
-        for problem in self._theme_problems:
-            self.notify(problem, title="Theme", severity="warning", timeout=8)
 
     async def on_traces_loaded(self, message: TracesLoaded) -> None:
         self.traces = message.traces
@@ -259,7 +227,7 @@ class HtaTuiApp(App[int]):
         every = self.traces.rank_ids
         if self.selected_ranks is None:
             return f"all ({len(every)})" if len(every) != 1 else f"{every[0]}"
-        return f"{format_ranks(self.selected_ranks)} ({len(self.selected_ranks)}/{len(every)})"
+        return f"{format_ranges(self.selected_ranks, separator=',')} ({len(self.selected_ranks)}/{len(every)})"
 
     @property
     def steps_label(self) -> str:
@@ -313,6 +281,13 @@ class HtaTuiApp(App[int]):
             )
 
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
+
+    def open_timeline(
+        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+    ) -> None:
+        """Push the timeline over the current view, at a rank and time window when given."""
+        if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
+            self.push_screen(TimelineScreen(rank, start_us, end_us))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

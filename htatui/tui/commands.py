@@ -41,6 +41,7 @@ class HtaCommands(Provider):
             return
         for number, (mode, title) in enumerate(app.view_order(), start=1):
             yield Entry(f"view: {title}", f"Key {number}", partial(app.run_action, f"view('{mode}')"))
+        yield Entry("view: Timeline", "Key t (at the highlighted row's time)", app.open_timeline)
 
     def _ranks(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:

@@ -28,6 +28,11 @@ class AnalysisHost(Protocol):
 
     def view_order(self) -> list[tuple[str, str]]: ...
 
+    def open_timeline(
+        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+    ) -> None:
+        """Show the timeline of a rank around a time window (µs, on the views' time base)."""
+
     @property
     def trace_label(self) -> str: ...
 

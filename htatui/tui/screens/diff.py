@@ -26,7 +26,8 @@ from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis import diff, diff_summary
-from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
+from htatui.analysis.diff import DiffOptions, DiffResult, Selection
+from htatui.analysis.ranges import format_ranges
 from htatui.sources import SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
@@ -395,7 +396,7 @@ class DiffScreen(Screen[None]):
         self.traces[side] = traces
         bar = self.query_one(f"#{side}-progress", ProgressBar)
         bar.update(total=1, progress=1)
-        ranks = compress_steps(traces.rank_ids)
+        ranks = format_ranges(traces.rank_ids)
         label = self.query_one(f"#{side}-label", Static)
         label.update(
             f"{side}: {side_name(self.base_path if side == 'base' else self.test_path)} · ranks {ranks}"
@@ -465,7 +466,7 @@ class DiffScreen(Screen[None]):
     def _show_state(self, selection: Selection) -> None:
         def side_text(side: diff.Side) -> str:
             ranks = ",".join(map(str, side.ranks))
-            steps = "all events" if side.steps is None else f"steps {compress_steps(side.steps)}"
+            steps = "all events" if side.steps is None else f"steps {format_ranges(side.steps)}"
             return f"r{ranks} · {steps}"
 
         text = f" base {side_text(selection.base)}  ↔  test {side_text(selection.test)}"

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from htatui.analysis.export import ExportError, ExportExistsError
-from htatui.tui.steps import format_ranks
+from htatui.analysis.ranges import format_ranges
 
 ExportProgress = Callable[[int, int, Path], None]
 ExportJob = Callable[[tuple[int, ...] | None, Path, bool, ExportProgress], list[Path]]
@@ -44,7 +44,7 @@ def parse_ranks(text: str, loaded: list[int]) -> tuple[int, ...] | None:
             raise ValueError(f"ranks: {part!r} is not a rank or a range like 0-3") from None
     missing = sorted(set(chosen) - set(loaded))
     if missing:
-        raise ValueError(f"rank {missing[0]} is not loaded (loaded: {format_ranks(loaded)})")
+        raise ValueError(f"rank {missing[0]} is not loaded (loaded: {format_ranges(loaded, separator=',')})")
     if not chosen:
         raise ValueError("ranks: name at least one rank, or 'all'")
     return tuple(dict.fromkeys(chosen))
@@ -118,7 +118,7 @@ class ExportModal(ModalScreen[list[Path] | None]):
         self.title_text = title
         self.job = job
         self.loaded_ranks = loaded_ranks
-        self.initial_ranks = "all" if ranks is None else format_ranks(ranks).replace(",", ", ")
+        self.initial_ranks = "all" if ranks is None else format_ranges(ranks)
         self.initial_folder = str(folder)
         self.ask_ranks = ask_ranks
         self.about = about
@@ -211,8 +211,7 @@ class ExportModal(ModalScreen[list[Path] | None]):
             return
         error = event.worker.error
         if isinstance(error, ExportExistsError):
-            exists = str(error).replace(" (use force to overwrite)", "")
-            self._status(f"{exists}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
+            self._status(f"{error}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
             self._hint("y overwrites · n keeps · esc closes")
             self.set_focus(None)
             return
