@@ -250,7 +250,8 @@ def snapshot_from_object(path: Path, obj: Any) -> MemoryRecording:
         events = _trace_events(traces_obj, stacks)
         spans = _annotation_spans(annotations_obj)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise MemoryInputError(f"{path}: malformed snapshot ({type(exc).__name__}: {exc})") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise MemoryInputError(f"{path}: malformed snapshot ({type(exc).__name__}: {reason})") from None
     if events.height == 0 and blocks.height == 0:
         raise MemoryInputError(f"{path}: the snapshot is empty: no trace history and no allocator blocks")
     return MemoryRecording(path, "snapshot", events, segments, blocks, spans, stacks=stacks)
@@ -261,7 +262,8 @@ def _device_name(index: Any) -> str:
 
 
 def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
+    """An integer that fits the 64-bit columns, else None."""
+    return value if type(value) is int and -(2**63) <= value < 2**63 else None
 
 
 def _segments_and_blocks(

@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kineto_util import write_trace
@@ -190,3 +191,39 @@ def test_raw_timeline_pre_existing_rows(tmp_path: Path) -> None:
     assert recording.events["time_us"].to_list() == [1.0, 1.0, 2.0, 3.0]
     assert recording.events["allocated_bytes"].to_list() == [100, 150, 100, 120]
     assert BEFORE_RECORDING_SITE not in recording.categories["category"].to_list()
+
+
+def _paths(obj: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found: list[tuple[object, ...]] = []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+    for key, value in items:
+        if key != "frames":
+            found.append((*prefix, key))
+            found.extend(_paths(value, (*prefix, key)))
+    return found
+
+
+def test_odd_values_anywhere_are_read_or_refused_in_one_line(tmp_path: Path) -> None:
+    """Every field of a snapshot replaced by a value of the wrong type: a result or a MemoryInputError."""
+    from htatui.analysis import memory
+    from htatui.trace.memory_inputs import snapshot_from_object
+
+    base = snapshot_a()
+    # One path per field kind: the first entry/segment/block stands for the others.
+    kinds = {tuple(0 if isinstance(k, int) else k for k in p): p for p in reversed(_paths(base))}
+    for path in kinds.values():
+        for odd in (None, "x", 2**70, []):
+            mutated = pickle.loads(pickle.dumps(base))
+            parent: Any = mutated
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = odd
+            try:
+                analysis = memory.analyse(snapshot_from_object(tmp_path / "odd.pickle", mutated))
+                for device in analysis.summary["device"]:
+                    analysis.sites_at_peak(device)
+                memory.ooms(analysis)
+                memory.growth(analysis)
+                memory.allocator_state(analysis.recording)
+            except MemoryInputError as exc:
+                assert "odd.pickle" in str(exc) and "\n" not in str(exc)

@@ -17,7 +17,7 @@ from tui_helpers import make_app, press, ready
 
 from htatui.trace import TraceSet, load_traces
 from htatui.tui.memory_app import MemoryApp
-from htatui.tui.screens.memory import MemoryBody, MemoryScreen, SnapshotScreen
+from htatui.tui.screens.memory import MemoryBody, MemoryScreen, SnapshotScreen, memory_result
 from htatui.tui.widgets.table_pane import TablePane
 
 
@@ -107,3 +107,14 @@ def test_memory_page_80x24(snap_compare: Callable[..., bool], tmp_path: Path) ->
         await _wait_for_result(pilot)
 
     assert snap_compare(make_app(traces, name="memory_job"), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_chart_of_a_snapshot_without_times_uses_event_numbers(tmp_path: Path) -> None:
+    snapshot = snapshot_a()
+    for item in snapshot["device_traces"][0]:
+        del item["time_us"]
+    result = memory_result(write_pickle(tmp_path / "old.pickle", snapshot))
+    xs, allocated, _reserved, xlabel = result.chart["cuda:0"]
+    assert xlabel == "event"
+    assert xs == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert [round(v * 1024 * 1024) for v in allocated] == [556, 1068, 2092, 2092, 1580, 3628, 3372, 3372]

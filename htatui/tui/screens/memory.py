@@ -73,8 +73,9 @@ class MemoryResult:
     devices: tuple[str, ...]
     headline: dict[str, str]
     """Per device: one line with peak, end, reserved and the leak verdict."""
-    chart: dict[str, tuple[list[float], list[float], list[float]]]
-    """Per device: time (ms from the first event), allocated MiB, reserved MiB (nan when unknown)."""
+    chart: dict[str, tuple[list[float], list[float], list[float], str]]
+    """Per device: x (ms from the first event, or event number), allocated MiB, reserved MiB (nan
+    when unknown), the x label."""
     sites: dict[str, pl.DataFrame]
     allocator: pl.DataFrame
     events: dict[str, pl.DataFrame]
@@ -101,7 +102,7 @@ def memory_result(path: Path) -> MemoryResult:
     spans = memory.span_peaks(analysis)
     devices = tuple(analysis.summary["device"].to_list())
     headline: dict[str, str] = {}
-    chart: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    chart: dict[str, tuple[list[float], list[float], list[float], str]] = {}
     sites: dict[str, pl.DataFrame] = {}
     events: dict[str, pl.DataFrame] = {}
     for row in analysis.summary.iter_rows(named=True):
@@ -128,10 +129,15 @@ def memory_result(path: Path) -> MemoryResult:
     return MemoryResult(str(path), analysis.recording.kind, devices, headline, chart, sites, allocator, events)
 
 
-def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[float]]:
-    timed = series.filter(pl.col("time_us").is_not_null()).sort("seq")
+def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[float], str]:
+    timed = series.filter(pl.col("time_us").is_not_null() & (pl.col("seq") >= 0)).sort("seq")
+    xlabel, scale = "time (ms)", 1000.0
     if timed.height == 0:
-        return [], [], []
+        # Snapshots from before PyTorch recorded times: the x axis is the event number.
+        timed = series.filter(pl.col("seq") >= 0).sort("seq").with_columns(time_us=pl.col("seq").cast(pl.Float64))
+        xlabel, scale = "event", 1.0
+    if timed.height == 0:
+        return [], [], [], xlabel
     start = float(timed["time_us"][0])
     span = float(timed["time_us"][-1]) - start
     bucket = ((pl.col("time_us") - start) / span * (CHART_POINTS - 1)).floor() if span > 0 else pl.lit(0.0)
@@ -139,7 +145,7 @@ def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[
         timed.with_columns(_bucket=bucket)
         .group_by("_bucket", maintain_order=True)
         .agg(
-            t_ms=(pl.col("time_us").first() - start) / 1000.0,
+            t_ms=(pl.col("time_us").first() - start) / scale,
             allocated=pl.col("allocated_bytes").max() / MIB,
             reserved=pl.col("reserved_bytes").max().cast(pl.Float64) / MIB,
         )
@@ -148,6 +154,7 @@ def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[
         reduced["t_ms"].to_list(),
         reduced["allocated"].to_list(),
         reduced["reserved"].fill_null(float("nan")).to_list(),
+        xlabel,
     )
 
 
@@ -240,13 +247,13 @@ class MemoryBody(VerticalScroll, can_focus=False):
             return
         others = f" · d: next of {len(result.devices)} devices" if len(result.devices) > 1 else ""
         self.query_one("#memory-headline", Static).update(result.headline[device] + others)
-        xs, allocated, reserved = result.chart[device]
+        xs, allocated, reserved, xlabel = result.chart[device]
         series = [("allocated", *step_points(xs, allocated), "hta-memory")]
         if any(value == value for value in reserved):
             series.append(("reserved", *step_points(xs, reserved), "hta-series-1"))
         chart = self.query_one("#memory-chart", Chart)
         chart.title = f"Memory over time · {device}"
-        chart.show(lines(series, xlabel="time (ms)", ylabel="MiB") if xs else None, "No history recorded.")
+        chart.show(lines(series, xlabel=xlabel, ylabel="MiB") if xs else None, "No history recorded.")
         self.query_one("#memory-sites", TablePane).show(
             result.sites[device], SITE_COLUMNS, empty="Nothing live at the peak.", sort="mib"
         )
