@@ -17,7 +17,7 @@ from tui_helpers import make_app, press, ready
 
 from htatui.trace import TraceSet, load_traces
 from htatui.tui.memory_app import MemoryApp
-from htatui.tui.screens.memory import MemoryBody, MemoryScreen, SnapshotScreen, memory_result
+from htatui.tui.screens.memory import FramesScreen, MemoryBody, MemoryScreen, SnapshotScreen, memory_result
 from htatui.tui.widgets.table_pane import TablePane
 
 
@@ -50,6 +50,15 @@ async def test_snapshot_opens_straight_into_the_memory_screen(tmp_path: Path) ->
         allocator = app.screen.query_one("#memory-allocator", TablePane).table.source
         assert allocator["segments"].to_list() == [2]
         assert body.device == "cuda:0"
+        app.screen.query_one("#memory-sites", TablePane).table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FramesScreen)
+        text = str(app.screen.query_one("#frames-text", Static).render())
+        assert text.splitlines()[0] == MODEL_SITE
+        assert text.splitlines()[-1] == "forward /home/me/model.py:10"
+        await pilot.press("escape")
+        assert isinstance(app.screen, SnapshotScreen)
 
 
 async def test_a_hostile_snapshot_is_a_notification_not_a_crash(tmp_path: Path) -> None:

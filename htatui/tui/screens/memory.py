@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
+from rich.markup import escape
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Static
 
 from htatui.analysis import memory
 from htatui.analysis.common import CommonOptions
@@ -80,6 +82,8 @@ class MemoryResult:
     allocator: pl.DataFrame
     events: dict[str, pl.DataFrame]
     """Per device: OOMs, growth points and per-step peaks as rows of one table."""
+    stacks: dict[str, tuple[str, ...]]
+    """The full frames of one allocation per site (innermost first)."""
 
 
 def human_bytes(value: float | None) -> str:
@@ -126,7 +130,17 @@ def memory_result(path: Path) -> MemoryResult:
             for name in ("reserved", "allocated", "inactive", "largest_free")
         ]
     )
-    return MemoryResult(str(path), analysis.recording.kind, devices, headline, chart, sites, allocator, events)
+    return MemoryResult(
+        str(path),
+        analysis.recording.kind,
+        devices,
+        headline,
+        chart,
+        sites,
+        allocator,
+        events,
+        analysis.recording.stacks,
+    )
 
 
 def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[float], str]:
@@ -235,6 +249,18 @@ class MemoryBody(VerticalScroll, can_focus=False):
         for pane in self.query(TablePane):
             pane.show(pl.DataFrame(), None, empty="")
 
+    @on(DataTable.RowSelected, "#memory-sites ViewTable")
+    def _site_chosen(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        row = self.query_one("#memory-sites", TablePane).table.selected_row()
+        if self.result is None or row is None:
+            return
+        frames = self.result.stacks.get(row["site"])
+        if not frames:
+            self.notify("No stack was recorded for this site.", title=row["site"], timeout=5)
+            return
+        self.app.push_screen(FramesScreen(row["site"], frames))
+
     def next_device(self) -> None:
         if self.result is not None and len(self.result.devices) > 1:
             self.device_index = (self.device_index + 1) % len(self.result.devices)
@@ -260,6 +286,40 @@ class MemoryBody(VerticalScroll, can_focus=False):
         self.query_one("#memory-events", TablePane).show(result.events[device], EVENT_COLUMNS, empty="", sort=None)
         allocator = result.allocator.filter(pl.col("device") == device)
         self.query_one("#memory-allocator", TablePane).show(allocator, ALLOCATOR_COLUMNS, empty="", sort=None)
+
+
+class FramesScreen(ModalScreen[None]):
+    """The full stack of one allocation of a site, innermost frame first; esc closes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,enter", "close", "Close", id="frames.close"),
+    ]
+
+    DEFAULT_CSS = """
+    FramesScreen {
+        align: center middle;
+        & > Vertical { width: 100%; height: 100%; border: round $primary; background: $surface; }
+        & .frames-hint { dock: bottom; color: $foreground-muted; padding: 0 1; }
+    }
+    """
+
+    def __init__(self, site: str, frames: tuple[str, ...]) -> None:
+        super().__init__()
+        self.site = site
+        self.frames = frames
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            with VerticalScroll(id="frames-scroll"):
+                lines = "\n".join(escape(frame) for frame in self.frames)
+                yield Static(f"[b]{escape(self.site)}[/b]\n{lines}", id="frames-text")
+            yield Static("innermost frame first · esc closes", classes="frames-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#frames-scroll", VerticalScroll).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 def memory_recording_path(traces: TraceSet, common: CommonOptions) -> Path:
@@ -302,7 +362,8 @@ class MemoryScreen(ViewScreen):
         "`htatui snapshot.pickle`): allocated and reserved bytes with the peak, what was live at "
         "the peak grouped by allocation site (for traces, the top-level annotation it was "
         "allocated in), live memory at each step start (rising at every step: a probable leak) "
-        "and the peak per step and annotation. `d` switches device. Headless: `htatui memory PATH`."
+        "and the peak per step and annotation. Enter on a site shows its full stack; `d` switches "
+        "device. Headless: `htatui memory PATH`."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
