@@ -275,6 +275,10 @@ class MemoryBody(VerticalScroll, can_focus=False):
         self.query_one("#memory-headline", Static).update(result.headline[device] + others)
         xs, allocated, reserved, xlabel = result.chart[device]
         series = [("allocated", *step_points(xs, allocated), "hta-memory")]
+        if allocated:
+            # The peak as its own one-point series, so it is marked and named in the legend.
+            top = max(range(len(allocated)), key=allocated.__getitem__)
+            series.append(("peak", [xs[top]], [allocated[top]], "hta-series-2"))
         if any(value == value for value in reserved):
             series.append(("reserved", *step_points(xs, reserved), "hta-series-1"))
         chart = self.query_one("#memory-chart", Chart)
