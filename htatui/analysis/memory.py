@@ -377,21 +377,15 @@ def growth(analysis: MemoryAnalysis) -> Growth:
     live bytes rise from each point to the next; the growing sites are those whose live bytes are
     larger at the last point than at the first.
     """
-    spans = analysis.recording.spans
-    steps = spans.filter(pl.col("kind") == "step")
-    basis = "ProfilerStep starts"
-    if steps.height == 0 and spans.height:
-        counts = spans.group_by("name").agg(n=pl.len()).sort(["n", "name"], descending=[True, False])
-        name = counts["name"][0]
-        steps = spans.filter(pl.col("name") == name)
-        basis = f"starts of {name}"
     point_rows = []
     leaking: dict[str, bool] = {}
     growing: dict[str, pl.DataFrame] = {}
+    basis = "ProfilerStep starts"
     for device in analysis.summary["device"].to_list():
         series = analysis.series.filter(pl.col("device") == device).sort("seq")
         if series.height == 0:
             continue
+        steps, basis = _step_points(spans_of(analysis.recording, device))
         if steps.height:
             names = steps["name"].to_list()
             times = steps["start_us"].to_list()
@@ -423,6 +417,22 @@ def growth(analysis: MemoryAnalysis) -> Growth:
             growing[device] = _site_changes(first, last).filter(pl.col("delta_bytes") > 0)
         basis = label_basis
     return Growth(pl.DataFrame(point_rows, schema=GROWTH_SCHEMA), leaking, growing, basis)
+
+
+def spans_of(recording: MemoryRecording, device: str) -> pl.DataFrame:
+    """The spans that apply to `device` (those of its rank, or of the whole recording)."""
+    spans = recording.spans
+    return spans.filter(pl.col("device").is_null() | (pl.col("device") == device))
+
+
+def _step_points(spans: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """ProfilerSteps; without them, the most repeated annotation (ties: the first name)."""
+    steps = spans.filter(pl.col("kind") == "step")
+    if steps.height or spans.height == 0:
+        return steps, "ProfilerStep starts"
+    counts = spans.group_by("name").agg(n=pl.len()).sort(["n", "name"], descending=[True, False])
+    name = counts["name"][0]
+    return spans.filter(pl.col("name") == name), f"starts of {name}"
 
 
 def _seq_at(series: pl.DataFrame, index: int) -> int:
@@ -559,12 +569,12 @@ SPAN_PEAK_SCHEMA: dict[str, pl.DataType] = {
 
 def span_peaks(analysis: MemoryAnalysis) -> pl.DataFrame:
     """Peak allocated bytes inside each ProfilerStep and each top-level annotation (forward, backward, …)."""
-    spans = analysis.recording.spans
     rows = []
     for device in analysis.summary["device"].to_list():
         series = analysis.series.filter(pl.col("device") == device).sort("seq")
         times = series["time_us"]
         values = series["allocated_bytes"]
+        spans = spans_of(analysis.recording, device).select("kind", "name", "start_us", "end_us")
         for kind, name, start, end in spans.iter_rows():
             lo = int(times.search_sorted(start, side="left"))
             hi = int(times.search_sorted(end, side="right"))

@@ -72,8 +72,10 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "name": pl.Utf8(),
     "start_us": pl.Float64(),
     "end_us": pl.Float64(),
+    "device": pl.Utf8(),
 }
-"""Named time ranges: `step` (ProfilerStep#N), `annotation` (top-level user annotations)."""
+"""Named time ranges: `step` (ProfilerStep#N), `annotation` (top-level user annotations); `device`
+null means every device of the recording (one rank's spans name its own devices)."""
 
 CATEGORY_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(),
@@ -128,6 +130,8 @@ class MemoryRecording:
     categories: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CATEGORY_SCHEMA))
     stacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Full frames (innermost first) of one allocation per site, for `site` on demand."""
+    rank: int | None = None
+    """For a trace: the rank its `distributedInfo` names."""
 
     @property
     def devices(self) -> list[str]:
@@ -194,14 +198,35 @@ def _read_folder(path: Path, max_bytes: int) -> MemoryRecording:
     if snapshots:
         return read_memory(snapshots[0], max_bytes)
     # Trace-named files first, then anything else (timelines are often named *.raw.gz).
-    traces = sorted(files, key=lambda p: not p.name.lower().endswith((".json", ".json.gz")))
-    for candidate in traces:
+    candidates = sorted(files, key=lambda p: not p.name.lower().endswith((".json", ".json.gz")))
+    found: list[MemoryRecording] = []
+    for candidate in candidates:
         try:
             recording = read_memory(candidate, max_bytes)
         except MemoryInputError:
             continue
-        return recording
-    raise MemoryInputError(f"{path}: no memory snapshot, memory timeline or trace with [memory] events here")
+        if recording.kind != "trace":
+            return recording if not found else _ranks_together(found)
+        found.append(recording)
+    if not found:
+        raise MemoryInputError(f"{path}: no memory snapshot, memory timeline or trace with [memory] events here")
+    return found[0] if len(found) == 1 else _ranks_together(found)
+
+
+def _ranks_together(recordings: list[MemoryRecording]) -> MemoryRecording:
+    """One job's rank traces as one recording: each device is named `rank R cuda:N`."""
+    from htatui.trace.discover import rank_from_filename
+
+    events: list[pl.DataFrame] = []
+    spans: list[pl.DataFrame] = []
+    for position, recording in enumerate(recordings):
+        rank = recording.rank if recording.rank is not None else rank_from_filename(recording.path)
+        prefix = f"rank {position if rank is None else rank} "
+        events.append(recording.events.with_columns(device=pl.lit(prefix) + pl.col("device")))
+        devices = recording.events["device"].unique().sort().to_list()
+        spans.extend(recording.spans.with_columns(device=pl.lit(prefix + d)) for d in devices)
+    merged = pl.concat(events).with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
+    return MemoryRecording(recordings[0].path.parent, "trace", merged, spans=pl.concat(spans))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,7 +388,7 @@ def _annotation_spans(annotations_obj: Any) -> pl.DataFrame:
             open_at[name] = float(item["time_us"])
         elif item.get("stage") == "END" and name in open_at:
             for key, value in zip(
-                SPAN_SCHEMA, ("annotation", name, open_at.pop(name), float(item["time_us"])), strict=True
+                SPAN_SCHEMA, ("annotation", name, open_at.pop(name), float(item["time_us"]), None), strict=True
             ):
                 rows[key].append(value)
     return pl.DataFrame(rows, schema=SPAN_SCHEMA)
@@ -469,6 +494,7 @@ class _TraceEvent(msgspec.Struct):
 class _TraceDoc(msgspec.Struct):
     traceEvents: list[_TraceEvent] | None = None
     baseTimeNanoseconds: int | None = None
+    distributedInfo: Any = None
 
 
 class _MemoryArgs(msgspec.Struct):
@@ -562,7 +588,11 @@ def _read_trace(path: Path, raw: bytes) -> MemoryRecording:
     frame = pl.DataFrame(rows, schema=EVENT_SCHEMA).sort("time_us", "seq", maintain_order=True)
     frame = frame.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
     top = _top_level(spans)
-    return MemoryRecording(path, "trace", _annotation_sites(frame, top), spans=top)
+    info = doc.distributedInfo
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return MemoryRecording(
+        path, "trace", _annotation_sites(frame, top), spans=top, rank=rank if type(rank) is int else None
+    )
 
 
 def _annotation_sites(frame: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
@@ -599,6 +629,7 @@ def _top_level(spans: Sequence[tuple[str, str, float, float, Any]]) -> pl.DataFr
             "name": [s[1] for s in chosen],
             "start_us": [s[2] for s in chosen],
             "end_us": [s[3] for s in chosen],
+            "device": [None] * len(chosen),
         },
         schema=SPAN_SCHEMA,
     )

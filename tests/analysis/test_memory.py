@@ -219,3 +219,26 @@ def test_reallocated_address_pairs_in_order(tmp_path: Path) -> None:
         (20, 4, None),
     ]
     assert result.intervals.filter(pl.col("end_seq").is_null())["site"].to_list() == [MODEL_SITE]
+
+
+def test_a_job_folder_reads_every_rank(tmp_path: Path) -> None:
+    events = memory_trace_events()
+    write_trace(tmp_path / "a.pt.trace.json", events, rank=3)
+    # Rank 5: the same, with 500 more bytes before profiling and steps 1000 µs later.
+    shifted = []
+    for event in events:
+        moved = {**event, "ts": event["ts"] + 1000}
+        if event["name"] == "[memory]":
+            moved["args"] = {**event["args"], "Total Allocated": event["args"]["Total Allocated"] + 500}
+        shifted.append(moved)
+    write_trace(tmp_path / "b.pt.trace.json", shifted, rank=5)
+    result = memory.analyse(read_memory(tmp_path))
+    assert result.summary.select("device", "peak_bytes", "peak_time_us").rows() == [
+        ("rank 3 cuda:0", 1400, 20.0),
+        ("rank 5 cuda:0", 1900, 1020.0),
+    ]
+    spans = memory.span_peaks(result).filter(pl.col("name") == "ProfilerStep#1")
+    assert spans.select("device", "start_us", "peak_bytes").rows() == [
+        ("rank 3 cuda:0", 0.0, 1400),
+        ("rank 5 cuda:0", 1000.0, 1900),
+    ]
