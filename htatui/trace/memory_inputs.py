@@ -655,7 +655,7 @@ def _timeline(path: Path, times: list[Any], sizes: list[list[Any]]) -> MemoryRec
     count = len(times)
     events = pl.DataFrame(
         {
-            "device": ["device"] * count,
+            "device": ["timeline"] * count,
             "seq": list(range(count)),
             "time_us": [float(t) for t in times],
             "action": ["sample"] * count,
