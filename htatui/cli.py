@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff", "timeline")
+SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory")
 
 
 def _fail(message: str) -> int:
@@ -142,7 +142,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
@@ -160,6 +160,9 @@ def _build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_diff_parser(sub)
+    from htatui.memory_cli import add_memory_parser
+
+    add_memory_parser(sub)
     return parser
 
 
@@ -187,6 +190,13 @@ def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
+    if len(args.paths) == 1 and isinstance(args.paths[0], Path):
+        from htatui.trace.memory_inputs import looks_like_snapshot
+
+        if looks_like_snapshot(args.paths[0]):
+            from htatui.tui.memory_app import run_memory_app
+
+            return run_memory_app(args.paths[0], theme=args.theme)
     from htatui.tui.run import run_app
 
     code = run_app(

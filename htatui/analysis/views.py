@@ -172,6 +172,7 @@ PAGES: tuple[Page, ...] = (
     Page("ops", "Ops", ("ops", "op-tree")),
     Page("patterns", "Patterns", ("patterns",)),
     Page("ranks", "Ranks", ("rank-steps", "stragglers", "collectives")),
+    Page("memory", "Memory", ()),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 

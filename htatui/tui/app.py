@@ -29,6 +29,7 @@ from htatui.tui.screens.idle import IdleScreen
 from htatui.tui.screens.kernels import KernelsScreen
 from htatui.tui.screens.launch import LaunchScreen
 from htatui.tui.screens.loading import LoadingScreen
+from htatui.tui.screens.memory import MemoryScreen, memory_page_shown
 from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
@@ -62,6 +63,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "ops": OpsScreen,
     "patterns": PatternsScreen,
     "ranks": RanksScreen,
+    "memory": MemoryScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/views.py PAGES)."""
 
@@ -232,7 +234,8 @@ class HtaTuiApp(ThemedApp):
         return steps_label(self.steps_used) if self.traces is not None else "…"
 
     def view_order(self) -> list[tuple[str, str]]:
-        return [(mode, title) for mode, title in VIEWS if mode in self.MODES]
+        memory = memory_page_shown(self.traces)
+        return [(mode, title) for mode, title in VIEWS if mode in self.MODES and (mode != "memory" or memory)]
 
     # ---- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

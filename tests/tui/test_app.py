@@ -29,7 +29,8 @@ from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.table import ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 
-MODES = [mode for mode, _title in VIEWS]
+# The Memory page shows only for traces with [memory] events (tests/tui/test_memory_screen.py).
+MODES = [mode for mode, _title in VIEWS if mode != "memory"]
 
 
 def pane(app: HtaTuiApp, selector: str) -> TablePane:
