@@ -9,7 +9,6 @@ bits in a field we read) fall back to Python's json, with one warning per file.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -99,13 +98,6 @@ HOST_ARGS_DECODER = msgspec.json.Decoder(HostArgs)
 DEVICE_ARGS_DECODER = msgspec.json.Decoder(DeviceArgs)
 META_ARGS_DECODER = msgspec.json.Decoder(MetaArgs)
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
-
-
-def read_bytes(path: Path) -> bytes | bytearray:
-    """The file's JSON bytes, gunzipped when gzip; bounded and checked (see htatui.trace.read)."""
-    from htatui.trace.read import read_trace_bytes
-
-    return read_trace_bytes(path)[0]
 
 
 def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:

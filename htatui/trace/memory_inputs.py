@@ -95,6 +95,7 @@ TIMELINE_CATEGORIES = (
 )
 """The profiler's memory categories, in the order of its raw export's category index."""
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _ACTIVE_STATES = frozenset({"active_allocated", "active_awaiting_free", "active_pending_free"})
 _PICKLE_PROTOCOL_2_PLUS = b"\x80"
 
@@ -145,9 +146,19 @@ def read_memory(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> MemoryRecording
     if path.is_dir():
         return _read_folder(path, max_bytes)
     raw = _read_capped(path, max_bytes)
-    if raw[:1] == _PICKLE_PROTOCOL_2_PLUS:
-        return read_snapshot_bytes(path, raw)
-    return _read_json(path, raw)
+    try:
+        if raw[:1] == _PICKLE_PROTOCOL_2_PLUS:
+            return read_snapshot_bytes(path, raw)
+        return _read_json(path, raw)
+    except (RecursionError, OverflowError, pl.exceptions.PolarsError) as exc:
+        # Last line of defence: hostile shapes (absurd nesting, numbers past 64 bits) end in one line.
+        raise MemoryInputError(f"{path}: malformed memory input ({_one_line(exc)})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one short line: polars' messages span several lines with hints."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def looks_like_snapshot(path: Path) -> bool:
@@ -249,9 +260,7 @@ def read_snapshot_bytes(path: Path, raw: bytes) -> MemoryRecording:
         AttributeError,
         MemoryError,
     ) as exc:
-        raise MemoryInputError(
-            f"{path}: not a readable pickle (truncated or corrupt: {exc or type(exc).__name__})"
-        ) from None
+        raise MemoryInputError(f"{path}: not a readable pickle (truncated or corrupt: {_one_line(exc)})") from None
     return snapshot_from_object(path, obj)
 
 
@@ -274,9 +283,8 @@ def snapshot_from_object(path: Path, obj: Any) -> MemoryRecording:
         segments, blocks = _segments_and_blocks(segments_obj, stacks)
         events = _trace_events(traces_obj, stacks)
         spans = _annotation_spans(annotations_obj)
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise MemoryInputError(f"{path}: malformed snapshot ({type(exc).__name__}: {reason})") from None
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError, pl.exceptions.PolarsError) as exc:
+        raise MemoryInputError(f"{path}: malformed snapshot ({type(exc).__name__}: {_one_line(exc)})") from None
     if events.height == 0 and blocks.height == 0:
         raise MemoryInputError(f"{path}: the snapshot is empty: no trace history and no allocator blocks")
     return MemoryRecording(path, "snapshot", events, segments, blocks, spans, stacks=stacks)
@@ -287,8 +295,11 @@ def _device_name(index: Any) -> str:
 
 
 def _int(value: Any) -> int | None:
-    """An integer that fits the 64-bit columns, else None."""
-    return value if type(value) is int and -(2**63) <= value < 2**63 else None
+    if type(value) is not int:
+        return None
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} does not fit in 64 bits")
+    return value
 
 
 def _segments_and_blocks(
@@ -520,9 +531,11 @@ def _read_json(path: Path, raw: bytes) -> MemoryRecording:
             raise MemoryInputError(f"{path}: neither a memory snapshot nor JSON")
         raise MemoryInputError(f"{path}: not a memory snapshot, memory timeline or trace (unrecognised content)")
     try:
-        obj = json.loads(raw)
+        obj = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise MemoryInputError(f"{path}: invalid JSON ({exc})") from None
+        raise MemoryInputError(f"{path}: invalid JSON ({_one_line(exc)})") from None
+    except RecursionError:
+        raise MemoryInputError(f"{path}: invalid JSON (nested too deeply)") from None
     if (
         isinstance(obj, list)
         and len(obj) == 2
@@ -585,7 +598,10 @@ def _read_trace(path: Path, raw: bytes) -> MemoryRecording:
                 spans.append(("annotation", event.name, event.ts + base_us, event.ts + event.dur + base_us, event.tid))
     if seq == 0:
         raise MemoryInputError(f"{path}: a trace without [memory] events (record it with profile_memory=True)")
-    frame = pl.DataFrame(rows, schema=EVENT_SCHEMA).sort("time_us", "seq", maintain_order=True)
+    try:
+        frame = pl.DataFrame(rows, schema=EVENT_SCHEMA).sort("time_us", "seq", maintain_order=True)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        raise MemoryInputError(f"{path}: a [memory] event holds a number that does not fit in 64 bits") from None
     frame = frame.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
     top = _top_level(spans)
     info = doc.distributedInfo
@@ -635,8 +651,16 @@ def _top_level(spans: Sequence[tuple[str, str, float, float, Any]]) -> pl.DataFr
     )
 
 
+def _refuse_constant(name: str) -> float:
+    """Python's json accepts NaN and Infinity; no byte count or time is either."""
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _numbers(values: Iterable[Any]) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    # The range test also refuses NaN and infinities (every comparison with them is false).
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX for v in values
+    )
 
 
 def _timeline(path: Path, times: list[Any], sizes: list[list[Any]]) -> MemoryRecording:
