@@ -342,19 +342,16 @@ def has_memory_rows(events: pl.DataFrame) -> bool:
     return bool((events["name"].cast(pl.Utf8) == "[memory]").any())
 
 
-_SHOWN: dict[int, tuple[TraceSet, bool]] = {}
-
-
 def memory_page_shown(traces: TraceSet | None) -> bool:
     """Whether the Memory page belongs among the views: some rank's trace holds [memory] events."""
     if traces is None:
         return False
-    cached = _SHOWN.get(id(traces))
-    if cached is None or cached[0] is not traces:
-        _SHOWN.clear()
-        cached = (traces, any(has_memory_rows(rank.events) for rank in traces.ranks.values()))
-        _SHOWN[id(traces)] = cached
-    return cached[1]
+    # Kept on the loaded job, as prepare() keeps its results: view_order() asks on every redraw.
+    shown = traces.derived.get("memory_page_shown")
+    if shown is None:
+        shown = any(has_memory_rows(rank.events) for rank in traces.ranks.values())
+        traces.derived["memory_page_shown"] = shown
+    return bool(shown)
 
 
 class MemoryScreen(ViewScreen):
