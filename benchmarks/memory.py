@@ -40,10 +40,19 @@ def frames(kind: int, depth: int, layer: int) -> list[dict[str, Any]]:
     stack = [{"name": name, "filename": "??", "line": 0} for name in CPP]
     stack += [{"name": f"_PyEval_EvalFrameDefault#{i}", "filename": "??", "line": 0} for i in range(depth - 10)]
     if kind == 0:  # forward: library frames, then the user's model
-        stack.append({"name": "linear", "filename": "/venv/lib/python3.12/site-packages/torch/nn/functional.py", "line": 5})
+        stack.append(
+            {"name": "linear", "filename": "/venv/lib/python3.12/site-packages/torch/nn/functional.py", "line": 5}
+        )
         stack.append({"name": "forward", "filename": "/work/model.py", "line": 10 + layer})
     elif kind == 1:  # backward thread: C++ only
-        stack.insert(4, {"name": "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", "filename": "", "line": 0})
+        stack.insert(
+            4,
+            {
+                "name": "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)",
+                "filename": "",
+                "line": 0,
+            },
+        )
     stack += [{"name": "_start", "filename": "??", "line": 0}] * 3
     return stack
 
@@ -59,19 +68,64 @@ def synthetic_snapshot(entries: int, depth: int) -> dict[str, Any]:
         live: list[tuple[int, int]] = []
         for layer in range(40):
             size = 1 << (20 + layer % 4)
-            trace.append({"action": "alloc", "addr": address, "size": size, "stream": 0, "time_us": time_us, "frames": frames(0, depth, layer)})
+            trace.append(
+                {
+                    "action": "alloc",
+                    "addr": address,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": time_us,
+                    "frames": frames(0, depth, layer),
+                }
+            )
             live.append((address, size))
             address += size
             time_us += 3
         for index, (addr, size) in enumerate(reversed(live)):
             grad = address
-            trace.append({"action": "alloc", "addr": grad, "size": size, "stream": 0, "time_us": time_us, "frames": frames(1, depth, 0)})
+            trace.append(
+                {
+                    "action": "alloc",
+                    "addr": grad,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": time_us,
+                    "frames": frames(1, depth, 0),
+                }
+            )
             address += size
             if index == 0:
                 continue  # one activation per step stays live: the leak
-            trace.append({"action": "free_requested", "addr": addr, "size": size, "stream": 0, "time_us": time_us + 1, "frames": []})
-            trace.append({"action": "free_completed", "addr": addr, "size": size, "stream": 0, "time_us": time_us + 2, "frames": []})
-            trace.append({"action": "free_completed", "addr": grad, "size": size, "stream": 0, "time_us": time_us + 3, "frames": []})
+            trace.append(
+                {
+                    "action": "free_requested",
+                    "addr": addr,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": time_us + 1,
+                    "frames": [],
+                }
+            )
+            trace.append(
+                {
+                    "action": "free_completed",
+                    "addr": addr,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": time_us + 2,
+                    "frames": [],
+                }
+            )
+            trace.append(
+                {
+                    "action": "free_completed",
+                    "addr": grad,
+                    "size": size,
+                    "stream": 0,
+                    "time_us": time_us + 3,
+                    "frames": [],
+                }
+            )
             time_us += 4
         annotations.append({"stage": "START", "name": "Optimizer.step#Adam.step", "device": 0, "time_us": time_us})
         time_us += 50
@@ -113,7 +167,10 @@ def main() -> int:
             memory.span_peaks(result)
             analyses.append(time.perf_counter() - start)
     row = result.summary.row(0, named=True)
-    print(f"entries {recording.events.height:,} · pickle {size_mb:,.1f} MB · peak {row['peak_bytes']:,} B · leak {growth.leaking[device]}")
+    print(
+        f"entries {recording.events.height:,} · pickle {size_mb:,.1f} MB · "
+        f"peak {row['peak_bytes']:,} B · leak {growth.leaking[device]}"
+    )
     print(f"read    best {min(reads):.3f} s  (safe unpickle + normalise + sites)")
     print(f"analyse best {min(analyses):.3f} s  (target < 1 s): {'ok' if min(analyses) < 1 else 'SLOW'}")
     return 0

@@ -224,7 +224,15 @@ def _read_folder(path: Path, max_bytes: int) -> MemoryRecording:
     return found[0] if len(found) == 1 else _ranks_together(found)
 
 
-def _ranks_together(recordings: list[MemoryRecording]) -> MemoryRecording:
+def read_rank_traces(files: Sequence[tuple[int, Path]], max_bytes: int = MAX_INPUT_BYTES) -> MemoryRecording:
+    """The [memory] events of a loaded job's rank files, devices named `rank R cuda:N` when there are several."""
+    recordings = [read_memory(path, max_bytes) for _rank, path in files]
+    if len(recordings) == 1:
+        return recordings[0]
+    return _ranks_together(recordings, [rank for rank, _path in files])
+
+
+def _ranks_together(recordings: list[MemoryRecording], ranks: Sequence[int] | None = None) -> MemoryRecording:
     """One job's rank traces as one recording: each device is named `rank R cuda:N`."""
     from htatui.trace.discover import rank_from_filename
 
@@ -232,6 +240,7 @@ def _ranks_together(recordings: list[MemoryRecording]) -> MemoryRecording:
     spans: list[pl.DataFrame] = []
     for position, recording in enumerate(recordings):
         rank = recording.rank if recording.rank is not None else rank_from_filename(recording.path)
+        rank = ranks[position] if ranks is not None else rank
         prefix = f"rank {position if rank is None else rank} "
         events.append(recording.events.with_columns(device=pl.lit(prefix) + pl.col("device")))
         devices = recording.events["device"].unique().sort().to_list()

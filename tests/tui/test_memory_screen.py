@@ -15,9 +15,17 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import make_app, press, ready
 
+from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet, load_traces
 from htatui.tui.memory_app import MemoryApp
-from htatui.tui.screens.memory import FramesScreen, MemoryBody, MemoryScreen, SnapshotScreen, memory_result
+from htatui.tui.screens.memory import (
+    FramesScreen,
+    MemoryBody,
+    MemoryScreen,
+    SnapshotScreen,
+    memory_rank_files,
+    memory_result,
+)
 from htatui.tui.widgets.table_pane import TablePane
 
 
@@ -127,3 +135,14 @@ def test_chart_of_a_snapshot_without_times_uses_event_numbers(tmp_path: Path) ->
     assert xlabel == "event"
     assert xs == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     assert [round(v * 1024 * 1024) for v in allocated] == [556, 1068, 2092, 2092, 1580, 3628, 3372, 3372]
+
+
+def test_the_memory_page_reads_every_chosen_rank(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write_trace(tmp_path / "job" / f"rank-{rank}.pt.trace.json", memory_trace_events(), rank=rank)
+    traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
+    files = memory_rank_files(traces, CommonOptions())
+    assert [rank for rank, _path in files] == [0, 1]
+    result = memory_result(files)
+    assert result.devices == ("rank 0 cuda:0", "rank 1 cuda:0")
+    assert memory_rank_files(traces, CommonOptions(ranks=(1,)))[0][0] == 1

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from htatui.analysis import memory
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
-from htatui.trace.memory_inputs import MemoryInputError, read_memory
+from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_traces
 from htatui.tui.jobs import JobRunner
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
@@ -98,9 +98,11 @@ def human_bytes(value: float | None) -> str:
     return f"{size:,.2f} TiB"  # pragma: no cover - the loop returns at GiB
 
 
-def memory_result(path: Path) -> MemoryResult:
-    """Read and analyse a recording (worker thread); MemoryInputError when it cannot be read."""
-    analysis = memory.analyse(read_memory(path))
+def memory_result(path: Path | list[tuple[int, Path]]) -> MemoryResult:
+    """Read and analyse a recording, or a job's rank files (worker thread); MemoryInputError when
+    it cannot be read."""
+    recording = read_memory(path) if isinstance(path, Path) else read_rank_traces(path)
+    analysis = memory.analyse(recording)
     growth = memory.growth(analysis)
     ooms = memory.ooms(analysis)
     spans = memory.span_peaks(analysis)
@@ -131,7 +133,7 @@ def memory_result(path: Path) -> MemoryResult:
         ]
     )
     return MemoryResult(
-        str(path),
+        str(recording.path),
         analysis.recording.kind,
         devices,
         headline,
@@ -326,35 +328,34 @@ class FramesScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def memory_recording_path(traces: TraceSet, common: CommonOptions) -> Path:
-    """The trace file of the first chosen rank that holds [memory] events (local files only)."""
-    ranks = common.ranks or tuple(sorted(traces.ranks))
-    for rank in ranks:
+def memory_rank_files(traces: TraceSet, common: CommonOptions) -> list[tuple[int, Path]]:
+    """The chosen ranks' trace files that hold [memory] events (local files only)."""
+    files = []
+    for rank in common.ranks or tuple(sorted(traces.ranks)):
         trace = traces.ranks.get(rank)
         if trace is not None and has_memory_rows(trace.events):
             if not isinstance(trace.path, Path):
                 raise MemoryInputError(f"{trace.path}: the memory view reads local files only")
-            return trace.path
-    raise MemoryInputError(NO_MEMORY_EVENTS)
+            files.append((rank, trace.path))
+    if not files:
+        raise MemoryInputError(NO_MEMORY_EVENTS)
+    return files
 
 
 def has_memory_rows(events: pl.DataFrame) -> bool:
     return bool((events["name"].cast(pl.Utf8) == "[memory]").any())
 
 
-_SHOWN: dict[int, tuple[TraceSet, bool]] = {}
-
-
 def memory_page_shown(traces: TraceSet | None) -> bool:
     """Whether the Memory page belongs among the views: some rank's trace holds [memory] events."""
     if traces is None:
         return False
-    cached = _SHOWN.get(id(traces))
-    if cached is None or cached[0] is not traces:
-        _SHOWN.clear()
-        cached = (traces, any(has_memory_rows(rank.events) for rank in traces.ranks.values()))
-        _SHOWN[id(traces)] = cached
-    return cached[1]
+    # Kept on the loaded job, as prepare() keeps its results: view_order() asks on every redraw.
+    shown = traces.derived.get("memory_page_shown")
+    if shown is None:
+        shown = any(has_memory_rows(rank.events) for rank in traces.ranks.values())
+        traces.derived["memory_page_shown"] = shown
+    return bool(shown)
 
 
 class MemoryScreen(ViewScreen):
@@ -379,7 +380,7 @@ class MemoryScreen(ViewScreen):
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> MemoryResult | str:
         try:
-            return memory_result(memory_recording_path(traces, common))
+            return memory_result(memory_rank_files(traces, common))
         except MemoryInputError as exc:
             return str(exc)
 
