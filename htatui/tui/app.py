@@ -75,6 +75,11 @@ VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
 VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
 
 
+def view_key(number: int) -> str:
+    """The key of the n-th view: 1-9, then 0 for the tenth (as on the keyboard's number row)."""
+    return str(number % 10)
+
+
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker while sys.stderr is still the real one.
 
@@ -101,7 +106,7 @@ class HtaTuiApp(ThemedApp):
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
             Binding(
-                str(n),
+                view_key(n),
                 f"view('{mode}')",
                 title,
                 show=False,
@@ -109,6 +114,7 @@ class HtaTuiApp(ThemedApp):
                 id=f"view.{mode}",
             )
             for n, (mode, title) in enumerate(VIEWS, start=1)
+            if n <= 10
         ),
         Binding(
             "left_square_bracket",

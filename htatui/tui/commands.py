@@ -40,7 +40,7 @@ class HtaCommands(Provider):
         if app.traces is None:
             return
         for number, (mode, title) in enumerate(app.view_order(), start=1):
-            yield Entry(f"view: {title}", f"Key {number}", partial(app.run_action, f"view('{mode}')"))
+            yield Entry(f"view: {title}", f"Key {number % 10}", partial(app.run_action, f"view('{mode}')"))
         yield Entry("view: Timeline", "Key t (at the highlighted row's time)", app.open_timeline)
 
     def _ranks(self, app: PaletteHost) -> Iterator[Entry]:

@@ -35,7 +35,7 @@ class ViewTabs(Widget):
         app = self.app
         views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
-        labels = [(f"{number} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
+        labels = [(f"{number % 10} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
         roomy = sum(len(label) + 2 for label, _ in labels) <= self.size.width
         text = Text(no_wrap=True, overflow="ellipsis")
         for label, is_current in labels:
