@@ -28,6 +28,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis import diff
 from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
+from htatui.names import fit_names
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
 from htatui.tui.widgets.table_pane import TablePane
@@ -224,11 +225,11 @@ class DeltaBars(VerticalScroll):
             if rows.height == 0:
                 text.append("  none\n", style="dim")
                 continue
-            for record in rows.iter_rows(named=True):
+            labels = fit_names([str(name) for name in rows["name"]], label_width)
+            for label, record in zip(labels, rows.iter_rows(named=True), strict=True):
                 value = float(record["delta_us"])
                 cells = 0 if largest <= 0 else max(1, round(abs(value) / largest * bar_width))
                 mark = GLYPHS.get(str(record["status"]), " ")
-                label = middle_truncate(str(record["name"]), label_width)
                 text.append(f"{mark} {label:<{label_width}} ")
                 text.append("█" * cells, style=color)
                 text.append(" " * (bar_width - cells))
@@ -244,21 +245,32 @@ class DiffScreen(Screen[None]):
     """Compare two jobs side by side; loads both itself (or takes already loaded traces)."""
 
     TITLE = "diff"
+    VIEW_TITLE: ClassVar[str] = "Diff"
+    HELP: ClassVar[str] = (
+        "Two jobs side by side: *base* (this job, or the first path) and *test*. On top, the headline "
+        "views of both with the change between (Δ = test − base); below, every kernel and operator "
+        "name with its total time on each side, sorted by the largest change. Status glyphs: `+` "
+        "added, `−` removed, `▲` slower, `▼` faster, `=` unchanged. `i` shows which ranks and "
+        "steps are compared; Enter shows a row's full name."
+    )
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", tooltip="Cancel loading or close the diff", id="diff.back"),
-        Binding("slash", "filter", "Filter", tooltip="Filter the names table", id="diff.filter"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="diff.help"),
+        Binding(
+            "slash", "filter", "Filter", show=False, tooltip="Filter the names table", id="diff.filter"
+        ),
         Binding(
             "c", "cycle_status", "Status", tooltip="Show added, removed, slower, faster…", id="diff.status"
         ),
         Binding("t", "cycle_kind", "Kind", tooltip="Show kernels, CPU ops or both", id="diff.kind"),
         Binding(
-            "f", "toggle_short", "Fold names", tooltip="Fold template arguments of names", id="diff.fold"
+            "f", "toggle_short", "Fold", tooltip="Fold template arguments of names", id="diff.fold"
         ),
         Binding("b", "toggle_bars", "Bars", tooltip="Show the bars of the largest changes", id="diff.bars"),
         Binding(
-            "i", "describe", "Info", show=False, tooltip="Which ranks and steps are compared", id="diff.info"
+            "i", "describe", "Info", tooltip="Which ranks and steps are compared", id="diff.info"
         ),
     ]
 
@@ -276,6 +288,16 @@ class DiffScreen(Screen[None]):
             background: $surface;
             color: $foreground-muted;
         }
+        & #diff-details {
+            display: none;
+            height: auto;
+            max-height: 8;
+            padding: 0 1;
+            background: $surface;
+            color: $foreground;
+            border-bottom: solid $panel-lighten-2;
+        }
+        &.-details #diff-details { display: block; }
         & #diff-loading {
             height: auto;
             padding: 1 2;
@@ -335,6 +357,7 @@ class DiffScreen(Screen[None]):
         )
         yield Static(title, id="diff-title")
         yield Static(" loading both sides… (esc cancels)", id="diff-state")
+        yield Static("", id="diff-details")
         with Vertical(id="diff-loading"):
             for side, path in (("base", self.base_path), ("test", self.test_path)):
                 yield Static(f"{side}: {side_name(path)}", classes="side-label", id=f"{side}-label")
@@ -597,5 +620,14 @@ class DiffScreen(Screen[None]):
         self.toggle_class("-show-bars")
 
     def action_describe(self) -> None:
+        """Show or hide the details of what is compared (a pane of this screen, not a notice)."""
         if self.result is not None:
-            self.notify(self.result.description, title="Compared", timeout=10)
+            details = self.query_one("#diff-details", Static)
+            details.update(Text(self.result.description))
+            self.toggle_class("-details")
+
+    def action_help(self) -> None:
+        from htatui.tui.screens.help import HelpScreen
+
+        if self.app.screen is self:
+            self.app.push_screen(HelpScreen(self))

@@ -1,0 +1,175 @@
+"""What a new user trips on: charts that label the right bars, numbers never cut, keys that can be found."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from tui_helpers import make_app, press, ready
+
+from fixtures.generate import write_scenario
+from htatui.trace import TraceSet
+from htatui.tui.diff_app import DiffApp
+from htatui.tui.screens.diff import DiffScreen
+from htatui.tui.widgets.chart import BarRows, Chart, Series
+from htatui.tui.widgets.table import Column, ViewTable
+
+
+def screen_lines(app: App[Any]) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+class ChartApp(App[None]):
+    CSS = "Chart { height: 7; min-height: 7; }"  # a top border and six rows
+
+    def compose(self) -> ComposeResult:
+        yield Chart("bars", id="chart")
+
+
+async def test_bar_rows_keep_each_label_beside_its_own_value() -> None:
+    labels = [f"op{i}" for i in range(10)]
+    values = [1000.0 * (10 - i) + 0.5 for i in range(10)]
+    app = ChartApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        chart = app.query_one(Chart)
+        chart.show(BarRows(labels, [Series("gpu self", values)]))
+        await pilot.pause()
+        lines = str(chart.render()).splitlines()
+    # Six rows: five bars and a line counting the five left out; every label sits beside its value.
+    assert len(lines) == 6
+    for index, line in enumerate(lines[:5]):
+        assert line.startswith(f"op{index} ")
+        assert line.rstrip().endswith(f"{values[index]:,.1f}")
+    assert lines[5].startswith("… 5 more")
+    # The bars' lengths follow the values: the first is the longest, and each is shorter than the last.
+    lengths = [line.count("█") for line in lines[:5]]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] > lengths[4]
+
+
+async def test_stacked_bar_rows_show_a_small_share() -> None:
+    app = ChartApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        chart = app.query_one(Chart)
+        series = [Series("compute", [90.0]), Series("idle", [3.0])]
+        chart.show(BarRows(["r0"], series, unit="%", notes=["idle 3.0%"]))
+        await pilot.pause()
+        line = str(chart.render()).splitlines()[0]
+    # 3 % of the ~48-cell bar is one cell of the second fill, never rounded away.
+    assert line.count("▓") >= 1 and line.count("█") > 40
+    assert line.rstrip().endswith("idle 3.0%")
+
+
+async def test_ops_chart_labels_match_the_table_at_80x24(small_traces: TraceSet) -> None:
+    async with make_app(small_traces).run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "7")
+        screen = pilot.app.screen
+        frame = screen.query_one("#ops-table").table.source
+        totals = dict(frame.group_by("name").agg(pl.col("gpu_self_us").sum()).iter_rows())
+        chart = screen.query_one("#ops-chart", Chart)
+        lines = [line for line in str(chart.render()).splitlines() if not line.startswith("…")]
+    assert lines
+    for line in lines:
+        label, value = line.split()[0], line.split()[-1]
+        full = next(name for name in totals if name == label or name.startswith(label.rstrip("…")))
+        assert value == f"{totals[full]:,.1f}"
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ViewTable("t")
+
+
+async def test_numbers_widen_their_column_instead_of_being_cut() -> None:
+    app = TableApp()
+    async with app.run_test(size=(80, 10)) as pilot:
+        table = app.query_one(ViewTable)
+        frame = pl.DataFrame({"name": ["a"], "delta_us": [8_204_993.25]})
+        table.set_frame(frame, [Column("name", "name", "text", width=6), Column("delta_us", "Δ µs", "us", width=6)])
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+    assert "8,204,993.2" in text
+
+
+async def test_hidden_columns_are_announced_and_enter_shows_the_full_name() -> None:
+    app = TableApp()
+    long_name = "void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, float>(int, float*)"
+    async with app.run_test(size=(40, 10)) as pilot:
+        table = app.query_one(ViewTable)
+        frame = pl.DataFrame({"name": [long_name], **{f"c{i}_us": [float(i)] for i in range(8)}})
+        table.set_frame(
+            frame,
+            [Column("name", "name", "text", width=20)]
+            + [Column(f"c{i}_us", f"c{i} (µs)", "us", width=8) for i in range(8)],
+        )
+        table.focus()
+        await pilot.pause()
+        # Only the columns that fit are shown, whole, and the title says how many more there are.
+        assert "7 more columns (w)" in str(table.border_title)
+        assert [str(c.key.value) for c in table.ordered_columns] == ["name", "c0_us"]
+        assert table.hidden_columns() == 0
+        await pilot.press("w")
+        assert len(table.ordered_columns) == 9
+        assert re.search(r"→ \d+ more columns", str(table.border_title))
+        hidden = table.hidden_columns()
+        table.scroll_x = table.max_scroll_x
+        await pilot.pause()
+        assert table.hidden_columns() < hidden
+        shown = str(table.get_cell_at((0, 0)))
+        assert shown == "vectorize…ise_kernel"  # namespaces, templates and arguments dropped first
+        await pilot.press("enter")
+        await pilot.pause()
+        assert any(n.message == long_name for n in app._notifications)
+
+
+@pytest.fixture(scope="module")
+def diff_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("uxdiff")
+    write_scenario("diff", root)
+    return root
+
+
+async def wait_diff(pilot: Pilot[Any]) -> DiffScreen:
+    for _ in range(600):
+        screen = pilot.app.screen
+        if isinstance(screen, DiffScreen) and screen.has_class("-ready"):
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            return screen
+        await pilot.pause(0.05)
+    raise AssertionError("the diff did not finish")
+
+
+async def test_diff_footer_keeps_help_and_quit_and_question_mark_opens_help(diff_root: Path) -> None:
+    from htatui.tui.screens.help import HelpScreen
+
+    app = DiffApp(diff_root / "base", diff_root / "test", use_cache=False, max_workers=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_diff(pilot)
+        footer = screen_lines(app)[-1]
+        assert "? Help" in footer and "q Quit" in footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        page = app.screen.page()
+        assert "# Diff" in page and "`i`" in page and "`c`" in page
+
+
+async def test_diff_names_stay_distinct_and_numbers_whole(diff_root: Path) -> None:
+    app = DiffApp(diff_root / "base", diff_root / "test", use_cache=False, max_workers=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await wait_diff(pilot)
+        table = screen.query_one("#names").table
+        shown = [str(table.get_cell_at((row, 0))) for row in range(table.row_count)]
+        full = table.shown["name"].to_list()
+        text = "\n".join(screen_lines(app))
+    assert len(set(shown)) == len(set(full))
+    # A name shortened by meaning: no doubled or leading '::' from a dropped anonymous namespace.
+    assert not any(name.startswith("::") or "::::" in name for name in shown)
+    for number in re.findall(r"[-+]?\d[\d,]*\.\d+", text):
+        assert re.fullmatch(r"[-+]?\d{1,3}(,\d{3})*\.\d+", number), number
