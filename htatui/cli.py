@@ -71,6 +71,7 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
 
 
 def parse_ranks(text: str | None) -> tuple[int, ...] | None:
@@ -106,7 +107,7 @@ def _run_info(args: argparse.Namespace) -> int:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info")
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info", wide=args.wide)
     return 2 if failed else 0
 
 

@@ -68,10 +68,13 @@ def _fitting_level(name: str, width: int, start: int) -> int:
 def _around_difference(name: str, alike: Sequence[str], width: int) -> str:
     """The short name's start, then the text from where the alike names first differ."""
     differ = len(os.path.commonprefix(list(alike)))
-    head = middle_cut(name_forms(name)[SHORT_LEVEL], max(1, width // 2 - 1))
-    window = name[max(0, differ - 2) :]
+    last = name_forms(name)[-1]
+    room = max(1, width // 2 - 1)
+    head = last if len(last) <= room else last[: room - 1] + "…"
+    opening = max(name.rfind("<", 0, differ + 1), name.rfind("(", 0, differ + 1))
+    window = name[opening if opening >= 0 else max(0, differ - 2) :]
     room = max(1, width - len(head) - 1)
-    return f"{head}…{window if len(window) <= room else window[: room - 1] + '…'}"
+    return f"{head.removesuffix('…')}…{window if len(window) <= room else window[: room - 1] + '…'}"
 
 
 def fit_names(names: Sequence[str], width: int, *, start: int = 0) -> list[str]:
