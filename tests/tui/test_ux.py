@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,103 @@ async def test_diff_names_stay_distinct_and_numbers_whole(diff_root: Path) -> No
     assert not any(name.startswith("::") or "::::" in name for name in shown)
     for number in re.findall(r"[-+]?\d[\d,]*\.\d+", text):
         assert re.fullmatch(r"[-+]?\d{1,3}(,\d{3})*\.\d+", number), number
+
+
+async def test_diff_is_in_the_footer_help_and_palette_and_every_key_is_in_the_palette(
+    small_traces: TraceSet,
+) -> None:
+    from htatui.tui.commands import HtaCommands
+    from htatui.tui.screens.help import HelpScreen, bindings_of
+
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert "d Diff" in screen_lines(app)[-1]
+        await press(pilot, "2")
+        screen = app.screen
+        provider = HtaCommands(screen)
+        entries = list(provider.entries())
+        titles = [entry.title for entry in entries]
+        for query in ("diff", "compare"):
+            assert any(provider.matcher(query).match(title) > 0 for title in titles), query
+        helps = {entry.help for entry in entries}
+        # Every key of the view and of its focused table has an entry that names the key.
+        for binding in [*bindings_of(type(screen)), *bindings_of(ViewTable)]:
+            key = binding.key_display or binding.key.split(",")[0]
+            assert f"Key {key}" in helps, binding.key
+        # A palette entry runs the action: the idle view's %/µs toggle.
+        absolute = screen.absolute
+        outcome = next(e for e in entries if e.help == "Key a").callback()
+        if inspect.isawaitable(outcome):
+            await outcome
+        await pilot.pause()
+        assert screen.absolute != absolute
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        page = app.screen.page()
+        for key in ("`d`", "`N`", "`w`", "`a`", "`z`"):
+            assert key in page, key
+
+
+async def test_load_notes_go_to_the_status_line_and_n(tmp_path: Path) -> None:
+    from kineto_util import kernel, runtime, step, write_trace
+
+    from htatui.trace import load_traces
+    from htatui.tui.screens.notes import NotesScreen
+
+    events = [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)]
+    write_trace(tmp_path / "job" / "trace.json", events)
+    traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
+    assert traces.notes
+    app = make_app(traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert "1 load note (N)" in screen_lines(app)[1]
+        assert not app._notifications
+        await press(pilot, "N")
+        assert isinstance(app.screen, NotesScreen)
+        text = str(app.screen.query_one("#notes-text").render())
+        assert "using rank 0" in text
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, NotesScreen)
+
+
+def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
+    from htatui.tui.app import VIEW_SCREENS, HtaTuiApp
+    from htatui.tui.screens.help import bindings_of
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "p ranks" in readme and "r ranks" not in readme and "d diff" in readme
+    paragraph = readme[readme.index("**In the app.**") : readme.index("- **Loading.**")]
+    names = {"esc": "escape", "/": "slash", "?": "question_mark", "[": "left_square_bracket"}
+    names |= {"]": "right_square_bracket", ":": "colon", "tab": "tab"}
+    bound = {"tab"}
+    for cls in (HtaTuiApp, ViewTable, DiffScreen, *(screen for _mode, _title, screen in VIEW_SCREENS)):
+        for binding in bindings_of(cls):
+            bound.update(key.strip() for key in binding.key.split(","))
+    quoted = re.findall(r"`([^`]+)`", paragraph)
+    assert len(quoted) > 30
+    for key in quoted:
+        assert names.get(key, key) in bound, key
+    for number in range(1, len(VIEW_SCREENS) + 1):
+        assert f"`{number}` {VIEW_SCREENS[number - 1][1]}" in paragraph
+
+
+async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:
+    from htatui.trace import load_traces
+
+    base = load_traces([diff_root / "base"], use_cache=False, max_workers=1)
+    test = load_traces([diff_root / "test"], use_cache=False, max_workers=1)
+    app = make_app(base)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        app.push_screen(DiffScreen(diff_root / "base", diff_root / "test", base_traces=base, test_traces=test))
+        screen = await wait_diff(pilot)
+        screen.query_one("#names").table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app._notifications
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, DiffScreen)
+        assert not app._notifications

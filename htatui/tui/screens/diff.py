@@ -585,6 +585,10 @@ class DiffScreen(Screen[None]):
         if self.result is not None:
             self._show_names()
 
+    def on_screen_suspend(self) -> None:
+        """A notice raised here (a full name, a skipped file) never outlives the screen."""
+        self.app.clear_notifications()
+
     # ---- actions ------------------------------------------------------------------------
     def action_back(self) -> None:
         if not self.has_class("-ready") and not self.failed:

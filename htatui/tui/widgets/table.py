@@ -165,6 +165,7 @@ class ViewTable(DataTable[Text]):
         Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
         Binding("ctrl+d", "page_down", "Half page down", show=False, id="table.page_down"),
         Binding("ctrl+u", "page_up", "Half page up", show=False, id="table.page_up"),
+        Binding("enter", "select_cursor", "Full name", show=False, tooltip="Show the row's full name", id="table.full"),
         Binding(
             "w",
             "toggle_columns",
