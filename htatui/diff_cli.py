@@ -139,8 +139,21 @@ def run_diff(args: argparse.Namespace) -> int:
         return 2
     for line in selection.description.splitlines():
         _err(line)
-    _render(frame, fmt or "table", title)
+    _render(whole_counts(frame), fmt or "table", title)
     return 0
+
+
+def whole_counts(frame: Any) -> Any:
+    """Count columns as integers when every count is whole (190, not 190.00 or 190.0)."""
+    import polars as pl
+
+    for name in frame.columns:
+        column = frame[name]
+        if name.endswith("count") and column.dtype.is_float():
+            values = column.drop_nulls()
+            if values.is_finite().all() and (values == values.round(0)).all():
+                frame = frame.with_columns(pl.col(name).cast(pl.Int64))
+    return frame
 
 
 def _render(frame: Any, fmt: str, title: str) -> None:

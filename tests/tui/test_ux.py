@@ -274,3 +274,111 @@ async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:
         await pilot.pause()
         assert not isinstance(app.screen, DiffScreen)
         assert not app._notifications
+
+
+def test_diff_counts_print_as_integers(diff_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from htatui.cli import main
+
+    assert main(["diff", str(diff_root / "base"), str(diff_root / "test"), "--format", "json", "--no-cache"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(isinstance(row[key], int) for row in rows for key in ("base_count", "delta_count"))
+
+
+def test_path_completion(tmp_path: Path) -> None:
+    from htatui.tui.screens.path_prompt import complete_path
+
+    for name in ("job_base", "job_test", "notes.txt"):
+        (tmp_path / name).mkdir() if name.startswith("job") else (tmp_path / name).write_text("")
+    assert complete_path(f"{tmp_path}/jo") == (f"{tmp_path}/job_", ["job_base", "job_test"])
+    assert complete_path(f"{tmp_path}/job_t") == (f"{tmp_path}/job_test/", ["job_test"])
+    assert complete_path(f"{tmp_path}/nothing") == (f"{tmp_path}/nothing", [])
+    assert complete_path(f"{tmp_path}/no-such-folder/x") == (f"{tmp_path}/no-such-folder/x", [])
+
+
+async def test_tab_completes_in_the_path_prompt(small_traces: TraceSet, tmp_path: Path) -> None:
+    from textual.widgets import Input
+
+    from htatui.tui.screens.path_prompt import PathPrompt
+
+    (tmp_path / "second_job").mkdir()
+    async with make_app(small_traces).run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "d")
+        assert isinstance(pilot.app.screen, PathPrompt)
+        field = pilot.app.screen.query_one("#path", Input)
+        field.value = f"{tmp_path}/sec"
+        field.cursor_position = len(field.value)
+        await press(pilot, "tab")
+        assert field.value == f"{tmp_path}/second_job/"
+
+
+async def test_export_offers_to_create_a_missing_folder(small_traces: TraceSet, tmp_path: Path) -> None:
+    from textual.widgets import Input
+
+    from htatui.tui.screens.export_modal import ExportModal
+
+    target = tmp_path / "new" / "out"
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        app.action_export_counters()
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, ExportModal)
+        modal.query_one("#export-folder", Input).value = str(target)
+        modal.query_one("#export-folder", Input).focus()
+        await press(pilot, "enter")
+        assert "Create it?" in str(modal.query_one("#export-status").render())
+        assert not target.exists()
+        await press(pilot, "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in modal.written)
+        assert len(modal.written) == len(small_traces.rank_ids)
+
+
+async def test_kernels_filter_moves_the_across_ranks_pane(small_traces: TraceSet) -> None:
+    async with make_app(small_traces).run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "3")
+        screen = pilot.app.screen
+        spread = screen.query_one("#kernels-spread").table
+        assert "ampere_sgemm" in str(spread.title)
+        await press(pilot, "slash", *"AllR", "enter")
+        table = screen.query_one("#kernels-table").table
+        assert table.shown.height and all("AllR" in name for name in table.shown["name"])
+        assert "AllR" in str(spread.title) and set(spread.shown["name"]) == {table.shown["name"][0]}
+
+
+def test_patterns_suggests_only_operators_that_launch_gpu_work(tmp_path: Path) -> None:
+    from kineto_util import cpu_op, kernel, runtime, step, traces_of
+
+    from htatui.analysis.common import CommonOptions
+    from htatui.tui.screens.patterns import common_operators
+
+    events = [step(1, 0, 1000), step(2, 1000, 1000), step(3, 2000, 1000)]
+    for n in range(6):  # a frequent operator that launches nothing
+        events.append(cpu_op("aten::empty", 10 + n * 300, 5))
+    for n in range(2):  # a rarer one that launches a kernel
+        start = 100 + n * 1000
+        events += [cpu_op("aten::mm", start, 50), runtime("cudaLaunchKernel", start + 10, 5, corr=n + 1)]
+        events.append(kernel("gemm", start + 20, 30, corr=n + 1))
+    traces = traces_of(tmp_path, events)
+    assert common_operators(traces, 0, CommonOptions()) == ["aten::mm"]
+
+
+async def test_rank_picker_cursor_has_a_glyph(small_traces: TraceSet) -> None:
+    from htatui.tui.screens.rank_picker import RankPicker
+
+    async with make_app(small_traces).run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "p")
+        picker = pilot.app.screen
+        assert isinstance(picker, RankPicker)
+        prompts = [str(picker.rank_list.get_option_at_index(i).prompt) for i in range(2)]
+        assert prompts == ["▶ rank 0", "  rank 1"]
+        await press(pilot, "j")
+        prompts = [str(picker.rank_list.get_option_at_index(i).prompt) for i in range(2)]
+        assert prompts == ["  rank 0", "▶ rank 1"]

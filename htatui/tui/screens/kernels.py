@@ -132,7 +132,9 @@ class KernelsScreen(ViewScreen):
         self._show_spread()
 
     @on(ViewTable.RowHighlighted, "#kernels-table ViewTable")
+    @on(ViewTable.Changed, "#kernels-table ViewTable")
     def _kernel_highlighted(self) -> None:
+        """The pane follows the highlighted kernel, also when a filter or sort changes the rows."""
         self._show_spread()
 
     def _show_spread(self) -> None:

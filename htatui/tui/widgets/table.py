@@ -206,6 +206,11 @@ class ViewTable(DataTable[Text]):
 
         table: ViewTable
 
+        @property
+        def control(self) -> ViewTable:
+            """The table, so `@on(ViewTable.Changed, selector)` can match it."""
+            return self.table
+
     def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.title = title
@@ -285,7 +290,9 @@ class ViewTable(DataTable[Text]):
         if self.row_count:
             self.move_cursor(row=min(row, self.row_count - 1), animate=False)
         self._update_title(matching.height)
-        self.post_message(self.Changed(self))
+        # Sent as the table's own: posted from the pane's filter handler, it would otherwise stop
+        # bubbling at the pane (Textual does not bubble a message back to its sender).
+        self.post_message(self.Changed(self).set_sender(self))
 
     def _update_title(self, matching: int) -> None:
         parts = [self.title] if self.title else []
