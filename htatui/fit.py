@@ -85,10 +85,12 @@ def fit_columns(
     numeric: Sequence[bool],
     width: int,
     raw_text: Callable[[int], list[str]],
+    keep: Sequence[str] = (),
 ) -> Fitted:
     """Columns that fit `width`: headers shortened, text shortened by meaning, then columns left out.
 
-    `raw_text(i)` gives column i's full texts, shortened again whenever its width shrinks.
+    `raw_text(i)` gives column i's full texts, shortened again whenever its width shrinks;
+    `keep` names the columns that matter most, most important first (the others go first).
     """
     columns = [FitColumn(n, n, list(c), num) for n, c, num in zip(names, cells, numeric, strict=True)]
     if table_width(columns) <= width:
@@ -100,9 +102,9 @@ def fit_columns(
         while table_width(columns) > width:
             if _shrink_text(columns, width, floor, names, raw_text):
                 continue
-            if floor is None or floor == MIN_TEXT and not _droppable(columns):
+            if floor is None or floor == MIN_TEXT and not _droppable(columns, keep):
                 break
-            dropped = _droppable(columns)
+            dropped = _droppable(columns, keep)
             if not dropped:
                 break
             columns.remove(dropped[-1])
@@ -112,9 +114,12 @@ def fit_columns(
     return Fitted(columns, left_out)
 
 
-def _droppable(columns: list[FitColumn]) -> list[FitColumn]:
+def _droppable(columns: list[FitColumn], keep: Sequence[str] = ()) -> list[FitColumn]:
     """Columns in the order they are kept (the last one goes first): low-priority ones last."""
     rest = [c for c in columns[1:] if c.name not in KEEP]
+    if keep:
+        listed = sorted((c for c in rest if c.name in keep), key=lambda c: keep.index(c.name))
+        return listed + [c for c in rest if c.name not in keep]
     return [c for c in rest if c.name not in LOW] + [c for c in rest if c.name in LOW]
 
 

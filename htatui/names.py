@@ -72,8 +72,10 @@ def _around_difference(name: str, alike: Sequence[str], width: int) -> str:
     room = max(1, width // 2 - 1)
     head = last if len(last) <= room else last[: room - 1] + "…"
     opening = max(name.rfind("<", 0, differ + 1), name.rfind("(", 0, differ + 1))
-    window = name[opening if opening >= 0 else max(0, differ - 2) :]
     room = max(1, width - len(head) - 1)
+    # From the bracket that holds the difference, or from just before it when that is too far.
+    start = opening if 0 <= opening and differ - opening < room - 4 else max(0, differ - room // 2)
+    window = name[start:]
     return f"{head.removesuffix('…')}…{window if len(window) <= room else window[: room - 1] + '…'}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import Literal, TextIO
 
 import orjson
@@ -48,10 +49,12 @@ def render_frame(
     out: TextIO | None = None,
     *,
     wide: bool = False,
+    keep: Sequence[str] = (),
 ) -> None:
     """Print `frame` in the chosen format; numbers are never rounded in CSV and JSON.
 
-    A table on a terminal fits its width (see htatui.fit) unless `wide`; piped, it keeps full rows.
+    A table on a terminal fits its width (see htatui.fit) unless `wide`, leaving out the columns
+    not in `keep` first; piped, it keeps full rows.
     """
     stream = out or sys.stdout
     if fmt == "json":
@@ -59,10 +62,10 @@ def render_frame(
     elif fmt == "csv":
         stream.write(frame.write_csv())
     else:
-        _render_table(frame, title, stream, wide)
+        _render_table(frame, title, stream, wide, keep)
 
 
-def _render_table(frame: pl.DataFrame, title: str | None, stream: TextIO, wide: bool) -> None:
+def _render_table(frame: pl.DataFrame, title: str | None, stream: TextIO, wide: bool, keep: Sequence[str]) -> None:
     terminal = stream.isatty()
     if frame.height == 0:
         Console(file=stream, soft_wrap=False).print(f"{title + ': ' if title else ''}no rows")
@@ -72,7 +75,7 @@ def _render_table(frame: pl.DataFrame, title: str | None, stream: TextIO, wide: 
     cells = [[_cell(v) for v in frame[name].to_list()] for name in names]
     if terminal and not wide:
         columns = shutil.get_terminal_size().columns
-        fitted = fit_columns(names, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i])
+        fitted = fit_columns(names, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i], keep)
     else:
         columns = 0
         fitted = Fitted([FitColumn(n, n, c, num) for n, c, num in zip(names, cells, numeric, strict=True)], [])

@@ -147,3 +147,13 @@ def test_info_in_an_80_column_pty(tmp_path: Path) -> None:
     lines = [line for line in text.splitlines() if line.strip()]
     assert max(len(line) for line in lines) <= 80, text
     assert len([line for line in lines if line.startswith("│")]) == 2
+
+
+def test_diff_table_keeps_the_change_columns_at_80(tmp_path: Path) -> None:
+    write_scenario("diff", tmp_path)
+    text = run_in_pty(["diff", str(tmp_path / "base"), str(tmp_path / "test"), "--format", "table", "--no-cache"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80, text
+    header = next(line for line in lines if "name" in line)
+    assert "delta µs" in header and "status" in header
+    assert "--wide shows all" in text

@@ -75,6 +75,11 @@ def fmt_count(value: Any) -> str:
     return f"{int(number):,}" if number.is_integer() else f"{number:,.1f}"
 
 
+def fmt_whole(value: float) -> str:
+    """Whole numbers (counts, whole µs) without decimals; others with two."""
+    return f"{int(value):,}" if value.is_integer() else fmt_float(value)
+
+
 def fmt_compact(value: float) -> str:
     """One decimal below 10,000, none above (keeps big µs totals inside their column)."""
     return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:,.1f}"
@@ -110,8 +115,10 @@ class StyledColumn(Column):
             elif self.fmt == "delta_pct":
                 text = fmt_delta(number, "%") if abs(number) < 1000 else f"{number:+,.0f}%"
             else:
-                text = f"{'+' if number > 0 else ''}{fmt_float(number)}"
+                text = f"{'+' if number > 0 else ''}{fmt_whole(number)}"
             return Text(text, style=style, justify="right")
+        if self.fmt == "whole":
+            return Text(fmt_whole(float(value)), justify="right")
         if self.fmt == "text":
             return Text(middle_truncate(str(value), self.width or 36))
         try:
@@ -519,12 +526,12 @@ class DiffScreen(Screen[None]):
             for view, metric in summary.select("view", "metric").iter_rows()
         ]
         frame = summary.with_columns(label=pl.Series(labels, dtype=pl.Utf8))
-        width = max(24, min(44, self.size.width - 44))
+        width = max(24, min(44, self.size.width - 50))
         columns = [
             StyledColumn("label", "view · metric", "text", width=width, sortable=False),
-            StyledColumn("base", "base", "float", width=11),
-            StyledColumn("delta", "Δ", "delta", width=11, signed_styles=self._delta_styles()),
-            StyledColumn("test", "test", "float", width=11),
+            StyledColumn("base", "base", "whole", width=11, priority=0),
+            StyledColumn("delta", "Δ", "delta", width=11, signed_styles=self._delta_styles(), priority=0),
+            StyledColumn("test", "test", "whole", width=11, priority=0),
         ]
         pane.show(frame, columns, empty="No headline numbers (no GPU activity on either side).")
 
