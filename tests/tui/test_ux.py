@@ -77,7 +77,7 @@ async def test_ops_chart_labels_match_the_table_at_80x24(small_traces: TraceSet)
     assert lines
     for line in lines:
         label, value = line.split()[0], line.split()[-1]
-        full = next(name for name in totals if name == label or name.startswith(label.rstrip("…")))
+        full = next(n for n in totals if n == label or n.endswith(label) or n.startswith(label.rstrip("…")))
         assert value == f"{totals[full]:,.1f}"
 
 

@@ -15,6 +15,7 @@ from textual.geometry import Size
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from htatui.names import fit_names
 from htatui.tui.widgets.table import middle_truncate
 
 RGB = tuple[int, int, int]
@@ -334,9 +335,9 @@ class BarRows:
         scale = max(totals, default=0.0)
         colors = [chart.rgb(s.color) for s in self.series]
         text = Text(no_wrap=True, overflow="ellipsis")
+        labels = fit_names([str(label) for label in self.labels], label_width)
         for index in range(shown):
-            label = middle_truncate(str(self.labels[index]), label_width)
-            text.append(f"{label:<{label_width}} ")
+            text.append(f"{labels[index]:<{label_width}} ")
             values = self._rows()[index]
             used = self._append_bar(text, values, colors, bar_width, scale)
             text.append(" " * (bar_width - used))
