@@ -105,6 +105,7 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
 
 
 
@@ -131,7 +132,7 @@ def _run_info(args: argparse.Namespace) -> int:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info")
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info", wide=args.wide)
     return 2 if failed else 0
 
 

@@ -133,7 +133,8 @@ class HtaTuiApp(ThemedApp):
             id="app.next_view",
         ),
         Binding("p", "pick_ranks", "Ranks", tooltip="Choose the ranks every view shows", id="app.ranks"),
-        Binding("d", "diff", "Diff", show=False, tooltip="Compare this job with another one", id="app.diff"),
+        Binding("d", "diff", "Diff", tooltip="Compare this job with another one", id="app.diff"),
+        Binding("N", "notes", "Notes", show=False, tooltip="What loading noted and skipped", id="app.notes"),
         Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="app.help"),
         Binding(
             "ctrl+p",
@@ -168,6 +169,7 @@ class HtaTuiApp(ThemedApp):
         self.selected_ranks: tuple[int, ...] | None = None
         self.steps_used: dict[int, list[int]] = {}
         self._preloaded = traces
+        self.load_notes: tuple[str, ...] = ()
         super().__init__(theme)
         _start_resource_tracker()
         self.selection_signal: Signal[tuple[int, ...] | None] = Signal(self, "selection")
@@ -187,11 +189,8 @@ class HtaTuiApp(ThemedApp):
         await self.switch_mode(VIEWS[0][0])
         for problem in message.traces.problems:
             self.notify(str(problem), title="Skipped a file", severity="warning", timeout=10)
-        if message.traces.notes:
-            shown = list(message.traces.notes[:3])
-            more = len(message.traces.notes) - len(shown)
-            text = "\n".join(shown) + (f"\n… and {more} more" if more else "")
-            self.notify(text, title="While loading", timeout=8)
+        # Notes (e.g. ranks taken from file order) go to the status line and N, not over the panes.
+        self.load_notes = tuple(message.traces.notes)
 
     # ---- the selection every view follows -----------------------------------------------
     def common_options(self) -> CommonOptions:
@@ -294,6 +293,12 @@ class HtaTuiApp(ThemedApp):
         """Push the timeline over the current view, at a rank and time window when given."""
         if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
             self.push_screen(TimelineScreen(rank, start_us, end_us))
+
+    def action_notes(self) -> None:
+        from htatui.tui.screens.notes import NotesScreen
+
+        if self.traces is not None and not isinstance(self.screen, ModalScreen):
+            self.push_screen(NotesScreen(self.load_notes, [str(p) for p in self.traces.problems]))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -136,6 +136,10 @@ class ViewScreen(JobRunner, Screen[None]):
             if self.analysis_key() != self._requested_key or not self.analysis_running:
                 self.request_analysis()
 
+    def on_screen_suspend(self) -> None:
+        """A notice raised in a view (a full name, a copy) never outlives it."""
+        self.app.clear_notifications()
+
     def _selection_changed(self, _ranks: object) -> None:
         self.query_one(StatusBar).refresh()
         if self.is_current:

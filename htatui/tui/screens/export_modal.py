@@ -74,8 +74,8 @@ class ExportModal(ModalScreen[list[Path] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="export.close"),
-        Binding("y", "overwrite", "Overwrite", show=False, id="export.overwrite"),
-        Binding("n", "keep", "Keep", show=False, id="export.keep"),
+        Binding("y", "overwrite", "Yes", show=False, tooltip="Overwrite, or create the folder", id="export.overwrite"),
+        Binding("n", "keep", "No", show=False, tooltip="Keep the existing file, or do not create", id="export.keep"),
     ]
 
     DEFAULT_CSS = """
@@ -124,6 +124,8 @@ class ExportModal(ModalScreen[list[Path] | None]):
         self.about = about
         self.written: list[Path] = []
         self._pending: tuple[tuple[int, ...] | None, Path] | None = None
+        self._creating = False
+        """The question asked is whether to create the missing folder (not whether to overwrite)."""
         self._worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
@@ -174,7 +176,14 @@ class ExportModal(ModalScreen[list[Path] | None]):
         if not folder_text:
             self._status("Name an output folder.", "-failed")
             return
-        self._launch(ranks, Path(folder_text).expanduser(), force=False)
+        folder = Path(folder_text).expanduser()
+        if not folder.exists():
+            self._pending, self._creating = (ranks, folder), True
+            self._status(f"{folder} does not exist.\nCreate it? y creates · n goes back", "-ask")
+            self._hint("y creates the folder · n goes back · esc closes")
+            self.set_focus(None)
+            return
+        self._launch(ranks, folder, force=False)
 
     def _launch(self, ranks: tuple[int, ...] | None, folder: Path, force: bool) -> None:
         self._pending = (ranks, folder)
@@ -223,9 +232,27 @@ class ExportModal(ModalScreen[list[Path] | None]):
     def action_overwrite(self) -> None:
         if self.has_class("-ask") and self._pending is not None:
             ranks, folder = self._pending
+            if self._creating:
+                self._creating = False
+                try:
+                    folder.mkdir(parents=True)
+                except OSError as exc:
+                    message = f"Cannot create {folder}: {exc.strerror or exc}"
+                    self._status(message, "-failed")
+                    self.query_one("#export-folder", Input).focus()
+                    self.notify(message, title="Export failed", severity="error")
+                    return
+                self._launch(ranks, folder, force=False)
+                return
             self._launch(ranks, folder, force=True)
 
     def action_keep(self) -> None:
+        if self.has_class("-ask") and self._creating:
+            self._creating = False
+            self._status("No folder was created; change the folder and press enter.")
+            self._hint("enter exports · esc closes")
+            self.query_one("#export-folder", Input).focus()
+            return
         if self.has_class("-ask"):
             self._status("Nothing was overwritten; change the folder and press enter.")
             self._hint("enter exports · esc closes")

@@ -13,7 +13,7 @@ from htatui.analysis import op_tree, ops
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.chart import Chart, Series, grouped_bars
+from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.op_tree import DEVICE_KINDS, OpTree
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
@@ -179,12 +179,4 @@ class OpsScreen(ViewScreen):
         if top.height == 0:
             chart.show(None, "" if result.height == 0 else "None of these operators launched GPU work.")
             return
-        ordered = top.reverse()  # plotext draws horizontal bars bottom-up
-        chart.show(
-            grouped_bars(
-                ordered["name"].to_list(),
-                [Series("gpu self", ordered["gpu_self_us"].to_list(), "hta-compute")],
-                ylabel="self GPU time (µs)",
-                horizontal=True,
-            )
-        )
+        chart.show(BarRows(top["name"].to_list(), [Series("gpu self", top["gpu_self_us"].to_list(), "hta-compute")]))

@@ -68,6 +68,9 @@ class StatusBar(Widget):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
             text.append(f" │ steps {app.steps_label}")
+            if app.load_notes:
+                count = len(app.load_notes)
+                text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
         if self.state:
             text.append(f" │ {self.state}", style="italic")
         return text
