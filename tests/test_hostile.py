@@ -512,3 +512,12 @@ def test_one_malformed_device_properties_item_keeps_the_header(
     assert code == 0
     assert out.splitlines()[1].startswith("3,trace.json,distributedInfo,Test GPU")
     assert "1 malformed deviceProperties item(s) ignored" in out
+
+
+def test_progress_marks_a_file_that_failed(tmp_path: Path) -> None:
+    """The loading screen shows ✗ failed, not ✓ parsed, for a gzip that does not load."""
+    write_trace(tmp_path / "rank-0.json", events(), rank=0)
+    (tmp_path / "rank-1.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
+    updates: list[Any] = []
+    load_traces([tmp_path], use_cache=False, max_workers=1, progress=updates.append)
+    assert {u.path.name: u.failed for u in updates} == {"rank-0.json": False, "rank-1.json.gz": True}

@@ -189,7 +189,7 @@ def _parse_all(
         try:
             _parse_in_pool(to_parse, workers, write_cache, results, report, cancel)
         except (BrokenProcessPool, OSError):
-            # Worker processes could not start or died all at once: parse the rest here.
+            # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
             parse_here([path for path in to_parse if path not in results])
     return [results[path] for path in files]
 
@@ -220,9 +220,7 @@ def _parse_in_pool(
                 path = futures[future]
                 try:
                     results[path] = future.result()
-                except BrokenProcessPool:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
+                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file (never retried here)
                     results[path] = LoadProblem(path, f"parser failed ({type(exc).__name__})")
                 report(path, False)
     except BaseException:
