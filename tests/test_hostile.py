@@ -521,3 +521,18 @@ def test_progress_marks_a_file_that_failed(tmp_path: Path) -> None:
     updates: list[Any] = []
     load_traces([tmp_path], use_cache=False, max_workers=1, progress=updates.append)
     assert {u.path.name: u.failed for u in updates} == {"rank-0.json": False, "rank-1.json.gz": True}
+
+
+def test_folder_that_cannot_be_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As root no mode stops a read, so the listing itself is made to fail as it would for a user."""
+    folder = tmp_path / "job"
+    write_trace(folder / "rank-0.json", events())
+
+    def denied(self: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    code, _, err = cli(capsys, "info", folder)
+    assert_refused(code, err, "job", "permission denied")
