@@ -74,7 +74,7 @@ def _stderr_console() -> Console:
 
 def _common_load_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace folder(s) or file(s)")
-    parser.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+    parser.add_argument("--no-cache", action="store_true", help="parse again and refresh the cache entries")
 
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
