@@ -536,3 +536,23 @@ def test_folder_that_cannot_be_listed(
     monkeypatch.setattr(Path, "iterdir", denied)
     code, _, err = cli(capsys, "info", folder)
     assert_refused(code, err, "job", "permission denied")
+
+
+def test_workers_that_cannot_start_fall_back_to_parsing_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from htatui.trace import loader
+
+    class NoWorkers:
+        def __init__(self, **_: Any) -> None:
+            self._processes: dict[int, Any] = {}
+
+        def submit(self, *_: Any) -> Any:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def shutdown(self, **_: Any) -> None:
+            pass
+
+    monkeypatch.setattr(loader, "ProcessPoolExecutor", NoWorkers)
+    for rank in range(2):
+        write_trace(tmp_path / f"rank-{rank}.json", events(), rank=rank)
+    traces = load_traces([tmp_path], use_cache=False, max_workers=2)
+    assert traces.rank_ids == [0, 1] and not traces.problems
