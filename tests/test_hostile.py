@@ -556,3 +556,26 @@ def test_workers_that_cannot_start_fall_back_to_parsing_here(tmp_path: Path, mon
         write_trace(tmp_path / f"rank-{rank}.json", events(), rank=rank)
     traces = load_traces([tmp_path], use_cache=False, max_workers=2)
     assert traces.rank_ids == [0, 1] and not traces.problems
+
+
+def test_stopping_the_pool_ends_busy_workers() -> None:
+    """Cancel must not wait for a worker in the middle of a long file (the app did not exit)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from htatui.trace.loader import _stop_pool
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    busy = pool.submit(time.sleep, 60)
+    deadline = time.monotonic() + 20
+    while not busy.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)  # let the worker start and pick up the sleep
+    processes = list(pool._processes.values())
+    assert len(processes) == 1 and processes[0].is_alive()
+    started = time.monotonic()
+    _stop_pool(pool)
+    for process in processes:
+        process.join(timeout=10)
+        assert not process.is_alive()
+    assert time.monotonic() - started < 10
