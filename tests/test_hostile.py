@@ -567,10 +567,11 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
 
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     busy = pool.submit(time.sleep, 60)
-    deadline = time.monotonic() + 20
-    while not busy.running() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    # Spawning is slow on a busy machine: wait until the worker process is up and has the task.
+    while time.monotonic() < deadline and not (busy.running() and pool._processes):
         time.sleep(0.05)
-    time.sleep(1)  # let the worker start and pick up the sleep
+    time.sleep(0.5)
     processes = list(pool._processes.values())
     assert len(processes) == 1 and processes[0].is_alive()
     started = time.monotonic()
