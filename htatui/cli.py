@@ -100,7 +100,7 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="trace folder(s) or file(s), or URLs (s3://, gs://, https://)",
     )
-    parser.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+    parser.add_argument("--no-cache", action="store_true", help="parse again and refresh the cache entries")
 
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:

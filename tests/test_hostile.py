@@ -336,14 +336,16 @@ def test_huge_kernel_name_is_shortened_in_tables_and_whole_in_csv(
 ) -> None:
     from htatui.tui.widgets.table import Column
 
-    name = "k" + "x" * 4_000_000 + "z"
+    name = "void k<" + "x" * 4_000_000 + ">(float*)"
     path = write_trace(tmp_path / "rank-0.json", [step(1, 0, 100), kernel(name, 20, 30)])
     started = time.monotonic()
     code, out, _ = cli(capsys, "report", path, "--view", "kernels")
-    assert code == 0 and max(map(len, out.splitlines())) < 3000
+    assert code == 0 and len(out.splitlines()) < 60 and max(map(len, out.splitlines())) < 3000
     code, out, _ = cli(capsys, "report", path, "--view", "kernels", "--format", "csv")
     assert code == 0 and name in out
-    cell = Column("name", "Name", fmt="text", short_names=True).cell(name * 5)
+    # Nested templates make shortening by meaning quadratic: 40,000 levels must not stall a cell.
+    nested = "void f<" * 40_000 + ">" * 40_000 + "()"
+    cell = Column("name", "Name", fmt="text", short_names=True).cell(nested)
     assert len(cell.plain) <= 60
     assert time.monotonic() - started < 10
 
@@ -510,3 +512,71 @@ def test_one_malformed_device_properties_item_keeps_the_header(
     assert code == 0
     assert out.splitlines()[1].startswith("3,trace.json,distributedInfo,Test GPU")
     assert "1 malformed deviceProperties item(s) ignored" in out
+
+
+def test_progress_marks_a_file_that_failed(tmp_path: Path) -> None:
+    """The loading screen shows ✗ failed, not ✓ parsed, for a gzip that does not load."""
+    write_trace(tmp_path / "rank-0.json", events(), rank=0)
+    (tmp_path / "rank-1.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
+    updates: list[Any] = []
+    load_traces([tmp_path], use_cache=False, max_workers=1, progress=updates.append)
+    assert {u.path.name: u.failed for u in updates} == {"rank-0.json": False, "rank-1.json.gz": True}
+
+
+def test_folder_that_cannot_be_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As root no mode stops a read, so the listing itself is made to fail as it would for a user."""
+    folder = tmp_path / "job"
+    write_trace(folder / "rank-0.json", events())
+
+    def denied(self: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    code, _, err = cli(capsys, "info", folder)
+    assert_refused(code, err, "job", "permission denied")
+
+
+def test_workers_that_cannot_start_fall_back_to_parsing_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from htatui.trace import loader
+
+    class NoWorkers:
+        def __init__(self, **_: Any) -> None:
+            self._processes: dict[int, Any] = {}
+
+        def submit(self, *_: Any) -> Any:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def shutdown(self, **_: Any) -> None:
+            pass
+
+    monkeypatch.setattr(loader, "ProcessPoolExecutor", NoWorkers)
+    for rank in range(2):
+        write_trace(tmp_path / f"rank-{rank}.json", events(), rank=rank)
+    traces = load_traces([tmp_path], use_cache=False, max_workers=2)
+    assert traces.rank_ids == [0, 1] and not traces.problems
+
+
+def test_stopping_the_pool_ends_busy_workers() -> None:
+    """Cancel must not wait for a worker in the middle of a long file (the app did not exit)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from htatui.trace.loader import _stop_pool
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    busy = pool.submit(time.sleep, 60)
+    deadline = time.monotonic() + 30
+    # Spawning is slow on a busy machine: wait until the worker process is up and has the task.
+    while time.monotonic() < deadline and not (busy.running() and pool._processes):
+        time.sleep(0.05)
+    time.sleep(0.5)
+    processes = list(pool._processes.values())
+    assert len(processes) == 1 and processes[0].is_alive()
+    started = time.monotonic()
+    _stop_pool(pool)
+    for process in processes:
+        process.join(timeout=10)
+        assert not process.is_alive()
+    assert time.monotonic() - started < 10

@@ -9,6 +9,7 @@ bits in a field we read) fall back to Python's json, with one warning per file.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
@@ -118,8 +119,10 @@ def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         text = str(exc)
         if "invalid utf-8" not in text.lower() and not isinstance(exc, UnicodeDecodeError):
-            # Python's json also reads NaN/Infinity literals; anything else fails there too.
-            fallback_warnings = ["non-standard JSON (NaN or Infinity literals?); decoded with the slower fallback"]
+            if not _at_nan_or_infinity(raw, text):
+                raise TraceFormatError(f"invalid JSON ({text})") from None
+            # Python's json reads NaN/Infinity literals; only tried there, as it is slow and big.
+            fallback_warnings = ["non-standard JSON (NaN or Infinity literals); decoded with the slower fallback"]
             try:
                 return _decode_fallback(raw, fallback_warnings), fallback_warnings
             except TraceFormatError:
@@ -127,6 +130,18 @@ def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:
         reason = "invalid UTF-8 replaced with U+FFFD"
     warnings.append(reason)
     return _decode_fallback(raw, warnings), warnings
+
+
+_BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
+
+
+def _at_nan_or_infinity(raw: bytes | bytearray, message: str) -> bool:
+    """Whether msgspec stopped at a NaN/Infinity literal (its message names the byte)."""
+    match = _BYTE_POSITION.search(message)
+    if not match:
+        return False
+    at = int(match.group(1))
+    return bytes(raw[at : at + 3]) in (b"NaN", b"Inf", b"-In")
 
 
 def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> TraceDoc:

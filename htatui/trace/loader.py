@@ -230,7 +230,7 @@ def _parse_local(
     try:
         _parse_in_pool(files, workers, write_cache, results, report, cancel)
     except (BrokenProcessPool, OSError):
-        # Worker processes could not start or died all at once: parse the rest here.
+        # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
         parse_here([(path, origin) for path, origin in files if (origin or path) not in results])
 
 
@@ -260,9 +260,7 @@ def _parse_in_pool(
                 source = futures[future]
                 try:
                     results[source] = future.result()
-                except BrokenProcessPool:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
+                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file (never retried here)
                     results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
                 report(source, False)
     except BaseException:

@@ -57,8 +57,8 @@ FORMATS: dict[str, Formatter] = {
 }
 
 
-MAX_CELL_SOURCE_CHARS = 16_384
-"""Longer text is cut (in its middle) before a cell shortens or draws it."""
+MAX_CELL_SOURCE_CHARS = 4_096
+"""Longer text is cut in its middle, not shortened by meaning, before a cell draws it."""
 
 
 @lru_cache(maxsize=4096)
@@ -110,9 +110,11 @@ class Column:
                 return Text(str(value), justify="right")
         text = str(value)
         if len(text) > MAX_CELL_SOURCE_CHARS:
-            # A megabyte name would make shortening and drawing crawl; no cell shows that much.
+            # Shortening nested templates is quadratic in the name's length and no cell shows
+            # that much: a huge name is only cut in its middle.
             text = middle_truncate(text, MAX_CELL_SOURCE_CHARS)
-        text = short_kernel_name(text) if self.short_names else text
+        elif self.short_names:
+            text = short_kernel_name(text)
         if self.transform is not None:
             text = self.transform(text)
         width = self.width or NAME_WIDTH
