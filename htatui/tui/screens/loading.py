@@ -139,6 +139,7 @@ class LoadingScreen(Screen[None]):
             traces = load_traces(
                 self.paths,
                 use_cache=self.use_cache,
+                refresh_cache=not self.use_cache,
                 progress=progress,
                 cancel=self.cancel_event,
                 max_workers=self.max_workers,
