@@ -15,6 +15,7 @@ import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
 from htatui.trace import cache
+from htatui.trace.columns import NotChunkable, decode_frame
 from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
 from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
@@ -59,8 +60,11 @@ class ParsedFile:
     warnings: list[str]
 
 
-def parse_file(path: Path) -> ParsedFile:
-    """Read, decode and frame one trace file (runs in a worker process)."""
+def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None) -> ParsedFile:
+    """Read, decode and frame one trace file (runs in a worker process).
+
+    `byte_progress` gets (JSON bytes decoded, total JSON bytes) as the file's events are framed.
+    """
     try:
         raw = read_bytes(path)
     except PermissionError:
@@ -73,12 +77,17 @@ def parse_file(path: Path) -> ParsedFile:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        doc, warnings = decode_trace(raw)
-        del raw
-        if doc.traceEvents is None:
-            raise TraceFormatError("not a Chrome trace (no traceEvents)")
-        meta = build_meta(doc, doc.traceEvents)
-        events = build_frame(doc.traceEvents, warnings)
+        warnings: list[str] = []
+        try:
+            # A piece of the events array at a time (bounded memory); odd files decode whole.
+            events, meta = decode_frame(raw, warnings, progress=byte_progress)
+        except NotChunkable:
+            doc, warnings = decode_trace(raw)
+            del raw
+            if doc.traceEvents is None:
+                raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
+            meta = build_meta(doc, doc.traceEvents)
+            events = build_frame(doc.traceEvents, warnings)
     finally:
         if gc_was_enabled:
             gc.enable()
