@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff")
+SUBCOMMANDS = ("info", "report", "export", "diff", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -128,7 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,ingest}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
@@ -143,6 +143,9 @@ def _build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_diff_parser(sub)
+    from htatui.ingest_cli import add_ingest_parser
+
+    add_ingest_parser(sub)
     return parser
 
 

@@ -47,7 +47,7 @@ from htatui.trace.frame import (
 )
 from htatui.trace.model import TraceMeta
 
-__all__ = ["NotChunkable", "decode_frame"]
+__all__ = ["NotChunkable", "decode_columns", "decode_frame"]
 
 
 class EventArgs(msgspec.Struct, frozen=True, gc=False):
@@ -185,8 +185,21 @@ def decode_frame(
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
-    """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc.
+    """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc."""
+    columns, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
+    return finish_frame(columns), meta
 
+
+def decode_columns(
+    raw: bytes | bytearray,
+    warnings: list[str],
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, TraceMeta]:
+    """The events' columns before `finish_frame` (so the caller can free `raw` first), and the metadata.
+
+    The frame is left in one chunk per piece: joining them would copy every column once more.
     Raises NotChunkable when the file must be decoded whole (odd layout, invalid UTF-8, event
     fields of unexpected types); nothing is half-done then. Warnings about dropped values are
     appended to `warnings`.
@@ -212,7 +225,7 @@ def decode_frame(
     order = ["correlation", "external_id", *_DEVICE_COLUMNS]
     warnings.extend(_lost_message(col, acc.lost[col]) for col in order if acc.lost.get(col))
     meta = _meta(_merge(span.header, after), acc)
-    return finish_frame(frame).rechunk(), meta
+    return frame, meta
 
 
 def _merge(before: TraceDoc, after: TraceDoc) -> TraceDoc:

@@ -14,12 +14,13 @@ from pathlib import Path
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
+from htatui.store.layout import is_dataset
 from htatui.trace import cache
-from htatui.trace.columns import NotChunkable, decode_frame
+from htatui.trace.columns import NotChunkable, decode_columns
 from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
-from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
+from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
-from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.frame import build_frame, build_meta, finish_frame
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
@@ -80,7 +81,7 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
         warnings: list[str] = []
         try:
             # A piece of the events array at a time (bounded memory); odd files decode whole.
-            events, meta = decode_frame(raw, warnings, progress=byte_progress)
+            columns, meta = decode_columns(raw, warnings, progress=byte_progress)
         except NotChunkable:
             doc, warnings = decode_trace(raw)
             del raw
@@ -88,6 +89,10 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
                 raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
             meta = build_meta(doc, doc.traceEvents)
             events = build_frame(doc.traceEvents, warnings)
+        else:
+            del raw  # before the columns are finished: the JSON and the frame are not both alive
+            events = finish_frame(columns)
+            del columns
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -127,11 +132,14 @@ def load_traces(
     fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
     cache are downloaded first, reporting bytes to `download_progress`.
     """
+    datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
+    traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
+    results = _read_datasets(datasets, progress)
     try:
-        found = discover(paths)
+        found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results = _parse_all(found.files, use_cache, progress, cancel, max_workers, download_progress)
+    results += _parse_all(found.files, use_cache, progress, cancel, max_workers, download_progress)
     parsed = [r for r in results if isinstance(r, ParsedFile)]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
@@ -142,6 +150,27 @@ def load_traces(
     ranks, rank_notes = _assign_ranks(parsed)
     notes.extend(rank_notes)
     return TraceSet(ranks=_align(ranks), problems=problems, notes=tuple(notes))
+
+
+def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[ParsedFile | LoadProblem]:
+    """The parsed files an ingest stored (`htatui ingest`), read a rank at a time: as if parsed now."""
+    from htatui.store.dataset import DatasetError, open_dataset
+
+    results: list[ParsedFile | LoadProblem] = []
+    for folder in folders:
+        try:
+            dataset = open_dataset(folder)
+        except DatasetError as exc:
+            raise LoadError(str(exc)) from None
+        results.extend(LoadProblem(source, message) for source, message in dataset.problems)
+        for done, stored in enumerate(dataset.ranks, start=1):
+            try:
+                results.append(ParsedFile(stored.source, stored.events(), stored.meta, stored.warnings))
+            except DatasetError as exc:
+                results.append(LoadProblem(stored.source, str(exc)))
+            if progress is not None:
+                progress(LoadProgress(done=done, total=len(dataset.ranks), path=stored.source, from_cache=True))
+    return results
 
 
 def _parse_all(
