@@ -51,6 +51,9 @@ def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
 
             def report(update: LoadProgress) -> None:
                 amount = f"{update.done}/{update.total}"
+                if update.bytes_total:
+                    # Inside one file: how much of its JSON is decoded.
+                    amount += f" · {decimal(update.bytes_done)} of {decimal(update.bytes_total)}"
                 bar.update(task, total=update.total, completed=update.done, description=update.path.name, amount=amount)
 
             def report_bytes(update: DownloadProgress) -> None:

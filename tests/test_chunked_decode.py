@@ -14,8 +14,9 @@ from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
 from htatui.trace.decode import decode_trace, read_bytes
 from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.loader import LoadProgress, load_traces
 from htatui.trace.model import TraceMeta
-from tests.kineto_util import kernel, runtime, step
+from tests.kineto_util import kernel, runtime, step, write_trace
 
 
 def whole(raw: bytes) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
@@ -133,3 +134,17 @@ def test_real_traces_decode_the_same_in_pieces(shared_traces: Path) -> None:
             expected = whole(bytes(raw))
             assert frame.equals(expected[0]), path
             assert (meta, warnings) == expected[1:], path
+
+
+def test_load_progress_counts_bytes_within_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("htatui.trace.chunks.CHUNK_BYTES", 16 << 10)
+    path = tmp_path / "rank-0.json.gz"
+    write_trace(path, [kernel(f"k{i}", i * 10, 5, corr=i) for i in range(2000)])
+    size = len(read_bytes(path))
+    seen: list[LoadProgress] = []
+    traces = load_traces([path], use_cache=False, progress=seen.append)
+    assert traces.ranks[0].events.height == 2000
+    within = [(u.bytes_done, u.bytes_total) for u in seen if u.bytes_total]
+    assert len(within) > 5 and {total for _, total in within} == {size}
+    assert [d for d, _ in within] == sorted(d for d, _ in within) and within[-1][0] == size
+    assert (seen[-1].done, seen[-1].total, seen[-1].bytes_total) == (1, 1, 0)  # then the file is done

@@ -23,7 +23,8 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from htatui.trace.chunks import CHUNK_BYTES, NotChunkable, decode_pieces, locate_events
+from htatui.trace import chunks
+from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
 from htatui.trace.decode import (
     DEVICE_ARGS_DECODER,
     HOST_ARGS_DECODER,
@@ -182,7 +183,7 @@ def decode_frame(
     raw: bytes | bytearray,
     warnings: list[str],
     *,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
     """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc."""
@@ -194,7 +195,7 @@ def decode_columns(
     raw: bytes | bytearray,
     warnings: list[str],
     *,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
     """The events' columns before `finish_frame` (so the caller can free `raw` first), and the metadata.
@@ -205,6 +206,7 @@ def decode_columns(
     appended to `warnings`.
     """
     span = locate_events(raw)
+    chunk_bytes = chunk_bytes or chunks.CHUNK_BYTES  # read now, so tests can make pieces small
     acc = _Accumulated()
     after = TraceDoc()
 

@@ -42,12 +42,18 @@ class LoadCancelled(Exception):
 
 @dataclass(frozen=True)
 class LoadProgress:
-    """One file finished (parsed, read from cache, or failed)."""
+    """One file finished (parsed, read from cache, or failed), or more of one file's bytes decoded.
+
+    `bytes_total` is 0 for a finished file; while a file is parsed in this process (a one-file
+    job, or one worker), updates with `bytes_done` of `bytes_total` JSON bytes say how far it got.
+    """
 
     done: int
     total: int
     path: SourcePath
     from_cache: bool
+    bytes_done: int = 0
+    bytes_total: int = 0
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -101,11 +107,16 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
     return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
 
 
-def _parse_or_problem(path: Path, use_cache: bool, origin: RemotePath | None = None) -> ParsedFile | LoadProblem:
+def _parse_or_problem(
+    path: Path,
+    use_cache: bool,
+    origin: RemotePath | None = None,
+    byte_progress: Callable[[int, int], None] | None = None,
+) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     source: SourcePath = origin or path
     try:
-        parsed = parse_file(path)
+        parsed = parse_file(path, byte_progress)
     except TraceFormatError as exc:
         return LoadProblem(source, str(exc))
     except MemoryError:
@@ -190,6 +201,16 @@ def _parse_all(
         if progress is not None:
             progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
 
+    def report_bytes(path: SourcePath) -> Callable[[int, int], None] | None:
+        if progress is None:
+            return None
+        callback = progress
+
+        def bytes_done(done_bytes: int, total_bytes: int) -> None:
+            callback(LoadProgress(done, len(files), path, False, bytes_done=done_bytes, bytes_total=total_bytes))
+
+        return bytes_done
+
     to_parse: list[SourcePath] = []
     for path in files:
         hit = cache.load_cached(path) if use_cache else None
@@ -204,7 +225,7 @@ def _parse_all(
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, use_cache, cancel, max_workers, results, report)
+            _parse_local(ready.files, use_cache, cancel, max_workers, results, report, report_bytes)
     except FetchCancelled:
         raise LoadCancelled from None
     return [results[path] for path in files]
@@ -217,14 +238,18 @@ def _parse_local(
     max_workers: int | None,
     results: dict[SourcePath, ParsedFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
+    report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
 ) -> None:
-    """Parse local files (downloaded copies stand for their `origin`) into `results`."""
+    """Parse local files (downloaded copies stand for their `origin`) into `results`.
+
+    Files parsed in this process report their bytes as they go; pool workers report whole files.
+    """
     workers = min(len(files), max_workers or os.cpu_count() or 1)
     if workers <= 1:
         for path, origin in files:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[origin or path] = _parse_or_problem(path, use_cache, origin)
+            results[origin or path] = _parse_or_problem(path, use_cache, origin, report_bytes(origin or path))
             report(origin or path, False)
     else:
         # spawn, not fork: the parent may already run polars threads, which fork would copy.
