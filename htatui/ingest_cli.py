@@ -46,6 +46,9 @@ def run_ingest(args: argparse.Namespace) -> int:
     except (LoadError, DatasetError) as exc:
         print(f"\nhtatui: {exc}" if sys.stderr.isatty() else f"htatui: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the dataset folder cannot be written (no space, no permission)
+        print(f"htatui: {args.output}: cannot write the dataset ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     if sys.stderr.isatty():
         print(file=sys.stderr)
     for problem in report.problems:
