@@ -165,6 +165,9 @@ def _run_ray(
                 ray.init(address=address, log_to_driver=False)
             else:
                 # A local Ray for this run (its workers get this process's sys.path, so this htatui).
+                # Its raylet waits ~15 s for its agent processes by default, too short on a busy machine.
+                os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+                os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
                 ray.init(num_cpus=max_workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions when its node cannot start
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
