@@ -103,6 +103,21 @@ def best(python: str, code: str, repeat: int, *args: str, env: dict[str, str] | 
     return min(runs, key=lambda r: r["seconds"])
 
 
+def ours_only(folders: list[Path], repeat: int, env: dict[str, str]) -> int:
+    """Cold load speed (MB of JSON per second, one process) and peak RSS as a multiple of the JSON."""
+    print(f"{'folder':38} {'MB':>7} {'cold s':>7} {'MB/s':>6} {'RSS MB':>7} {'RSS/JSON':>8}  load avg")
+    for folder in folders:
+        size = uncompressed_mb(folder)
+        with tempfile.TemporaryDirectory() as cache:
+            ours = best(sys.executable, CHILD_HTATUI, repeat, str(folder), "0", env=dict(env, HTATUI_CACHE_DIR=cache))
+        print(
+            f"{folder.name:38} {size:7.1f} {ours['seconds']:7.2f} {size / ours['seconds']:6.1f} {ours['rss_mb']:7.0f}"
+            f" {ours['rss_mb'] / size:8.2f}  {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
@@ -110,9 +125,16 @@ def main() -> int:
     parser.add_argument("--min-mb", type=float, default=5.0, help="only folders bigger than this (uncompressed)")
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs per figure")
     parser.add_argument("--folder", type=Path, action="append", help="extra job folders (e.g. generated)")
+    parser.add_argument("--only", action="append", help="only folders whose name contains this (repeatable)")
+    parser.add_argument("--skip-hta", action="store_true", help="htatui only: MB/s and peak RSS vs the JSON size")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    folders = [f for f in job_folders(args.traces) if uncompressed_mb(f) > args.min_mb] + (args.folder or [])
+    folders = [f for f in job_folders(args.traces) if uncompressed_mb(f) > args.min_mb]
+    if args.only:
+        folders = [f for f in folders if any(word in str(f) for word in args.only)]
+    folders += args.folder or []
+    if args.skip_hta:
+        return ours_only(folders, args.repeat, env)
     header = (
         f"{'folder':38} {'MB':>6} {'HTA s':>7} {'ours s':>7} {'×':>6} {'HTA MB':>7} {'ours MB':>7} {'RSS %':>6}"
         f" {'cached s':>8} {'×':>7} {'floor s':>7} {'orjson':>7} {'msgspec':>7}"

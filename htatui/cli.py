@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory")
+SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -55,6 +55,9 @@ def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = Tr
 
             def report(update: LoadProgress) -> None:
                 amount = f"{update.done}/{update.total}"
+                if update.bytes_total:
+                    # Inside one file: how much of its JSON is decoded.
+                    amount += f" · {decimal(update.bytes_done)} of {decimal(update.bytes_total)}"
                 bar.update(task, total=update.total, completed=update.done, description=update.path.name, amount=amount)
 
             def report_bytes(update: DownloadProgress) -> None:
@@ -143,7 +146,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory,ingest}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
@@ -164,6 +167,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from htatui.memory_cli import add_memory_parser
 
     add_memory_parser(sub)
+    from htatui.ingest_cli import add_ingest_parser
+
+    add_ingest_parser(sub)
     return parser
 
 

@@ -73,11 +73,14 @@ def run_cli(*args: str | Path, timeout: float = 30, **env: str) -> subprocess.Co
 
 # ---------------------------------------------------------------- 1. gzip in bounded memory
 
+# VmHWM, not ru_maxrss: a child forked from a big pytest process inherits the parent's ru_maxrss,
+# while exec gives it a new address space whose high-water mark is its own.
 _PEAK_RSS_SCRIPT = """
-import resource, sys
+import sys
 from htatui.cli import main
 code = main(["info", sys.argv[1]])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+with open("/proc/self/status") as status:
+    print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024)
 sys.exit(code)
 """
 
@@ -143,17 +146,17 @@ def test_file_replaced_during_parse_is_not_cached_under_the_new_identity(
     path = write_trace(tmp_path / "rank-0.json", events(kernel_dur=30))
     replacement = tmp_path / "next.json"
     write_trace(replacement, events(kernel_dur=70))
-    real_decode = loader.decode_trace
+    real_decode = loader.decode_columns
 
-    def decode_then_replace(raw: bytes | bytearray) -> Any:
-        result = real_decode(raw)
+    def decode_then_replace(raw: bytes | bytearray, *args: Any, **kwargs: Any) -> Any:
+        result = real_decode(raw, *args, **kwargs)
         if replacement.exists():
             os.replace(replacement, path)  # the file changes while it is being parsed
         return result
 
-    monkeypatch.setattr(loader, "decode_trace", decode_then_replace)
+    monkeypatch.setattr(loader, "decode_columns", decode_then_replace)
     assert _kernel_time(path) == 30  # what was read
-    monkeypatch.setattr(loader, "decode_trace", real_decode)
+    monkeypatch.setattr(loader, "decode_columns", real_decode)
     assert _kernel_time(path) == 70  # the old content was not stored under the new identity
 
 

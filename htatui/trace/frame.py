@@ -219,6 +219,11 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
         }
     )
     frame = frame.with_row_index("_row").join(args_frame, on="_row", how="left", maintain_order="left").drop("_row")
+    return finish_frame(frame)
+
+
+def finish_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """The columns every loader path derives the same way, in EVENT_SCHEMA order and types."""
     frame = frame.with_columns(
         rank=pl.lit(0, dtype=pl.Int32),
         end=pl.col("ts") + pl.col("dur"),

@@ -15,11 +15,13 @@ from pathlib import Path
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
+from htatui.store.layout import is_dataset
 from htatui.trace import cache
+from htatui.trace.columns import NotChunkable, decode_columns
 from htatui.trace.decode import TraceFormatError, decode_trace
-from htatui.trace.discover import DiscoveryError, discover, rank_from_filename
+from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
-from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.frame import build_frame, build_meta, finish_frame
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
@@ -43,7 +45,11 @@ class LoadCancelled(Exception):
 
 @dataclass(frozen=True)
 class LoadProgress:
-    """One file finished (parsed, read from cache, or failed)."""
+    """One file finished (parsed, read from cache, or failed), or more of one file's bytes decoded.
+
+    `bytes_total` is 0 for a finished file; while a file is parsed in this process (a one-file
+    job, or one worker), updates with `bytes_done` of `bytes_total` JSON bytes say how far it got.
+    """
 
     done: int
     total: int
@@ -51,6 +57,8 @@ class LoadProgress:
     from_cache: bool
     failed: bool = False
     """The file could not be loaded (it is listed in TraceSet.problems)."""
+    bytes_done: int = 0
+    bytes_total: int = 0
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -66,8 +74,11 @@ class ParsedFile:
     """The file's identity taken before reading; None for a pipe (never cached)."""
 
 
-def parse_file(path: Path) -> ParsedFile:
-    """Read, decode and frame one trace file (runs in a worker process)."""
+def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None) -> ParsedFile:
+    """Read, decode and frame one trace file (runs in a worker process).
+
+    `byte_progress` gets (JSON bytes decoded, total JSON bytes) as the file's events are framed.
+    """
     try:
         raw, identity = read_trace_bytes(path)
     except PermissionError:
@@ -80,12 +91,21 @@ def parse_file(path: Path) -> ParsedFile:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        doc, warnings = decode_trace(raw)
-        del raw
-        if doc.traceEvents is None:
-            raise TraceFormatError("not a Chrome trace (no traceEvents)")
-        meta = build_meta(doc, doc.traceEvents)
-        events = build_frame(doc.traceEvents, warnings)
+        warnings: list[str] = []
+        try:
+            # A piece of the events array at a time (bounded memory); odd files decode whole.
+            columns, meta = decode_columns(raw, warnings, progress=byte_progress)
+        except NotChunkable:
+            doc, warnings = decode_trace(raw)
+            del raw
+            if doc.traceEvents is None:
+                raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
+            meta = build_meta(doc, doc.traceEvents)
+            events = build_frame(doc.traceEvents, warnings)
+        else:
+            del raw  # before the columns are finished: the JSON and the frame are not both alive
+            events = finish_frame(columns)
+            del columns
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
@@ -99,11 +119,16 @@ def parse_file(path: Path) -> ParsedFile:
     return ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=identity)
 
 
-def _parse_or_problem(path: Path, write_cache: bool, origin: RemotePath | None = None) -> ParsedFile | LoadProblem:
+def _parse_or_problem(
+    path: Path,
+    write_cache: bool,
+    origin: RemotePath | None = None,
+    byte_progress: Callable[[int, int], None] | None = None,
+) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     source: SourcePath = origin or path
     try:
-        parsed = parse_file(path)
+        parsed = parse_file(path, byte_progress)
     except TraceFormatError as exc:
         return LoadProblem(source, str(exc))
     except MemoryError:
@@ -136,11 +161,14 @@ def load_traces(
     fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
     cache are downloaded first, reporting bytes to `download_progress`.
     """
+    datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
+    traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
+    results = _read_datasets(datasets, progress)
     try:
-        found = discover(paths)
+        found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results = _parse_all(
+    results += _parse_all(
         found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
     )
     parsed = [r for r in results if isinstance(r, ParsedFile)]
@@ -153,6 +181,27 @@ def load_traces(
     ranks, rank_notes = _assign_ranks(parsed)
     notes.extend(rank_notes)
     return TraceSet(ranks=_align(ranks), problems=problems, notes=tuple(notes))
+
+
+def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[ParsedFile | LoadProblem]:
+    """The parsed files an ingest stored (`htatui ingest`), read a rank at a time: as if parsed now."""
+    from htatui.store.dataset import DatasetError, open_dataset
+
+    results: list[ParsedFile | LoadProblem] = []
+    for folder in folders:
+        try:
+            dataset = open_dataset(folder)
+        except DatasetError as exc:
+            raise LoadError(str(exc)) from None
+        results.extend(LoadProblem(source, message) for source, message in dataset.problems)
+        for done, stored in enumerate(dataset.ranks, start=1):
+            try:
+                results.append(ParsedFile(stored.source, stored.events(), stored.meta, stored.warnings))
+            except DatasetError as exc:
+                results.append(LoadProblem(stored.source, str(exc)))
+            if progress is not None:
+                progress(LoadProgress(done=done, total=len(dataset.ranks), path=stored.source, from_cache=True))
+    return results
 
 
 def _parse_all(
@@ -181,6 +230,16 @@ def _parse_all(
             results[path] = _parse_or_problem(path, write_cache)
             report(path, False)
 
+    def report_bytes(path: SourcePath) -> Callable[[int, int], None] | None:
+        if progress is None:
+            return None
+        callback = progress
+
+        def bytes_done(done_bytes: int, total_bytes: int) -> None:
+            callback(LoadProgress(done, len(files), path, False, bytes_done=done_bytes, bytes_total=total_bytes))
+
+        return bytes_done
+
     to_parse: list[SourcePath] = []
     # A pipe's file descriptor lives in this process only, so it is read here.
     pipes = [path for path in files if isinstance(path, Path) and is_pipe_argument(path)]
@@ -200,7 +259,7 @@ def _parse_all(
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, write_cache, cancel, max_workers, results, report)
+            _parse_local(ready.files, write_cache, cancel, max_workers, results, report, report_bytes)
     except FetchCancelled:
         raise LoadCancelled from None
     return [results[path] for path in files]
@@ -213,14 +272,18 @@ def _parse_local(
     max_workers: int | None,
     results: dict[SourcePath, ParsedFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
+    report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
 ) -> None:
-    """Parse local files (downloaded copies stand for their `origin`) into `results`."""
+    """Parse local files (downloaded copies stand for their `origin`) into `results`.
+
+    Files parsed in this process report their bytes as they go; pool workers report whole files.
+    """
 
     def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
         for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[origin or path] = _parse_or_problem(path, write_cache, origin)
+            results[origin or path] = _parse_or_problem(path, write_cache, origin, report_bytes(origin or path))
             report(origin or path, False)
 
     workers = min(len(files), max_workers or os.cpu_count() or 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from rich.filesize import decimal
@@ -19,6 +20,7 @@ from textual.widgets import ProgressBar, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.sources import RemotePath, SourcePath
+from htatui.store.layout import is_dataset
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.trace.discover import DiscoveryError, discover
 from htatui.trace.fetch import DownloadProgress
@@ -51,6 +53,18 @@ class DownloadProgressed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DownloadProgressed)
+
+
+@dataclass
+class FileBytesProgressed(Message):
+    """More of one file's JSON was decoded (a file parsed in this process)."""
+
+    name: str
+    done_bytes: int
+    total_bytes: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FileBytesProgressed)
 
 
 class LoadingScreen(Screen[None]):
@@ -120,8 +134,10 @@ class LoadingScreen(Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load traces")
     def _load(self) -> None:
         worker = get_current_worker()
+        # A dataset (`htatui ingest`) lists its rank files itself, as the loader reads it.
+        trace_paths = [p for p in self.paths if not (isinstance(p, Path) and is_dataset(p))]
         try:
-            files = discover(self.paths).files
+            files = discover(trace_paths).files if trace_paths else []
         except DiscoveryError as exc:
             self.post_message(LoadFailed(str(exc)))
             return
@@ -129,6 +145,9 @@ class LoadingScreen(Screen[None]):
         self.post_message(LoadProgressed(tuple(states.values()), 0, len(files)))
 
         def progress(update: LoadProgress) -> None:
+            if update.bytes_total:
+                self.post_message(FileBytesProgressed(display_name(update.path), update.bytes_done, update.bytes_total))
+                return
             states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache, failed=update.failed)
             self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
 
@@ -172,6 +191,11 @@ class LoadingScreen(Screen[None]):
             lines.append(f"… and {len(message.files) - MAX_LISTED} more files\n", style="dim")
         self.query_one("#loading-list", Static).update(lines)
         self.query_one("#loading-hint", Static).update(f"{message.done} of {message.total} files · esc cancels")
+
+    @on(FileBytesProgressed)
+    def _show_file_bytes(self, message: FileBytesProgressed) -> None:
+        done, total = decimal(message.done_bytes), decimal(message.total_bytes)
+        self.query_one("#loading-hint", Static).update(f"parsing {message.name}: {done} of {total} · esc cancels")
 
     @on(DownloadProgressed)
     def _show_download(self, message: DownloadProgressed) -> None:

@@ -1,0 +1,392 @@
+"""JSON bytes → the event frame a piece at a time: typed decode, then whole-column conversions.
+
+Each piece of `traceEvents` (see chunks.py) is decoded into `FlatEvent`s whose `args` are decoded
+in the same pass into one struct holding every key htatui reads (host, device and metadata keys
+together), and turned into columns with C-level `map`/`compress` passes — no per-event Python loop.
+Only the piece's objects are alive at once; the columns of all pieces are concatenated at the end.
+
+Per-category semantics are those of `frame.build_frame` (host keys on host rows, device keys on
+device rows, a row whose args fail to decode gets none of them): a piece whose args do not fit
+the combined struct is decoded again with raw args and each event's args by its category's
+decoder, and a file this module cannot cut is decoded whole by the caller (`NotChunkable`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from htatui.trace import chunks
+from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
+from htatui.trace.decode import (
+    DEVICE_ARGS_DECODER,
+    HOST_ARGS_DECODER,
+    META_ARGS_DECODER,
+    Event,
+    Number,
+    Scalar,
+    TraceDoc,
+)
+from htatui.trace.frame import (
+    _DEVICE_ARG_CATS,
+    _DEVICE_COLUMNS,
+    _HOST_ARG_CATS,
+    CATEGORY_ALIASES,
+    _categories,
+    _floats,
+    _ints,
+    _stream_ints,
+    _texts,
+    finish_frame,
+)
+from htatui.trace.model import TraceMeta
+
+__all__ = ["NotChunkable", "decode_columns", "decode_frame"]
+
+
+class EventArgs(msgspec.Struct, frozen=True, gc=False):
+    """Every `args` key htatui reads, whatever the category (HostArgs ∪ DeviceArgs ∪ MetaArgs)."""
+
+    correlation: Scalar = None
+    stream: Scalar = None
+    external_id: Scalar = msgspec.field(default=None, name="External id")
+    kernel: Scalar = None
+    device: Scalar = None
+    nbytes: Scalar = msgspec.field(default=None, name="bytes")
+    memory_bw: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    collective_name: Scalar = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
+    out_msg_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
+    in_msg_size: Scalar = msgspec.field(default=None, name="In msg size")
+    out_msg_size: Scalar = msgspec.field(default=None, name="Out msg size")
+    group_size: Scalar = msgspec.field(default=None, name="Group size")
+    pg_name: Scalar = msgspec.field(default=None, name="Process Group Name")
+    msg_dtype: Scalar = msgspec.field(default=None, name="dtype")
+    grid: list[Number] | Scalar = None
+    block: list[Number] | Scalar = None
+    occupancy: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
+    blocks_per_sm: Scalar = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Scalar = msgspec.field(default=None, name="warps per SM")
+    registers: Scalar = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Scalar = msgspec.field(default=None, name="shared memory")
+    wait_on_stream: Scalar = None
+    name: Scalar = None
+    labels: Scalar = None
+
+
+NO_EVENT_ARGS = EventArgs()
+
+
+class FlatEvent(msgspec.Struct, gc=False):
+    """One trace event with its args already decoded."""
+
+    ph: str = ""
+    cat: Scalar = None
+    name: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Number | None = None
+    dur: Number | None = None
+    id: Scalar = None
+    args: EventArgs = NO_EVENT_ARGS
+
+
+class FlatTail(msgspec.Struct):
+    """The last events and the top-level fields after the array (TraceDoc's, with typed events)."""
+
+    traceEvents: list[FlatEvent] | None = None
+    schemaVersion: Scalar = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    baseTimeNanoseconds: Scalar = None
+    displayTimeUnit: Scalar = None
+    traceName: Scalar = None
+
+
+_FLAT_DECODER = msgspec.json.Decoder(list[FlatEvent])
+_RAW_DECODER = msgspec.json.Decoder(list[Event])
+_TAIL_DECODER = msgspec.json.Decoder(FlatTail)
+_RAW_TAIL_DECODER = msgspec.json.Decoder(TraceDoc)
+
+
+def _decode_piece(piece: bytes) -> list[FlatEvent]:
+    """The fast typed decode; on args that do not fit, each event's args by its own category."""
+    try:
+        return _FLAT_DECODER.decode(piece)
+    except msgspec.ValidationError:
+        pass
+    try:
+        events = _RAW_DECODER.decode(piece)
+    except msgspec.ValidationError as exc:
+        raise NotChunkable(str(exc)) from None  # an event-level oddity: the whole-file fallback
+    return [_tolerant(event) for event in events]
+
+
+def _decode_tail(piece: bytes, list_form: bool) -> tuple[list[FlatEvent], TraceDoc]:
+    """The rest of the document from the last piece on: its events and the fields after the array."""
+    if list_form:
+        return _decode_piece(piece), TraceDoc()
+    try:
+        tail = _TAIL_DECODER.decode(piece)
+        events = tail.traceEvents or []
+    except msgspec.ValidationError:
+        try:
+            raw_tail = _RAW_TAIL_DECODER.decode(piece)
+        except msgspec.ValidationError as exc:
+            raise NotChunkable(str(exc)) from None
+        events = [_tolerant(event) for event in raw_tail.traceEvents or []]
+        raw_tail.traceEvents = None
+        return events, raw_tail
+    fields = {name: getattr(tail, name) for name in TraceDoc.__struct_fields__ if name != "traceEvents"}
+    return events, TraceDoc(**fields)
+
+
+def _tolerant(event: Event) -> FlatEvent:
+    args = NO_EVENT_ARGS
+    if event.args:
+        decoder: msgspec.json.Decoder[Any] | None = None
+        if event.ph == "M":
+            decoder = META_ARGS_DECODER
+        elif event.cat in _HOST_ARG_CATS:
+            decoder = HOST_ARGS_DECODER
+        elif event.cat in _DEVICE_ARG_CATS:
+            decoder = DEVICE_ARGS_DECODER
+        if decoder is not None:
+            try:
+                args = EventArgs(**msgspec.structs.asdict(decoder.decode(event.args)))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+    return FlatEvent(event.ph, event.cat, event.name, event.pid, event.tid, event.ts, event.dur, event.id, args)
+
+
+@dataclass
+class _Accumulated:
+    """What the pieces add up to: frames, metadata labels, and values lost per column."""
+
+    frames: list[pl.DataFrame] = field(default_factory=list)
+    events_seen: int = 0
+    fractional_ts: bool = False
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
+
+
+def decode_frame(
+    raw: bytes | bytearray,
+    warnings: list[str],
+    *,
+    chunk_bytes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, TraceMeta]:
+    """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc."""
+    columns, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
+    return finish_frame(columns), meta
+
+
+def decode_columns(
+    raw: bytes | bytearray,
+    warnings: list[str],
+    *,
+    chunk_bytes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, TraceMeta]:
+    """The events' columns before `finish_frame` (so the caller can free `raw` first), and the metadata.
+
+    The frame is left in one chunk per piece: joining them would copy every column once more.
+    Raises NotChunkable when the file must be decoded whole (odd layout, invalid UTF-8, event
+    fields of unexpected types); nothing is half-done then. Warnings about dropped values are
+    appended to `warnings`.
+    """
+    span = locate_events(raw)
+    chunk_bytes = chunk_bytes or chunks.CHUNK_BYTES  # read now, so tests can make pieces small
+    acc = _Accumulated()
+    after = TraceDoc()
+
+    def decode_tail(piece: bytes) -> list[FlatEvent]:
+        nonlocal after
+        events, after = _decode_tail(piece, span.list_form)
+        return events
+
+    for events in decode_pieces(raw, span, _decode_piece, decode_tail, chunk_bytes=chunk_bytes, progress=progress):
+        _add_piece(acc, events)
+        del events
+    if not acc.frames:
+        frame = _empty_piece()
+    else:
+        frame = pl.concat(acc.frames, how="vertical", rechunk=False)
+    acc.frames.clear()
+    # One warning per column, in the column order build_frame reports them.
+    order = ["correlation", "external_id", *_DEVICE_COLUMNS]
+    warnings.extend(_lost_message(col, acc.lost[col]) for col in order if acc.lost.get(col))
+    meta = _meta(_merge(span.header, after), acc)
+    return frame, meta
+
+
+def _merge(before: TraceDoc, after: TraceDoc) -> TraceDoc:
+    """The top-level fields from both sides of the array (a key given twice: the later wins)."""
+    fields = {
+        name: getattr(after, name) if getattr(after, name) is not None else getattr(before, name)
+        for name in TraceDoc.__struct_fields__
+        if name != "traceEvents"
+    }
+    return TraceDoc(**fields)
+
+
+def _meta(doc: TraceDoc, acc: _Accumulated) -> TraceMeta:
+    base = doc.baseTimeNanoseconds
+    return TraceMeta(
+        schema_version=doc.schemaVersion if isinstance(doc.schemaVersion, int) else None,
+        device_properties=tuple(doc.deviceProperties or ()),
+        distributed_info=doc.distributedInfo,
+        base_time_ns=int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
+        display_time_unit=str(doc.displayTimeUnit) if doc.displayTimeUnit is not None else None,
+        trace_name=str(doc.traceName) if doc.traceName is not None else None,
+        process_names=acc.process_names,
+        process_labels=acc.process_labels,
+        thread_names=acc.thread_names,
+        fractional_ts=acc.fractional_ts,
+    )
+
+
+def _lost_message(name: str, lost: int) -> str:
+    return f"{lost} value(s) of '{name}' did not fit a 64-bit number and were dropped"
+
+
+_TS = attrgetter("ts")
+_PH = attrgetter("ph")
+_ARGS = attrgetter("args")
+
+
+def _add_piece(acc: _Accumulated, events: list[FlatEvent]) -> None:
+    offset = acc.events_seen
+    acc.events_seen += len(events)
+    if not acc.fractional_ts and float in set(map(type, map(_TS, events))):
+        acc.fractional_ts = True
+    phs = list(map(_PH, events))
+    positions: Sequence[int] = range(offset, offset + len(events))
+    if "M" in phs:
+        _add_metadata(acc, list(compress(events, map("M".__eq__, phs))))
+        keep = list(map("M".__ne__, phs))
+        events = list(compress(events, keep))
+        positions = list(compress(positions, keep))
+        phs = list(compress(phs, keep))
+    if events:
+        acc.frames.append(_piece_frame(events, phs, positions, acc.lost))
+
+
+def _add_metadata(acc: _Accumulated, events: list[FlatEvent]) -> None:
+    """Process and thread labels from `ph: M` events (few: a Python loop is fine here)."""
+    for event in events:
+        payload = event.args
+        pid = str(event.pid)
+        if event.name == "process_name" and payload.name is not None:
+            acc.process_names[pid] = str(payload.name)
+        elif event.name == "process_labels" and payload.labels is not None:
+            acc.process_labels[pid] = str(payload.labels)
+        elif event.name == "thread_name" and payload.name is not None:
+            acc.thread_names[(pid, str(event.tid))] = str(payload.name)
+
+
+def _column(events: list[Any], name: str) -> list[Any]:
+    return list(map(attrgetter(name), events))
+
+
+def _piece_frame(
+    events: list[FlatEvent], phs: list[str], positions: Sequence[int], lost: dict[str, int]
+) -> pl.DataFrame:
+    cats = _column(events, "cat")
+    is_host = list(map(_HOST_ARG_CATS.__contains__, cats))
+    is_device = list(map(_DEVICE_ARG_CATS.__contains__, cats))
+    with_args = pl.Series(is_host, dtype=pl.Boolean) | pl.Series(is_device, dtype=pl.Boolean)
+    args = list(map(_ARGS, events))
+    correlation = _column(args, "correlation")
+    external_id = _column(args, "external_id")
+    converted = {"correlation": _ints(correlation), "external_id": _ints(external_id)}
+    for col, values in (("correlation", correlation), ("external_id", external_id)):
+        lost[col] = lost.get(col, 0) + _lost_where(values, converted[col], with_args)
+    columns: dict[str, pl.Series] = {
+        "index": pl.Series(positions, dtype=pl.Int64),
+        "ph": _categories(phs),
+        "cat": _categories(list(map(CATEGORY_ALIASES.get, cats, cats))),
+        "name": _categories(_column(events, "name")),
+        "pid": _labels(_column(events, "pid")),
+        "tid": _labels(_column(events, "tid")),
+        "ts": _floats(_column(events, "ts")),
+        "dur": _floats(_column(events, "dur")),
+        "flow_id": _ints(_column(events, "id")),
+        "stream": _streams(_column(args, "stream")),
+        "launched_kernel": _texts(_column(args, "kernel")),
+        "correlation": converted["correlation"],
+        "external_id": converted["external_id"],
+    }
+    frame = pl.DataFrame(columns).with_columns(
+        pl.when(with_args).then(pl.col("stream", "correlation", "external_id")),
+        launched_kernel=pl.when(pl.Series(is_host, dtype=pl.Boolean)).then(pl.col("launched_kernel")),
+    )
+    return pl.concat([frame, _device_columns(list(compress(args, is_device)), is_device, lost)], how="horizontal")
+
+
+def _labels(values: list[Any]) -> pl.Series:
+    """pid/tid as categorical text, exactly `str(value)` (None → "None") as build_frame writes them."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).cast(pl.Categorical)
+    if kinds <= {int, str, type(None)}:
+        # Equal values have equal text here (no 1 vs 1.0 vs True, which hash alike): convert each once.
+        text = {value: str(value) for value in dict.fromkeys(values)}
+        return _categories(list(map(text.__getitem__, values)))
+    return _categories(list(map(str, values)))
+
+
+def _streams(values: list[Any]) -> pl.Series:
+    if set(map(type, values)) <= {int, type(None)}:
+        return _ints(values)
+    return _stream_ints(values)
+
+
+def _lost_where(values: list[Any], series: pl.Series, mask: pl.Series) -> int:
+    """Non-null values that became null where `mask` holds (an integer wider than 64 bits...)."""
+    if series.null_count() == values.count(None):
+        return 0
+    present = pl.Series(list(map(operator.is_not, values, repeat(None))), dtype=pl.Boolean)
+    return int((present & series.is_null() & mask).sum())
+
+
+def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: dict[str, int]) -> pl.DataFrame:
+    """The device-only columns, converted over device rows and spread back to every row."""
+    frame = pl.DataFrame(
+        {
+            col: _device_column(col, field_name, convert, device_args, lost)
+            for col, (field_name, convert) in _DEVICE_COLUMNS.items()
+        }
+    )
+    mask = pl.Series(is_device, dtype=pl.Boolean)
+    position = pl.when(mask).then(mask.cum_sum() - 1)
+    return frame.select(pl.all().gather(pl.select(position).to_series()))
+
+
+def _device_column(
+    col: str,
+    field_name: str,
+    convert: Callable[[Sequence[Any]], pl.Series],
+    device_args: list[EventArgs],
+    lost: dict[str, int],
+) -> pl.Series:
+    values = _column(device_args, field_name)
+    series = convert(values)
+    if convert is not _texts and (n := series.null_count() - values.count(None)):
+        lost[col] = lost.get(col, 0) + n
+    return series
+
+
+def _empty_piece() -> pl.DataFrame:
+    """A frame with the piece columns and no rows (a trace whose events are all metadata)."""
+    return _piece_frame([], [], [], {})

@@ -1,0 +1,151 @@
+"""The piece-by-piece decoder gives exactly what the whole-document decoder gives, piece size aside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+import pytest
+
+from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
+from htatui.trace.columns import decode_frame
+from htatui.trace.decode import decode_trace
+from htatui.trace.read import read_trace_bytes
+from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.loader import LoadProgress, load_traces
+from htatui.trace.model import TraceMeta
+from tests.kineto_util import kernel, runtime, step, write_trace
+
+
+def whole(raw: bytes) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
+    doc, warnings = decode_trace(raw)
+    assert doc.traceEvents is not None
+    meta = build_meta(doc, doc.traceEvents)  # before build_frame, which drops the raw args
+    return build_frame(doc.traceEvents, warnings), meta, warnings
+
+
+def pieces(raw: bytes, chunk_bytes: int) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
+    warnings: list[str] = []
+    frame, meta = decode_frame(raw, warnings, chunk_bytes=chunk_bytes)
+    return frame, meta, warnings
+
+
+def tricky_events() -> list[dict[str, Any]]:
+    """Events that make cutting and typing hard: strings holding the cut pattern, metadata in the
+    middle, a device event whose stream is a list (its args are then unreadable: all null), and
+    a correlation wider than 64 bits."""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        step(1, 0, 1000),
+    ]
+    for i in range(40):
+        events.append(runtime("cudaLaunchKernel", 10 + i * 20, 5, corr=i))
+        events.append(kernel(f"k{i}" + "}, {" * (i % 3), 12 + i * 20, 8, corr=i, grid=[i, 1, 1]))
+    events.insert(30, {"ph": "M", "name": "thread_name", "pid": 100, "tid": 1, "args": {"name": "main }, {"}})
+    events.append(kernel("odd", 900, 5, corr=99, stream=7) | {"args": {"stream": [1], "correlation": 99}})
+    events.append(runtime("wide", 950, 5, corr=2**70))
+    events.append({"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 100, "tid": 1, "ts": 990, "s": "t"})
+    return events
+
+
+def write(doc: Any) -> bytes:
+    return json.dumps(doc, indent=1).encode()
+
+
+@pytest.mark.parametrize("chunk_bytes", [64, 700, 5000, 1 << 20])
+def test_pieces_equal_the_whole_document(chunk_bytes: int) -> None:
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Test GPU"}],
+        "traceEvents": tricky_events(),
+        # After the array: a list whose strings hold brackets, and a list of objects.
+        "logs": ["a ] b", "c }, { d ]"],
+        "more": [{"a": 1}, {"b": 2}],
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        "traceName": "t",
+    }
+    raw = write(doc)
+    frame, meta, warnings = pieces(raw, chunk_bytes)
+    expected_frame, expected_meta, expected_warnings = whole(raw)
+    assert frame.equals(expected_frame)
+    assert meta == expected_meta and warnings == expected_warnings
+    # Numbers by hand: 2 M events are not rows; the odd kernel's stream is a list, so all its args are null.
+    assert frame.height == len(doc["traceEvents"]) - 2  # type: ignore[arg-type]
+    odd = frame.filter(pl.col("name") == "odd")
+    assert odd["stream"].to_list() == [None] and odd["correlation"].to_list() == [None]
+    assert frame.filter(pl.col("name") == "k3")["grid"].to_list() == ["3,1,1"]
+    assert meta.thread_names == {("100", "1"): "main }, {"} and meta.base_time_ns == 1_700_000_000_000_000_000
+    # runtime() writes the correlation as the External id too: one dropped value in each.
+    assert warnings == [
+        f"1 value(s) of '{c}' did not fit a 64-bit number and were dropped" for c in ("correlation", "external_id")
+    ]
+
+
+def test_list_form_and_empty_array() -> None:
+    raw = write(tricky_events())
+    assert pieces(raw, 300)[0].equals(whole(raw)[0])
+    frame, meta, _ = pieces(b'{"traceEvents": [], "traceName": "x"}', 100)
+    assert frame.height == 0 and meta.trace_name == "x"
+
+
+def test_pieces_are_bounded_and_progress_reaches_the_end() -> None:
+    raw = write({"traceEvents": [kernel(f"k{i}", i, 1) for i in range(2000)]})
+    span = locate_events(raw)
+    seen: list[tuple[int, int]] = []
+
+    def decode(piece: bytes) -> list[Any]:
+        assert len(piece) < 4096 + 1024  # a piece is the chunk size plus at most one event
+        return msgspec.json.decode(piece, type=list[Any])
+
+    def decode_tail(piece: bytes) -> list[Any]:
+        events: list[Any] = msgspec.json.decode(piece)["traceEvents"]
+        return events
+
+    got = list(
+        decode_pieces(raw, span, decode, decode_tail, chunk_bytes=4096, progress=lambda d, t: seen.append((d, t)))
+    )
+    assert len(got) > 20 and sum(map(len, got)) == 2000
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1] == (len(raw), len(raw))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"   ",
+        b'{"schemaVersion": 1}',
+        b'{"a": "\\"traceEvents\\": [", "traceEvents": 5}',
+        b'{"traceEvents": [{"ph": "X", "ts": "late"}]}',  # an event field of the wrong type
+        b'{"traceEvents": [{"ph": "X", "name": "bad\xff"}]}',
+    ],
+)
+def test_what_cannot_be_cut_is_left_to_the_whole_decoder(raw: bytes) -> None:
+    with pytest.raises(NotChunkable):
+        decode_frame(raw, [], chunk_bytes=16)
+
+
+def test_real_traces_decode_the_same_in_pieces(shared_traces: Path) -> None:
+    for name in ("df_index_resolver", "cpu_only", "nccl_parser_config", "ns_resolution_trace", "amd_trace"):
+        for path in sorted((shared_traces / name).glob("*.json*")):
+            raw = read_trace_bytes(path)[0]
+            frame, meta, warnings = pieces(bytes(raw), 256 << 10)
+            expected = whole(bytes(raw))
+            assert frame.equals(expected[0]), path
+            assert (meta, warnings) == expected[1:], path
+
+
+def test_load_progress_counts_bytes_within_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("htatui.trace.chunks.CHUNK_BYTES", 16 << 10)
+    path = tmp_path / "rank-0.json.gz"
+    write_trace(path, [kernel(f"k{i}", i * 10, 5, corr=i) for i in range(2000)])
+    size = len(read_trace_bytes(path)[0])
+    seen: list[LoadProgress] = []
+    traces = load_traces([path], use_cache=False, progress=seen.append)
+    assert traces.ranks[0].events.height == 2000
+    within = [(u.bytes_done, u.bytes_total) for u in seen if u.bytes_total]
+    assert len(within) > 5 and {total for _, total in within} == {size}
+    assert [d for d, _ in within] == sorted(d for d, _ in within) and within[-1][0] == size
+    assert (seen[-1].done, seen[-1].total, seen[-1].bytes_total) == (1, 1, 0)  # then the file is done
