@@ -16,7 +16,7 @@ import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
-from htatui.trace import cache
+from htatui.trace import cache, chunks
 from htatui.trace.columns import NotChunkable, decode_columns
 from htatui.trace.decode import TraceFormatError, decode_trace
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
@@ -47,8 +47,9 @@ class LoadCancelled(Exception):
 class LoadProgress:
     """One file finished (parsed, read from cache, or failed), or more of one file's bytes decoded.
 
-    `bytes_total` is 0 for a finished file; while a file is parsed in this process (a one-file
-    job, or one worker), updates with `bytes_done` of `bytes_total` JSON bytes say how far it got.
+    `bytes_total` is 0 for a finished file; while a file bigger than one decoding piece is parsed
+    in this process (a one-file job, or one worker), updates with `bytes_done` of `bytes_total`
+    JSON bytes say how far it got.
     """
 
     done: int
@@ -236,6 +237,8 @@ def _parse_all(
         callback = progress
 
         def bytes_done(done_bytes: int, total_bytes: int) -> None:
+            if total_bytes <= chunks.CHUNK_BYTES:
+                return  # decoded in one piece: nothing to show between its start and its end
             callback(LoadProgress(done, len(files), path, False, bytes_done=done_bytes, bytes_total=total_bytes))
 
         return bytes_done
