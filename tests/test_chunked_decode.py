@@ -13,10 +13,10 @@ import pytest
 from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
 from htatui.trace.decode import decode_trace
-from htatui.trace.read import read_trace_bytes
 from htatui.trace.frame import build_frame, build_meta
 from htatui.trace.loader import LoadProgress, load_traces
 from htatui.trace.model import TraceMeta
+from htatui.trace.read import read_trace_bytes
 from tests.kineto_util import kernel, runtime, step, write_trace
 
 
