@@ -111,7 +111,6 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
 
 
-
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 

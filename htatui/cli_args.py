@@ -13,4 +13,3 @@ def parse_ranks(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"--ranks: expected 'all' or numbers like 0,3, got {text!r}") from None
-

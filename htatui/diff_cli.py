@@ -56,9 +56,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--format", choices=("table", "csv", "json"), default=None, help="print instead of opening the screen"
     )
     diff.add_argument("--wide", action="store_true", help="every table column, even past the terminal's width")
-    diff.add_argument(
-        "--hta-compat", action="store_true", help="reproduce HTA 0.6.1's TraceDiff.compare_traces"
-    )
+    diff.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's TraceDiff.compare_traces")
     diff.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
     diff.add_argument(
         "--noise-pct",
@@ -66,9 +64,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=5.0,
         help="changes within this %% of the base total are 'unchanged' (5)",
     )
-    diff.add_argument(
-        "--noise-us", type=float, default=2.0, help="changes within this many µs are 'unchanged' (2)"
-    )
+    diff.add_argument("--noise-us", type=float, default=2.0, help="changes within this many µs are 'unchanged' (2)")
     diff.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
     diff.set_defaults(run=run_diff)
 

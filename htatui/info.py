@@ -22,7 +22,6 @@ INFO_COLUMNS = (
 )
 
 
-
 def _number(value: object) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 

@@ -28,11 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 COMP, COMM, MEM, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 TYPE_ORDER = (COMP, COMM, MEM)
 IDLE_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
-LAUNCH_STATS_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync",
-                      "cudaMemsetAsync"}
-QUEUE_NAMES = LAUNCH_STATS_NAMES | {"cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel",
-                                    "hipExtModuleLaunchKernel", "hipMemcpyAsync",
-                                    "hipMemsetAsync", "hipMemcpyWithStream"}
+LAUNCH_STATS_NAMES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
+QUEUE_NAMES = LAUNCH_STATS_NAMES | {
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+}
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 RANK_RE = re.compile(r'"rank":\s+(\d+)')
 
@@ -53,6 +58,7 @@ def load(path: Path) -> dict[str, Any]:
 @dataclass
 class Row:
     """One X event; times in integer ns of scenario time."""
+
     cat: str
     name: str
     ts: int
@@ -80,9 +86,19 @@ def rows_of(trace: dict[str, Any]) -> list[Row]:
             continue
         a = e.get("args", {})
         stream = a.get("stream", -1)
-        out.append(Row(e["cat"], e["name"], ns(e["ts"] - origin), ns(e["dur"]),
-                       stream if isinstance(stream, int) else -1, a.get("correlation", -1),
-                       e["pid"], e["tid"], a))
+        out.append(
+            Row(
+                e["cat"],
+                e["name"],
+                ns(e["ts"] - origin),
+                ns(e["dur"]),
+                stream if isinstance(stream, int) else -1,
+                a.get("correlation", -1),
+                e["pid"],
+                e["tid"],
+                a,
+            )
+        )
     return out
 
 
@@ -96,8 +112,7 @@ def hta_filter(rows: list[Row], include_last: bool) -> list[Row]:
     if len({r.name for r in steps}) < 2:
         return rows
     last = max(steps, key=lambda r: r.ts)
-    cpu = [r for r in rows if not is_gpu_s2(r)
-           and (r.ts <= last.end if include_last else r.ts < last.ts)]
+    cpu = [r for r in rows if not is_gpu_s2(r) and (r.ts <= last.end if include_last else r.ts < last.ts)]
     corrs = {r.corr for r in cpu if r.corr >= 0}
     return cpu + [r for r in rows if is_gpu_s2(r) and r.corr in corrs]
 
@@ -108,11 +123,26 @@ def kernel_type(name: str) -> str:
     if name.startswith(("Memcpy", "hipMemcpy", "Memset", "hipMemset", "dma")):
         return MEM
     excluded = (
-        "Memcpy" in name or "Memset" in name or "dma" in name or "Sync" in name
+        "Memcpy" in name
+        or "Memset" in name
+        or "dma" in name
+        or "Sync" in name
         or name.startswith("Stream Wait Event")
         or (name.startswith("cuda") and "LaunchKernel" in name[4:])
-        or name.startswith(("nccl", "runFunction", "hip", "job_exe", "packet", "pe_exe",
-                            "cpum_exe_subgraph", "hccl", "collective_subgraph_execution")))
+        or name.startswith(
+            (
+                "nccl",
+                "runFunction",
+                "hip",
+                "job_exe",
+                "packet",
+                "pe_exe",
+                "cpum_exe_subgraph",
+                "hccl",
+                "collective_subgraph_execution",
+            )
+        )
+    )
     return OTHER if excluded else COMP
 
 
@@ -141,10 +171,15 @@ def temporal(rows: list[Row]) -> dict[str, float]:
     idle = kt - sum(e - s for s, e in m)
     comp = busy([(r.ts, r.end) for r in g if kernel_type(r.name) == COMP])
     nc = kt - comp - idle
-    return {"idle_time": idle / 1000, "compute_time": comp / 1000, "non_compute_time": nc / 1000,
-            "kernel_time": kt / 1000, "idle_time_pctg": round(100 * idle / kt, 2),
-            "compute_time_pctg": round(100 * comp / kt, 2),
-            "non_compute_time_pctg": round(100 * nc / kt, 2)}
+    return {
+        "idle_time": idle / 1000,
+        "compute_time": comp / 1000,
+        "non_compute_time": nc / 1000,
+        "kernel_time": kt / 1000,
+        "idle_time_pctg": round(100 * idle / kt, 2),
+        "compute_time_pctg": round(100 * comp / kt, 2),
+        "non_compute_time_pctg": round(100 * nc / kt, 2),
+    }
 
 
 IdleSums = dict[int, dict[str, float]]
@@ -178,8 +213,7 @@ def idle(rows: list[Row], delay_us: float = 30) -> tuple[IdleSums, IdleCounts]:
 
 
 def kernel_types(rows: list[Row]) -> dict[str, float]:
-    merged = {t: merge([(r.ts, r.end) for r in gpu(rows) if kernel_type(r.name) == t])
-              for t in TYPE_ORDER}
+    merged = {t: merge([(r.ts, r.end) for r in gpu(rows) if kernel_type(r.name) == t]) for t in TYPE_ORDER}
     points = sorted({p for iv in merged.values() for se in iv for p in se})
     out: dict[str, float] = defaultdict(float)
     for a, b in pairwise(points):
@@ -225,8 +259,11 @@ def memory_bw(rows: list[Row]) -> dict[str, list[tuple[float, float]]]:
     for r in gpu(rows):
         if kernel_type(r.name) != MEM:
             continue
-        kind = r.name[:11] if r.name.startswith("Memcpy") else (
-            "Memset" if r.name.startswith("Memset") else "Memcpy Unknown")
+        kind = (
+            r.name[:11]
+            if r.name.startswith("Memcpy")
+            else ("Memset" if r.name.startswith("Memset") else "Memcpy Unknown")
+        )
         bw = r.args.get("memory bandwidth (GB/s)", 0.0)
         deltas += [(r.ts, kind, bw), (r.ts + max(r.dur, 1000), kind, -bw)]
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -241,9 +278,17 @@ def kernel_stats(rows: list[Row]) -> dict[str, dict[str, float]]:
     durs: dict[str, list[float]] = defaultdict(list)
     for r in gpu(rows):
         durs[r.name].append(r.dur / 1000)
-    return {n: {"count": len(d), "sum": sum(d), "mean": sum(d) / len(d), "min": min(d),
-                "max": max(d), "std": statistics.stdev(d) if len(d) > 1 else 0.0}
-            for n, d in durs.items()}
+    return {
+        n: {
+            "count": len(d),
+            "sum": sum(d),
+            "mean": sum(d) / len(d),
+            "min": min(d),
+            "max": max(d),
+            "std": statistics.stdev(d) if len(d) > 1 else 0.0,
+        }
+        for n, d in durs.items()
+    }
 
 
 def sums_by_name(rows: list[Row], cat: str) -> dict[str, tuple[int, float]]:
@@ -300,13 +345,11 @@ def test_small_temporal_idle_types(small_rows: dict[int, list[Row]], mode: str, 
         assert round(100 * both / comm, 2) == exp["overlap_pctg"][rank]
     assert dict(total) == exp["kernel_types"][mode]["total"]
     grand = sum(total.values())
-    assert {k: round(100 * v / grand, 1) for k, v in total.items()} == \
-        exp["kernel_types"][mode]["percentage"]
+    assert {k: round(100 * v / grand, 1) for k, v in total.items()} == exp["kernel_types"][mode]["percentage"]
 
 
 @pytest.mark.parametrize(("mode", "include_last"), MODES)
-def test_small_kernels_launch_queue_bw(small_rows: dict[int, list[Row]], mode: str,
-                                       include_last: bool) -> None:
+def test_small_kernels_launch_queue_bw(small_rows: dict[int, list[Row]], mode: str, include_last: bool) -> None:
     exp = SMALL_EXPECTED
     for rank, rows in small_rows.items():
         kept = hta_filter(rows, include_last)
@@ -332,13 +375,19 @@ def test_small_kernels_launch_queue_bw(small_rows: dict[int, list[Row]], mode: s
         for kind, bw_series in bw.items():
             pos = [v for _, v in bw_series if v > 0]
             summ = exp["memory_bw_summary"][mode][kind]
-            assert (len(pos), statistics.mean(pos), min(pos), max(pos)) == \
-                (summ["count"], summ["mean"], summ["min"], summ["max"])
+            assert (len(pos), statistics.mean(pos), min(pos), max(pos)) == (
+                summ["count"],
+                summ["mean"],
+                summ["min"],
+                summ["max"],
+            )
         assert sums_by_name(kept, "gpu_user_annotation") == exp["gpu_annotations"][mode][rank]
         assert sums_by_name(kept, "user_annotation") == exp["cpu_annotations"][mode]
-        counts = {"gpu": len(gpu(kept)),
-                  "runtime": sum(r.cat == "cuda_runtime" for r in kept),
-                  "cpu_op": sum(r.cat == "cpu_op" for r in kept)}
+        counts = {
+            "gpu": len(gpu(kept)),
+            "runtime": sum(r.cat == "cuda_runtime" for r in kept),
+            "cpu_op": sum(r.cat == "cpu_op" for r in kept),
+        }
         assert counts == exp["counts"][mode]
         assert steps_of(kept) == exp["steps"][mode]
 
@@ -357,8 +406,7 @@ def test_small_steps_and_bytes(out: Path) -> None:
             if e.get("cat") in ("gpu_memcpy", "gpu_memset"):
                 assert e["args"]["bytes"] == exp["memcpy_bytes"][e["name"]]
         assert trace["baseTimeNanoseconds"] == exp["base_time_ns"]
-        assert {e["tid"] for e in trace["traceEvents"] if e.get("cat") == "kernel"} == \
-            set(exp["streams"])
+        assert {e["tid"] for e in trace["traceEvents"] if e.get("cat") == "kernel"} == set(exp["streams"])
 
 
 # ---- Kineto layout -----------------------------------------------------------------------
@@ -379,9 +427,15 @@ def test_layout_like_kineto(out: Path) -> None:
         if legacy:
             assert keys == ["schemaVersion", "deviceProperties", "traceEvents", "distributedInfo"]
         else:
-            assert keys == ["schemaVersion", "deviceProperties", "distributedInfo",
-                            "traceEvents", "traceName", "displayTimeUnit",
-                            "baseTimeNanoseconds"]
+            assert keys == [
+                "schemaVersion",
+                "deviceProperties",
+                "distributedInfo",
+                "traceEvents",
+                "traceName",
+                "displayTimeUnit",
+                "baseTimeNanoseconds",
+            ]
             assert trace["displayTimeUnit"] == "ms"
             assert trace["baseTimeNanoseconds"] % (7_889_238 * 10**9) == 0
         # HTA's rank detection: first line matching "rank": <spaces> digits.
@@ -390,7 +444,7 @@ def test_layout_like_kineto(out: Path) -> None:
         # One event per line.
         start = lines.index('  "traceEvents": [')
         end = lines.index("  ]", start) if "  ]" in lines[start:] else lines.index("  ],", start)
-        body = lines[start + 1:end]
+        body = lines[start + 1 : end]
         assert len(body) == len(trace["traceEvents"])
         for line in body:
             assert line.startswith("  {")
@@ -420,8 +474,7 @@ def test_flows_link_runtime_to_gpu(out: Path) -> None:
             if e.get("cat") in ("cuda_runtime", "Runtime"):
                 runtime[e["args"]["correlation"]] = e
         for e in evs:
-            if e.get("ph") != "X" or "stream" not in e.get("args", {}) or \
-                    e["cat"] not in IDLE_CATS:
+            if e.get("ph") != "X" or "stream" not in e.get("args", {}) or e["cat"] not in IDLE_CATS:
                 continue
             a = e["args"]
             assert e["pid"] == a["device"] and e["tid"] == a["stream"]
@@ -430,8 +483,7 @@ def test_flows_link_runtime_to_gpu(out: Path) -> None:
             rt = runtime[a["correlation"]]
             assert (a["correlation"], rt["pid"], rt["tid"], rt["ts"]) in flows_s
             if "memory bandwidth (GB/s)" in a:
-                assert a["memory bandwidth (GB/s)"] == pytest.approx(
-                    a["bytes"] / (e["dur"] * 1000))
+                assert a["memory bandwidth (GB/s)"] == pytest.approx(a["bytes"] / (e["dur"] * 1000))
 
 
 def test_streams_never_overlap_and_cpu_ops_nest(out: Path) -> None:
@@ -458,11 +510,12 @@ def test_streams_never_overlap_and_cpu_ops_nest(out: Path) -> None:
 
 
 def test_no_htatui_or_third_party_import() -> None:
-    code = ("import sys, fixtures.generate, fixtures.expected; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('htatui', 'polars', 'orjson', 'msgspec', 'numpy', 'pandas')); print(bad)")
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, fixtures.generate, fixtures.expected; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('htatui', 'polars', 'orjson', 'msgspec', 'numpy', 'pandas')); print(bad)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
 
 
@@ -473,10 +526,12 @@ def per_step_summary(rows: list[Row], step: int) -> dict[str, dict[str, tuple[in
     cpu = [r for r in rows if r.stream == -1 and st.ts <= r.ts < st.end]
     corrs = {r.corr for r in cpu}
     g = [r for r in gpu(rows) if r.corr in corrs]
-    out: dict[str, dict[str, tuple[int, float]]] = {"kernels": {}, "cpu_ops": {},
-                                                    "runtime": {}}
-    for key, rs in (("kernels", g), ("cpu_ops", [r for r in cpu if r.cat == "cpu_op"]),
-                    ("runtime", [r for r in cpu if r.cat == "cuda_runtime"])):
+    out: dict[str, dict[str, tuple[int, float]]] = {"kernels": {}, "cpu_ops": {}, "runtime": {}}
+    for key, rs in (
+        ("kernels", g),
+        ("cpu_ops", [r for r in cpu if r.cat == "cpu_op"]),
+        ("runtime", [r for r in cpu if r.cat == "cuda_runtime"]),
+    ):
         for r in rs:
             c, s = out[key].get(r.name, (0, 0.0))
             out[key][r.name] = (c + 1, s + r.dur / 1000)
@@ -485,8 +540,7 @@ def per_step_summary(rows: list[Row], step: int) -> dict[str, dict[str, tuple[in
 
 def test_diff_expected(out: Path) -> None:
     exp = DIFF_EXPECTED
-    rows = {side: rows_of(load(out / "diff" / side / "rank-0.json.gz")) for side in ("base",
-                                                                                       "test")}
+    rows = {side: rows_of(load(out / "diff" / side / "rank-0.json.gz")) for side in ("base", "test")}
     totals: dict[str, dict[str, dict[str, tuple[int, float]]]] = {}
     for side, rs in rows.items():
         assert steps_of(rs) == exp["steps"]
@@ -508,25 +562,36 @@ def test_diff_expected(out: Path) -> None:
             t = temporal(kept)
             assert {k: t[k] for k in exp["temporal"][side][mode]} == exp["temporal"][side][mode]
             assert idle(kept)[0][7] == exp["idle"][side][mode]
-        g = sorted(gpu([r for r in rs if r.corr in {x.corr for x in rs if x.stream == -1
-                                                      and x.ts < 2000_000}]), key=lambda r: r.ts)
-        assert (g[-1].end - g[0].ts - busy([(r.ts, r.end) for r in g])) / 1000 == \
-            exp["idle_within_step"][side]
-    flat = {side: {n: v for d in totals[side].values() for n, v in d.items()}
-            for side in totals}
+        g = sorted(
+            gpu([r for r in rs if r.corr in {x.corr for x in rs if x.stream == -1 and x.ts < 2000_000}]),
+            key=lambda r: r.ts,
+        )
+        assert (g[-1].end - g[0].ts - busy([(r.ts, r.end) for r in g])) / 1000 == exp["idle_within_step"][side]
+    flat = {side: {n: v for d in totals[side].values() for n, v in d.items()} for side in totals}
     names = flat["base"].keys() | flat["test"].keys()
-    delta = {n: (flat["test"].get(n, (0, 0.0))[0] - flat["base"].get(n, (0, 0.0))[0],
-                 flat["test"].get(n, (0, 0.0))[1] - flat["base"].get(n, (0, 0.0))[1])
-             for n in names}
+    delta = {
+        n: (
+            flat["test"].get(n, (0, 0.0))[0] - flat["base"].get(n, (0, 0.0))[0],
+            flat["test"].get(n, (0, 0.0))[1] - flat["base"].get(n, (0, 0.0))[1],
+        )
+        for n in names
+    }
     assert delta == exp["delta_1_3"]
-    one = {side: {n: v for d in per_step_summary(rows[side], 1).values() for n, v in d.items()}
-           for side in rows}
-    diff: dict[str, list[str]] = {"added": [], "deleted": [], "increased": [], "decreased": [],
-                                  "unchanged": []}
+    one = {side: {n: v for d in per_step_summary(rows[side], 1).values() for n, v in d.items()} for side in rows}
+    diff: dict[str, list[str]] = {"added": [], "deleted": [], "increased": [], "decreased": [], "unchanged": []}
     for n in sorted(one["base"].keys() | one["test"].keys()):
         n_ctl, n_test = one["base"].get(n, (0, 0))[0], one["test"].get(n, (0, 0))[0]
-        key = ("added" if n_ctl == 0 else "deleted" if n_test == 0 else "increased"
-               if n_test > n_ctl else "decreased" if n_test < n_ctl else "unchanged")
+        key = (
+            "added"
+            if n_ctl == 0
+            else "deleted"
+            if n_test == 0
+            else "increased"
+            if n_test > n_ctl
+            else "decreased"
+            if n_test < n_ctl
+            else "unchanged"
+        )
         diff[key].append(n)
     assert diff == exp["ops_diff"]
 
@@ -586,8 +651,7 @@ def test_edge_amd(out: Path) -> None:
     assert {k: t[k] for k in exp["temporal_kept"]} == exp["temporal_kept"]
     assert idle(kept)[0] == exp["idle_kept"]
     assert len(launch_stats(kept)) == exp["hta_launch_stats_rows"]
-    assert {k: v for k, v in memory_bw(kept).items() if any(x > 0 for _, x in v)} == \
-        exp["memory_bw_summary"]
+    assert {k: v for k, v in memory_bw(kept).items() if any(x > 0 for _, x in v)} == exp["memory_bw_summary"]
     assert queue_length(kept)[0]  # hip* launches do count for queue length
 
 
@@ -704,10 +768,8 @@ def test_scale_streams_valid_multi_rank_traces(tmp_path: Path) -> None:
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--scenario", "small", "--out", str(tmp_path / "s")]) == 0
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["rank-0.json.gz",
-                                                                  "rank-1.json.gz"]
-    assert main(["--scale", "1500", "--ranks", "2", "--layers", "1",
-                 "--out", str(tmp_path / "big")]) == 0
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["rank-0.json.gz", "rank-1.json.gz"]
+    assert main(["--scale", "1500", "--ranks", "2", "--layers", "1", "--out", str(tmp_path / "big")]) == 0
     assert len(list((tmp_path / "big").glob("rank-*.json.gz"))) == 2
     assert "rank-1.json.gz" in capsys.readouterr().out
     with pytest.raises(ValueError, match="unknown scenario"):

@@ -93,12 +93,12 @@ def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
 def is_device_row(hta_compat: bool) -> pl.Expr:
     """HTA's S2 'GPU kernel' rows (compat) or htatui's device rows with a launch correlation."""
     if hta_compat:
-        return (
-            (pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)
-        ) | pl.col("name").cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
-    return pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col(
-        "correlation"
-    ).is_not_null()
+        return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col(
+            "name"
+        ).cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
+    return (
+        pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col("correlation").is_not_null()
+    )
 
 
 def filter_last_step(
@@ -226,9 +226,11 @@ def merge_intervals(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     grouped = ordered.with_columns(
         _new=(pl.col("ts") > previous_max_end).fill_null(True),
     ).with_columns(_group=pl.col("_new").cast(pl.Int64).cum_sum())
-    return grouped.group_by([*by, "_group"], maintain_order=True).agg(
-        ts=pl.col("ts").min(), end=pl.col("end").max()
-    ).drop("_group")
+    return (
+        grouped.group_by([*by, "_group"], maintain_order=True)
+        .agg(ts=pl.col("ts").min(), end=pl.col("end").max())
+        .drop("_group")
+    )
 
 
 def busy_time(intervals: pl.DataFrame, by: list[str]) -> pl.DataFrame:

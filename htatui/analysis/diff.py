@@ -144,14 +144,11 @@ class DiffResult:
         return self.selection.description
 
 
-
 def _describe_side(side: Side) -> str:
     ranks = ", ".join(map(str, side.ranks))
     rank_text = f"rank {ranks}" if len(side.ranks) == 1 else f"ranks {ranks} (averaged)"
     if side.steps is None:
-        step_text = (
-            "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
-        )
+        step_text = "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
     else:
         count = len(side.steps)
         step_text = f"step{'s' if count != 1 else ''} {format_ranges(side.steps)}"
@@ -222,8 +219,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
     for label, dropped in (("base", base_dropped), ("test", test_dropped)):
         if dropped:
             notes.append(
-                f"{label}: last step {format_ranges(dropped)} left out (as in every view; "
-                "--include-last-step keeps it)"
+                f"{label}: last step {format_ranges(dropped)} left out (as in every view; --include-last-step keeps it)"
             )
     base_steps: tuple[int, ...] | None
     test_steps: tuple[int, ...] | None
@@ -379,12 +375,8 @@ def compare(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) 
     """
     options = options or DiffOptions()
     selection = select_sides(base, test, options)
-    base_summary = _summarise(
-        _side_rows(base, selection.base, options), len(selection.base.ranks), options.hta_compat
-    )
-    test_summary = _summarise(
-        _side_rows(test, selection.test, options), len(selection.test.ranks), options.hta_compat
-    )
+    base_summary = _summarise(_side_rows(base, selection.base, options), len(selection.base.ranks), options.hta_compat)
+    test_summary = _summarise(_side_rows(test, selection.test, options), len(selection.test.ranks), options.hta_compat)
     keys = ["name"] if options.hta_compat else ["name", "kind"]
     joined = base_summary.join(test_summary, on=keys, how="full", coalesce=True, suffix="_test")
     if options.hta_compat:

@@ -81,9 +81,7 @@ def _temporal(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
 def _kernel_types(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
     from htatui.analysis import kernels
 
-    frame = kernels.compute_types(
-        traces, kernels.KernelTypesOptions(hta_compat=hta_compat, include_last_step=True)
-    )
+    frame = kernels.compute_types(traces, kernels.KernelTypesOptions(hta_compat=hta_compat, include_last_step=True))
     overall = frame.filter(pl.col("rank") == kernels.ALL_RANKS)
     label = view_label("kernel-types")
     out: list[Metric] = []
@@ -198,6 +196,4 @@ def summary(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) 
     """
     options = options or DiffOptions()
     selection = select_sides(base, test, options)
-    return summary_from_sides(
-        restrict(base, selection.base), restrict(test, selection.test), options.hta_compat
-    )
+    return summary_from_sides(restrict(base, selection.base), restrict(test, selection.test), options.hta_compat)

@@ -116,9 +116,7 @@ def gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     if compat:
         # HTA joins `index_correlation`, which is 0 (not -1) for a correlated row whose partner
         # is missing, so such rows pick up the start of the event at index 0 when it was kept.
-        first_event = (
-            events.filter(pl.col("index") == 0).group_by("rank").agg(_ts_index0=pl.col("ts").first())
-        )
+        first_event = events.filter(pl.col("index") == 0).group_by("rank").agg(_ts_index0=pl.col("ts").first())
         rows = rows.join(first_event, on="rank", how="left").with_columns(
             ts_runtime=pl.when(pl.col("ts_runtime").is_null() & (pl.col("correlation") >= 0))
             .then(pl.col("_ts_index0"))
@@ -161,9 +159,7 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
     )
     host = events.filter(~device & pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
     if compat:
-        return host.group_by("rank", "correlation").agg(
-            ts_runtime=pl.col("ts").get(pl.col("index").arg_max())
-        )
+        return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").get(pl.col("index").arg_max()))
     return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").min())
 
 

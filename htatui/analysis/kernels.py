@@ -180,9 +180,7 @@ def compute_types(traces: TraceSet, options: KernelTypesOptions) -> pl.DataFrame
     )
     if options.hta_compat:
         out = out.with_columns(round_like_numpy(pl.col("pct"), 1))
-    order = (
-        pl.when(pl.col("rank") == ALL_RANKS).then(-1).otherwise(pl.col("rank").cast(pl.Int64, strict=False))
-    )
+    order = pl.when(pl.col("rank") == ALL_RANKS).then(-1).otherwise(pl.col("rank").cast(pl.Int64, strict=False))
     return out.sort([order, pl.col("duration_us")], descending=[False, True]).select(
         pl.col(c).cast(t) for c, t in TYPES_SCHEMA.items()
     )
@@ -224,12 +222,8 @@ def compute(traces: TraceSet, options: KernelsOptions) -> pl.DataFrame:
             _folding=(pl.len().over(key) > options.top_k),
             _threshold=pl.col("_cumsum").quantile(options.duration_ratio, interpolation="linear").over(key),
         )
-        folded = pl.col("_folding") & (
-            (pl.col("_cumsum") > pl.col("_threshold")) | (pl.col("_pos") >= options.top_k)
-        )
-        ranked = ranked.with_columns(
-            out_name=pl.when(folded).then(pl.lit(OTHERS)).otherwise(pl.col("name_utf8"))
-        )
+        folded = pl.col("_folding") & ((pl.col("_cumsum") > pl.col("_threshold")) | (pl.col("_pos") >= options.top_k))
+        ranked = ranked.with_columns(out_name=pl.when(folded).then(pl.lit(OTHERS)).otherwise(pl.col("name_utf8")))
         if options.hta_compat:
             out = _fold_like_hta(ranked, key)
         else:
@@ -274,9 +268,9 @@ def spread(traces: TraceSet, options: KernelSpreadOptions) -> pl.DataFrame:
         return pl.DataFrame(schema=SPREAD_SCHEMA)
     totals = kernels.group_by("kernel_type", "name").agg(total=pl.col("dur").sum())
     if options.top_k is not None:
-        totals = totals.sort(
-            [pl.col("total"), pl.col("name").cast(pl.Utf8)], descending=[True, False]
-        ).filter(pl.int_range(pl.len()).over("kernel_type") < options.top_k)
+        totals = totals.sort([pl.col("total"), pl.col("name").cast(pl.Utf8)], descending=[True, False]).filter(
+            pl.int_range(pl.len()).over("kernel_type") < options.top_k
+        )
     per_rank = (
         kernels.join(totals, on=["kernel_type", "name"], how="inner")
         .group_by("name", "kernel_type", "rank")
@@ -288,6 +282,6 @@ def spread(traces: TraceSet, options: KernelSpreadOptions) -> pl.DataFrame:
         )
     )
     per_rank = per_rank.with_columns(pl.col("name").cast(pl.Utf8))
-    return per_rank.sort(
-        ["kernel_type", "total", "name", "rank"], descending=[False, True, False, False]
-    ).select(pl.col(c).cast(t) for c, t in SPREAD_SCHEMA.items())
+    return per_rank.sort(["kernel_type", "total", "name", "rank"], descending=[False, True, False, False]).select(
+        pl.col(c).cast(t) for c, t in SPREAD_SCHEMA.items()
+    )

@@ -192,15 +192,9 @@ def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
     """
     correlation = pl.col("correlation").fill_null(-1)
     launched = (
-        events.filter(pl.col("name").is_in(launch_apis(options)))
-        .select("rank", correlation=correlation)
-        .unique()
+        events.filter(pl.col("name").is_in(launch_apis(options))).select("rank", correlation=correlation).unique()
     )
-    rows = (
-        events
-        if (launched["correlation"] == -1).any()
-        else events.filter(pl.col("correlation").is_not_null())
-    )
+    rows = events if (launched["correlation"] == -1).any() else events.filter(pl.col("correlation").is_not_null())
     rows = (
         rows.filter(pl.col("cat") != "Trace")
         .select("rank", "correlation", "name", "stream", "ts", "dur", "index")

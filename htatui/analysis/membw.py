@@ -113,9 +113,7 @@ def series(traces: TraceSet, options: MemoryBandwidthOptions) -> pl.DataFrame:
             .agg(pl.col("delta").sum())
             .sort("rank", "copy_kind", "ts_us")
         )
-        out = merged.with_columns(
-            memory_bw_gbps=pl.col("delta").cum_sum().over("rank", "copy_kind")
-        ).with_columns(
+        out = merged.with_columns(memory_bw_gbps=pl.col("delta").cum_sum().over("rank", "copy_kind")).with_columns(
             memory_bw_gbps=pl.when(pl.col("memory_bw_gbps").abs() < ZERO_GBPS)
             .then(pl.lit(0.0))
             .otherwise(pl.col("memory_bw_gbps"))

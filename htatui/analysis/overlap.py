@@ -38,11 +38,7 @@ def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
         return pl.DataFrame(schema=SCHEMA)
     ranks = gpu.select(pl.col("rank").unique())
     comm = busy_time(gpu.filter(pl.col("kind") == COMMUNICATION), ["rank"]).rename({"busy_us": "comm_us"})
-    both = (
-        state_durations(gpu, _FLAGS, ["rank"])
-        .filter(pl.col("state") == _BOTH)
-        .select("rank", overlap_us="duration")
-    )
+    both = state_durations(gpu, _FLAGS, ["rank"]).filter(pl.col("state") == _BOTH).select("rank", overlap_us="duration")
     out = (
         ranks.join(comm, on="rank", how="left")
         .join(both, on="rank", how="left")

@@ -146,9 +146,7 @@ def _series(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:
         # One change point per (rank, stream, ts): a single-key sort by time, then groups in
         # order of first appearance (multi-key sorts cost several times more on big ranks).
         ordered = (
-            steps.sort("ts_us")
-            .group_by("rank", "stream", "ts_us", maintain_order=True)
-            .agg(pl.col("delta").sum())
+            steps.sort("ts_us").group_by("rank", "stream", "ts_us", maintain_order=True).agg(pl.col("delta").sum())
         )
     out = ordered.with_columns(queue_length=pl.col("delta").cum_sum().over("rank", "stream"))
     return _typed(out.sort("rank", "stream", maintain_order=True), SERIES_COLUMNS)
@@ -173,19 +171,11 @@ def sort_like_pandas(frame: pl.DataFrame, ts: str, integer_ts: bool) -> pl.DataF
 
 
 def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:
-    names = (
-        KERNEL_LAUNCH_APIS
-        + MEMORY_LAUNCH_APIS
-        + (GRAPH_LAUNCH_APIS if options.include_graph_launches else ())
-    )
+    names = KERNEL_LAUNCH_APIS + MEMORY_LAUNCH_APIS + (GRAPH_LAUNCH_APIS if options.include_graph_launches else ())
     linked = events.filter(pl.col("correlation").is_not_null())
     device_mask = pl.col("cat").is_in(DEVICE_WORK_CATS)
-    host = linked.filter(pl.col("name").is_in(names) & ~device_mask).select(
-        "rank", "correlation", host_ts="ts"
-    )
-    device = linked.filter(device_mask & pl.col("stream").is_not_null()).select(
-        "rank", "correlation", "stream", "ts"
-    )
+    host = linked.filter(pl.col("name").is_in(names) & ~device_mask).select("rank", "correlation", host_ts="ts")
+    device = linked.filter(device_mask & pl.col("stream").is_not_null()).select("rank", "correlation", "stream", "ts")
     # Each launch call is one queue entry: +1 when the call starts, −1 when its GPU work starts.
     # A graph launch is one entry too, leaving when its first operation starts (counting each
     # of its kernels would push queues past the 1024-entry hardware limit on real traces).
@@ -230,9 +220,9 @@ def _compat_steps(events: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("rank", "index", "gpu_index")
     )
-    dequeue = gpu.join(
-        runtime.select("rank", "correlation").unique(), on=["rank", "correlation"], how="semi"
-    ).sort("rank", "index")
+    dequeue = gpu.join(runtime.select("rank", "correlation").unique(), on=["rank", "correlation"], how="semi").sort(
+        "rank", "index"
+    )
     merged = pl.concat(
         [
             enqueue.select("rank", "stream", ts_us="ts", delta=pl.lit(1, dtype=pl.Int64)),
@@ -278,9 +268,7 @@ def blocked(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
         return pl.DataFrame(schema=BLOCKED_COLUMNS)
     if options.hta_compat:
         spans = (
-            events.filter(pl.col("cat") != "Trace")
-            .group_by("rank")
-            .agg(span=pl.col("ts").max() - pl.col("ts").min())
+            events.filter(pl.col("cat") != "Trace").group_by("rank").agg(span=pl.col("ts").max() - pl.col("ts").min())
         )
     else:
         spans = frame.group_by("rank").agg(span=pl.col("ts_us").max() - pl.col("ts_us").min())
@@ -300,9 +288,7 @@ def blocked_from_series(frame: pl.DataFrame, spans: pl.DataFrame, max_queue_leng
         .join(spans, on="rank", how="left")
         .with_columns(
             blocked_us=pl.col("blocked_us").fill_null(0.0),
-            blocked_pct=pl.when(pl.col("span") > 0).then(
-                pl.col("blocked_us").fill_null(0.0) / pl.col("span") * 100.0
-            ),
+            blocked_pct=pl.when(pl.col("span") > 0).then(pl.col("blocked_us").fill_null(0.0) / pl.col("span") * 100.0),
         )
     )
     return _typed(out.sort(by), BLOCKED_COLUMNS)

@@ -119,9 +119,7 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
     if len(ranks) < 2:
         return _empty_stragglers(NOT_ENOUGH_RANKS)
     available = sorted({step for steps in prepared.steps_used.values() for step in steps})
-    wanted = (
-        available if options.profiler_steps is None else [s for s in options.profiler_steps if s in available]
-    )
+    wanted = available if options.profiler_steps is None else [s for s in options.profiler_steps if s in available]
     if not wanted:
         return _empty_stragglers(
             f"no usable ProfilerStep: requested {list(options.profiler_steps or [])}, available {available}"
@@ -176,10 +174,7 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
         candidates = candidates.filter(pl.col("iteration").is_not_null())
     # Per step, the k-th largest start is the threshold; ranks at or above it are marked.
     marked = candidates.with_columns(
-        threshold=pl.col("metric")
-        .sort(descending=True)
-        .get(pl.min_horizontal(pl.len(), k) - 1)
-        .over("iteration")
+        threshold=pl.col("metric").sort(descending=True).get(pl.min_horizontal(pl.len(), k) - 1).over("iteration")
     ).with_columns(mark=(pl.col("metric") >= pl.col("threshold")).cast(pl.Int64))
     scores = marked.group_by("rank").agg(straggler_score=pl.col("mark").sum())
     everyone = pl.DataFrame({"rank": pl.Series(ranks, dtype=pl.Int32)})

@@ -83,9 +83,7 @@ def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:
         return empty()
     span = gpu.group_by("rank").agg(span_us=pl.col("end").max() - pl.col("ts").min())
     busy = busy_time(gpu, ["rank"])
-    compute_busy = busy_time(gpu.filter(pl.col("kind") == COMPUTATION), ["rank"]).rename(
-        {"busy_us": "compute_us"}
-    )
+    compute_busy = busy_time(gpu.filter(pl.col("kind") == COMPUTATION), ["rank"]).rename({"busy_us": "compute_us"})
     out = (
         span.join(busy, on="rank", how="left")
         .join(compute_busy, on="rank", how="left")

@@ -55,9 +55,7 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
             raise DiscoveryError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         files.extend(found)
         skipped.extend(skipped_here)
-    unique = list(
-        dict.fromkeys(p.resolve() if isinstance(p, Path) and not is_pipe_argument(p) else p for p in files)
-    )
+    unique = list(dict.fromkeys(p.resolve() if isinstance(p, Path) and not is_pipe_argument(p) else p for p in files))
     return Discovered(files=unique, skipped=skipped)
 
 

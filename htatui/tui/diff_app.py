@@ -47,9 +47,7 @@ class DiffApp(ThemedApp):
         self.max_workers = max_workers
 
     def get_default_screen(self) -> DiffScreen:
-        return DiffScreen(
-            self.base, self.test, self.options, use_cache=self.use_cache, max_workers=self.max_workers
-        )
+        return DiffScreen(self.base, self.test, self.options, use_cache=self.use_cache, max_workers=self.max_workers)
 
 
 def run_diff_app(

@@ -109,4 +109,3 @@ async def capture_views(pilot: Pilot[Any], out_dir: Path) -> list[Path]:
     await settle(pilot)
     written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-timeline.svg", str(out_dir))))
     return written
-

@@ -94,9 +94,7 @@ def test_compat_folding(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_empty(tmp_path: Path, compat: bool) -> None:
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
-    ]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for gpu in (True, False):
         frame = annotations.compute(traces, AnnotationOptions(hta_compat=compat, use_gpu_annotation=gpu))

@@ -91,9 +91,7 @@ def test_known_changes_default(ab: tuple[TraceSet, TraceSet]) -> None:
     )
     assert gemm["delta_us"] == 100.0 and gemm["delta_pct"] == pytest.approx(50.0)
     softmax = row(frame, "softmax_kernel")
-    assert (
-        softmax["status"] == "removed" and softmax["delta_count"] == -2.0 and softmax["delta_pct"] == -100.0
-    )
+    assert softmax["status"] == "removed" and softmax["delta_count"] == -2.0 and softmax["delta_pct"] == -100.0
     layer_norm = row(frame, "layer_norm_kernel")
     assert layer_norm["status"] == "added" and layer_norm["test_total_us"] == 80.0
     assert layer_norm["delta_pct"] is None
@@ -305,9 +303,7 @@ def test_scenario_all_steps_match_expected(scenario: tuple[TraceSet, TraceSet]) 
     from fixtures.expected import DIFF_EXPECTED
 
     frame = compare(*scenario, DiffOptions(include_last_step=True)).frame
-    assert compare(*scenario, DiffOptions(include_last_step=True)).selection.base.steps == tuple(
-        DIFF_EXPECTED["steps"]
-    )
+    assert compare(*scenario, DiffOptions(include_last_step=True)).selection.base.steps == tuple(DIFF_EXPECTED["steps"])
     for side in ("base", "test"):
         expected = _expected_names(DIFF_EXPECTED["steps_1_3"][side])
         got = {
@@ -347,17 +343,13 @@ def test_scenario_compat_first_iteration_is_hta_ops_diff(scenario: tuple[TraceSe
     expected_base = _expected_names(DIFF_EXPECTED["per_step"]["base"])
     got_base = {
         n: (c, t)
-        for n, c, t in frame.filter(pl.col("base_count") > 0)
-        .select("name", "base_count", "base_total_us")
-        .iter_rows()
+        for n, c, t in frame.filter(pl.col("base_count") > 0).select("name", "base_count", "base_total_us").iter_rows()
     }
     assert got_base == expected_base
     ops = DIFF_EXPECTED["ops_diff"]
     added = frame.filter((pl.col("base_count") == 0) & (pl.col("test_count") > 0))["name"].sort().to_list()
     deleted = frame.filter((pl.col("base_count") > 0) & (pl.col("test_count") == 0))["name"].sort().to_list()
-    unchanged = (
-        frame.filter((pl.col("test_count") > 0) & (pl.col("delta_count") == 0))["name"].sort().to_list()
-    )
+    unchanged = frame.filter((pl.col("test_count") > 0) & (pl.col("delta_count") == 0))["name"].sort().to_list()
     assert (added, deleted, unchanged) == (ops["added"], ops["deleted"], ops["unchanged"])
 
 
@@ -402,9 +394,7 @@ def test_cli_json_columns_and_stderr(
 
 def test_cli_flags(ab: tuple[TraceSet, TraceSet], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, test = str(tmp_path / "base"), str(tmp_path / "test")
-    assert (
-        _run(["diff", base, test, "--format", "csv", "--by", "kernel", "--steps", "all", "--no-cache"]) == 0
-    )
+    assert _run(["diff", base, test, "--format", "csv", "--by", "kernel", "--steps", "all", "--no-cache"]) == 0
     out = pl.read_csv(capsys.readouterr().out.encode())
     assert set(out["kind"]) == {"kernel"}
     assert _run(["diff", base, test, "--summary", "--format", "json", "--no-cache"]) == 0

@@ -18,9 +18,7 @@ def load(path: Path) -> TraceSet:
     return load_traces([path], use_cache=False, max_workers=1)
 
 
-def device_op(
-    cat: str, name: str, ts: float, dur: float, corr: int, *, stream: int = 7, **args: Any
-) -> dict[str, Any]:
+def device_op(cat: str, name: str, ts: float, dur: float, corr: int, *, stream: int = 7, **args: Any) -> dict[str, Any]:
     return {
         "ph": "X",
         "cat": cat,
@@ -111,9 +109,7 @@ def test_compat_rows(tmp_path: Path) -> None:
     frame = launch.compute(cuda_job(tmp_path), LaunchOptions(hta_compat=True))
     assert frame["correlation"].to_list() == [1, 2, 3]
     assert frame["launch_delay_us"].to_list() == [20.0, 2.0, 142.0]
-    no_memory = launch.compute(
-        cuda_job(tmp_path), LaunchOptions(hta_compat=True, include_memory_events=False)
-    )
+    no_memory = launch.compute(cuda_job(tmp_path), LaunchOptions(hta_compat=True, include_memory_events=False))
     assert no_memory["correlation"].to_list() == [1, 2]
 
 
@@ -244,9 +240,7 @@ def test_ranks_option(tmp_path: Path) -> None:
 
 
 def test_empty_cpu_only(tmp_path: Path) -> None:
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
-    ]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
         options = LaunchOptions(hta_compat=compat)
@@ -310,9 +304,7 @@ def test_edge_cuda_graph(edge: Path) -> None:
         for r in compat.select("correlation", "cpu_duration_us", "gpu_duration_us", "launch_delay_us").rows()
     } == truth["hta_launch_stats"]
     # Corrected: + the graph launch [1210, 1230) → kernels 1300 … 1475: gpu 175, delay 70.
-    graph = launch.compute(traces, LaunchOptions()).filter(
-        pl.col("correlation") == truth["graph_correlation"]
-    )
+    graph = launch.compute(traces, LaunchOptions()).filter(pl.col("correlation") == truth["graph_correlation"])
     assert graph.select("kernel", "cpu_duration_us", "gpu_duration_us", "launch_delay_us").rows() == [
         (f"cudaGraphLaunch ({truth['graph_kernels']} kernels)", 20.0, 175.0, 70.0)
     ]
@@ -358,9 +350,7 @@ def test_shared_traces(load_shared: Any, folder: str) -> None:
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2 (HTA 0.6.1): 4876 rows; cpu_duration mean 39.39, gpu_duration mean 76.81,
     launch_delay mean 66048.57 µs."""
-    summary = launch.summary(load_shared("ns_resolution_trace"), LaunchOptions(hta_compat=True)).row(
-        0, named=True
-    )
+    summary = launch.summary(load_shared("ns_resolution_trace"), LaunchOptions(hta_compat=True)).row(0, named=True)
     assert summary["count"] == 4876
     assert summary["cpu_mean_us"] == pytest.approx(39.39, abs=0.005)
     assert summary["gpu_mean_us"] == pytest.approx(76.81, abs=0.005)

@@ -131,9 +131,7 @@ def test_amd_copies_have_no_bandwidth(tmp_path: Path) -> None:
 
 
 def test_empty(tmp_path: Path) -> None:
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
-    ]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
         options = MemoryBandwidthOptions(hta_compat=compat)
@@ -191,9 +189,7 @@ def test_edge_amd_has_no_bandwidth(tmp_path: Path) -> None:
 # ---- real traces -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "folder", ["cpu_only", "rank_non_gpu", "amd_trace", "mtia_inference_trace", "triton_example"]
-)
+@pytest.mark.parametrize("folder", ["cpu_only", "rank_non_gpu", "amd_trace", "mtia_inference_trace", "triton_example"])
 def test_shared_traces_have_no_bandwidth(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):

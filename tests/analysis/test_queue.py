@@ -119,8 +119,7 @@ def test_blocked_all_streams(tmp_path: Path) -> None:
     # HTA: the same 34 µs but over its trace duration (last start 240
     # − first start 100 = 140); stream 20 is reported too (HTA keeps only one stream per rank).
     compat = {
-        r["stream"]: r
-        for r in queue.blocked(traces, QueueOptions(hta_compat=True, max_queue_length=2)).to_dicts()
+        r["stream"]: r for r in queue.blocked(traces, QueueOptions(hta_compat=True, max_queue_length=2)).to_dicts()
     }
     assert compat[7]["blocked_us"] == 34.0 and compat[7]["blocked_pct"] == pytest.approx(100 * 34 / 140)
     assert compat[20]["blocked_us"] == 0.0
@@ -180,9 +179,7 @@ def test_hta_partner_index_zero_quirk(tmp_path: Path) -> None:
 
 
 def test_empty(tmp_path: Path) -> None:
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
-    ]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
         options = QueueOptions(hta_compat=compat)
@@ -243,9 +240,7 @@ def test_edge_cuda_graph(tmp_path: Path) -> None:
     truth = expected.EDGE_EXPECTED["cuda_graph"]
     offset = traces.ranks[0].shift_us + expected.SMALL_EXPECTED["origin_us"]
     compat = queue.series(traces, QueueOptions(hta_compat=True))
-    assert [(t - offset, q) for t, q in compat.select("ts_us", "queue_length").rows()] == truth[
-        "hta_queue_length"
-    ][7]
+    assert [(t - offset, q) for t, q in compat.select("ts_us", "queue_length").rows()] == truth["hta_queue_length"][7]
     # Corrected: + the graph launch at 1210, one entry until its first kernel starts at 1300.
     corrected = queue.series(traces, QueueOptions())
     assert [(t - offset, q) for t, q in corrected.select("ts_us", "queue_length").rows()] == [
@@ -281,9 +276,7 @@ def test_shared_traces(load_shared: Any, folder: str) -> None:
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2: stream 7 count 9752, mean 812.41, std 306.06, p25 764.75, p50 973,
     p75 1020, max 1022 (HTA 0.6.1)."""
-    summary = queue.compute(load_shared("ns_resolution_trace"), QueueOptions(hta_compat=True)).row(
-        0, named=True
-    )
+    summary = queue.compute(load_shared("ns_resolution_trace"), QueueOptions(hta_compat=True)).row(0, named=True)
     assert summary["stream"] == 7 and summary["count"] == 9752
     assert summary["mean"] == pytest.approx(812.41, abs=0.005)
     assert summary["std"] == pytest.approx(306.06, abs=0.005)

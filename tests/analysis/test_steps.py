@@ -90,9 +90,7 @@ def test_stragglers_corrected_finds_nccl_dev_kernels(tmp_path: Path) -> None:
     """Step 1 marks the two latest starters {3 (200), 2 (150)}; step 2 marks {3 (300), 1 (160)}.
     Scores: rank 0 → 0, 1 → 1, 2 → 1, 3 → 2. The top two: rank 3, then rank 1 (tie with rank 2
     broken by the lower rank, as HTA's sort keeps rank order)."""
-    traces = load(
-        write_job(tmp_path, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
-    )
+    traces = load(write_job(tmp_path, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"))
     result = steps.stragglers(traces, StragglerOptions())
     assert result.message is None
     assert result.frame.schema == pl.Schema(steps.STRAGGLER_COLUMNS)
@@ -110,9 +108,7 @@ def test_stragglers_corrected_finds_nccl_dev_kernels(tmp_path: Path) -> None:
 
 
 def test_stragglers_compat_with_old_nccl_names(tmp_path: Path) -> None:
-    traces = load(
-        write_job(tmp_path, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)")
-    )
+    traces = load(write_job(tmp_path, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"))
     for compat in (False, True):
         frame = steps.stragglers(traces, StragglerOptions(hta_compat=compat)).frame
         assert frame.filter(pl.col("is_straggler"))["rank"].to_list() == [1, 3]
@@ -141,9 +137,7 @@ def test_stragglers_without_steps_or_comm(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_empty_cpu_only(tmp_path: Path, compat: bool) -> None:
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
-    ]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     assert steps.compute(traces, StepsOptions(hta_compat=compat)).schema == pl.Schema(steps.COLUMNS)
     assert steps.stragglers(traces, StragglerOptions(hta_compat=compat)).frame.height == 0

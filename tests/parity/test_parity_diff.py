@@ -48,9 +48,7 @@ def hta_frame(control: Any, test: Any, steps: str | int, by: str, short: bool) -
     elif isinstance(steps, int):
         kwargs = {"control_iteration": steps, "test_iteration": steps}
     device = getattr(hta_trace_diff.DeviceType, BY_DEVICE[by])
-    result = hta_trace_diff.TraceDiff.compare_traces(
-        control, test, device_type=device, use_short_name=short, **kwargs
-    )
+    result = hta_trace_diff.TraceDiff.compare_traces(control, test, device_type=device, use_short_name=short, **kwargs)
     frame = pl.from_pandas(result.reset_index())
     return frame.rename({frame.columns[0]: "name"}).select(
         "name",
@@ -99,9 +97,7 @@ def test_reference_numbers_trace_compare(load_shared: Callable[[str], TraceSet])
     frame = compare(base, test, options).frame
     added = frame.filter((pl.col("base_count") == 0) & (pl.col("test_count") > 0))["name"].sort().to_list()
     deleted = frame.filter((pl.col("base_count") > 0) & (pl.col("test_count") == 0))["name"].sort().to_list()
-    unchanged = (
-        frame.filter((pl.col("test_count") > 0) & (pl.col("delta_count") == 0))["name"].sort().to_list()
-    )
+    unchanged = frame.filter((pl.col("test_count") > 0) & (pl.col("delta_count") == 0))["name"].sort().to_list()
     assert added == ["AddmmBackward0", "All2All_Pooled_Req", "CatBackward0"]
     assert "nccl:all_reduce" in deleted
     assert unchanged == [
@@ -111,9 +107,7 @@ def test_reference_numbers_trace_compare(load_shared: Callable[[str], TraceSet])
         "cudaEventQuery",
         "cudaLaunchKernel",
     ]
-    base_cpu = {
-        n: (c, t) for n, c, t in cpu.select("name", "base_count", "base_total_us").iter_rows() if c > 0
-    }
+    base_cpu = {n: (c, t) for n, c, t in cpu.select("name", "base_count", "base_total_us").iter_rows() if c > 0}
     assert base_cpu == {
         "ProfilerStep#1010": (1.0, 122149.0),
         "nccl:all_reduce": (1.0, 67.0),

@@ -21,9 +21,7 @@ from htatui.trace import TraceSet
 
 pytest.importorskip("hta", reason="HTA is not installed (pip install 'traceinsight==0.6.1' 'pandas<3')")
 # HTA 0.6.1 warns about deprecated pandas downcasting and divides 0 by 0 (no communication).
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::RuntimeWarning"
-)
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::RuntimeWarning")
 
 
 Row = dict[str, Any]
@@ -40,9 +38,7 @@ def _close(ours: Any, theirs: Any, *, time: bool) -> bool:
     return abs(float(ours) - float(theirs)) <= max(absolute, 1e-4 * abs(float(theirs)))
 
 
-def _compare(
-    ours: dict[Any, Row], theirs: dict[Any, Row], columns: dict[str, tuple[str, bool]], what: str
-) -> None:
+def _compare(ours: dict[Any, Row], theirs: dict[Any, Row], columns: dict[str, tuple[str, bool]], what: str) -> None:
     """Same keys on both sides and every column (ours → (theirs, is_time)) within tolerance."""
     assert set(ours) == set(theirs), (
         f"{what}: keys differ; only ours {sorted(set(ours) - set(theirs), key=str)[:5]}, "
@@ -63,9 +59,7 @@ def _rows(frame: Any, key: Callable[[Row], Any]) -> dict[Any, Row]:
 
 
 @pytest.fixture(params=FOLDERS, ids=[f.replace("/", "-") for f in FOLDERS])
-def pair(
-    request: pytest.FixtureRequest, hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]
-):
+def pair(request: pytest.FixtureRequest, hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]):
     folder: str = request.param
     analysis = hta_analysis(folder)
     traces = load_shared(folder)
@@ -90,8 +84,7 @@ class Hta:
             return None
         frames = result if isinstance(result, tuple) else (result,)
         renumbered = tuple(
-            f.assign(rank=f["rank"].map(self.ranks)) if f is not None and "rank" in f.columns else f
-            for f in frames
+            f.assign(rank=f["rank"].map(self.ranks)) if f is not None and "rank" in f.columns else f for f in frames
         )
         return renumbered if isinstance(result, tuple) else renumbered[0]
 
@@ -112,9 +105,7 @@ def test_temporal(pair: tuple[str, Hta, TraceSet]) -> None:
         "compute_pct": ("compute_time_pctg", False),
         "non_compute_pct": ("non_compute_time_pctg", False),
     }
-    _compare(
-        _rows(ours, lambda r: r["rank"]), _rows(theirs, lambda r: r["rank"]), columns, f"{folder} temporal"
-    )
+    _compare(_rows(ours, lambda r: r["rank"]), _rows(theirs, lambda r: r["rank"]), columns, f"{folder} temporal")
 
 
 def test_idle(pair: tuple[str, Hta, TraceSet]) -> None:
@@ -122,9 +113,7 @@ def test_idle(pair: tuple[str, Hta, TraceSet]) -> None:
     options = idle.IdleOptions(hta_compat=True)
     ours = idle.compute(traces, options)
     ours_stats = idle.interval_stats(traces, options)
-    theirs = hta.call(
-        "get_idle_time_breakdown", ranks=hta.analysis.t.get_ranks(), show_idle_interval_stats=True
-    )
+    theirs = hta.call("get_idle_time_breakdown", ranks=hta.analysis.t.get_ranks(), show_idle_interval_stats=True)
     if theirs is None:  # HTA raises when a rank has no GPU rows
         assert ours.height == 0 and ours_stats.height == 0
         return
@@ -159,9 +148,7 @@ def test_kernel_types_and_kernels(pair: tuple[str, Hta, TraceSet]) -> None:
     )
     # Per-rank rows add up to the overall row.
     per_rank = (
-        ours_types.filter(pl.col("rank") != kernels.ALL_RANKS)
-        .group_by("kernel_type")
-        .agg(pl.col("duration_us").sum())
+        ours_types.filter(pl.col("rank") != kernels.ALL_RANKS).group_by("kernel_type").agg(pl.col("duration_us").sum())
     )
     _compare(
         _rows(per_rank, lambda r: r["kernel_type"]),

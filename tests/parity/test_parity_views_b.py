@@ -43,9 +43,7 @@ def _close(ours: Any, theirs: Any, absolute: float) -> bool:
     return abs(float(ours) - float(theirs)) <= max(absolute, 1e-4 * abs(float(theirs)))
 
 
-def _compare(
-    ours: dict[Key, Row], theirs: dict[Key, Row], columns: dict[str, str], absolute: float, what: str
-) -> None:
+def _compare(ours: dict[Key, Row], theirs: dict[Key, Row], columns: dict[str, str], absolute: float, what: str) -> None:
     """Same keys on both sides and every column (ours → theirs) within tolerance."""
     assert set(ours) == set(theirs), (
         f"{what}: keys differ; only ours {sorted(set(ours) - set(theirs), key=str)[:5]}, "
@@ -100,9 +98,7 @@ def test_launch(pair: Pair) -> None:
     theirs_by_rank = pair.analysis.get_cuda_kernel_launch_stats(ranks=pair.hta_ranks, visualize=False)
     ours_frame = launch.compute(pair.traces, launch.LaunchOptions(hta_compat=True))
     for hta_rank, rank in pair.rank.items():
-        theirs = theirs_by_rank[hta_rank].sort_values(
-            ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
-        )
+        theirs = theirs_by_rank[hta_rank].sort_values(["correlation", "cpu_duration", "gpu_duration", "launch_delay"])
         mine = ours_frame.filter(pl.col("rank") == rank).sort(
             "correlation", "cpu_duration_us", "gpu_duration_us", "launch_delay_us"
         )
@@ -172,9 +168,7 @@ def test_queue_blocked(pair: Pair) -> None:
 
 
 def test_membw_summary(pair: Pair) -> None:
-    theirs = _describe_rows(
-        pair.analysis.get_memory_bw_summary(ranks=pair.hta_ranks), ["rank", "name"], pair.rank
-    )
+    theirs = _describe_rows(pair.analysis.get_memory_bw_summary(ranks=pair.hta_ranks), ["rank", "name"], pair.rank)
     frame = membw.compute(pair.traces, membw.MemoryBandwidthOptions(hta_compat=True))
     ours = {(r["rank"], r["copy_kind"]): r for r in frame.to_dicts()}
     _compare(
@@ -197,9 +191,7 @@ def test_membw_summary(pair: Pair) -> None:
 
 @pytest.mark.parametrize("use_gpu", [True, False])
 def test_annotations(pair: Pair, use_gpu: bool) -> None:
-    theirs_frame = pair.analysis.get_gpu_user_annotation_breakdown(
-        use_gpu_annotation=use_gpu, visualize=False
-    )
+    theirs_frame = pair.analysis.get_gpu_user_annotation_breakdown(use_gpu_annotation=use_gpu, visualize=False)
     theirs = (
         {}
         if theirs_frame is None
@@ -215,9 +207,7 @@ def test_profiler_steps(pair: Pair) -> None:
     assert steps.profiler_steps(pair.traces, steps.StepsOptions(hta_compat=True)) == theirs
 
 
-def test_stragglers_trace_filter(
-    hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]
-) -> None:
+def test_stragglers_trace_filter(hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]) -> None:
     analysis = hta_analysis("trace_filter")
     theirs = sorted(int(r) for r in analysis.get_potential_stragglers())
     frame = steps.stragglers(load_shared("trace_filter"), steps.StragglerOptions(hta_compat=True)).frame
@@ -236,9 +226,7 @@ STARTS = {
 OLD_NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-def _event(
-    cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict[str, Any]
-) -> dict[str, Any]:
+def _event(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: dict[str, Any]) -> dict[str, Any]:
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
@@ -296,6 +284,4 @@ def test_stragglers_generated(
             hta_compat=compat, num_candidates=num_candidates, profiler_steps=profiler_steps
         )
         frame = steps.stragglers(traces, options).frame
-        assert sorted(frame.filter(pl.col("is_straggler"))["rank"].to_list()) == sorted(
-            int(r) for r in theirs
-        )
+        assert sorted(frame.filter(pl.col("is_straggler"))["rank"].to_list()) == sorted(int(r) for r in theirs)

@@ -330,7 +330,6 @@ async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
         assert_frame_equal(pane(app, "#temporal-table").table.source, before)
 
 
-
 # ---- traces without the data a view needs -------------------------------------------------
 async def test_cpu_only_views_say_so_in_a_sentence(cpu_only_traces: TraceSet) -> None:
     app = make_app(cpu_only_traces, name="cpu_only")

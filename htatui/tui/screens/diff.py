@@ -219,9 +219,7 @@ class DeltaBars(VerticalScroll):
         label_width = max(10, min(28, width // 2 - 4))
         value_width = 9
         bar_width = max(4, width - label_width - value_width - 4)
-        largest = max(
-            [abs(v) for v in increases["delta_us"].to_list() + decreases["delta_us"].to_list()] or [0.0]
-        )
+        largest = max([abs(v) for v in increases["delta_us"].to_list() + decreases["delta_us"].to_list()] or [0.0])
         up = theme_color(self.screen, "hta-series-2", "accent")
         down = theme_color(self.screen, "hta-series-1", "primary")
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -266,20 +264,12 @@ class DiffScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", tooltip="Cancel loading or close the diff", id="diff.back"),
         Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="diff.help"),
-        Binding(
-            "slash", "filter", "Filter", show=False, tooltip="Filter the names table", id="diff.filter"
-        ),
-        Binding(
-            "c", "cycle_status", "Status", tooltip="Show added, removed, slower, faster…", id="diff.status"
-        ),
+        Binding("slash", "filter", "Filter", show=False, tooltip="Filter the names table", id="diff.filter"),
+        Binding("c", "cycle_status", "Status", tooltip="Show added, removed, slower, faster…", id="diff.status"),
         Binding("t", "cycle_kind", "Kind", tooltip="Show kernels, CPU ops or both", id="diff.kind"),
-        Binding(
-            "f", "toggle_short", "Fold", tooltip="Fold template arguments of names", id="diff.fold"
-        ),
+        Binding("f", "toggle_short", "Fold", tooltip="Fold template arguments of names", id="diff.fold"),
         Binding("b", "toggle_bars", "Bars", tooltip="Show the bars of the largest changes", id="diff.bars"),
-        Binding(
-            "i", "describe", "Info", tooltip="Which ranks and steps are compared", id="diff.info"
-        ),
+        Binding("i", "describe", "Info", tooltip="Which ranks and steps are compared", id="diff.info"),
     ]
 
     DEFAULT_CSS = """
@@ -360,9 +350,7 @@ class DiffScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(" htatui diff ")
-        title.append(
-            f"│ base {side_name(self.base_path)} ↔ test {side_name(self.test_path)}", style="not bold"
-        )
+        title.append(f"│ base {side_name(self.base_path)} ↔ test {side_name(self.test_path)}", style="not bold")
         yield Static(title, id="diff-title")
         yield Static(" loading both sides… (esc cancels)", id="diff-state")
         yield Static("", id="diff-details")
@@ -428,9 +416,7 @@ class DiffScreen(Screen[None]):
         bar.update(total=1, progress=1)
         ranks = format_ranges(traces.rank_ids)
         label = self.query_one(f"#{side}-label", Static)
-        label.update(
-            f"{side}: {side_name(self.base_path if side == 'base' else self.test_path)} · ranks {ranks}"
-        )
+        label.update(f"{side}: {side_name(self.base_path if side == 'base' else self.test_path)} · ranks {ranks}")
         for problem in traces.problems:
             self.notify(str(problem), title=f"{side}: skipped a file", severity="warning", timeout=8)
 
@@ -522,10 +508,7 @@ class DiffScreen(Screen[None]):
         if summary is None:
             pane.show(pl.DataFrame(), empty=f"The headline views could not be computed: {error}")
             return
-        labels = [
-            f"{view} · {default_label(metric)}"
-            for view, metric in summary.select("view", "metric").iter_rows()
-        ]
+        labels = [f"{view} · {default_label(metric)}" for view, metric in summary.select("view", "metric").iter_rows()]
         frame = summary.with_columns(label=pl.Series(labels, dtype=pl.Utf8))
         width = max(24, min(44, self.size.width - 50))
         columns = [
