@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff", "ingest")
+SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -30,8 +30,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
-    """Load with a progress bar on stderr (when it is a terminal); notes and problems to stderr."""
+def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+    """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
+    the output shows them, as info's does) each file's warnings to stderr.
+
+    Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
+    """
     from htatui.trace import load_traces
 
     if sys.stderr.isatty():
@@ -65,13 +69,23 @@ def _load(paths: Sequence[SourcePath], use_cache: bool) -> TraceSet:
                 name = update.path.name
                 bar.update(download_task[0], total=total, completed=update.done_bytes, description=name, amount=amount)
 
-            traces = load_traces(paths, use_cache=use_cache, progress=report, download_progress=report_bytes)
+            traces = load_traces(
+                paths,
+                use_cache=use_cache,
+                refresh_cache=not use_cache,
+                progress=report,
+                download_progress=report_bytes,
+            )
     else:
-        traces = load_traces(paths, use_cache=use_cache)
+        traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache)
     for note in traces.notes:
         print(f"htatui: note: {note}", file=sys.stderr)
     for problem in traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
+    if show_warnings:
+        for rank_trace in traces.ranks.values():
+            for warning in rank_trace.warnings:
+                print(f"htatui: warning: {rank_trace.path}: {warning}", file=sys.stderr)
     return traces
 
 
@@ -89,11 +103,12 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="trace folder(s) or file(s), or URLs (s3://, gs://, https://)",
     )
-    parser.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+    parser.add_argument("--no-cache", action="store_true", help="parse again and refresh the cache entries")
 
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
 
 
 
@@ -110,7 +125,7 @@ def _run_info(args: argparse.Namespace) -> int:
     failed = False
     for job in jobs:
         try:
-            traces = _load([job], not args.no_cache)
+            traces = _load([job], not args.no_cache, show_warnings=False)
         except LoadError as exc:
             print(f"htatui: {exc}", file=sys.stderr)
             failed = True
@@ -120,7 +135,7 @@ def _run_info(args: argparse.Namespace) -> int:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info")
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info", wide=args.wide)
     return 2 if failed else 0
 
 
@@ -131,7 +146,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,ingest}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory,ingest}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
@@ -140,12 +155,18 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_report_parser(sub, _common_load_flags, _format_flag, _load)
     add_export_parser(sub, _common_load_flags, _load)
+    from htatui.timeline_cli import add_timeline_parser
+
+    add_timeline_parser(sub, _common_load_flags, _load)
     try:
         from htatui.diff_cli import add_diff_parser
     except ImportError:
         pass
     else:
         add_diff_parser(sub)
+    from htatui.memory_cli import add_memory_parser
+
+    add_memory_parser(sub)
     from htatui.ingest_cli import add_ingest_parser
 
     add_ingest_parser(sub)
@@ -176,9 +197,16 @@ def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
+    if len(args.paths) == 1 and isinstance(args.paths[0], Path):
+        from htatui.trace.memory_inputs import looks_like_snapshot
+
+        if looks_like_snapshot(args.paths[0]):
+            from htatui.tui.memory_app import run_memory_app
+
+            return run_memory_app(args.paths[0], theme=args.theme)
     from htatui.tui.run import run_app
 
-    return run_app(
+    code = run_app(
         list(args.paths),
         theme=args.theme,
         use_cache=not args.no_cache,
@@ -186,6 +214,12 @@ def _run_app(argv: Sequence[str]) -> int:
         include_last_step=args.include_last_step,
         screenshot_dir=args.screenshot,
     )
+    if code == 130:
+        # Cancelled: a file may still be parsing in a thread that cannot be interrupted; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,5 +235,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            # The reader went away (`htatui report … | head`): nothing is wrong, and nothing more to say.
+            _silence_stdout()
+            return 0
+        return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+
+
+def _stdout_closed() -> bool:
+    """True when stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass

@@ -55,6 +55,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     diff.add_argument(
         "--format", choices=("table", "csv", "json"), default=None, help="print instead of opening the screen"
     )
+    diff.add_argument("--wide", action="store_true", help="every table column, even past the terminal's width")
     diff.add_argument(
         "--hta-compat", action="store_true", help="reproduce HTA 0.6.1's TraceDiff.compare_traces"
     )
@@ -141,17 +142,31 @@ def run_diff(args: argparse.Namespace) -> int:
         return 2
     for line in selection.description.splitlines():
         _err(line)
-    _render(frame, fmt or "table", title)
+    _render(whole_counts(frame), fmt or "table", title, wide=args.wide)
     return 0
 
 
-def _render(frame: Any, fmt: str, title: str) -> None:
+def whole_counts(frame: Any) -> Any:
+    """Count columns as integers when every count is whole (190, not 190.00 or 190.0)."""
+    import polars as pl
+
+    for name in frame.columns:
+        column = frame[name]
+        if name.endswith("count") and column.dtype.is_float():
+            values = column.drop_nulls()
+            if values.is_finite().all() and (values == values.round(0)).all():
+                frame = frame.with_columns(pl.col(name).cast(pl.Int64))
+    return frame
+
+
+def _render(frame: Any, fmt: str, title: str, *, wide: bool = False) -> None:
     try:
         from htatui.report import render_frame
     except ImportError:  # pragma: no cover - report.py ships with the package
         _fallback_render(frame, fmt)
         return
-    render_frame(frame, fmt, title=title)  # type: ignore[arg-type]
+    keep = ("delta_us", "status", "test_total_us", "base_total_us", "delta_pct", "view", "metric", "delta")
+    render_frame(frame, fmt, title=title, wide=wide, keep=keep)  # type: ignore[arg-type]
 
 
 def _fallback_render(frame: Any, fmt: str) -> None:

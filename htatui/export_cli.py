@@ -17,7 +17,7 @@ def add_export_commands(
     load: Callable[[list[Path], bool], Any],
 ) -> None:
     export = sub.add_parser("export", help="write traces augmented with counters or patterns")
-    kinds = export.add_subparsers(dest="export_kind", metavar="{counters,patterns}", required=True)
+    kinds = export.add_subparsers(dest="export_kind", metavar="{counters,patterns,slice}", required=True)
     counters = kinds.add_parser("counters", help="add Queue Length and memory-bandwidth counter events (HTA format)")
     patterns = kinds.add_parser("patterns", help="mark the frequent kernel sequences under an operator")
     for parser in (counters, patterns):
@@ -33,13 +33,16 @@ def add_export_commands(
     patterns.add_argument("--min-len", type=int, default=3, help="minimum kernels under the operator")
     patterns.add_argument("--top", type=int, default=5, help="how many patterns to mark")
     patterns.add_argument("--rank", type=int, default=None, help="rank to mine (default: the first)")
+    from htatui.timeline_cli import add_slice_command
+
+    add_slice_command(kinds, load_flags, load)
     counters.set_defaults(run=lambda args: _run(args, load))
     patterns.set_defaults(run=lambda args: _run(args, load))
 
 
 def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.common import CommonOptions
-    from htatui.analysis.export import ExportError, export_counters, export_patterns
+    from htatui.analysis.export import ExportError, ExportExistsError, export_counters, export_patterns
     from htatui.analysis.patterns import PatternsOptions
     from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
@@ -76,8 +79,11 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
                 include_last_step=args.include_last_step,
             )
             written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
+    except ExportExistsError as exc:
+        print(f"htatui: {exc} (pass --force to overwrite)", file=sys.stderr)
+        return 2
     except ExportError as exc:
-        print(f"htatui: {str(exc).replace('use force', 'pass --force')}", file=sys.stderr)
+        print(f"htatui: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.common import GPU_ACTIVITY_CATS
+from htatui.analysis.ranges import format_ranges
 from htatui.trace import TraceSet
 
 INFO_COLUMNS = (
@@ -20,22 +21,6 @@ INFO_COLUMNS = (
     "warnings",
 )
 
-
-def compress_steps(steps: list[int]) -> str:
-    """[1, 2, 3, 5] → '1-3, 5'."""
-    if not steps:
-        return ""
-    runs: list[str] = []
-    start = prev = steps[0]
-    following: list[int | None] = [*steps[1:], None]
-    for step in following:
-        if step is not None and step == prev + 1:
-            prev = step
-            continue
-        runs.append(str(start) if start == prev else f"{start}-{prev}")
-        if step is not None:
-            start = prev = step
-    return ", ".join(runs)
 
 
 def _number(value: object) -> float:
@@ -62,7 +47,7 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
                 "kernels": int((cats == "kernel").sum()),
                 "streams": gpu["stream"].drop_nulls().n_unique(),
                 "span_ms": span / 1000.0,
-                "steps": compress_steps(steps),
+                "steps": format_ranges(steps, empty=""),
                 "warnings": "; ".join(rank_trace.warnings),
             }
         )

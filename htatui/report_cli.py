@@ -157,7 +157,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     if message:
         print(f"htatui: {message}", file=sys.stderr)
     title = f"{args.view}{' ' + chosen[0] if chosen else ''}"
-    render_frame(frame, args.format, title=title)
+    render_frame(frame, args.format, title=title, wide=getattr(args, "wide", False))
     return 0
 
 

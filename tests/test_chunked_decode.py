@@ -12,10 +12,11 @@ import pytest
 
 from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
-from htatui.trace.decode import decode_trace, read_bytes
+from htatui.trace.decode import decode_trace
 from htatui.trace.frame import build_frame, build_meta
 from htatui.trace.loader import LoadProgress, load_traces
 from htatui.trace.model import TraceMeta
+from htatui.trace.read import read_trace_bytes
 from tests.kineto_util import kernel, runtime, step, write_trace
 
 
@@ -129,7 +130,7 @@ def test_what_cannot_be_cut_is_left_to_the_whole_decoder(raw: bytes) -> None:
 def test_real_traces_decode_the_same_in_pieces(shared_traces: Path) -> None:
     for name in ("df_index_resolver", "cpu_only", "nccl_parser_config", "ns_resolution_trace", "amd_trace"):
         for path in sorted((shared_traces / name).glob("*.json*")):
-            raw = read_bytes(path)
+            raw, _ = read_trace_bytes(path)
             frame, meta, warnings = pieces(bytes(raw), 256 << 10)
             expected = whole(bytes(raw))
             assert frame.equals(expected[0]), path
@@ -140,7 +141,7 @@ def test_load_progress_counts_bytes_within_a_file(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr("htatui.trace.chunks.CHUNK_BYTES", 16 << 10)
     path = tmp_path / "rank-0.json.gz"
     write_trace(path, [kernel(f"k{i}", i * 10, 5, corr=i) for i in range(2000)])
-    size = len(read_bytes(path))
+    size = len(read_trace_bytes(path)[0])
     seen: list[LoadProgress] = []
     traces = load_traces([path], use_cache=False, progress=seen.append)
     assert traces.ranks[0].events.height == 2000

@@ -122,15 +122,14 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from htatui.trace import LoadError, decode, load_traces
+    from htatui.trace import LoadError, load_traces
 
     path = good_trace(tmp_path / "rank-0.json")
 
     def deny(_: Path) -> bytes:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(decode, "read_bytes", deny)
-    monkeypatch.setattr("htatui.trace.loader.read_bytes", deny)
+    monkeypatch.setattr("htatui.trace.loader.read_trace_bytes", deny)
     with pytest.raises(LoadError, match=r"rank-0\.json: cannot be read \(permission denied\)"):
         load_traces([path], use_cache=False)
 

@@ -65,7 +65,7 @@ def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_s
     events = rank_trace.events.filter(pl.col("ph") == "X")
     if hta_compat and rank_trace.meta.fractional_ts:
         events = round_like_hta(events)
-    result = filter_last_step(events, include_last_step, hta_compat)
+    result = filter_last_step(events, include_last_step=include_last_step, hta_compat=hta_compat)
     traces.derived[key] = result
     return result
 
@@ -102,7 +102,7 @@ def is_device_row(hta_compat: bool) -> pl.Expr:
 
 
 def filter_last_step(
-    events: pl.DataFrame, include_last_step: bool, hta_compat: bool
+    events: pl.DataFrame, *, include_last_step: bool, hta_compat: bool
 ) -> tuple[pl.DataFrame, list[int]]:
     """Drop the final ProfilerStep the way HTA does (docs/semantics-counters.md, steps); return the steps kept.
 

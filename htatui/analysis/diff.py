@@ -21,6 +21,7 @@ from htatui.analysis.common import (
     round_like_hta,
     shorten_name,
 )
+from htatui.analysis.ranges import format_ranges
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
 
@@ -143,22 +144,6 @@ class DiffResult:
         return self.selection.description
 
 
-def compress_steps(steps: tuple[int, ...] | list[int]) -> str:
-    """(1, 2, 3, 5) → '1-3, 5'."""
-    ordered = sorted(steps)
-    if not ordered:
-        return "none"
-    runs: list[str] = []
-    start = prev = ordered[0]
-    for step in [*ordered[1:], None]:
-        if step is not None and step == prev + 1:
-            prev = step
-            continue
-        runs.append(str(start) if start == prev else f"{start}-{prev}")
-        if step is not None:
-            start = prev = step
-    return ", ".join(runs)
-
 
 def _describe_side(side: Side) -> str:
     ranks = ", ".join(map(str, side.ranks))
@@ -169,7 +154,7 @@ def _describe_side(side: Side) -> str:
         )
     else:
         count = len(side.steps)
-        step_text = f"step{'s' if count != 1 else ''} {compress_steps(side.steps)}"
+        step_text = f"step{'s' if count != 1 else ''} {format_ranges(side.steps)}"
     return f"{side.label}: {rank_text}, {step_text}"
 
 
@@ -182,7 +167,7 @@ def _chosen_ranks(traces: TraceSet, rank: int | None, options: DiffOptions, labe
         raise ValueError(f"{label} has no ranks")
     if rank is not None:
         if rank not in traces.ranks:
-            raise ValueError(f"rank {rank} is not in the {label} trace (ranks: {compress_steps(available)})")
+            raise ValueError(f"rank {rank} is not in the {label} trace (ranks: {format_ranges(available)})")
         return (rank,)
     if options.hta_compat:
         return (available[0],)
@@ -237,7 +222,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
     for label, dropped in (("base", base_dropped), ("test", test_dropped)):
         if dropped:
             notes.append(
-                f"{label}: last step {compress_steps(dropped)} left out (as in every view; "
+                f"{label}: last step {format_ranges(dropped)} left out (as in every view; "
                 "--include-last-step keeps it)"
             )
     base_steps: tuple[int, ...] | None
@@ -246,7 +231,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
     if isinstance(steps, int) and not isinstance(steps, bool):
         for label, avail in (("base", base_avail), ("test", test_avail)):
             if steps not in avail:
-                raise ValueError(f"step {steps} is not in the {label} trace (steps: {compress_steps(avail)})")
+                raise ValueError(f"step {steps} is not in the {label} trace (steps: {format_ranges(avail)})")
         base_steps = test_steps = (steps,)
     elif steps == "all":
         base_steps, test_steps = base_avail, test_avail
@@ -264,7 +249,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
                 base_steps, test_steps = base_avail[:k], test_avail[:k]
                 notes.append(
                     f"steps: no step numbers in common; aligned by position "
-                    f"(base {compress_steps(base_steps)} ↔ test {compress_steps(test_steps)})"
+                    f"(base {format_ranges(base_steps)} ↔ test {format_ranges(test_steps)})"
                 )
             else:
                 base_steps, test_steps = base_avail, test_avail

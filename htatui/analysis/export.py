@@ -50,9 +50,17 @@ Progress = Callable[[int, int, Path], None]
 class ExportError(Exception):
     """An export could not be written; the message is one line naming the file or folder."""
 
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        """The file or folder the problem is about, when there is one."""
+
 
 class ExportExistsError(ExportError, FileExistsError):
-    """The output file already exists and `force` was not given."""
+    """The output file already exists and `force` was not given (each face says how to overwrite)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: already exists", path)
 
 
 def counters_file_name(path: SourcePath) -> str:
@@ -313,7 +321,7 @@ def _target(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
     if target.resolve() in _inputs(traces):
         raise ExportError(f"{target}: is one of the input traces; choose another output folder")
     if (target.exists() or target.is_symlink()) and not force:
-        raise ExportExistsError(f"{target}: already exists (use force to overwrite)")
+        raise ExportExistsError(target)
     if target.is_dir():
         raise ExportError(f"{target}: is a folder")
     return target
@@ -322,6 +330,15 @@ def _target(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
 def _write_atomic(target: Path, payload: bytes, force: bool) -> None:
     """Write `payload` (gzip when the name ends in .gz) to a temp file beside `target`, then move
     it into place: replace only with `force`, else fail if the name appeared meanwhile."""
+    tmp = _write_temp(target, payload)
+    try:
+        _commit(tmp, target, force)
+    finally:
+        _discard(tmp)
+
+
+def _write_temp(target: Path, payload: bytes) -> Path:
+    """`payload` written in full to a hidden temp file beside `target` (removed on failure)."""
     data = gzip.compress(payload, compresslevel=GZIP_LEVEL, mtime=0) if target.name.endswith(".gz") else payload
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
@@ -333,29 +350,54 @@ def _write_atomic(target: Path, payload: bytes, force: bool) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+    except OSError as exc:
+        _discard(tmp)
+        raise ExportError(f"{target}: cannot be written ({exc.strerror or exc})") from None
+    except BaseException:
+        _discard(tmp)
+        raise
+    return tmp
+
+
+def _commit(tmp: Path, target: Path, force: bool) -> None:
+    """Move a written temp file to `target`: replace only with `force`, else never over a file."""
+    try:
         if force:
             os.replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise ExportExistsError(f"{target}: already exists (use force to overwrite)") from None
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                    raise
-                # No hard links here (some network/FUSE file systems): check, then rename.
-                if target.exists():
-                    raise ExportExistsError(f"{target}: already exists (use force to overwrite)") from None
-                os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise ExportExistsError(target) from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            # No hard links here (some network/FUSE file systems): check, then rename.
+            if target.exists():
+                raise ExportExistsError(target) from None
+            os.replace(tmp, target)
     except ExportError:
         raise
     except OSError as exc:
         raise ExportError(f"{target}: cannot be written ({exc.strerror or exc})") from None
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+
+
+def _discard(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _check_not_input_folder(folder: Path, traces: TraceSet) -> None:
+    """Refuse to write beside the inputs: the export would be loaded as one more rank next time."""
+    resolved = folder.resolve()
+    for path in sorted(_inputs(traces)):
+        if path.parent == resolved:
+            raise ExportError(
+                f"{folder}: holds the input trace {path.name}; an export there would be read as another "
+                "rank next time, so choose another output folder"
+            )
 
 
 # ----------------------------------------------------------------------------- exports
@@ -380,6 +422,7 @@ def export_counters(
     a bad folder or an unreadable input, ExportExistsError when a file exists without `force`.
     """
     folder = _check_out_dir(Path(out_dir))
+    _check_not_input_folder(folder, traces)
     chosen = traces.rank_ids if ranks is None else list(dict.fromkeys(ranks))
     missing = [r for r in chosen if r not in traces.ranks]
     if missing:
@@ -391,19 +434,38 @@ def export_counters(
             f"{targets[clashes[0]]}: ranks {', '.join(map(str, clashes))} have the same file name; "
             "export them separately"
         )
-    written: list[Path] = []
-    for done, rank in enumerate(chosen, start=1):
-        rank_trace = traces.ranks[rank]
-        events = _encode_events(counter_events(traces, rank, options, kinds))
-        data = _read_source(rank_trace)
-        top, array = _split_document(data, rank_trace.path)
-        payload = _join_document(top, _append_events(array, events, rank_trace.path))
-        del data, top, array
-        _write_atomic(targets[rank], payload, force)
-        written.append(targets[rank])
-        if progress is not None:
-            progress(done, len(chosen), targets[rank])
-    return written
+    # All ranks or none: every file is written to a temp name first, and only when all are
+    # complete are they moved into place; a failure removes what this export placed.
+    temps: dict[int, Path] = {}
+    placed: list[Path] = []
+    try:
+        for done, rank in enumerate(chosen, start=1):
+            rank_trace = traces.ranks[rank]
+            events = _encode_events(counter_events(traces, rank, options, kinds))
+            data = _read_source(rank_trace)
+            top, array = _split_document(data, rank_trace.path)
+            payload = _join_document(top, _append_events(array, events, rank_trace.path))
+            del data, top, array
+            temps[rank] = _write_temp(targets[rank], payload)
+            del payload
+            if progress is not None:
+                progress(done, len(chosen), targets[rank])
+        for rank in chosen:
+            _commit(temps[rank], targets[rank], force)
+            placed.append(targets[rank])
+    except ExportError as exc:
+        if force and placed:
+            # The files they replaced are gone already; keep the new ones rather than nothing.
+            left = f"; already replaced: {', '.join(p.name for p in placed)}"
+        else:
+            for path in placed:
+                _discard(path)
+            left = "" if len(chosen) == 1 else "; no rank was exported (all or none)"
+        raise type(exc)(f"{exc}{left}") from None
+    finally:
+        for tmp in temps.values():
+            _discard(tmp)
+    return [targets[rank] for rank in chosen]
 
 
 def _symbol_table(heads: list[_EventHead]) -> dict[str, int]:
@@ -450,6 +512,7 @@ def export_patterns(
     number → name table goes into the args of the "PyTorch Profiler" span event.
     """
     folder = _check_out_dir(Path(out_dir))
+    _check_not_input_folder(folder, traces)
     rank = patterns.chosen_rank(traces, options)
     if rank is None:
         raise ExportError("no rank to export: the chosen rank is not loaded")

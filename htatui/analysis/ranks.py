@@ -73,6 +73,15 @@ COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
     "skew_max_us": pl.Float64(),
 }
 
+STEP_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "rank": pl.Int32(),
+    "delay_us": pl.Float64(),
+    "cause": pl.Utf8(),
+    "cause_phase": pl.Utf8(),
+    "cause_excess_us": pl.Float64(),
+}
+
 PHASE_COLUMNS: dict[str, pl.DataType] = {
     "phase": pl.Utf8(),
     "rank_us": pl.Float64(),
@@ -81,6 +90,9 @@ PHASE_COLUMNS: dict[str, pl.DataType] = {
 }
 
 GPU_COMPUTE = "GPU compute"
+OTHER_CPU_OPS = "other CPU ops"
+MAX_CPU_PHASES = 12
+"""CPU phases shown by name (by total time); the rest are summed as OTHER_CPU_OPS."""
 
 DTYPE_BYTES = {
     "float": 4,
@@ -166,6 +178,8 @@ class RanksResult:
     calls: pl.DataFrame
     """rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes, group_size, arrival_last_us, wait_us."""
     stragglers: pl.DataFrame
+    step_stragglers: pl.DataFrame
+    """step, rank, delay_us, cause…: per step, the rank the others waited for most."""
     collectives: pl.DataFrame
     source: str | None
     message: str | None
@@ -328,9 +342,12 @@ def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
-    """rank, step, phase, dur_us: the top-level user_annotation ranges inside each ProfilerStep,
-    on the step's own thread (record_function ranges such as data_loader, forward, backward)."""
-    host = events.filter((pl.col("cat").cast(pl.Utf8) == "user_annotation") & pl.col("iteration").is_not_null())
+    """rank, step, phase, dur_us: the ProfilerStep's children on its own thread — record_function
+    ranges such as data_loader, forward, backward, and operators outside any range. The
+    MAX_CPU_PHASES names with the most time keep their name; the rest become OTHER_CPU_OPS."""
+    host = events.filter(
+        pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]) & pl.col("iteration").is_not_null()
+    )
     name = pl.col("name").cast(pl.Utf8)
     is_step = name.str.contains(PROFILER_STEP.pattern)
     step_threads = host.filter(is_step).select("rank", "pid", "tid").unique()
@@ -344,10 +361,17 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
     top = ordered.with_columns(_before=pl.col("end").cum_max().shift(1).over(group)).filter(
         pl.col("_before").is_null() | (pl.col("ts") >= pl.col("_before"))
     )
+    per_name = top.group_by("rank", "iteration", name.alias("phase")).agg(dur_us=pl.col("dur").sum())
+    # Eager loops without record_function have one phase per top-level operator: keep the big ones.
+    kept = (
+        per_name.group_by("phase")
+        .agg(pl.col("dur_us").sum())
+        .sort(["dur_us", "phase"], descending=[True, False])
+        .head(MAX_CPU_PHASES)["phase"]
+    )
+    folded = pl.when(pl.col("phase").is_in(kept.implode())).then(pl.col("phase")).otherwise(pl.lit(OTHER_CPU_OPS))
     return (
-        top.group_by("rank", "iteration", name.alias("phase"))
-        .agg(dur_us=pl.col("dur").sum())
-        .rename({"iteration": "step"})
+        per_name.group_by("rank", "iteration", phase=folded).agg(pl.col("dur_us").sum()).rename({"iteration": "step"})
     )
 
 
@@ -398,7 +422,7 @@ def _fmt_us(value: float) -> str:
 def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     """The rank × step matrix, the collective calls and their waits, stragglers and collectives."""
     prepared = prepare(traces, options)
-    events = prepared.events
+    events = with_host_steps(prepared.events)
     rank_count = len(prepared.steps_used)
     step_table = steps_view.compute(traces, _steps_options(options)).filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
@@ -409,8 +433,51 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     matrix = _matrix(step_table, gpu, calls, source, phases_cpu)
     delays = call_delays(calls)
     stragglers, message = _stragglers(delays, phases, rank_count, source)
+    per_step = _per_step(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = _collectives(calls, delays, traces)
-    return RanksResult(matrix, phases, calls, stragglers, collectives, source, message, rank_count)
+    return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
+
+
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
+
+
+def with_host_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """`iteration` from the host ProfilerStep spans only: a host row takes the step whose span
+    holds its start, a device row the step of its launch (same rank and correlation).
+
+    The loader's `iteration` also counts the GPU-side `gpu_user_annotation` ProfilerStep copies,
+    which start later and can end earlier than the host step: host ops late in the step then get
+    no step (amd_trace: `Optimizer.step#SGD.step`).
+    """
+    name = pl.col("name").cast(pl.Utf8)
+    steps = (
+        events.filter(name.str.contains(PROFILER_STEP.pattern) & (pl.col("cat").cast(pl.Utf8) != "gpu_user_annotation"))
+        .select("rank", _ts="ts", _end="end", _step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
+        .drop_nulls()
+        .sort("_ts")
+    )
+    if steps.height == 0:
+        return events
+    device = pl.col("cat").cast(pl.Utf8).is_in(_DEVICE_CATS) & pl.col("correlation").is_not_null()
+    rows = events.select("rank", "ts", "correlation", _device=device).with_row_index("_row")
+    host = (
+        rows.filter(~pl.col("_device") & pl.col("ts").is_not_null())
+        .sort("ts")
+        .join_asof(steps, left_on="ts", right_on="_ts", by="rank", strategy="backward", check_sortedness=False)
+        .select("_row", "rank", "correlation", _step=pl.when(pl.col("ts") < pl.col("_end")).then(pl.col("_step")))
+    )
+    launches = (
+        host.filter(pl.col("correlation").is_not_null() & pl.col("_step").is_not_null())
+        .group_by("rank", "correlation")
+        .agg(_launch=pl.col("_step").first())
+    )
+    step_of_row = (
+        rows.join(host.select("_row", "_step"), on="_row", how="left")
+        .join(launches, on=["rank", "correlation"], how="left")
+        .sort("_row")
+        .select(pl.when(pl.col("_device")).then(pl.col("_launch")).otherwise(pl.col("_step")).alias("iteration"))
+    )
+    return events.with_columns(step_of_row["iteration"])
 
 
 def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:
@@ -467,6 +534,47 @@ def _matrix(
     return out.sort(keys)
 
 
+def _step_leaders(delays: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us: per step, the rank that made the others wait longest (delay > 0)."""
+    per_step = delays.group_by("step", "rank").agg(delay_us=pl.col("delay_us").sum()).filter(pl.col("delay_us") > 0)
+    return (
+        per_step.sort(["step", "delay_us", "rank"], descending=[False, True, False], nulls_last=True)
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("rank").first(), pl.col("delay_us").first())
+        .sort("step")
+    )
+
+
+def _cause(phases: pl.DataFrame, rank: int, steps: list[int]) -> tuple[str, str | None, float | None]:
+    """The cause text, phase and excess µs of `rank` over `steps` (the most-exceeding phase)."""
+    best = phase_excess(phases, rank, steps).filter(pl.col("excess_us") > 0).head(1)
+    if best.height == 0:
+        return "no phase longer than on the other ranks", None, None
+    phase, excess = str(best["phase"][0]), float(best["excess_us"][0])
+    text = (
+        f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median {_fmt_us(best['others_median_us'][0])})"
+    )
+    return text, phase, excess
+
+
+def _per_step(delays: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us, cause…: each step's straggler and the phase that made it late."""
+    rows = []
+    for step_number, rank, delay in _step_leaders(delays).iter_rows():
+        cause, phase, excess = _cause(phases, rank, [step_number]) if step_number is not None else ("", None, None)
+        rows.append(
+            {
+                "step": step_number,
+                "rank": rank,
+                "delay_us": float(delay),
+                "cause": cause,
+                "cause_phase": phase,
+                "cause_excess_us": excess,
+            }
+        )
+    return pl.DataFrame(rows, schema=STEP_STRAGGLER_COLUMNS)
+
+
 def _stragglers(
     delays: pl.DataFrame, phases: pl.DataFrame, rank_count: int, source: str | None
 ) -> tuple[pl.DataFrame, str | None]:
@@ -478,12 +586,7 @@ def _stragglers(
     if delays.height == 0:
         return empty, f"no {source} matched across two or more ranks"
     # Per step, the rank that made the others wait longest is that step's straggler.
-    per_step = delays.group_by("step", "rank").agg(delay_us=pl.col("delay_us").sum())
-    step_top = (
-        per_step.sort(["step", "delay_us", "rank"], descending=[False, True, False], nulls_last=True)
-        .group_by("step", maintain_order=True)
-        .agg(pl.col("rank").first())
-    )
+    step_top = _step_leaders(delays)
     totals = delays.group_by("rank").agg(delay_us=pl.col("delay_us").sum(), calls_last=pl.len())
     rows = []
     for rank, delay, calls_last in totals.sort(["delay_us", "rank"], descending=[True, False]).iter_rows():
@@ -494,19 +597,7 @@ def _stragglers(
         late_steps = its_steps or sorted(
             {s for s in delays.filter(pl.col("rank") == rank)["step"].to_list() if s is not None}
         )
-        cause, phase, excess = "", None, None
-        if late_steps:
-            ranked = phase_excess(phases, rank, late_steps)
-            best = ranked.filter(pl.col("excess_us") > 0).head(1)
-            if best.height:
-                phase = best["phase"][0]
-                excess = float(best["excess_us"][0])
-                cause = (
-                    f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median "
-                    f"{_fmt_us(best['others_median_us'][0])})"
-                )
-            else:
-                cause = "no phase longer than on the other ranks"
+        cause, phase, excess = _cause(phases, rank, late_steps) if late_steps else ("", None, None)
         rows.append(
             {
                 "rank": rank,
@@ -569,6 +660,12 @@ def stragglers(traces: TraceSet, options: RanksOptions) -> ViewResult | steps_vi
         return steps_view.stragglers(traces, options)
     result = analyse(traces, options)
     return ViewResult(result.stragglers, _with_source(result.message, result.source))
+
+
+def straggler_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:
+    """Per step: the rank the others waited for most, how long, and the phase that made it late."""
+    result = analyse(traces, options)
+    return ViewResult(result.step_stragglers, _with_source(result.message, result.source))
 
 
 def rank_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:

@@ -143,7 +143,12 @@ VIEWS: tuple[View[Any], ...] = (
     ),
     View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute),)),
     View("late-starts", "Late starts (HTA's stragglers)", steps.StragglerOptions, (Table("main", steps.stragglers),)),
-    View("stragglers", "Stragglers", ranks.RanksOptions, (Table("main", ranks.stragglers),)),
+    View(
+        "stragglers",
+        "Stragglers",
+        ranks.RanksOptions,
+        (Table("main", ranks.stragglers), Table("per-step", ranks.straggler_steps)),
+    ),
     View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
     View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
     View(
@@ -167,6 +172,7 @@ PAGES: tuple[Page, ...] = (
     Page("ops", "Ops", ("ops", "op-tree")),
     Page("patterns", "Patterns", ("patterns",)),
     Page("ranks", "Ranks", ("rank-steps", "stragglers", "collectives")),
+    Page("memory", "Memory", ()),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 

@@ -2,12 +2,18 @@
 
 A cache entry is two files written atomically (temp + rename): `<key>.arrow` with the events
 and `<key>.json` with the metadata and warnings. Anything unreadable is rebuilt, never trusted.
+
+The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
+file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
+replaced mid-parse is never served stale. Entries beyond a size cap are evicted, oldest first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,8 +23,10 @@ import polars as pl
 
 from htatui.sources import RemotePath, SourcePath, cache_identity
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
+from htatui.trace.read import FileIdentity, identity
 
-LOADER_VERSION = "3"
+LOADER_VERSION = "4"
+DEFAULT_MAX_CACHE_BYTES = 4 << 30
 
 
 def cache_dir() -> Path:
@@ -33,16 +41,25 @@ class NotCacheable(LookupError):
     """A remote file whose store gives no version identity (ETag, generation…) is never cached."""
 
 
-def cache_key(path: SourcePath) -> str:
+def max_cache_bytes() -> int:
+    """The cache folder's size cap; HTATUI_CACHE_MAX_BYTES overrides 4 GiB."""
+    try:
+        return int(os.environ.get("HTATUI_CACHE_MAX_BYTES", ""))
+    except ValueError:
+        return DEFAULT_MAX_CACHE_BYTES
+
+
+def cache_key(path: SourcePath, file_identity: FileIdentity | None = None) -> str:
+    """A remote file by URL + version identity + size; a local one by path + size, mtime, ctime, inode."""
     if isinstance(path, RemotePath):
         remote = cache_identity(path)
         if remote is None:
             raise NotCacheable(str(path))
-        identity = f"remote|{remote}|{LOADER_VERSION}"
-        return hashlib.sha256(identity.encode()).hexdigest()[:32]
-    stat = path.stat()
-    identity = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{LOADER_VERSION}"
-    return hashlib.sha256(identity.encode()).hexdigest()[:32]
+        text = f"remote|{remote}|{LOADER_VERSION}"
+    else:
+        token = (file_identity or identity(path)).token()
+        text = f"{path.resolve()}|{token}|{LOADER_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _meta_to_json(meta: TraceMeta, warnings: list[str]) -> bytes:
@@ -63,7 +80,9 @@ def _meta_to_json(meta: TraceMeta, warnings: list[str]) -> bytes:
 
 
 def _meta_from_json(raw: bytes) -> tuple[TraceMeta, list[str]]:
+    """The metadata back; wrong types raise (and the entry is rebuilt) instead of failing later."""
     data = orjson.loads(raw)
+    _check_types(data)
     meta = TraceMeta(
         schema_version=data["schema_version"],
         device_properties=tuple(data["device_properties"]),
@@ -73,10 +92,44 @@ def _meta_from_json(raw: bytes) -> tuple[TraceMeta, list[str]]:
         trace_name=data["trace_name"],
         process_names=dict(data["process_names"]),
         process_labels=dict(data["process_labels"]),
-        thread_names={(pid, tid): name for pid, tid, name in data["thread_names"]},
+        thread_names={(str(pid), str(tid)): str(name) for pid, tid, name in data["thread_names"]},
         fractional_ts=bool(data["fractional_ts"]),
     )
-    return meta, list(data["warnings"])
+    return meta, [str(w) for w in data["warnings"]]
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": (int, type(None)),
+    "device_properties": (list,),
+    "distributed_info": (dict, type(None)),
+    "base_time_ns": (int, type(None)),
+    "display_time_unit": (str, type(None)),
+    "trace_name": (str, type(None)),
+    "process_names": (dict,),
+    "process_labels": (dict,),
+    "thread_names": (list,),
+    "fractional_ts": (bool,),
+    "warnings": (list,),
+}
+
+
+def _check_types(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise TypeError("cache metadata is not an object")
+    for key, types in _META_TYPES.items():
+        if not isinstance(data[key], types):
+            raise TypeError(f"cache metadata {key} has the wrong type")
+    if not all(isinstance(p, dict) for p in data["device_properties"]):
+        raise TypeError("cache metadata device_properties holds a non-object")
+    if not all(isinstance(t, list) and len(t) == 3 for t in data["thread_names"]):
+        raise TypeError("cache metadata thread_names is malformed")
+
+
+def _regular(path: Path) -> Path:
+    """`path` if it is a regular file; anything else there (a FIFO would hang a read) raises."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path}: not a regular file")
+    return path
 
 
 def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
@@ -84,25 +137,57 @@ def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] |
     try:
         key = cache_key(path)
         folder = cache_dir()
-        meta, warnings = _meta_from_json((folder / f"{key}.json").read_bytes())
-        events = pl.read_ipc(folder / f"{key}.arrow")
+        meta, warnings = _meta_from_json(_regular(folder / f"{key}.json").read_bytes())
+        events = pl.read_ipc(_regular(folder / f"{key}.arrow"))
     except Exception:  # noqa: BLE001 - any failure means "rebuild"
         return None
     if events.schema != pl.Schema(EVENT_SCHEMA):
         return None
+    for suffix in (".arrow", ".json"):
+        with contextlib.suppress(OSError):
+            os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
     return events, meta, warnings
 
 
-def store(path: SourcePath, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]) -> None:
-    """Write the cache entry; a failure to cache never fails the load."""
+def store(
+    path: SourcePath, file_identity: FileIdentity | None, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]
+) -> None:
+    """Write the cache entry under the identity taken before reading; never fails the load.
+
+    Nothing is stored for a local file that changed since that identity was taken.
+    """
     try:
-        key = cache_key(path)
+        if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
+            return
+        key = cache_key(path, file_identity)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
+        meta_json = _meta_to_json(meta, warnings)
         _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="zstd"))
-        _atomic_write(folder / f"{key}.json", lambda f: f.write(_meta_to_json(meta, warnings)))
-    except (OSError, NotCacheable):
+        _atomic_write(folder / f"{key}.json", lambda f: f.write(meta_json))
+        evict(folder, max_cache_bytes())
+    except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode
         return
+
+
+def evict(folder: Path, limit: int) -> None:
+    """Delete the least recently used entries until the folder's entries fit in `limit` bytes."""
+    entries: dict[str, list[os.stat_result]] = {}
+    for child in folder.iterdir():
+        if child.suffix in (".arrow", ".json") and not child.name.startswith("."):
+            with contextlib.suppress(OSError):
+                entries.setdefault(child.stem, []).append(child.lstat())
+    total = sum(s.st_size for stats in entries.values() for s in stats)
+    if total <= limit:
+        return
+    oldest_first = sorted(entries, key=lambda stem: max(s.st_mtime_ns for s in entries[stem]))
+    for stem in oldest_first[:-1] if len(oldest_first) > 1 else []:
+        for suffix in (".json", ".arrow"):
+            with contextlib.suppress(OSError):
+                (folder / f"{stem}{suffix}").unlink()
+        total -= sum(s.st_size for s in entries[stem])
+        if total <= limit:
+            return
 
 
 def _atomic_write(target: Path, write: Any) -> None:

@@ -9,8 +9,7 @@ bits in a field we read) fall back to Python's json, with one warning per file.
 from __future__ import annotations
 
 import json
-import zlib
-from pathlib import Path
+import re
 from typing import Any
 
 import msgspec
@@ -102,52 +101,6 @@ META_ARGS_DECODER = msgspec.json.Decoder(MetaArgs)
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path) -> bytes | bytearray:
-    """The file's JSON bytes, gunzipped in memory when the file is gzip (by magic, not name)."""
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    try:
-        return _gunzip_exact(raw)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
-
-
-_CHUNK = 1 << 20
-
-
-def _gunzip_exact(data: bytes) -> bytearray:
-    """Gunzip into one buffer sized from the gzip trailer, so the peak is the output plus a chunk.
-
-    gzip.decompress joins growing chunks and briefly holds about twice the output. The trailer's
-    ISIZE is the size mod 2**32 of the last member; a mismatch (multi-member or > 4 GiB files)
-    just grows the buffer.
-    """
-    expected = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
-    out = bytearray(expected)
-    filled = 0
-    remaining = data
-    while remaining:
-        inflater = zlib.decompressobj(wbits=31)
-        pending = remaining
-        while True:
-            piece = inflater.decompress(pending, _CHUNK)
-            pending = inflater.unconsumed_tail
-            end = filled + len(piece)
-            if end > len(out):
-                out.extend(bytes(end - len(out)))
-            out[filled:end] = piece
-            filled = end
-            if not pending and (inflater.eof or not piece):
-                break
-        if not inflater.eof:
-            raise EOFError("compressed file ended before the end-of-stream marker was reached")
-        remaining = inflater.unused_data.lstrip(b"\x00")
-    del out[filled:]
-    return out
-
-
 def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:
     """Decode JSON bytes into a TraceDoc, falling back to Python's json where msgspec refuses."""
     warnings: list[str] = []
@@ -166,10 +119,29 @@ def decode_trace(raw: bytes | bytearray) -> tuple[TraceDoc, list[str]]:
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         text = str(exc)
         if "invalid utf-8" not in text.lower() and not isinstance(exc, UnicodeDecodeError):
-            raise TraceFormatError(f"invalid JSON ({text})") from None
+            if not _at_nan_or_infinity(raw, text):
+                raise TraceFormatError(f"invalid JSON ({text})") from None
+            # Python's json reads NaN/Infinity literals; only tried there, as it is slow and big.
+            fallback_warnings = ["non-standard JSON (NaN or Infinity literals); decoded with the slower fallback"]
+            try:
+                return _decode_fallback(raw, fallback_warnings), fallback_warnings
+            except TraceFormatError:
+                raise TraceFormatError(f"invalid JSON ({text})") from None
         reason = "invalid UTF-8 replaced with U+FFFD"
     warnings.append(reason)
     return _decode_fallback(raw, warnings), warnings
+
+
+_BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
+
+
+def _at_nan_or_infinity(raw: bytes | bytearray, message: str) -> bool:
+    """Whether msgspec stopped at a NaN/Infinity literal (its message names the byte)."""
+    match = _BYTE_POSITION.search(message)
+    if not match:
+        return False
+    at = int(match.group(1))
+    return bytes(raw[at : at + 3]) in (b"NaN", b"Inf", b"-In")
 
 
 def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> TraceDoc:
@@ -181,10 +153,7 @@ def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> TraceDoc:
         raise TraceFormatError(f"invalid JSON ({exc})") from None
     events_obj = obj if isinstance(obj, list) else obj.get("traceEvents") if isinstance(obj, dict) else None
     header = {k: v for k, v in obj.items() if k != "traceEvents"} if isinstance(obj, dict) else {}
-    try:
-        doc = msgspec.convert(header, TraceDoc, strict=False)
-    except msgspec.ValidationError:
-        doc = TraceDoc()
+    doc = _header_fallback(header, warnings)
     if events_obj is None:
         return doc
     if not isinstance(events_obj, list):
@@ -202,6 +171,27 @@ def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> TraceDoc:
         warnings.append(f"{dropped} malformed events skipped")
     doc.traceEvents = events
     return doc
+
+
+def _header_fallback(header: dict[str, Any], warnings: list[str]) -> TraceDoc:
+    """Header keys one by one, so one malformed value (or list item) does not lose the rank."""
+    if isinstance(header.get("deviceProperties"), list):
+        items = header["deviceProperties"]
+        kept = [item for item in items if isinstance(item, dict)]
+        if len(kept) < len(items):
+            warnings.append(f"{len(items) - len(kept)} malformed deviceProperties item(s) ignored")
+            header = dict(header, deviceProperties=kept)
+    fields: dict[str, Any] = {}
+    for key, value in header.items():
+        if key not in TraceDoc.__struct_fields__:
+            continue
+        try:
+            msgspec.convert({key: value}, TraceDoc, strict=False)
+        except msgspec.ValidationError:
+            warnings.append(f"malformed '{key}' ignored")
+            continue
+        fields[key] = value
+    return msgspec.convert(fields, TraceDoc, strict=False)
 
 
 def _parse_int_64(text: str) -> int | float:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from htatui.sources import RemotePath, SourceError, SourcePath, list_folder, stat
+from htatui.sources import RemotePath, SourceError, SourcePath, list_folder
+from htatui.sources import stat as remote_stat
+from htatui.trace.read import is_pipe_argument, kind_problem
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = (re.compile(r"rank[-_]?(\d+)", re.IGNORECASE), re.compile(r"worker[-_]?(\d+)", re.IGNORECASE))
@@ -28,7 +33,12 @@ def is_trace_name(path: SourcePath) -> bool:
 
 
 def discover(paths: Sequence[SourcePath]) -> Discovered:
-    """Trace files named by the user: each folder's trace files (not recursive) and each file."""
+    """Trace files named by the user: each folder's trace files (not recursive) and each file.
+
+    Only regular files are read: a FIFO or device named directly is refused here (opening a
+    FIFO would wait forever), except a pipe the shell passes as /dev/fd/N, read as a stream.
+    URLs follow the same rules (a prefix is a folder).
+    """
     files: list[SourcePath] = []
     skipped: list[SourcePath] = []
     for path in paths:
@@ -37,33 +47,24 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
             files.extend(remote_files)
             skipped.extend(remote_skipped)
             continue
-        if not path.exists():
-            raise DiscoveryError(f"{path}: no such file or folder")
-        if path.is_dir():
-            try:
-                children = sorted(path.iterdir())
-            except PermissionError:
-                raise DiscoveryError(f"{path}: folder cannot be read (permission denied)") from None
-            if not children:
-                raise DiscoveryError(f"{path}: folder is empty")
-            entries = [p for p in children if p.is_file()]
-            if not entries:
-                raise DiscoveryError(f"{path}: no trace files here, only subfolders; open one of them")
-            found = [p for p in entries if is_trace_name(p)]
-            skipped.extend(p for p in entries if not is_trace_name(p))
-            if not found:
-                raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
-            files.extend(found)
-        else:
-            files.append(path)
-    unique = list(dict.fromkeys(p.resolve() if isinstance(p, Path) else p for p in files))
+        try:
+            found, skipped_here = _discover_one(path)
+        except PermissionError:
+            raise DiscoveryError(f"{path}: cannot be read (permission denied)") from None
+        except OSError as exc:
+            raise DiscoveryError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        files.extend(found)
+        skipped.extend(skipped_here)
+    unique = list(
+        dict.fromkeys(p.resolve() if isinstance(p, Path) and not is_pipe_argument(p) else p for p in files)
+    )
     return Discovered(files=unique, skipped=skipped)
 
 
 def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePath]]:
     """The same rules as for a local folder or file, over a URL (a prefix is a folder)."""
     try:
-        target = stat(path)
+        target = remote_stat(path)
         if not target.is_folder:
             return [target], []
         entries = list_folder(target)
@@ -79,27 +80,65 @@ def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePat
         raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
     try:
         # Some listings (HTTP index pages) carry no sizes or versions: ask each file.
-        found = [e if e.size is not None and e.identity is not None else stat(e) for e in found]
+        found = [e if e.size is not None and e.identity is not None else remote_stat(e) for e in found]
     except SourceError as exc:
         raise DiscoveryError(str(exc)) from None
     return found, [e for e in objects if not is_trace_name(e)]
+
+
+def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise DiscoveryError(f"{path}: broken symbolic link") from None
+        raise DiscoveryError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DiscoveryError(f"{path}: symbolic link loop") from None
+        raise
+    if not stat.S_ISDIR(info.st_mode):
+        problem = kind_problem(info, path)
+        if problem:
+            raise DiscoveryError(f"{path}: {problem}")
+        return [path], []
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise DiscoveryError(f"{path}: folder cannot be read (permission denied)")
+    children = sorted(path.iterdir())
+    if not children:
+        raise DiscoveryError(f"{path}: folder is empty")
+    entries = [p for p in children if p.is_file()]
+    if not entries:
+        if any(p.is_dir() for p in children):
+            raise DiscoveryError(f"{path}: no trace files here, only subfolders; open one of them")
+        raise DiscoveryError(
+            f"{path}: no regular files here, only pipes, devices or broken/looping links ({children[0].name}, …)"
+        )
+    found = [p for p in entries if is_trace_name(p)]
+    if not found:
+        raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
+    return found, [p for p in entries if not is_trace_name(p)]
 
 
 def job_folders(path: SourcePath) -> Sequence[SourcePath]:
     """A folder of trace files is one job; a folder of such folders is several (one level down)."""
     if isinstance(path, RemotePath):
         return _remote_job_folders(path)
-    if not path.is_dir() or any(is_trace_name(p) for p in path.iterdir() if p.is_file()):
-        return [path]
+    try:
+        if not path.is_dir() or any(is_trace_name(p) for p in path.iterdir() if p.is_file()):
+            return [path]
+    except OSError:
+        return [path]  # discover() names the problem
     subfolders = sorted(p for p in path.iterdir() if p.is_dir())
-    jobs = [p for p in subfolders if any(is_trace_name(f) for f in p.iterdir() if f.is_file())]
+    readable = [p for p in subfolders if os.access(p, os.R_OK | os.X_OK)]
+    jobs = [p for p in readable if any(is_trace_name(f) for f in p.iterdir() if f.is_file())]
     return jobs or [path]
 
 
 def _remote_job_folders(path: RemotePath) -> Sequence[SourcePath]:
     """job_folders over a URL; a URL that cannot be listed is left for the loader to report."""
     try:
-        target = stat(path)
+        target = remote_stat(path)
         if not target.is_folder:
             return [path]
         entries = list_folder(target)
@@ -116,5 +155,6 @@ def rank_from_filename(path: SourcePath) -> int | None:
     for pattern in _RANK_IN_NAME:
         match = pattern.search(path.name)
         if match:
-            return int(match.group(1))
+            rank = int(match.group(1))
+            return rank if rank < 2**31 else None
     return None

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from htatui.sources import DownloadCancelled, RemotePath, SourceError, SourcePath, download
-from htatui.trace.decode import read_bytes
 from htatui.trace.model import LoadProblem
+from htatui.trace.read import read_trace_bytes
 
 DOWNLOAD_THREADS = 4
 
@@ -117,14 +117,14 @@ def _download_all(
 def read_source_bytes(path: SourcePath) -> bytes | bytearray:
     """A trace file's JSON bytes wherever it lives (gunzipped by magic), e.g. to export it again.
 
-    Raises what `read_bytes` raises; a remote failure is an OSError whose text is the reason.
+    Raises what `read_trace_bytes` raises; a remote failure is an OSError whose text is the reason.
     """
     if isinstance(path, Path):
-        return read_bytes(path)
+        return read_trace_bytes(path)[0]
     with tempfile.TemporaryDirectory(prefix="htatui-download-") as folder:
         target = Path(folder) / path.name
         try:
             download(path, target)
         except SourceError as exc:
             raise OSError(str(exc).removeprefix(f"{path}: ")) from None
-        return read_bytes(target)
+        return read_trace_bytes(target)[0]

@@ -7,7 +7,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
 from htatui.trace import cache, chunks
 from htatui.trace.columns import NotChunkable, decode_columns
-from htatui.trace.decode import TraceFormatError, decode_trace, read_bytes
+from htatui.trace.decode import TraceFormatError, decode_trace
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
 from htatui.trace.frame import build_frame, build_meta, finish_frame
@@ -30,6 +31,8 @@ from htatui.trace.model import (
     TraceMeta,
     TraceSet,
 )
+from htatui.trace.read import FileIdentity, is_pipe_argument, read_trace_bytes
+from htatui.trace.validate import check_meta, drop_impossible_events
 
 
 class LoadError(Exception):
@@ -55,6 +58,8 @@ class LoadProgress:
     from_cache: bool
     bytes_done: int = 0
     bytes_total: int = 0
+    failed: bool = False
+    """The file could not be loaded (it is listed in TraceSet.problems)."""
 
 
 ProgressCallback = Callable[[LoadProgress], None]
@@ -66,6 +71,8 @@ class ParsedFile:
     events: pl.DataFrame
     meta: TraceMeta
     warnings: list[str]
+    identity: FileIdentity | None = None
+    """The file's identity taken before reading; None for a pipe (never cached)."""
 
 
 def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None) -> ParsedFile:
@@ -74,7 +81,7 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
     `byte_progress` gets (JSON bytes decoded, total JSON bytes) as the file's events are framed.
     """
     try:
-        raw = read_bytes(path)
+        raw, identity = read_trace_bytes(path)
     except PermissionError:
         raise TraceFormatError("cannot be read (permission denied)") from None
     except IsADirectoryError:
@@ -100,17 +107,22 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
             del raw  # before the columns are finished: the JSON and the frame are not both alive
             events = finish_frame(columns)
             del columns
+    except RecursionError:
+        raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
         if gc_was_enabled:
             gc.enable()
+    events, dropped = drop_impossible_events(events)
+    meta, meta_warnings = check_meta(meta)
+    warnings.extend(meta_warnings + ([dropped] if dropped else []))
     if events.height == 0:
-        raise TraceFormatError("trace has no events")
-    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+        raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
+    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=identity)
 
 
 def _parse_or_problem(
     path: Path,
-    use_cache: bool,
+    write_cache: bool,
     origin: RemotePath | None = None,
     byte_progress: Callable[[int, int], None] | None = None,
 ) -> ParsedFile | LoadProblem:
@@ -124,8 +136,10 @@ def _parse_or_problem(
         return LoadProblem(source, "out of memory while parsing")
     if origin is not None:
         parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
-    if use_cache:
-        cache.store(source, parsed.events, parsed.meta, parsed.warnings)
+        if write_cache:
+            cache.store(origin, None, parsed.events, parsed.meta, parsed.warnings)
+    elif write_cache and parsed.identity is not None:
+        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings)
     return parsed
 
 
@@ -137,8 +151,12 @@ def load_traces(
     cancel: threading.Event | None = None,
     max_workers: int | None = None,
     download_progress: DownloadCallback | None = None,
+    refresh_cache: bool = False,
 ) -> TraceSet:
     """Load every trace named by `paths` (folders or files, local or URLs) into a TraceSet.
+
+    `use_cache` reads and writes the parse cache; `refresh_cache` (with use_cache False)
+    parses every file again and overwrites its cache entry, as `--no-cache` does.
 
     Raises LoadError when no file could be loaded or two files claim one rank; files that
     fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
@@ -151,7 +169,9 @@ def load_traces(
         found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
-    results += _parse_all(found.files, use_cache, progress, cancel, max_workers, download_progress)
+    results += _parse_all(
+        found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
+    )
     parsed = [r for r in results if isinstance(r, ParsedFile)]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
@@ -188,6 +208,7 @@ def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> li
 def _parse_all(
     files: list[SourcePath],
     use_cache: bool,
+    write_cache: bool,
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
     max_workers: int | None,
@@ -200,7 +221,15 @@ def _parse_all(
         nonlocal done
         done += 1
         if progress is not None:
-            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache))
+            failed = isinstance(results.get(path), LoadProblem)
+            progress(LoadProgress(done=done, total=len(files), path=path, from_cache=from_cache, failed=failed))
+
+    def parse_here(paths: list[Path]) -> None:
+        for path in paths:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled
+            results[path] = _parse_or_problem(path, write_cache)
+            report(path, False)
 
     def report_bytes(path: SourcePath) -> Callable[[int, int], None] | None:
         if progress is None:
@@ -215,7 +244,11 @@ def _parse_all(
         return bytes_done
 
     to_parse: list[SourcePath] = []
+    # A pipe's file descriptor lives in this process only, so it is read here.
+    pipes = [path for path in files if isinstance(path, Path) and is_pipe_argument(path)]
     for path in files:
+        if path in pipes:
+            continue
         hit = cache.load_cached(path) if use_cache else None
         if hit is None:
             to_parse.append(path)
@@ -223,12 +256,13 @@ def _parse_all(
         events, meta, warnings = hit
         results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
         report(path, True)
+    parse_here(pipes)
     try:
         with fetched(to_parse, download_progress, cancel) as ready:
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, use_cache, cancel, max_workers, results, report, report_bytes)
+            _parse_local(ready.files, write_cache, cancel, max_workers, results, report, report_bytes)
     except FetchCancelled:
         raise LoadCancelled from None
     return [results[path] for path in files]
@@ -236,7 +270,7 @@ def _parse_all(
 
 def _parse_local(
     files: list[tuple[Path, RemotePath | None]],
-    use_cache: bool,
+    write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
     results: dict[SourcePath, ParsedFile | LoadProblem],
@@ -247,30 +281,67 @@ def _parse_local(
 
     Files parsed in this process report their bytes as they go; pool workers report whole files.
     """
-    workers = min(len(files), max_workers or os.cpu_count() or 1)
-    if workers <= 1:
-        for path, origin in files:
+
+    def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
+        for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[origin or path] = _parse_or_problem(path, use_cache, origin, report_bytes(origin or path))
+            results[origin or path] = _parse_or_problem(path, write_cache, origin, report_bytes(origin or path))
             report(origin or path, False)
-    else:
-        # spawn, not fork: the parent may already run polars threads, which fork would copy.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
-                pool.submit(_parse_or_problem, path, use_cache, origin): origin or path for path, origin in files
-            }
-            for future in as_completed(futures):
-                if cancel is not None and cancel.is_set():
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise LoadCancelled
+
+    workers = min(len(files), max_workers or os.cpu_count() or 1)
+    if workers <= 1:
+        parse_here(files)
+        return
+    try:
+        _parse_in_pool(files, workers, write_cache, results, report, cancel)
+    except (BrokenProcessPool, OSError):
+        # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
+        parse_here([(path, origin) for path, origin in files if (origin or path) not in results])
+
+
+def _parse_in_pool(
+    files: list[tuple[Path, RemotePath | None]],
+    workers: int,
+    write_cache: bool,
+    results: dict[SourcePath, ParsedFile | LoadProblem],
+    report: Callable[[SourcePath, bool], None],
+    cancel: threading.Event | None,
+) -> None:
+    # spawn, not fork: the parent may already run polars threads, which fork would copy.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
+        futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
+            pool.submit(_parse_or_problem, path, write_cache, origin): origin or path for path, origin in files
+        }
+        pending = set(futures)
+        while pending:
+            # Wake up regularly so that a cancel stops the work even while every worker is busy.
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if cancel is not None and cancel.is_set():
+                _stop_pool(pool)
+                raise LoadCancelled
+            for future in finished:
                 source = futures[future]
                 try:
                     results[source] = future.result()
-                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
+                except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file (never retried here)
                     results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
                 report(source, False)
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued work and end the running workers now instead of waiting for their files."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
 
 
 def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:

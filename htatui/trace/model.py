@@ -38,16 +38,17 @@ class TraceMeta:
         value = info.get("rank")
         if isinstance(value, bool):
             return None
-        if isinstance(value, int):
-            return value
         if isinstance(value, str) and value.strip().isdigit():
-            return int(value)
+            value = int(value)
+        # Ranks are stored as Int32; a negative or huge number is no rank.
+        if isinstance(value, int) and 0 <= value < 2**31:
+            return value
         return None
 
     @property
     def device_name(self) -> str:
         """A short description of the accelerator, e.g. 'NVIDIA A100-SXM4-40GB'."""
-        names = sorted({str(p.get("name", "")) for p in self.device_properties if p.get("name")})
+        names = sorted({str(p["name"]) for p in self.device_properties if isinstance(p, dict) and p.get("name")})
         if names:
             return ", ".join(names)
         backend = str((self.distributed_info or {}).get("backend", ""))

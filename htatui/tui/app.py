@@ -8,19 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
-from textual.theme import BUILTIN_THEMES
 
 from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.diff import DiffOptions
+from htatui.analysis.ranges import format_ranges
 from htatui.analysis.views import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
-from htatui.tui import theming
 from htatui.tui.commands import HtaCommands
 from htatui.tui.messages import TracesLoaded
 from htatui.tui.screens.counters import CountersScreen
@@ -31,6 +29,7 @@ from htatui.tui.screens.idle import IdleScreen
 from htatui.tui.screens.kernels import KernelsScreen
 from htatui.tui.screens.launch import LaunchScreen
 from htatui.tui.screens.loading import LoadingScreen
+from htatui.tui.screens.memory import MemoryScreen, memory_page_shown
 from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
@@ -38,7 +37,9 @@ from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
-from htatui.tui.steps import format_ranks, steps_in_use, steps_label
+from htatui.tui.screens.timeline import TimelineScreen
+from htatui.tui.steps import steps_in_use, steps_label
+from htatui.tui.themed_app import ThemedApp
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "ops": OpsScreen,
     "patterns": PatternsScreen,
     "ranks": RanksScreen,
+    "memory": MemoryScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/views.py PAGES)."""
 
@@ -71,6 +73,11 @@ VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
 """(mode, title, screen) in the registry's page order: number key n opens the n-th view."""
 
 VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
+
+
+def view_key(number: int) -> str:
+    """The key of the n-th view: 1-9, then 0 for the tenth (as on the keyboard's number row)."""
+    return str(number % 10)
 
 
 def _start_resource_tracker() -> None:
@@ -86,7 +93,7 @@ def _start_resource_tracker() -> None:
         resource_tracker.ensure_running()
 
 
-class HtaTuiApp(App[int]):
+class HtaTuiApp(ThemedApp):
     """Views over one loaded job; the traces load inside the app so the UI shows at once."""
 
     TITLE = "htatui"
@@ -99,7 +106,7 @@ class HtaTuiApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
             Binding(
-                str(n),
+                view_key(n),
                 f"view('{mode}')",
                 title,
                 show=False,
@@ -107,6 +114,7 @@ class HtaTuiApp(App[int]):
                 id=f"view.{mode}",
             )
             for n, (mode, title) in enumerate(VIEWS, start=1)
+            if n <= 10
         ),
         Binding(
             "left_square_bracket",
@@ -125,7 +133,8 @@ class HtaTuiApp(App[int]):
             id="app.next_view",
         ),
         Binding("p", "pick_ranks", "Ranks", tooltip="Choose the ranks every view shows", id="app.ranks"),
-        Binding("d", "diff", "Diff", show=False, tooltip="Compare this job with another one", id="app.diff"),
+        Binding("d", "diff", "Diff", tooltip="Compare this job with another one", id="app.diff"),
+        Binding("N", "notes", "Notes", show=False, tooltip="What loading noted and skipped", id="app.notes"),
         Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="app.help"),
         Binding(
             "ctrl+p",
@@ -160,37 +169,10 @@ class HtaTuiApp(App[int]):
         self.selected_ranks: tuple[int, ...] | None = None
         self.steps_used: dict[int, list[int]] = {}
         self._preloaded = traces
-        self._theme_problems: list[str] = []
-        super().__init__()
+        self.load_notes: tuple[str, ...] = ()
+        super().__init__(theme)
         _start_resource_tracker()
         self.selection_signal: Signal[tuple[int, ...] | None] = Signal(self, "selection")
-        self._register_themes(theme)
-
-    # ---- themes -------------------------------------------------------------------------
-    def _register_themes(self, requested: str | None) -> None:
-        loaded = theming.load_themes(theming.themes_dir())
-        self._theme_problems.extend(loaded.problems)
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        for name in theming.HIDDEN_THEMES:
-            if name in self.available_themes:
-                self.unregister_theme(name)
-        fallback = theming.DEFAULT_THEME if theming.DEFAULT_THEME in self.available_themes else "textual-dark"
-        if requested and requested not in self.available_themes:
-            choices = ", ".join(self.theme_names())
-            self._theme_problems.append(f"unknown theme {requested!r}; choose one of: {choices}")
-            requested = None
-        self.theme = requested or fallback
-
-    def theme_names(self) -> list[str]:
-        own = sorted(name for name in self.available_themes if name not in BUILTIN_THEMES)
-        return own + sorted(name for name in self.available_themes if name in BUILTIN_THEMES)
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        try:
-            return theming.domain_defaults(self.current_theme)
-        except Exception:  # noqa: BLE001 - before a theme is set, fall back to the dark palette
-            return {}
 
     # ---- startup ------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -201,21 +183,14 @@ class HtaTuiApp(App[int]):
             preloaded=self._preloaded,
         )
 
-    def on_mount(self) -> None:
-        for problem in self._theme_problems:
-            self.notify(problem, title="Theme", severity="warning", timeout=8)
-
     async def on_traces_loaded(self, message: TracesLoaded) -> None:
         self.traces = message.traces
         self._update_steps()
         await self.switch_mode(VIEWS[0][0])
         for problem in message.traces.problems:
             self.notify(str(problem), title="Skipped a file", severity="warning", timeout=10)
-        if message.traces.notes:
-            shown = list(message.traces.notes[:3])
-            more = len(message.traces.notes) - len(shown)
-            text = "\n".join(shown) + (f"\n… and {more} more" if more else "")
-            self.notify(text, title="While loading", timeout=8)
+        # Notes (e.g. ranks taken from file order) go to the status line and N, not over the panes.
+        self.load_notes = tuple(message.traces.notes)
 
     # ---- the selection every view follows -----------------------------------------------
     def common_options(self) -> CommonOptions:
@@ -257,14 +232,15 @@ class HtaTuiApp(App[int]):
         every = self.traces.rank_ids
         if self.selected_ranks is None:
             return f"all ({len(every)})" if len(every) != 1 else f"{every[0]}"
-        return f"{format_ranks(self.selected_ranks)} ({len(self.selected_ranks)}/{len(every)})"
+        return f"{format_ranges(self.selected_ranks, separator=',')} ({len(self.selected_ranks)}/{len(every)})"
 
     @property
     def steps_label(self) -> str:
         return steps_label(self.steps_used) if self.traces is not None else "…"
 
     def view_order(self) -> list[tuple[str, str]]:
-        return [(mode, title) for mode, title in VIEWS if mode in self.MODES]
+        memory = memory_page_shown(self.traces)
+        return [(mode, title) for mode, title in VIEWS if mode in self.MODES and (mode != "memory" or memory)]
 
     # ---- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -310,6 +286,19 @@ class HtaTuiApp(App[int]):
             )
 
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
+
+    def open_timeline(
+        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+    ) -> None:
+        """Push the timeline over the current view, at a rank and time window when given."""
+        if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
+            self.push_screen(TimelineScreen(rank, start_us, end_us))
+
+    def action_notes(self) -> None:
+        from htatui.tui.screens.notes import NotesScreen
+
+        if self.traces is not None and not isinstance(self.screen, ModalScreen):
+            self.push_screen(NotesScreen(self.load_notes, [str(p) for p in self.traces.problems]))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from htatui.tui.host import PaletteHost
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
 
 
 @dataclass(frozen=True)
@@ -30,17 +34,45 @@ class HtaCommands(Provider):
         yield from self._exports(app)
         for name in app.theme_names():
             yield Entry(f"theme: {name}", "Switch the colour theme", partial(setattr, app, "theme", name))
-        yield Entry("app: help", "Every key and what the views measure", app.action_help)
+        yield from self._screen_actions()
+        if app.traces is not None:
+            yield Entry(
+                "app: diff: compare with another job…",
+                "Side by side with a second job, this one as the base (key d)",
+                app.action_diff,
+            )
+        yield Entry("app: load notes", "What loading the traces noted and skipped (key N)", app.action_notes)
+        yield Entry("app: help", "Every key and what the views measure (key ?)", app.action_help)
         yield Entry(
             "app: save screenshot", "Save an SVG of this screen in the current folder", app.action_save_screenshot
         )
         yield Entry("app: quit", "Leave htatui", app.exit)
 
+    def _screen_actions(self) -> Iterator[Entry]:
+        """Every key of the screen the palette was opened from and of its focused table."""
+        from htatui.tui.screens.help import bindings_of
+        from htatui.tui.widgets.table import ViewTable
+
+        screen = self.screen
+        title = str(getattr(screen, "VIEW_TITLE", "") or "view").lower()
+        targets: list[tuple[str, DOMNode]] = [(title, screen)]
+        focused = screen.focused
+        if isinstance(focused, ViewTable):
+            targets.append(("table", focused))
+        for prefix, node in targets:
+            for binding in bindings_of(type(node)):
+                description = binding.tooltip or binding.description
+                key = binding.key_display or binding.key.split(",")[0]
+                yield Entry(
+                    f"{prefix}: {description}", f"Key {key}", partial(self.app.run_action, binding.action, node)
+                )
+
     def _views(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:
             return
         for number, (mode, title) in enumerate(app.view_order(), start=1):
-            yield Entry(f"view: {title}", f"Key {number}", partial(app.run_action, f"view('{mode}')"))
+            yield Entry(f"view: {title}", f"Key {number % 10}", partial(app.run_action, f"view('{mode}')"))
+        yield Entry("view: Timeline", "Key t (at the highlighted row's time)", app.open_timeline)
 
     def _ranks(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:

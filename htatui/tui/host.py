@@ -21,12 +21,19 @@ class AnalysisHost(Protocol):
     """The loaded job, the rank selection every view follows, and the labels of the status bar."""
 
     traces: TraceSet | None
+    load_notes: tuple[str, ...]
+    """What loading noted (the status line counts them; N lists them)."""
     selected_ranks: tuple[int, ...] | None
     selection_signal: Signal[tuple[int, ...] | None]
 
     def common_options(self) -> CommonOptions: ...
 
     def view_order(self) -> list[tuple[str, str]]: ...
+
+    def open_timeline(
+        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+    ) -> None:
+        """Show the timeline of a rank around a time window (µs, on the views' time base)."""
 
     @property
     def trace_label(self) -> str: ...
@@ -53,6 +60,10 @@ class PaletteHost(AnalysisHost, Protocol):
     def action_help(self) -> None: ...
 
     def action_save_screenshot(self) -> None: ...
+
+    def action_diff(self) -> None: ...
+
+    def action_notes(self) -> None: ...
 
     def run_action(self, action: Any, default_namespace: Any = None) -> Any: ...
 

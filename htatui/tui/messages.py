@@ -17,6 +17,7 @@ class FileState:
     path: SourcePath
     done: bool = False
     from_cache: bool = False
+    failed: bool = False
 
 
 @dataclass

@@ -104,5 +104,9 @@ async def capture_views(pilot: Pilot[Any], out_dir: Path) -> list[Path]:
         await app.action_view(mode)
         await settle(pilot)
         written.append(Path(app.save_screenshot(f"{number:02d}-{mode}.svg", str(out_dir))))
+    # The timeline is opened from a view rather than by number; it gets the next number.
+    app.open_timeline()
+    await settle(pilot)
+    written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-timeline.svg", str(out_dir))))
     return written
 

@@ -206,9 +206,10 @@ def test_never_overwrites_an_input(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="input"):
         export.export_counters(traces, [0], folder, force=True)
     assert other.read_bytes() == before
-    # Into the input folder itself is allowed when the name is free.
-    (path,) = export.export_counters(traces, [1], folder)
-    assert path == folder / "a_with_counters_with_counters.json"
+    # Into the input folder at all is refused (issue #9): the export would load as another rank.
+    with pytest.raises(ExportError, match="holds the input trace"):
+        export.export_counters(traces, [1], folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["a.json", "a_with_counters.json"]
 
 
 def test_same_file_name_in_two_folders(tmp_path: Path) -> None:

@@ -35,6 +35,11 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
             "calls_last": 2,
         }
     ]
+    # Per step: rank 2, 300 µs, data_loader 400 vs median 100.
+    assert result.step_stragglers.select("step", "rank", "delay_us", "cause").rows() == [
+        (1, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
+        (2, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
+    ]
     matrix = result.matrix
     assert matrix.height == 8  # 4 ranks × steps 1, 2
     fast = matrix.filter((pl.col("rank") == 0) & (pl.col("step") == 1)).to_dicts()[0]
@@ -217,6 +222,16 @@ def test_trace_filter_send_recv(load_shared: Callable[[str], TraceSet]) -> None:
     assert coll["skew_mean_us"] == pytest.approx(312401 / 5)
 
 
+def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str], TraceSet]) -> None:
+    from htatui.analysis import steps
+
+    traces = load_shared("trace_filter")
+    ours = ranks.stragglers(traces, RanksOptions(hta_compat=True))
+    theirs = steps.stragglers(traces, steps.StragglerOptions(hta_compat=True))  # the HTA parity path
+    assert ours.frame.equals(theirs.frame) and ours.message == theirs.message
+    assert ours.frame["is_straggler"].to_list() == [True, True]  # both ranks, k = 2 (HTA's answer)
+
+
 def test_nccl_parser_config_one_rank(load_shared: Callable[[str], TraceSet]) -> None:
     traces = load_shared("nccl_parser_config")
     result = ranks.analyse(traces, RanksOptions())
@@ -243,6 +258,11 @@ def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr()
     assert [(r["rank"], r["delay_us"], r["cause_phase"]) for r in json.loads(out.out)] == [(2, 600.0, "data_loader")]
     assert "meeting points: collective CPU ops" in out.err
+    assert main(["report", str(tmp_path), "--view", "stragglers", "--per-step", "--format", "csv", "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "1,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
+        "2,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
+    ]
     assert main(["report", str(tmp_path), "--view", "rank-steps", "--format", "csv", "--no-cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
@@ -273,3 +293,56 @@ def test_report_comm_rules_flag(
     assert capsys.readouterr().out.splitlines()[1].split(",")[2] == "0.0"  # now communication
     assert main([*args, "--comm-rules", str(tmp_path / "missing.toml")]) == 2
     assert "missing.toml: cannot read communication rules" in capsys.readouterr().err
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "gone.toml"))  # a bad file named in the environment
+    assert main(args) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"htatui: {tmp_path / 'gone.toml'}: cannot read communication rules (No such file or directory)"
+    )
+
+
+def test_message_bytes_from_nelems_dtype_or_size(tmp_path: Path) -> None:
+    """2 ranks, one step: an all_gather kernel (In 1000, Out 4000 bf16 elements, group of 4,
+    100 µs) and an all_to_all kernel with only 'In msg size' 1234 (50 µs), both arriving together."""
+
+    def rank_events(_rank: int) -> list[dict[str, object]]:
+        gather = {"Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000}
+        gather |= {"dtype": "BFloat16", "Group size": 4, "Process Group Name": "7"}
+        return [
+            step(1, 0, 1000),
+            runtime("cudaLaunchKernel", 10, 5, 1),
+            runtime("cudaLaunchKernel", 20, 5, 2),
+            kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 100, 100, corr=1, **gather),
+            kernel("ncclDevKernel_Generic", 300, 50, corr=2, **{"Collective name": "all_to_all", "In msg size": 1234}),
+        ]
+
+    traces = traces_of(tmp_path, rank_events(0), rank_events(1))
+    rows = {row["kind"]: row for row in ranks.analyse(traces, RanksOptions()).collectives.to_dicts()}
+    # all_gather: max(1000, 4000) × 2 B = 8000 B; 8000 B / 100 µs = 0.08 GB/s; busbw × (4−1)/4 = 0.06.
+    gather = rows["all_gather"]
+    assert (gather["pg"], gather["group_size"], gather["msg_bytes"]) == ("7", 4, 8000.0)
+    assert gather["algbw_gbps"] == pytest.approx(0.08)
+    assert gather["busbw_gbps"] == pytest.approx(0.06)
+    # all_to_all: In msg size 1234 B / 50 µs = 0.02468 GB/s; group size from world_size 2 → × 1/2.
+    to_all = rows["all_to_all"]
+    assert (to_all["msg_bytes"], to_all["group_size"]) == (1234.0, 2)
+    assert to_all["busbw_gbps"] == pytest.approx(1234 / 50 / 1e3 / 2)
+    assert (gather["skew_max_us"], to_all["skew_max_us"]) == (0.0, 0.0)
+
+
+def test_steps_come_from_the_host_profiler_step(tmp_path: Path) -> None:
+    """Host ProfilerStep#1 [0, 1000) but its GPU-side copy only [100, 300): the optimizer range
+    [800, 900) and the kernel it launches at 850 ([860, 880)) still belong to step 1."""
+    from kineto_util import cpu_op
+
+    events = [
+        step(1, 0, 1000),
+        cpu_op("ProfilerStep#1", 100, 200, cat="gpu_user_annotation"),
+        step(2, 1000, 1000),
+        cpu_op("optimizer", 800, 100, cat="user_annotation"),
+        runtime("cudaLaunchKernel", 850, 5, 5),
+        kernel("sgd_kernel", 860, 20, corr=5),
+    ]
+    result = ranks.analyse(traces_of(tmp_path, events), RanksOptions())
+    row = result.matrix.to_dicts()[0]
+    assert (row["step"], row["optimizer_us"], row["gpu_busy_us"]) == (1, 100.0, 20.0)

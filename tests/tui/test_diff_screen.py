@@ -123,7 +123,12 @@ async def test_bars_fold_and_info(diff_root: Path) -> None:
         assert GEMM in names(screen)
         await pilot.press("i")
         await pilot.pause()
-        assert any("left out" in str(n.message) for n in app._notifications)
+        details = screen.query_one("#diff-details", Static)
+        assert details.display and "left out" in str(details.render())
+        assert not app._notifications
+        await pilot.press("i")
+        await pilot.pause()
+        assert not details.display
 
 
 async def test_escape_quits_the_diff_app(diff_root: Path) -> None:
@@ -167,9 +172,7 @@ class HostApp(App[None]):
 
 async def test_pushed_screen_with_preloaded_traces_pops_on_escape(diff_root: Path) -> None:
     base = load_traces([diff_root / "base"], use_cache=False, max_workers=1)
-    screen = DiffScreen(
-        diff_root / "base", diff_root / "test", base_traces=base, use_cache=False, max_workers=1
-    )
+    screen = DiffScreen(diff_root / "base", diff_root / "test", base_traces=base, use_cache=False, max_workers=1)
     app = HostApp(screen)
     async with app.run_test(size=SIZE) as pilot:
         await wait_ready(pilot)

@@ -1,4 +1,4 @@
-"""The Ops screen's call tree: `t` shows it, `a` lists kernels, `o` jumps to a kernel's launcher."""
+"""The Ops screen's call tree: `e` shows it, `a` lists kernels, `o` jumps to a kernel's launcher."""
 
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
         assert selected is not None and (selected["rank"], selected["name"]) == (0, "record_param_comms")
         nodes = op_tree.build(ops.tree(small_traces, ops.OpsOptions()))
         assert selected["gpu_total_us"] == nodes.filter(pl.col("node") == selected["node"])["gpu_total_us"][0] == 600.0
-        # In the tree, `o` on a kernel leaf goes to its parent op; `t` goes back to the table.
+        # In the tree, `o` on a kernel leaf goes to its parent op; `e` goes back to the table.
         await press(pilot, "l", "j")
         leaf = tree.selected_row()
         assert leaf is not None and leaf["kind"] == "kernel" and leaf["parent_node"] == selected["node"]
         await press(pilot, "o")
         back = tree.selected_row()
         assert back is not None and back["node"] == selected["node"]
-        await press(pilot, "t")
+        await press(pilot, "e")
         assert app.screen.query_one("#ops-table", TablePane).display and not tree.display
 
 
@@ -74,7 +74,7 @@ def test_tree_snapshot(snap_compare: SnapCompare, small_traces: TraceSet) -> Non
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await ready(pilot)
-        await press(pilot, OPS_KEY, "t")
+        await press(pilot, OPS_KEY, "e")
         assert pilot.app.screen.query_one(OpTree).reveal(leaf)
         await press(pilot)
 

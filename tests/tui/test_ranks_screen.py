@@ -44,8 +44,9 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         assert_frame_equal(stragglers.source, expected.stragglers)
         assert_frame_equal(app.screen.query_one("#ranks-collectives", TablePane).table.source, expected.collectives)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
-        # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms
-        assert "step 1" in heat and "· 1.00" in heat
+        # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms; rank 2 leads
+        assert "step 1" in heat and " · 1.00" in heat
+        assert heat.splitlines()[3].split() == ["r2", "▲·", "1.00", "▲·", "1.00"]
         await press(pilot, "m")  # GPU busy
         await press(pilot, "m", "m", "m")  # wait at collectives: fast ranks 0.30 ms (█), rank 2 0 (·)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())

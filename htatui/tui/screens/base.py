@@ -50,6 +50,7 @@ class ViewScreen(JobRunner, Screen[None]):
         Binding("r", "rerun", "Re-run", show=False, tooltip="Run the analysis again", id="view.rerun"),
         Binding("escape", "cancel_analysis", "Cancel", show=False, tooltip="Cancel the analysis", id="view.cancel"),
         Binding("z", "zoom", "Zoom", show=False, tooltip="Maximize or restore the focused pane", id="view.zoom"),
+        Binding("t", "open_timeline", "Timeline", show=False, tooltip="Timeline at the row's time", id="view.timeline"),
     ]
 
     def __init__(self) -> None:
@@ -134,6 +135,10 @@ class ViewScreen(JobRunner, Screen[None]):
         if self.hta.traces is not None and self.analysis_key() != self._shown_key:
             if self.analysis_key() != self._requested_key or not self.analysis_running:
                 self.request_analysis()
+
+    def on_screen_suspend(self) -> None:
+        """A notice raised in a view (a full name, a copy) never outlives it."""
+        self.app.clear_notifications()
 
     def _selection_changed(self, _ranks: object) -> None:
         self.query_one(StatusBar).refresh()
@@ -222,6 +227,17 @@ class ViewScreen(JobRunner, Screen[None]):
                     return node
         panes = [p for p in self.query(TablePane) if p.display and not p.has_class("-empty")]
         return panes[0] if panes else None
+
+    def timeline_target(self) -> tuple[int | None, float | None, float | None]:
+        """(rank, start_us, end_us) of the highlighted row for `t` (see timeline_events.row_target)."""
+        from htatui.analysis.timeline_events import row_target
+
+        pane = self._focused_pane()
+        row = pane.table.selected_row() if pane is not None else None
+        return row_target(self.hta.traces, row) if self.hta.traces is not None else (None, None, None)
+
+    def action_open_timeline(self) -> None:
+        self.hta.open_timeline(*self.timeline_target())
 
     def apply_option(self, name: str, value: int | float | str) -> None:
         """Store an edited option (the analysis re-runs right after)."""

@@ -26,7 +26,9 @@ from textual.widgets import Footer, ProgressBar, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis import diff, diff_summary
-from htatui.analysis.diff import DiffOptions, DiffResult, Selection, compress_steps
+from htatui.analysis.diff import DiffOptions, DiffResult, Selection
+from htatui.analysis.ranges import format_ranges
+from htatui.names import fit_names
 from htatui.sources import SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
@@ -74,6 +76,11 @@ def fmt_count(value: Any) -> str:
     return f"{int(number):,}" if number.is_integer() else f"{number:,.1f}"
 
 
+def fmt_whole(value: float) -> str:
+    """Whole numbers (counts, whole µs) without decimals; others with two."""
+    return f"{int(value):,}" if value.is_integer() else fmt_float(value)
+
+
 def fmt_compact(value: float) -> str:
     """One decimal below 10,000, none above (keeps big µs totals inside their column)."""
     return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:,.1f}"
@@ -109,8 +116,10 @@ class StyledColumn(Column):
             elif self.fmt == "delta_pct":
                 text = fmt_delta(number, "%") if abs(number) < 1000 else f"{number:+,.0f}%"
             else:
-                text = f"{'+' if number > 0 else ''}{fmt_float(number)}"
+                text = f"{'+' if number > 0 else ''}{fmt_whole(number)}"
             return Text(text, style=style, justify="right")
+        if self.fmt == "whole":
+            return Text(fmt_whole(float(value)), justify="right")
         if self.fmt == "text":
             return Text(middle_truncate(str(value), self.width or 36))
         try:
@@ -224,11 +233,11 @@ class DeltaBars(VerticalScroll):
             if rows.height == 0:
                 text.append("  none\n", style="dim")
                 continue
-            for record in rows.iter_rows(named=True):
+            labels = fit_names([str(name) for name in rows["name"]], label_width)
+            for label, record in zip(labels, rows.iter_rows(named=True), strict=True):
                 value = float(record["delta_us"])
                 cells = 0 if largest <= 0 else max(1, round(abs(value) / largest * bar_width))
                 mark = GLYPHS.get(str(record["status"]), " ")
-                label = middle_truncate(str(record["name"]), label_width)
                 text.append(f"{mark} {label:<{label_width}} ")
                 text.append("█" * cells, style=color)
                 text.append(" " * (bar_width - cells))
@@ -244,21 +253,32 @@ class DiffScreen(Screen[None]):
     """Compare two jobs side by side; loads both itself (or takes already loaded traces)."""
 
     TITLE = "diff"
+    VIEW_TITLE: ClassVar[str] = "Diff"
+    HELP: ClassVar[str] = (
+        "Two jobs side by side: *base* (this job, or the first path) and *test*. On top, the headline "
+        "views of both with the change between (Δ = test − base); below, every kernel and operator "
+        "name with its total time on each side, sorted by the largest change. Status glyphs: `+` "
+        "added, `−` removed, `▲` slower, `▼` faster, `=` unchanged. `i` shows which ranks and "
+        "steps are compared; Enter shows a row's full name."
+    )
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", tooltip="Cancel loading or close the diff", id="diff.back"),
-        Binding("slash", "filter", "Filter", tooltip="Filter the names table", id="diff.filter"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="diff.help"),
+        Binding(
+            "slash", "filter", "Filter", show=False, tooltip="Filter the names table", id="diff.filter"
+        ),
         Binding(
             "c", "cycle_status", "Status", tooltip="Show added, removed, slower, faster…", id="diff.status"
         ),
         Binding("t", "cycle_kind", "Kind", tooltip="Show kernels, CPU ops or both", id="diff.kind"),
         Binding(
-            "f", "toggle_short", "Fold names", tooltip="Fold template arguments of names", id="diff.fold"
+            "f", "toggle_short", "Fold", tooltip="Fold template arguments of names", id="diff.fold"
         ),
         Binding("b", "toggle_bars", "Bars", tooltip="Show the bars of the largest changes", id="diff.bars"),
         Binding(
-            "i", "describe", "Info", show=False, tooltip="Which ranks and steps are compared", id="diff.info"
+            "i", "describe", "Info", tooltip="Which ranks and steps are compared", id="diff.info"
         ),
     ]
 
@@ -276,6 +296,16 @@ class DiffScreen(Screen[None]):
             background: $surface;
             color: $foreground-muted;
         }
+        & #diff-details {
+            display: none;
+            height: auto;
+            max-height: 8;
+            padding: 0 1;
+            background: $surface;
+            color: $foreground;
+            border-bottom: solid $panel-lighten-2;
+        }
+        &.-details #diff-details { display: block; }
         & #diff-loading {
             height: auto;
             padding: 1 2;
@@ -335,6 +365,7 @@ class DiffScreen(Screen[None]):
         )
         yield Static(title, id="diff-title")
         yield Static(" loading both sides… (esc cancels)", id="diff-state")
+        yield Static("", id="diff-details")
         with Vertical(id="diff-loading"):
             for side, path in (("base", self.base_path), ("test", self.test_path)):
                 yield Static(f"{side}: {side_name(path)}", classes="side-label", id=f"{side}-label")
@@ -395,7 +426,7 @@ class DiffScreen(Screen[None]):
         self.traces[side] = traces
         bar = self.query_one(f"#{side}-progress", ProgressBar)
         bar.update(total=1, progress=1)
-        ranks = compress_steps(traces.rank_ids)
+        ranks = format_ranges(traces.rank_ids)
         label = self.query_one(f"#{side}-label", Static)
         label.update(
             f"{side}: {side_name(self.base_path if side == 'base' else self.test_path)} · ranks {ranks}"
@@ -465,7 +496,7 @@ class DiffScreen(Screen[None]):
     def _show_state(self, selection: Selection) -> None:
         def side_text(side: diff.Side) -> str:
             ranks = ",".join(map(str, side.ranks))
-            steps = "all events" if side.steps is None else f"steps {compress_steps(side.steps)}"
+            steps = "all events" if side.steps is None else f"steps {format_ranges(side.steps)}"
             return f"r{ranks} · {steps}"
 
         text = f" base {side_text(selection.base)}  ↔  test {side_text(selection.test)}"
@@ -496,12 +527,12 @@ class DiffScreen(Screen[None]):
             for view, metric in summary.select("view", "metric").iter_rows()
         ]
         frame = summary.with_columns(label=pl.Series(labels, dtype=pl.Utf8))
-        width = max(24, min(44, self.size.width - 44))
+        width = max(24, min(44, self.size.width - 50))
         columns = [
             StyledColumn("label", "view · metric", "text", width=width, sortable=False),
-            StyledColumn("base", "base", "float", width=11),
-            StyledColumn("delta", "Δ", "delta", width=11, signed_styles=self._delta_styles()),
-            StyledColumn("test", "test", "float", width=11),
+            StyledColumn("base", "base", "whole", width=11, priority=0),
+            StyledColumn("delta", "Δ", "delta", width=11, signed_styles=self._delta_styles(), priority=0),
+            StyledColumn("test", "test", "whole", width=11, priority=0),
         ]
         pane.show(frame, columns, empty="No headline numbers (no GPU activity on either side).")
 
@@ -562,6 +593,10 @@ class DiffScreen(Screen[None]):
         if self.result is not None:
             self._show_names()
 
+    def on_screen_suspend(self) -> None:
+        """A notice raised here (a full name, a skipped file) never outlives the screen."""
+        self.app.clear_notifications()
+
     # ---- actions ------------------------------------------------------------------------
     def action_back(self) -> None:
         if not self.has_class("-ready") and not self.failed:
@@ -597,5 +632,14 @@ class DiffScreen(Screen[None]):
         self.toggle_class("-show-bars")
 
     def action_describe(self) -> None:
+        """Show or hide the details of what is compared (a pane of this screen, not a notice)."""
         if self.result is not None:
-            self.notify(self.result.description, title="Compared", timeout=10)
+            details = self.query_one("#diff-details", Static)
+            details.update(Text(self.result.description))
+            self.toggle_class("-details")
+
+    def action_help(self) -> None:
+        from htatui.tui.screens.help import HelpScreen
+
+        if self.app.screen is self:
+            self.app.push_screen(HelpScreen(self))

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from htatui.analysis.export import ExportError, ExportExistsError
-from htatui.tui.steps import format_ranks
+from htatui.analysis.ranges import format_ranges
 
 ExportProgress = Callable[[int, int, Path], None]
 ExportJob = Callable[[tuple[int, ...] | None, Path, bool, ExportProgress], list[Path]]
@@ -44,7 +44,7 @@ def parse_ranks(text: str, loaded: list[int]) -> tuple[int, ...] | None:
             raise ValueError(f"ranks: {part!r} is not a rank or a range like 0-3") from None
     missing = sorted(set(chosen) - set(loaded))
     if missing:
-        raise ValueError(f"rank {missing[0]} is not loaded (loaded: {format_ranks(loaded)})")
+        raise ValueError(f"rank {missing[0]} is not loaded (loaded: {format_ranges(loaded, separator=',')})")
     if not chosen:
         raise ValueError("ranks: name at least one rank, or 'all'")
     return tuple(dict.fromkeys(chosen))
@@ -74,8 +74,8 @@ class ExportModal(ModalScreen[list[Path] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="export.close"),
-        Binding("y", "overwrite", "Overwrite", show=False, id="export.overwrite"),
-        Binding("n", "keep", "Keep", show=False, id="export.keep"),
+        Binding("y", "overwrite", "Yes", show=False, tooltip="Overwrite, or create the folder", id="export.overwrite"),
+        Binding("n", "keep", "No", show=False, tooltip="Keep the existing file, or do not create", id="export.keep"),
     ]
 
     DEFAULT_CSS = """
@@ -118,12 +118,14 @@ class ExportModal(ModalScreen[list[Path] | None]):
         self.title_text = title
         self.job = job
         self.loaded_ranks = loaded_ranks
-        self.initial_ranks = "all" if ranks is None else format_ranks(ranks).replace(",", ", ")
+        self.initial_ranks = "all" if ranks is None else format_ranges(ranks)
         self.initial_folder = str(folder)
         self.ask_ranks = ask_ranks
         self.about = about
         self.written: list[Path] = []
         self._pending: tuple[tuple[int, ...] | None, Path] | None = None
+        self._creating = False
+        """The question asked is whether to create the missing folder (not whether to overwrite)."""
         self._worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
@@ -174,7 +176,14 @@ class ExportModal(ModalScreen[list[Path] | None]):
         if not folder_text:
             self._status("Name an output folder.", "-failed")
             return
-        self._launch(ranks, Path(folder_text).expanduser(), force=False)
+        folder = Path(folder_text).expanduser()
+        if not folder.exists():
+            self._pending, self._creating = (ranks, folder), True
+            self._status(f"{folder} does not exist.\nCreate it? y creates · n goes back", "-ask")
+            self._hint("y creates the folder · n goes back · esc closes")
+            self.set_focus(None)
+            return
+        self._launch(ranks, folder, force=False)
 
     def _launch(self, ranks: tuple[int, ...] | None, folder: Path, force: bool) -> None:
         self._pending = (ranks, folder)
@@ -211,8 +220,7 @@ class ExportModal(ModalScreen[list[Path] | None]):
             return
         error = event.worker.error
         if isinstance(error, ExportExistsError):
-            exists = str(error).replace(" (use force to overwrite)", "")
-            self._status(f"{exists}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
+            self._status(f"{error}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
             self._hint("y overwrites · n keeps · esc closes")
             self.set_focus(None)
             return
@@ -224,9 +232,27 @@ class ExportModal(ModalScreen[list[Path] | None]):
     def action_overwrite(self) -> None:
         if self.has_class("-ask") and self._pending is not None:
             ranks, folder = self._pending
+            if self._creating:
+                self._creating = False
+                try:
+                    folder.mkdir(parents=True)
+                except OSError as exc:
+                    message = f"Cannot create {folder}: {exc.strerror or exc}"
+                    self._status(message, "-failed")
+                    self.query_one("#export-folder", Input).focus()
+                    self.notify(message, title="Export failed", severity="error")
+                    return
+                self._launch(ranks, folder, force=False)
+                return
             self._launch(ranks, folder, force=True)
 
     def action_keep(self) -> None:
+        if self.has_class("-ask") and self._creating:
+            self._creating = False
+            self._status("No folder was created; change the folder and press enter.")
+            self._hint("enter exports · esc closes")
+            self.query_one("#export-folder", Input).focus()
+            return
         if self.has_class("-ask"):
             self._status("Nothing was overwritten; change the folder and press enter.")
             self._hint("enter exports · esc closes")

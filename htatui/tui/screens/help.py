@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -63,7 +63,7 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, origin: Screen[object]) -> None:
+    def __init__(self, origin: Screen[Any]) -> None:
         super().__init__()
         self.origin = origin
 

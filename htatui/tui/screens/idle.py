@@ -13,7 +13,7 @@ from htatui.analysis import idle
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.chart import Chart, Series, stacked_bars
+from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
@@ -110,14 +110,18 @@ class IdleScreen(ViewScreen):
         if wide.height == 0:
             chart.show(None, "")
             return
+        # One row per stream, most idle first: 32 streams stay readable, and in % mode each row
+        # shows its own mix with its idle time printed beside it.
+        ordered = wide.sort(["total_us", "rank", "stream"], descending=[True, False, False])
         chart.show(
-            stacked_bars(
-                [f"r{r} s{s}" for r, s in zip(wide["rank"], wide["stream"], strict=True)],
+            BarRows(
+                [f"r{r} s{s}" for r, s in zip(ordered["rank"], ordered["stream"], strict=True)],
                 [
-                    Series(CATEGORY_LABELS[c], wide[f"{c}{suffix}"].to_list(), CATEGORY_COLORS[c])
+                    Series(CATEGORY_LABELS[c], ordered[f"{c}{suffix}"].to_list(), CATEGORY_COLORS[c])
                     for c in idle.CATEGORIES
                 ],
-                ylabel=f"idle ({unit})" if self.absolute else "% of the stream's idle time",
+                unit=unit,
+                notes=[f"{value:,.1f} µs" for value in ordered["total_us"].fill_null(0.0)],
             )
         )
 

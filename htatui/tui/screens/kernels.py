@@ -13,7 +13,7 @@ from htatui.analysis import kernels
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.chart import Chart, Series, grouped_bars
+from htatui.tui.widgets.chart import BarRows, Chart, Series, grouped_bars
 from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import Column, ViewTable, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
@@ -107,18 +107,20 @@ class KernelsScreen(ViewScreen):
         if overall.height == 0:
             chart.show(None, "")
         else:
+            ordered = overall.sort("pct", descending=True)
             chart.show(
-                grouped_bars(
-                    [short_type(label) for label in overall["kernel_type"]],
-                    [Series("% of GPU time", overall["pct"].to_list(), "hta-compute")],
-                    ylabel="% of kernel time",
-                    horizontal=True,
+                BarRows(
+                    [short_type(label) for label in ordered["kernel_type"]],
+                    [Series("% of kernel time", ordered["pct"].to_list(), "hta-compute")],
+                    unit="%",
                 )
             )
         self._show_spread()
 
     @on(ViewTable.RowHighlighted, "#kernels-table ViewTable")
+    @on(ViewTable.Changed, "#kernels-table ViewTable")
     def _kernel_highlighted(self) -> None:
+        """The pane follows the highlighted kernel, also when a filter or sort changes the rows."""
         self._show_spread()
 
     def _show_spread(self) -> None:

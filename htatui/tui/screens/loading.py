@@ -148,7 +148,7 @@ class LoadingScreen(Screen[None]):
             if update.bytes_total:
                 self.post_message(FileBytesProgressed(display_name(update.path), update.bytes_done, update.bytes_total))
                 return
-            states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache)
+            states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache, failed=update.failed)
             self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
 
         def progress_bytes(update: DownloadProgress) -> None:
@@ -158,6 +158,7 @@ class LoadingScreen(Screen[None]):
             traces = load_traces(
                 self.paths,
                 use_cache=self.use_cache,
+                refresh_cache=not self.use_cache,
                 progress=progress,
                 cancel=self.cancel_event,
                 max_workers=self.max_workers,
@@ -177,7 +178,9 @@ class LoadingScreen(Screen[None]):
         self.query_one(ProgressBar).update(total=max(message.total, 1), progress=message.done)
         lines = Text()
         for state in message.files[:MAX_LISTED]:
-            if state.done:
+            if state.failed:
+                mark, style, how = "✗", "bold", "failed"
+            elif state.done:
                 mark, style, how = "✓", "bold", "from cache" if state.from_cache else "parsed"
             else:
                 mark, style, how = "·", "dim", "waiting"

@@ -13,7 +13,7 @@ from htatui.analysis import op_tree, ops
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.chart import Chart, Series, grouped_bars
+from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.op_tree import DEVICE_KINDS, OpTree
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
@@ -53,7 +53,7 @@ class OpsScreen(ViewScreen):
         "memsets it launched itself (*gpu self*) or through the operators beneath it (*gpu total*). "
         "Sorted by self GPU time; `s` picks another column. Rows have a *kind*: op, annotation, "
         "runtime, driver, kernel-launcher; `a` adds the device rows (kernels, copies, memsets). "
-        "`t` switches to the **call tree** of ops and annotations (self/total GPU and CPU time per "
+        "`e` switches to the **call tree** of ops and annotations (self/total GPU and CPU time per "
         "node, biggest GPU total first; enter or `l` expands). `o` on a kernel row jumps to the op "
         "that launched it (most of its time), on an op row to its heaviest place in the tree. `i` "
         "splits the rows by input shapes (traces recorded with record_shapes). The "
@@ -61,7 +61,7 @@ class OpsScreen(ViewScreen):
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "toggle_tree", "Tree", tooltip="Show the call tree or the table", id="ops.tree"),
+        Binding("e", "toggle_tree", "Tree", tooltip="Show the call tree or the table", id="ops.tree"),
         Binding("a", "toggle_device_rows", "Kernels", tooltip="List kernels, copies and memsets too", id="ops.all"),
         Binding(
             "o",
@@ -179,12 +179,4 @@ class OpsScreen(ViewScreen):
         if top.height == 0:
             chart.show(None, "" if result.height == 0 else "None of these operators launched GPU work.")
             return
-        ordered = top.reverse()  # plotext draws horizontal bars bottom-up
-        chart.show(
-            grouped_bars(
-                ordered["name"].to_list(),
-                [Series("gpu self", ordered["gpu_self_us"].to_list(), "hta-compute")],
-                ylabel="self GPU time (µs)",
-                horizontal=True,
-            )
-        )
+        chart.show(BarRows(top["name"].to_list(), [Series("gpu self", top["gpu_self_us"].to_list(), "hta-compute")]))

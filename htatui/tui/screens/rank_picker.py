@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -50,10 +51,26 @@ class RankPicker(ModalScreen[tuple[int, ...] | None]):
         with Vertical():
             yield Static("[b]Ranks[/b] shown by every view")
             yield SelectionList[int](
-                *(Selection(f"rank {rank}", rank, rank in self.selected) for rank in self.ranks),
+                *(
+                    Selection(self._prompt(rank, index == 0), rank, rank in self.selected)
+                    for index, rank in enumerate(self.ranks)
+                ),
                 id="rank-list",
             )
             yield Static("space toggle · a all · o only this · enter apply · esc cancel", classes="hint")
+
+    @staticmethod
+    def _prompt(rank: int, current: bool) -> str:
+        """The cursor row carries a ▶, so it shows without colour (NO_COLOR, monochrome)."""
+        return f"{'▶' if current else ' '} rank {rank}"
+
+    @on(SelectionList.SelectionHighlighted, "#rank-list")
+    def _move_glyph(self, event: SelectionList.SelectionHighlighted[int]) -> None:
+        rank_list = self.rank_list
+        for index, rank in enumerate(self.ranks):
+            wanted = self._prompt(rank, index == event.selection_index)
+            if str(rank_list.get_option_at_index(index).prompt) != wanted:
+                rank_list.replace_option_prompt_at_index(index, wanted)
 
     @property
     def rank_list(self) -> SelectionList[int]:

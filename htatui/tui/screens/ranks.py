@@ -58,7 +58,8 @@ GLYPHS = "·░▒▓█"
 """Low to high: the heat map reads without colour."""
 LEVEL_COLORS = ("success", "success", "warning", "warning", "error")
 
-CELL_WIDTH = 10
+LEADER = "▲"
+CELL_WIDTH = 11
 MAX_HEAT_RANKS = 64
 PHASES_HINT = "Press Enter on a straggler to compare its phases with the other ranks' median."
 
@@ -70,8 +71,15 @@ def heat_level(value: float, low: float, high: float) -> int:
     return min(len(GLYPHS) - 1, int((value - low) / (high - low) * len(GLYPHS)))
 
 
-def heat_map_text(matrix: pl.DataFrame, metric: str, colors: dict[str, str], width: int) -> Text:
-    """Ranks down, steps across: a glyph for the level (·░▒▓█) and the value in ms per cell."""
+def heat_map_text(
+    matrix: pl.DataFrame,
+    metric: str,
+    colors: dict[str, str],
+    width: int,
+    leaders: frozenset[tuple[int, int]] = frozenset(),
+) -> Text:
+    """Ranks down, steps across: a glyph for the level (·░▒▓█) and the value in ms per cell;
+    ▲ marks the (rank, step) cells in `leaders`, each step's straggler."""
     steps = sorted(matrix["step"].unique().to_list())
     rank_ids = sorted(matrix["rank"].unique().to_list())
     fit = max(1, (width - 6) // CELL_WIDTH)
@@ -92,12 +100,17 @@ def heat_map_text(matrix: pl.DataFrame, metric: str, colors: dict[str, str], wid
                 text.append("–".rjust(CELL_WIDTH), style="dim")
                 continue
             level = heat_level(value, low, high)
-            cell = f"{GLYPHS[level]} {value / 1000:,.2f}"
-            text.append(cell.rjust(CELL_WIDTH), style=colors.get(LEVEL_COLORS[level], ""))
+            mark = LEADER if (r, s) in leaders else " "
+            cell = f"{mark}{GLYPHS[level]} {value / 1000:,.2f}"
+            style = colors.get(LEVEL_COLORS[level], "")
+            text.append(cell.rjust(CELL_WIDTH), style=f"bold {style}" if mark == LEADER else style)
         text.append("\n")
     hidden = [f"{len(steps) - len(shown_steps)} more steps"] if len(steps) > len(shown_steps) else []
     hidden += [f"{len(rank_ids) - len(shown_ranks)} more ranks"] if len(rank_ids) > len(shown_ranks) else []
-    text.append(f"{METRIC_LABELS.get(metric, metric.removesuffix('_us'))} (ms) · {GLYPHS} = low → high", style="dim")
+    label = METRIC_LABELS.get(metric, metric.removesuffix("_us"))
+    text.append(f"{label} (ms) · {GLYPHS} low → high", style="dim")
+    if leaders:
+        text.append(f" · {LEADER} the step's straggler", style="dim")
     if hidden:
         text.append(" · " + ", ".join(hidden) + " (report --view rank-steps lists all)", style="dim")
     return text
@@ -162,14 +175,19 @@ class RanksScreen(ViewScreen):
 
     def _draw_heat(self) -> None:
         result = self._result
-        heat = self.query_one("#ranks-heat", Static)
         if result is None:
             return
+        heat = self.query_one("#ranks-heat", Static)
         if result.matrix.height == 0:
             heat.update("No ProfilerStep markers on the chosen ranks: the rank × step map needs steps.")
             return
         colors = self.app.get_css_variables()
-        heat.update(heat_map_text(result.matrix, self.metric, colors, self.size.width or 80))
+        leaders = frozenset((int(r), int(s)) for s, r in result.step_stragglers.select("step", "rank").iter_rows())
+        heat.update(heat_map_text(result.matrix, self.metric, colors, self.size.width or 80, leaders))
+
+    def on_resize(self) -> None:
+        # The heat map shows as many steps as fit the width.
+        self._draw_heat()
 
     def action_next_metric(self) -> None:
         choices = self.metrics()

@@ -12,7 +12,7 @@ from htatui.analysis import steps, temporal
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.chart import Chart, Series, stacked_bars
+from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -21,10 +21,10 @@ COLUMNS = [
     Column("idle_us", "idle (µs)", "us"),
     Column("compute_us", "compute (µs)", "us"),
     Column("non_compute_us", "non-comp (µs)", "us"),
-    Column("idle_pct", "idle %", "pct"),
+    Column("idle_pct", "idle %", "pct", priority=0),
     Column("compute_pct", "comp %", "pct"),
     Column("non_compute_pct", "non-comp %", "pct"),
-    Column("span_us", "span (µs)", "us"),
+    Column("span_us", "span (µs)", "us", priority=0),
 ]
 
 STRAGGLER_COLUMNS = [
@@ -86,14 +86,16 @@ class TemporalScreen(ViewScreen):
         if result.height == 0:
             chart.show(None, "")
             return
+        # One row per rank, as wide as the pane, so a small idle share still shows (and is printed).
         chart.show(
-            stacked_bars(
+            BarRows(
                 [f"r{rank}" for rank in result["rank"]],
                 [
                     Series("compute", result["compute_pct"].to_list(), "hta-compute"),
                     Series("non-compute", result["non_compute_pct"].to_list(), "hta-noncompute"),
                     Series("idle", result["idle_pct"].to_list(), "hta-idle"),
                 ],
-                ylabel="% of span",
+                unit="%",
+                notes=[f"idle {value:.1f}%" for value in result["idle_pct"].fill_null(0.0)],
             )
         )

@@ -11,9 +11,11 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual.color import Color
 from textual.content import Content
+from textual.geometry import Size
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from htatui.names import fit_names
 from htatui.tui.widgets.table import middle_truncate
 
 RGB = tuple[int, int, int]
@@ -24,6 +26,10 @@ FILLS = ("█", "▓", "▒", "░")
 
 LABEL_WIDTH = 16
 """Category labels (ranks, kernel names) are shortened in the middle to this many cells."""
+
+
+ROWS_SHOWN = 12
+"""Bar rows shown before the rest are counted (z maximizes the chart to show them all)."""
 
 
 @dataclass(frozen=True)
@@ -72,14 +78,14 @@ class Chart(PlotextPlot):
         self.border_title = title
         self.legend: list[tuple[str, str, str]] = []
         """(series name, colour variable, glyph) triples, drawn in the title rather than over the bars."""
-        self._draw: Draw | None = None
+        self._draw: Drawing | None = None
         self._empty = "Not computed yet (r runs the analysis)."
 
     def on_mount(self) -> None:
         super().on_mount()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.replot())
 
-    def show(self, draw: Draw | None, empty: str = "Nothing to draw.") -> None:
+    def show(self, draw: Drawing | None, empty: str = "Nothing to draw.") -> None:
         """Draw with `draw`, or show the sentence `empty` when there is nothing to draw.
 
         With no draw and an empty sentence the chart hides (a table above already says why).
@@ -93,10 +99,13 @@ class Chart(PlotextPlot):
         plt = self.plt
         plt.clear_figure()
         self.legend = []
-        if self._draw is not None:
+        if isinstance(self._draw, BarRows):
+            self.legend = _legend(self._draw.series) if len(self._draw.series) > 1 else []
+        elif self._draw is not None:
             self._draw(self, plt)
         self.border_title = self._title_with_legend()
         self.set_class(self._draw is None, "-empty")
+        self.set_class(isinstance(self._draw, BarRows), "-rows")
         self.refresh(layout=True)
 
     def _title_with_legend(self) -> Content:
@@ -109,7 +118,19 @@ class Chart(PlotextPlot):
     def render(self) -> RenderResult:
         if self._draw is None:
             return Text(self._empty, style="italic")
+        if isinstance(self._draw, BarRows):
+            return self._draw.text(self, self.content_size.width, self.content_size.height)
         return super().render()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if isinstance(self._draw, BarRows):
+            rows = len(self._draw.labels)
+            return rows if self.is_maximized or rows <= ROWS_SHOWN else ROWS_SHOWN + 1
+        return super().get_content_height(container, viewport, width)
+
+    @property
+    def is_maximized(self) -> bool:
+        return self.screen.maximized is self
 
     def rgb(self, variable: str) -> RGB:
         """A theme variable as an RGB triple for plotext."""
@@ -260,3 +281,93 @@ def _decorate(plt: Plot, title: str, ylabel: str, horizontal: bool) -> None:
         plt.xlabel(ylabel)
     else:
         plt.ylabel(ylabel)
+
+
+EIGHTHS = " ▏▎▍▌▋▊▉"
+"""Partial cells of a one-series bar, so a bar's length is exact to 1/8 of a cell."""
+
+
+def fmt_bar_value(value: float, unit: str) -> str:
+    return f"{value:.1f}%" if unit == "%" else f"{value:,.1f}"
+
+
+def _split_cells(values: Sequence[float], cells: int, scale: float) -> list[int]:
+    """Cells per stacked segment (largest remainder), every non-zero segment at least one cell."""
+    if scale <= 0 or cells <= 0:
+        return [0 for _ in values]
+    exact = [max(v, 0.0) / scale * cells for v in values]
+    counts = [math.floor(x) for x in exact]
+    total = min(cells, round(sum(exact)))
+    order = sorted(range(len(values)), key=lambda i: exact[i] - counts[i], reverse=True)
+    for index in order[: max(0, total - sum(counts))]:
+        counts[index] += 1
+    for index, value in enumerate(values):
+        if value > 0 and counts[index] == 0:
+            donor = max(range(len(counts)), key=lambda i: counts[i])
+            if counts[donor] > 1:
+                counts[donor] -= 1
+                counts[index] = 1
+    return counts
+
+
+@dataclass(frozen=True)
+class BarRows:
+    """Horizontal bars as text, one row per label with its value printed beside the bar.
+
+    Labels and values can never drift from their bars (plotext drops and merges tick labels
+    when a pane has fewer rows than bars); rows that do not fit are counted, not squeezed.
+    """
+
+    labels: Sequence[str]
+    series: Sequence[Series]
+    unit: str = "µs"
+    notes: Sequence[str] | None = None
+    """Text after each bar; by default the row's total in `unit`."""
+
+    def text(self, chart: Chart, width: int, height: int) -> Text:
+        count = len(self.labels)
+        shown = count if count <= height else max(1, height - 1)
+        totals = [sum(max(float(v), 0.0) for v in values) for values in self._rows()]
+        notes = list(self.notes) if self.notes is not None else [fmt_bar_value(t, self.unit) for t in totals]
+        label_width = min(max((len(str(label)) for label in self.labels), default=1), max(8, width // 3))
+        note_width = max((len(note) for note in notes), default=0)
+        bar_width = max(1, width - label_width - note_width - 2)
+        scale = max(totals, default=0.0)
+        colors = [chart.rgb(s.color) for s in self.series]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        labels = fit_names([str(label) for label in self.labels], label_width)
+        for index in range(shown):
+            text.append(f"{labels[index]:<{label_width}} ")
+            values = self._rows()[index]
+            used = self._append_bar(text, values, colors, bar_width, scale)
+            text.append(" " * (bar_width - used))
+            text.append(f" {notes[index]:>{note_width}}")
+            if index < shown - 1 or shown < count:
+                text.append("\n")
+        if shown < count:
+            text.append(f"… {count - shown} more (z shows all)", style="dim italic")
+        return text
+
+    def _rows(self) -> list[list[float]]:
+        columns = [_finite(s.values) for s in self.series]
+        return [[column[index] for column in columns] for index in range(len(self.labels))]
+
+    def _append_bar(self, text: Text, values: list[float], colors: list[RGB], width: int, scale: float) -> int:
+        if scale <= 0:
+            return 0
+        if len(values) == 1:
+            eighths = round(max(values[0], 0.0) / scale * width * 8)
+            full, part = divmod(eighths, 8)
+            r, g, b = colors[0]
+            bar = "█" * full + (EIGHTHS[part] if part else "")
+            text.append(bar, style=f"rgb({r},{g},{b})")
+            return len(bar)
+        cells = _split_cells(values, width, scale)
+        for index, n in enumerate(cells):
+            r, g, b = colors[index]
+            text.append(FILLS[index % len(FILLS)] * n, style=f"rgb({r},{g},{b})")
+        return sum(cells)
+
+
+Drawing = Draw | BarRows
+"""What a chart shows: a plotext figure or text bar rows."""

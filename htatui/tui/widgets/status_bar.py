@@ -35,7 +35,7 @@ class ViewTabs(Widget):
         app = self.app
         views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
-        labels = [(f"{number} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
+        labels = [(f"{number % 10} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
         roomy = sum(len(label) + 2 for label, _ in labels) <= self.size.width
         text = Text(no_wrap=True, overflow="ellipsis")
         for label, is_current in labels:
@@ -68,6 +68,9 @@ class StatusBar(Widget):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
             text.append(f" │ steps {app.steps_label}")
+            if app.load_notes:
+                count = len(app.load_notes)
+                text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
         if self.state:
             text.append(f" │ {self.state}", style="italic")
         return text

@@ -10,11 +10,13 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
 from htatui.analysis.common import shorten_name
+from htatui.names import SHORT_LEVEL, fit_names
 
 ROW_LIMIT = 200
 """Rows built at most; the rest stay in polars and the title says how many were left out."""
@@ -55,6 +57,10 @@ FORMATS: dict[str, Formatter] = {
 }
 
 
+MAX_CELL_SOURCE_CHARS = 4_096
+"""Longer text is cut in its middle, not shortened by meaning, before a cell draws it."""
+
+
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
     return shorten_name(name) or name
@@ -86,6 +92,9 @@ class Column:
     """Another way to shorten a text cell for display (copy and filter still see the full text)."""
     cut_end: bool = False
     """Shorten long text at its end instead of its middle."""
+    priority: int = 1
+    """Columns that do not fit the table's width are left out highest priority number first
+    (rightmost first among equals); 0 is never left out, nor is the first column."""
 
     @property
     def numeric(self) -> bool:
@@ -99,13 +108,35 @@ class Column:
                 return Text(FORMATS[self.fmt](value), justify="right")
             except (TypeError, ValueError):
                 return Text(str(value), justify="right")
-        text = short_kernel_name(str(value)) if self.short_names else str(value)
+        text = str(value)
+        if len(text) > MAX_CELL_SOURCE_CHARS:
+            # Shortening nested templates is quadratic in the name's length and no cell shows
+            # that much: a huge name is only cut in its middle.
+            text = middle_truncate(text, MAX_CELL_SOURCE_CHARS)
+        elif self.short_names:
+            text = short_kernel_name(text)
         if self.transform is not None:
             text = self.transform(text)
         width = self.width or NAME_WIDTH
         if self.cut_end and len(text) > width:
             return Text(text[: width - 1] + "…")
         return Text(middle_truncate(text, width))
+
+    def cells(self, values: Sequence[Any]) -> list[Text]:
+        """The cells of a whole column (text cells are shortened together to stay distinct)."""
+        if self.numeric or self.transform is not None or self.cut_end:
+            return [self.cell(value) for value in values]
+        present = [str(value) for value in values if value is not None]
+        start = SHORT_LEVEL if self.short_names else 0
+        fitted = iter(fit_names(present, self.width or NAME_WIDTH, start=start))
+        return [Text("–", style="dim") if value is None else Text(next(fitted)) for value in values]
+
+
+def fitted_width(column: Column, cells: Sequence[Text]) -> int | None:
+    """A numeric column widens to its longest number: a number is never cut."""
+    if column.width is None or not column.numeric:
+        return column.width
+    return max([column.width, *(cell.cell_len for cell in cells)])
 
 
 def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> list[Column]:
@@ -144,6 +175,15 @@ class ViewTable(DataTable[Text]):
         Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
         Binding("ctrl+d", "page_down", "Half page down", show=False, id="table.page_down"),
         Binding("ctrl+u", "page_up", "Half page up", show=False, id="table.page_up"),
+        Binding("enter", "select_cursor", "Full name", show=False, tooltip="Show the row's full name", id="table.full"),
+        Binding(
+            "w",
+            "toggle_columns",
+            "Columns",
+            show=False,
+            tooltip="Show every column, or only those that fit",
+            id="table.columns",
+        ),
         Binding("s", "cycle_sort", "Sort", tooltip="Sort by the next column", id="table.sort"),
         Binding("S", "reverse_sort", "Reverse", show=False, tooltip="Reverse the sort", id="table.reverse"),
         Binding("y", "copy_cell", "Copy", show=False, tooltip="Copy the row's name (OSC 52)", id="table.copy"),
@@ -176,6 +216,11 @@ class ViewTable(DataTable[Text]):
 
         table: ViewTable
 
+        @property
+        def control(self) -> ViewTable:
+            """The table, so `@on(ViewTable.Changed, selector)` can match it."""
+            return self.table
+
     def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.title = title
@@ -187,6 +232,10 @@ class ViewTable(DataTable[Text]):
         self.sort_key: str | None = None
         self.descending = True
         self.fixed_columns = 1
+        self._matching = 0
+        self._fitted_for = 0
+        self.show_all_columns = False
+        self.left_out: list[str] = []
 
     # ---- data ---------------------------------------------------------------------------
     def set_frame(
@@ -231,21 +280,29 @@ class ViewTable(DataTable[Text]):
         matching = self.filtered()
         self.shown = matching.head(self.row_limit)
         self.clear(columns=True)
+        cells = [column.cells(self.shown[column.key].to_list()) for column in self.columns_spec]
+        labels = []
         for column in self.columns_spec:
             arrow = ""
             if column.key == self.sort_key:
                 arrow = " ▼" if self.descending else " ▲"
-            label = Text(column.label + arrow, justify="right" if column.numeric else "left")
-            self.add_column(label, key=column.key, width=column.width)
-        keys = [c.key for c in self.columns_spec]
-        self.add_rows(
-            [column.cell(value) for column, value in zip(self.columns_spec, values, strict=True)]
-            for values in self.shown.select(keys).iter_rows()
-        )
+            labels.append(Text(column.label + arrow, justify="right" if column.numeric else "left"))
+        widths = [
+            fitted_width(column, column_cells) or max([label.cell_len, *(c.cell_len for c in column_cells)])
+            for column, column_cells, label in zip(self.columns_spec, cells, labels, strict=True)
+        ]
+        kept = self._columns_that_fit(widths)
+        self.left_out = [c.label for i, c in enumerate(self.columns_spec) if i not in kept]
+        for index in kept:
+            column = self.columns_spec[index]
+            self.add_column(labels[index], key=column.key, width=fitted_width(column, cells[index]))
+        self.add_rows([cells[index][row] for index in kept] for row in range(self.shown.height))
         if self.row_count:
             self.move_cursor(row=min(row, self.row_count - 1), animate=False)
         self._update_title(matching.height)
-        self.post_message(self.Changed(self))
+        # Sent as the table's own: posted from the pane's filter handler, it would otherwise stop
+        # bubbling at the pane (Textual does not bubble a message back to its sender).
+        self.post_message(self.Changed(self).set_sender(self))
 
     def _update_title(self, matching: int) -> None:
         parts = [self.title] if self.title else []
@@ -256,7 +313,72 @@ class ViewTable(DataTable[Text]):
                 parts.append(f"showing {shown:,}")
         elif shown < total:
             parts.append(f"showing {shown:,} of {total:,}")
+        if self.left_out:
+            parts.append(f"{len(self.left_out)} more column{'s' if len(self.left_out) > 1 else ''} (w)")
+        hidden = self.hidden_columns()
+        if hidden:
+            parts.append(f"→ {hidden} more column{'s' if hidden > 1 else ''}")
         self.border_title = " · ".join(parts)
+        self._matching = matching
+
+    def _columns_that_fit(self, widths: list[int]) -> list[int]:
+        """Indexes of the columns to show: all with `w`, else as many as fit, by priority."""
+        self._fitted_for = self.scrollable_content_region.width
+        kept = list(range(len(widths)))
+        available = self._fitted_for
+        if self.show_all_columns or available <= 0:
+            return kept
+        padding = 2 * self.cell_padding
+        droppable = sorted(
+            (i for i in kept[1:] if self.columns_spec[i].priority > 0),
+            key=lambda i: (self.columns_spec[i].priority, i),
+            reverse=True,
+        )
+        total = sum(width + padding for width in widths)
+        for index in droppable:
+            if total <= available:
+                break
+            kept.remove(index)
+            total -= widths[index] + padding
+        return kept
+
+    def action_toggle_columns(self) -> None:
+        self.show_all_columns = not self.show_all_columns
+        self._rebuild(keep_cursor=True)
+
+    def hidden_columns(self) -> int:
+        """Columns not wholly in sight right of the visible part (→ or l scrolls to them)."""
+        visible = self.scrollable_content_region.width
+        if visible <= 0:
+            return 0
+        right = self.scroll_x + visible
+        x = 0
+        hidden = 0
+        for column in self.ordered_columns:
+            x += column.get_render_width(self)
+            if x > right:
+                hidden += 1
+        return hidden
+
+    def _on_resize(self, event: events.Resize) -> None:
+        super()._on_resize(event)
+        if self.columns_spec and self.scrollable_content_region.width != self._fitted_for:
+            self._rebuild(keep_cursor=True)
+        else:
+            self._update_title(self._matching)
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_x(old_value, new_value)
+        self._update_title(self._matching)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter shows the row's full name (tables shorten names to fit)."""
+        row = self.selected_row()
+        names = [c for c in self.columns_spec if not c.numeric]
+        if row is None or not names:
+            return
+        full = _plain(row[names[0].key])
+        self.notify(full, title=names[0].label, timeout=8, markup=False)
 
     def selected_row(self) -> dict[str, Any] | None:
         """The full (untruncated) values of the highlighted row."""
@@ -267,7 +389,8 @@ class ViewTable(DataTable[Text]):
 
     # ---- actions ------------------------------------------------------------------------
     def action_cycle_sort(self) -> None:
-        sortable = [c.key for c in self.columns_spec if c.sortable]
+        shown = {str(column.key.value) for column in self.ordered_columns}
+        sortable = [c.key for c in self.columns_spec if c.sortable and c.key in shown]
         if not sortable:
             return
         position = sortable.index(self.sort_key) + 1 if self.sort_key in sortable else 0

@@ -1,0 +1,47 @@
+"""ThemedApp: the base of both apps (the views and the diff): htatui's themes registered once."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.theme import BUILTIN_THEMES
+
+from htatui.tui import theming
+
+
+class ThemedApp(App[int]):
+    """Registers the theme files, hides the pass-through themes, and reports bad theme files."""
+
+    def __init__(self, theme: str | None = None) -> None:
+        super().__init__()
+        self._theme_problems: list[str] = []
+        self._register_themes(theme)
+
+    def _register_themes(self, requested: str | None) -> None:
+        loaded = theming.load_themes(theming.themes_dir())
+        self._theme_problems.extend(loaded.problems)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        for name in theming.HIDDEN_THEMES:
+            if name in self.available_themes:
+                self.unregister_theme(name)
+        fallback = theming.DEFAULT_THEME if theming.DEFAULT_THEME in self.available_themes else "textual-dark"
+        if requested and requested not in self.available_themes:
+            choices = ", ".join(self.theme_names())
+            self._theme_problems.append(f"unknown theme {requested!r}; choose one of: {choices}")
+            requested = None
+        self.theme = requested or fallback
+
+    def theme_names(self) -> list[str]:
+        """htatui's own themes first, then Textual's."""
+        own = sorted(name for name in self.available_themes if name not in BUILTIN_THEMES)
+        return own + sorted(name for name in self.available_themes if name in BUILTIN_THEMES)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        try:
+            return theming.domain_defaults(self.current_theme)
+        except Exception:  # noqa: BLE001 - before a theme is set, fall back to the dark palette
+            return {}
+
+    def on_mount(self) -> None:
+        for problem in self._theme_problems:
+            self.notify(problem, title="Theme", severity="warning", timeout=8)

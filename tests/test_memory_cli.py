@@ -1,0 +1,100 @@
+"""`htatui memory`: JSON per device, tables, comparisons, frames on demand, and bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from memory_util import MODEL, MODEL_SITE, entry, snapshot_a, write_pickle
+
+from htatui.cli import main
+
+
+def test_json_has_one_object_per_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_pickle(tmp_path / "a.pickle", snapshot_a())
+    assert main(["memory", str(path), "--format", "json", "--top", "2"]) == 0
+    (device,) = json.loads(capsys.readouterr().out)
+    assert device["device"] == "cuda:0"
+    assert (device["peak_bytes"], device["peak_time_us"], device["end_bytes"], device["reserved_peak_bytes"]) == (
+        3628,
+        15.0,
+        3372,
+        5120,
+    )
+    assert [(s["site"], s["bytes"], s["count"]) for s in device["sites"]] == [
+        (MODEL_SITE, 2048, 1),
+        ("compute_loss (/home/me/loss.py:5)", 1024, 1),
+    ]
+    assert device["ooms"][0]["requested_bytes"] == 8192
+    assert device["allocator"][0]["largest_free_bytes"] == 724
+
+
+def test_csv_sites_and_table_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_pickle(tmp_path / "a.pickle", snapshot_a())
+    assert main(["memory", str(path), "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "device,site,bytes,count,share_pct"
+    assert lines[1].startswith(f"cuda:0,{MODEL_SITE},2048,1,")
+    assert main(["memory", str(path)]) == 0
+    out = capsys.readouterr().out
+    for heading in ("Memory per device", "live at the peak, by site", "OUT OF MEMORY", "Allocator state"):
+        assert heading in out
+
+
+def test_site_frames_on_demand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_pickle(tmp_path / "a.pickle", snapshot_a())
+    assert main(["memory", str(path), "--site", "model.py"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == MODEL_SITE
+    assert out[-1].strip() == "forward /home/me/model.py:10"
+
+
+def test_compare_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    after = copy.deepcopy(snapshot_a())
+    after["device_traces"][0].append(entry("alloc", 20000, 4096, 30, MODEL))
+    a = write_pickle(tmp_path / "a.pickle", snapshot_a())
+    b = write_pickle(tmp_path / "b.pickle", after)
+    assert main(["memory", str(a), str(b), "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    first = payload["sites"][0]
+    assert (first["site"], first["delta_bytes"], first["status"]) == (MODEL_SITE, 4096, "grew")
+
+
+class _Command:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("case", ["other", "truncated", "global", "empty"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    path = tmp_path / f"{case}.pickle"
+    marker = tmp_path / "ran"
+    if case == "other":
+        write_pickle(path, {"weights": [1, 2]})
+    elif case == "truncated":
+        path.write_bytes(pickle.dumps(snapshot_a(), protocol=4)[:200])
+    elif case == "global":
+        write_pickle(path, {"segments": [_Command(marker)]})
+    else:
+        write_pickle(path, {"segments": [], "device_traces": [[]]})
+    run = subprocess.run(
+        [sys.executable, "-m", "htatui", "memory", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in run.stderr
+    assert not marker.exists()

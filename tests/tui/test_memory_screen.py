@@ -1,0 +1,148 @@
+"""The Memory screens: `htatui snapshot.pickle` (MemoryApp) and the Memory page of a trace folder."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from kineto_util import write_trace
+from memory_util import LOSS_SITE, MODEL_SITE, memory_trace_events, snapshot_a, write_pickle
+from textual.pilot import Pilot
+from textual.widgets import Static
+from tui_helpers import make_app, press, ready
+
+from htatui.analysis.common import CommonOptions
+from htatui.trace import TraceSet, load_traces
+from htatui.tui.memory_app import MemoryApp
+from htatui.tui.screens.memory import (
+    FramesScreen,
+    MemoryBody,
+    MemoryScreen,
+    SnapshotScreen,
+    memory_rank_files,
+    memory_result,
+)
+from htatui.tui.widgets.table_pane import TablePane
+
+
+async def _wait_for_result(pilot: Pilot[Any], timeout: float = 30.0) -> MemoryBody:
+    app = pilot.app
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        body = app.screen.query_one(MemoryBody) if app.screen.query(MemoryBody) else None
+        screen = app.screen
+        failed = isinstance(screen, SnapshotScreen) and screen.error is not None
+        if body is not None and (body.result is not None or failed):
+            await pilot.pause()
+            return body
+        await pilot.pause(0.05)
+    raise AssertionError("the memory screen did not draw in time")
+
+
+async def test_snapshot_opens_straight_into_the_memory_screen(tmp_path: Path) -> None:
+    app = MemoryApp(write_pickle(tmp_path / "a.pickle", snapshot_a()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        body = await _wait_for_result(pilot)
+        assert isinstance(app.screen, SnapshotScreen)
+        sites = app.screen.query_one("#memory-sites", TablePane).table.source
+        assert sites.select("site", "bytes", "count").rows()[:2] == [(MODEL_SITE, 2048, 1), (LOSS_SITE, 1024, 1)]
+        headline = str(app.screen.query_one("#memory-headline", Static).render())
+        assert "peak 3.54 KiB (4 blocks live) · end 3.29 KiB · reserved peak 5.00 KiB" in headline
+        events = app.screen.query_one("#memory-events", TablePane).table.source
+        assert events["what"].to_list() == ["OUT OF MEMORY"]
+        allocator = app.screen.query_one("#memory-allocator", TablePane).table.source
+        assert allocator["segments"].to_list() == [2]
+        assert body.device == "cuda:0"
+        app.screen.query_one("#memory-sites", TablePane).table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FramesScreen)
+        text = str(app.screen.query_one("#frames-text", Static).render())
+        assert text.splitlines()[0] == MODEL_SITE
+        assert text.splitlines()[-1] == "forward /home/me/model.py:10"
+        await pilot.press("escape")
+        assert isinstance(app.screen, SnapshotScreen)
+
+
+async def test_a_hostile_snapshot_is_a_notification_not_a_crash(tmp_path: Path) -> None:
+    class Command:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    app = MemoryApp(write_pickle(tmp_path / "evil.pickle", {"segments": [Command()]}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _wait_for_result(pilot)
+        screen = app.screen
+        assert isinstance(screen, SnapshotScreen)
+        assert screen.error is not None and "refused" in screen.error
+        assert "refused" in str(screen.query_one("#memory-headline", Static).render())
+    assert not (tmp_path / "ran").exists()
+
+
+async def test_trace_with_memory_events_shows_the_memory_page(tmp_path: Path) -> None:
+    write_trace(tmp_path / "job" / "rank-0.pt.trace.json", memory_trace_events())
+    traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
+    app = make_app(traces)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await ready(pilot)
+        assert app.view_order()[-1] == ("memory", "Memory")
+        await press(pilot, "left_square_bracket")  # from the first view back round to the last
+        assert isinstance(app.screen, MemoryScreen)
+        await _wait_for_result(pilot)
+        sites = app.screen.query_one("#memory-sites", TablePane).table.source
+        assert sites.filter(pl.col("site") == "forward")["bytes"].to_list() == [300]
+
+
+async def test_traces_without_memory_events_do_not_list_the_page(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert "memory" not in [mode for mode, _title in app.view_order()]
+
+
+def test_snapshot_screen_80x24(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    path = write_pickle(tmp_path / "a.pickle", snapshot_a())
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _wait_for_result(pilot)
+
+    assert snap_compare(MemoryApp(path), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_memory_page_80x24(snap_compare: Callable[..., bool], tmp_path: Path) -> None:
+    write_trace(tmp_path / "job" / "rank-0.pt.trace.json", memory_trace_events())
+    traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await press(pilot, "left_square_bracket")
+        await _wait_for_result(pilot)
+
+    assert snap_compare(make_app(traces, name="memory_job"), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_chart_of_a_snapshot_without_times_uses_event_numbers(tmp_path: Path) -> None:
+    snapshot = snapshot_a()
+    for item in snapshot["device_traces"][0]:
+        del item["time_us"]
+    result = memory_result(write_pickle(tmp_path / "old.pickle", snapshot))
+    xs, allocated, _reserved, xlabel = result.chart["cuda:0"]
+    assert xlabel == "event"
+    assert xs == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert [round(v * 1024 * 1024) for v in allocated] == [556, 1068, 2092, 2092, 1580, 3628, 3372, 3372]
+
+
+def test_the_memory_page_reads_every_chosen_rank(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        write_trace(tmp_path / "job" / f"rank-{rank}.pt.trace.json", memory_trace_events(), rank=rank)
+    traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
+    files = memory_rank_files(traces, CommonOptions())
+    assert [rank for rank, _path in files] == [0, 1]
+    result = memory_result(files)
+    assert result.devices == ("rank 0 cuda:0", "rank 1 cuda:0")
+    assert memory_rank_files(traces, CommonOptions(ranks=(1,)))[0][0] == 1
