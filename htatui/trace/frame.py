@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
@@ -245,8 +246,11 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     inherit the step of the host row with the same correlation id (on every stream, including
     the AMD default stream 0 that HTA leaves out).
     """
+    # Worked out on the few columns it reads: on a frame joined from many pieces, eager filters
+    # and expressions copied every column (the loader's memory peak on big files).
+    cols = frame.select("ph", "name", "cat", "ts", "end", "correlation").rechunk()
     steps = (
-        frame.filter(pl.col("ph") == "X")
+        cols.filter(pl.col("ph") == "X")
         .select(
             step_ts=pl.col("ts"),
             step_end=pl.col("end"),
@@ -256,24 +260,37 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
         .sort("step_ts")
     )
     if steps.height == 0:
-        return frame.with_columns(iteration=pl.lit(None, dtype=pl.Int64))
+        return frame.with_columns(iteration=_chunked_like(pl.Series([None] * frame.height, dtype=pl.Int64), frame))
     # The latest step starting at or before each event's start, if the event starts inside it.
-    position = steps["step_ts"].search_sorted(frame["ts"].fill_null(float("-inf")), side="right").cast(pl.Int64) - 1
+    position = steps["step_ts"].search_sorted(cols["ts"].fill_null(float("-inf")), side="right").cast(pl.Int64) - 1
     candidate = position.clip(0, steps.height - 1)
     by_start = pl.DataFrame(
         {
-            "hit": (position >= 0) & (frame["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
+            "hit": (position >= 0) & (cols["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
             "step": steps["iteration"].gather(candidate),
         }
     ).select(pl.when(pl.col("hit")).then(pl.col("step")))["step"]
-    frame = frame.with_columns(iteration=by_start)
+    cols = cols.with_columns(iteration=by_start)
     is_device = pl.col("cat").is_in(_GPU_CATS) & pl.col("correlation").is_not_null()
     host_steps = (
-        frame.filter(~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null())
+        cols.filter(~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null())
         .group_by("correlation")
         .agg(pl.col("iteration").first())
     )
     inherited = pl.col("correlation").replace_strict(
         host_steps["correlation"], host_steps["iteration"], default=None, return_dtype=pl.Int64
     )
-    return frame.with_columns(iteration=pl.when(is_device).then(inherited).otherwise(pl.col("iteration")))
+    iteration = cols.select(pl.when(is_device).then(inherited).otherwise(pl.col("iteration"))).to_series()
+    return frame.with_columns(iteration=_chunked_like(iteration, frame))
+
+
+def _chunked_like(series: pl.Series, frame: pl.DataFrame) -> pl.Series:
+    """`series` cut into the frame's chunks: a column chunked unlike the others makes the next
+    expression over the frame copy every column to realign them."""
+    lengths = frame.get_column("ts").chunk_lengths()
+    if len(lengths) <= 1:
+        return series
+    offsets = [0, *accumulate(lengths)][:-1]
+    return pl.concat(
+        [series.slice(offset, length) for offset, length in zip(offsets, lengths, strict=True)], rechunk=False
+    )
