@@ -570,13 +570,15 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
 
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     busy = pool.submit(time.sleep, 60)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     # Spawning is slow on a busy machine: wait until the worker process is up and has the task.
-    while time.monotonic() < deadline and not (busy.running() and pool._processes):
+    while time.monotonic() < deadline and not (
+        busy.running() and pool._processes and all(p.is_alive() for p in pool._processes.values())
+    ):
         time.sleep(0.05)
     time.sleep(0.5)
     processes = list(pool._processes.values())
-    assert len(processes) == 1 and processes[0].is_alive()
+    assert processes and all(process.is_alive() for process in processes), "the worker never started"
     started = time.monotonic()
     _stop_pool(pool)
     for process in processes:

@@ -19,7 +19,8 @@ from fixtures.scenarios import GEMM, LAYER_NORM, SOFTMAX
 from htatui.analysis.diff import DiffOptions
 from htatui.trace import load_traces
 from htatui.tui.diff_app import DiffApp
-from htatui.tui.screens.diff import DeltaBars, DiffScreen, SideLoaded, SideProgress
+from htatui.tui.jobs import JobDone
+from htatui.tui.screens.diff import DeltaBars, DiffScreen, SideProgress
 from htatui.tui.widgets.table_pane import TablePane
 
 SIZE = (80, 24)
@@ -63,7 +64,7 @@ async def test_loads_both_sides_and_shows_changes(diff_root: Path) -> None:
         screen = await wait_ready(pilot)
         assert not screen.failed
         progressed = {m.side for m in messages if isinstance(m, SideProgress)}
-        loaded = {m.side for m in messages if isinstance(m, SideLoaded)}
+        loaded = {m.job.removeprefix("load-") for m in messages if isinstance(m, JobDone) and m.job.startswith("load-")}
         assert progressed == loaded == {"base", "test"}
         table = screen.query_one("#names", TablePane).table
         assert table.row_count == 12

@@ -16,14 +16,13 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
-from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.analysis import diff, diff_summary
 from htatui.analysis.diff import DiffOptions, DiffResult, Selection
@@ -31,6 +30,7 @@ from htatui.analysis.ranges import format_ranges
 from htatui.names import fit_names
 from htatui.sources import SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
+from htatui.tui.jobs import JobRunner
 from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -141,36 +141,13 @@ class SideProgress(Message):
     total: int
 
 
-@dataclass
-class SideLoaded(Message):
-    """A side finished loading."""
-
-    side: str
-    traces: TraceSet
-
-
-@dataclass
-class SideFailed(Message):
-    """A side could not be loaded; message is one line for the user."""
-
-    side: str
-    message: str
-
-
-@dataclass
-class DiffComputed(Message):
+@dataclass(frozen=True)
+class DiffComputed:
     """The comparison of both sides (summary None when the headline views failed)."""
 
-    request_id: int
     result: DiffResult
     summary: pl.DataFrame | None
     summary_error: str | None
-
-
-@dataclass
-class DiffFailed(Message):
-    request_id: int
-    message: str
 
 
 # ---- widgets ----------------------------------------------------------------------------
@@ -247,7 +224,7 @@ class DeltaBars(VerticalScroll):
 # ---- the screen -------------------------------------------------------------------------
 
 
-class DiffScreen(Screen[None]):
+class DiffScreen(JobRunner, Screen[None]):
     """Compare two jobs side by side; loads both itself (or takes already loaded traces)."""
 
     TITLE = "diff"
@@ -337,14 +314,11 @@ class DiffScreen(Screen[None]):
         self.use_cache = use_cache
         self.max_workers = max_workers
         self.traces: dict[str, TraceSet | None] = {"base": base_traces, "test": test_traces}
-        self.cancel_event = threading.Event()
         self.result: DiffResult | None = None
         self.summary_frame: pl.DataFrame | None = None
         self.status_filter: str | None = None
         self.kind_filter: str | None = None
         self.failed = False
-        self._request_id = 0
-        self._workers: list[Worker[None]] = []
 
     # ---- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -372,43 +346,40 @@ class DiffScreen(Screen[None]):
             if preloaded is not None:
                 self._mark_loaded(side, preloaded)
             else:
-                self._workers.append(self._load_side(side, path))
+                self._load_side(side, path)
         self._maybe_compare()
 
     # ---- loading ------------------------------------------------------------------------
-    @work(thread=True, exit_on_error=False, group="diff-load", description="load a diff side")
     def _load_side(self, side: str, path: SourcePath) -> None:
-        worker = get_current_worker()
+        def load(cancel: threading.Event) -> TraceSet:
+            def progress(update: LoadProgress) -> None:
+                if not cancel.is_set():
+                    self.post_message(SideProgress(side, update.done, update.total))
 
-        def progress(update: LoadProgress) -> None:
-            if not worker.is_cancelled:
-                self.post_message(SideProgress(side, update.done, update.total))
-
-        try:
-            traces = load_traces(
-                [path],
-                use_cache=self.use_cache,
-                progress=progress,
-                cancel=self.cancel_event,
-                max_workers=self.max_workers,
+            return load_traces(
+                [path], use_cache=self.use_cache, progress=progress, cancel=cancel, max_workers=self.max_workers
             )
-        except LoadCancelled:
+
+        self.start_job(f"load-{side}", load, "load a diff side")
+
+    def job_done(self, job: str, result: Any) -> None:
+        if job.startswith("load-"):
+            self._mark_loaded(job.removeprefix("load-"), result)
+            self._maybe_compare()
+        elif job == "compare":
+            self._show_comparison(result)
+
+    def job_failed(self, job: str, error: BaseException) -> None:
+        if isinstance(error, LoadCancelled):
             return
-        except LoadError as exc:
-            self.post_message(SideFailed(side, str(exc)))
-            return
-        if not worker.is_cancelled:
-            self.post_message(SideLoaded(side, traces))
+        side = f"{job.removeprefix('load-')}: " if job.startswith("load-") else ""
+        reason = str(error) if isinstance(error, LoadError | ValueError) else f"{type(error).__name__}: {error}"
+        self._fail(f"{side}{reason}")
 
     @on(SideProgress)
     def _progress(self, message: SideProgress) -> None:
         bar = self.query_one(f"#{message.side}-progress", ProgressBar)
         bar.update(total=message.total, progress=message.done)
-
-    @on(SideLoaded)
-    def _loaded(self, message: SideLoaded) -> None:
-        self._mark_loaded(message.side, message.traces)
-        self._maybe_compare()
 
     def _mark_loaded(self, side: str, traces: TraceSet) -> None:
         self.traces[side] = traces
@@ -420,56 +391,33 @@ class DiffScreen(Screen[None]):
         for problem in traces.problems:
             self.notify(str(problem), title=f"{side}: skipped a file", severity="warning", timeout=8)
 
-    @on(SideFailed)
-    def _side_failed(self, message: SideFailed) -> None:
-        self._fail(f"{message.side}: {message.message}")
-
     def _fail(self, text: str) -> None:
         self.failed = True
         self.add_class("-failed")
         self.query_one("#diff-error", Static).update(text)
         self.query_one("#diff-state", Static).update(" failed · esc closes")
 
-    @on(Worker.StateChanged)
-    def _worker_error(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR and event.worker in self._workers:
-            error = event.worker.error
-            self._fail(f"{type(error).__name__}: {error}")
-
     # ---- comparing ----------------------------------------------------------------------
     def _maybe_compare(self) -> None:
         base, test = self.traces["base"], self.traces["test"]
         if base is None or test is None or self.failed:
             return
-        self._request_id += 1
         self.query_one("#diff-state", Static).update(" comparing…")
-        self._workers.append(self._compare(self._request_id, base, test, self.options))
+        options = self.options
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="diff-compare", description="compare")
-    def _compare(self, request_id: int, base: TraceSet, test: TraceSet, options: DiffOptions) -> None:
-        try:
+        def compare(_cancel: threading.Event) -> DiffComputed:
             result = diff.compare(base, test, options)
-        except ValueError as exc:
-            self.post_message(DiffFailed(request_id, str(exc)))
-            return
-        summary: pl.DataFrame | None = None
-        summary_error: str | None = None
-        try:
-            summary = diff_summary.summary(base, test, options)
-        except Exception as exc:  # noqa: BLE001 - the names table is still worth showing
-            summary_error = f"{type(exc).__name__}: {exc}"
-        if not get_current_worker().is_cancelled:
-            self.post_message(DiffComputed(request_id, result, summary, summary_error))
+            summary: pl.DataFrame | None = None
+            summary_error: str | None = None
+            try:
+                summary = diff_summary.summary(base, test, options)
+            except Exception as exc:  # noqa: BLE001 - the names table is still worth showing
+                summary_error = f"{type(exc).__name__}: {exc}"
+            return DiffComputed(result, summary, summary_error)
 
-    @on(DiffFailed)
-    def _diff_failed(self, message: DiffFailed) -> None:
-        if message.request_id == self._request_id:
-            self._fail(message.message)
+        self.start_job("compare", compare, "compare")
 
-    @on(DiffComputed)
-    def _diff_computed(self, message: DiffComputed) -> None:
-        if message.request_id != self._request_id:
-            return
+    def _show_comparison(self, message: DiffComputed) -> None:
         self.result = message.result
         self.summary_frame = message.summary
         self.add_class("-ready")
@@ -583,9 +531,8 @@ class DiffScreen(Screen[None]):
     # ---- actions ------------------------------------------------------------------------
     def action_back(self) -> None:
         if not self.has_class("-ready") and not self.failed:
-            self.cancel_event.set()
-            for worker in self._workers:
-                worker.cancel()
+            for job in ("load-base", "load-test", "compare"):
+                self.cancel_job(job)
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
         else:

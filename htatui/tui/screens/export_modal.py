@@ -5,20 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, ProgressBar, Static
-from textual.worker import Worker, WorkerState
 
 from htatui.analysis.export import ExportError, ExportExistsError
 from htatui.analysis.ranges import format_ranges
+from htatui.tui.jobs import JobRunner
 
 ExportProgress = Callable[[int, int, Path], None]
 ExportJob = Callable[[tuple[int, ...] | None, Path, bool, ExportProgress], list[Path]]
@@ -62,14 +62,7 @@ class ExportProgressed(Message):
         return isinstance(message, ExportProgressed)
 
 
-@dataclass
-class ExportFinished(Message):
-    """Every file was written."""
-
-    paths: list[Path]
-
-
-class ExportModal(ModalScreen[list[Path] | None]):
+class ExportModal(JobRunner, ModalScreen[list[Path] | None]):
     """enter exports; an existing file asks first (y overwrites, n goes back); esc closes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -126,7 +119,6 @@ class ExportModal(ModalScreen[list[Path] | None]):
         self._pending: tuple[tuple[int, ...] | None, Path] | None = None
         self._creating = False
         """The question asked is whether to create the missing folder (not whether to overwrite)."""
-        self._worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
@@ -149,7 +141,7 @@ class ExportModal(ModalScreen[list[Path] | None]):
 
     @property
     def running(self) -> bool:
-        return self._worker is not None and self._worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        return self.job_running("export")
 
     def _hint(self, text: str) -> None:
         self.query_one("#export-hint", Static).update(text)
@@ -189,36 +181,29 @@ class ExportModal(ModalScreen[list[Path] | None]):
         self._pending = (ranks, folder)
         self.query_one("#export-bar", ProgressBar).update(total=None, progress=0)
         self._status("writing…", "-running")
-        self._worker = self._export(ranks, folder, force)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="export", description="export")
-    def _export(self, ranks: tuple[int, ...] | None, folder: Path, force: bool) -> None:
         def progress(done: int, total: int, path: Path) -> None:
             self.post_message(ExportProgressed(done, total, path))
 
-        self.post_message(ExportFinished(self.job(ranks, folder, force, progress)))
+        self.start_job("export", lambda _cancel: self.job(ranks, folder, force, progress), "export")
 
     @on(ExportProgressed)
     def _progressed(self, message: ExportProgressed) -> None:
         self.query_one("#export-bar", ProgressBar).update(total=message.total, progress=message.done)
         self._status(f"wrote {message.done} of {message.total}: {message.path.name}", "-running")
 
-    @on(ExportFinished)
-    def _finished(self, message: ExportFinished) -> None:
-        self.written = message.paths
-        text = Text(f"Wrote {len(message.paths)} file{'s' if len(message.paths) != 1 else ''}:\n", style="bold")
-        for path in message.paths:
+    def job_done(self, job: str, result: Any) -> None:
+        paths: list[Path] = list(result)
+        self.written = paths
+        text = Text(f"Wrote {len(paths)} file{'s' if len(paths) != 1 else ''}:\n", style="bold")
+        for path in paths:
             text.append(f"  {path}\n")
         self._status(text, "-done")
         self._hint("esc closes · enter exports again")
         self.query_one("#export-folder", Input).focus()
-        self.notify(f"Wrote {len(message.paths)} file(s) into {message.paths[0].parent}" if message.paths else "")
+        self.notify(f"Wrote {len(paths)} file(s) into {paths[0].parent}" if paths else "")
 
-    @on(Worker.StateChanged)
-    def _failed(self, event: Worker.StateChanged) -> None:
-        if event.worker is not self._worker or event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
+    def job_failed(self, job: str, error: BaseException) -> None:
         if isinstance(error, ExportExistsError):
             self._status(f"{error}\nOverwrite? y overwrites · n keeps the existing file", "-ask")
             self._hint("y overwrites · n keeps · esc closes")
@@ -259,6 +244,5 @@ class ExportModal(ModalScreen[list[Path] | None]):
             self.query_one("#export-folder", Input).focus()
 
     def action_close(self) -> None:
-        if self.running and self._worker is not None:
-            self._worker.cancel()
+        self.cancel_job("export")
         self.dismiss(self.written or None)

@@ -6,24 +6,24 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.filesize import decimal
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Center, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
-from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.trace.discover import DiscoveryError, discover
 from htatui.trace.fetch import DownloadProgress
+from htatui.tui.jobs import JobRunner
 from htatui.tui.messages import FileState, LoadFailed, LoadProgressed, TracesLoaded
 
 MAX_LISTED = 200
@@ -67,7 +67,7 @@ class FileBytesProgressed(Message):
         return isinstance(message, FileBytesProgressed)
 
 
-class LoadingScreen(Screen[None]):
+class LoadingScreen(JobRunner, Screen[None]):
     """Shows which rank files are read, parsed or taken from the cache."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -109,11 +109,9 @@ class LoadingScreen(Screen[None]):
         self.use_cache = use_cache
         self.max_workers = max_workers
         self.preloaded = preloaded
-        self.cancel_event = threading.Event()
         self.failed = False
         self.error_message = ""
         """The one-line reason when loading failed."""
-        self._worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         names = ", ".join(title_name(p) for p in self.paths)
@@ -129,18 +127,13 @@ class LoadingScreen(Screen[None]):
         if self.preloaded is not None:
             self.app.post_message(TracesLoaded(self.preloaded))
             return
-        self._worker = self._load()
+        self.start_job("load", self._load, "load traces")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load traces")
-    def _load(self) -> None:
-        worker = get_current_worker()
+    def _load(self, cancel: threading.Event) -> TraceSet:
+        """Find the files, then load them; progress goes to the screen as messages (worker thread)."""
         # A dataset (`htatui ingest`) lists its rank files itself, as the loader reads it.
         trace_paths = [p for p in self.paths if not (isinstance(p, Path) and is_dataset(p))]
-        try:
-            files = discover(trace_paths).files if trace_paths else []
-        except DiscoveryError as exc:
-            self.post_message(LoadFailed(str(exc)))
-            return
+        files = discover(trace_paths).files if trace_paths else []
         states = {path: FileState(path) for path in files}
         self.post_message(LoadProgressed(tuple(states.values()), 0, len(files)))
 
@@ -154,24 +147,27 @@ class LoadingScreen(Screen[None]):
         def progress_bytes(update: DownloadProgress) -> None:
             self.post_message(DownloadProgressed(update.done_bytes, update.total_bytes))
 
-        try:
-            traces = load_traces(
-                self.paths,
-                use_cache=self.use_cache,
-                refresh_cache=not self.use_cache,
-                progress=progress,
-                cancel=self.cancel_event,
-                max_workers=self.max_workers,
-                download_progress=progress_bytes,
-            )
-        except LoadCancelled:
+        return load_traces(
+            self.paths,
+            use_cache=self.use_cache,
+            refresh_cache=not self.use_cache,
+            progress=progress,
+            cancel=cancel,
+            max_workers=self.max_workers,
+            download_progress=progress_bytes,
+        )
+
+    def job_done(self, job: str, result: Any) -> None:
+        self.app.post_message(TracesLoaded(result))
+
+    def job_failed(self, job: str, error: BaseException) -> None:
+        if isinstance(error, LoadCancelled):
             self.post_message(LoadFailed("load cancelled", cancelled=True))
-            return
-        except LoadError as exc:
-            self.post_message(LoadFailed(str(exc)))
-            return
-        if not worker.is_cancelled:
-            self.app.post_message(TracesLoaded(traces))
+        elif isinstance(error, LoadError | DiscoveryError):
+            self.post_message(LoadFailed(str(error)))
+        else:
+            lines = str(error).strip().splitlines()
+            self.post_message(LoadFailed(f"{type(error).__name__}: {lines[0] if lines else 'no details'}"))
 
     @on(LoadProgressed)
     def _show_progress(self, message: LoadProgressed) -> None:
@@ -214,22 +210,13 @@ class LoadingScreen(Screen[None]):
         self.query_one("#loading-hint", Static).update("q quits")
         self.app.bell()
 
-    @on(Worker.StateChanged)
-    def _worker_crashed(self, event: Worker.StateChanged) -> None:
-        if event.worker is self._worker and event.state == WorkerState.ERROR:
-            error = event.worker.error
-            lines = str(error).strip().splitlines()
-            self.post_message(LoadFailed(f"{type(error).__name__}: {lines[0] if lines else 'no details'}"))
-
     def action_cancel_load(self) -> None:
         if self.failed:
             self.action_quit_failed()
             return
-        self.cancel_event.set()
         self.query_one("#loading-hint", Static).update("cancelling…")
-        if self._worker is not None and self._worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
-            # The loader stops between files; a file being parsed finishes first.
-            self._worker.cancel()
+        if self.cancel_job("load"):
+            # The job's cancel event stops the loader (its workers are ended); the app leaves now.
             self.app.exit(return_code=130, message="htatui: load cancelled")
 
     def action_quit_failed(self) -> None:
