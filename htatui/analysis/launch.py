@@ -265,3 +265,47 @@ def summary(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
     """Per rank: launch count, short-kernel / runtime-outlier / delay-outlier counts, and the
     mean, p50, p90 and p99 of cpu duration, gpu duration and launch delay (µs)."""
     return summarize(compute(traces, options), options)
+
+
+HISTOGRAM_METRICS = ("launch_delay_us", "cpu_duration_us", "gpu_duration_us")
+HISTOGRAM_BINS = 30
+HISTOGRAM_COLUMNS: dict[str, pl.DataType] = {
+    "metric": pl.Utf8(),
+    "bin": pl.Int64(),
+    "bin_center_us": pl.Float64(),
+    "count": pl.Int64(),
+}
+
+
+def histograms_of(frame: pl.DataFrame, bins: int = HISTOGRAM_BINS) -> pl.DataFrame:
+    """metric, bin, bin_center_us, count: equal-width bins over each metric's finite range.
+
+    A metric whose values are all equal is one bin at that value; one with none has no rows.
+    """
+    rows: dict[str, list[object]] = {name: [] for name in HISTOGRAM_COLUMNS}
+    for metric in HISTOGRAM_METRICS:
+        values = frame[metric].drop_nulls() if metric in frame.columns else pl.Series(dtype=pl.Float64)
+        finite = values.filter(values.is_finite())
+        if finite.len() == 0:
+            continue
+        low, high = float(finite.min()), float(finite.max())  # type: ignore[arg-type]
+        if high <= low:
+            centres, counts = [low], [finite.len()]
+        else:
+            width = (high - low) / bins
+            index = ((finite - low) / width).floor().clip(0, bins - 1).cast(pl.Int64)
+            found = index.value_counts().sort(index.name)
+            by_bin = dict(zip(found[index.name].to_list(), found["count"].to_list(), strict=True))
+            centres = [low + (i + 0.5) * width for i in range(bins)]
+            counts = [by_bin.get(i, 0) for i in range(bins)]
+        for number, (centre, count) in enumerate(zip(centres, counts, strict=True)):
+            rows["metric"].append(metric)
+            rows["bin"].append(number)
+            rows["bin_center_us"].append(centre)
+            rows["count"].append(count)
+    return pl.DataFrame(rows, schema=HISTOGRAM_COLUMNS)
+
+
+def histograms(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
+    """The Launch screen's histograms of launch delay, CPU call time and GPU time (`histograms_of`)."""
+    return histograms_of(compute(traces, options))

@@ -231,3 +231,26 @@ def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
     if options.top_k is not None:
         table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))
     return table
+
+
+TOP_COLUMNS: dict[str, pl.DataType] = {"name": pl.Utf8(), "gpu_self_us": pl.Float64()}
+
+
+def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:
+    """name, gpu_self_us: the `n` rows of an ops table with the most self GPU time, summed over
+    its ranks (names that launched no GPU work are left out; ties by name)."""
+    if table.height == 0:
+        return pl.DataFrame(schema=TOP_COLUMNS)
+    top = (
+        table.group_by("name")
+        .agg(pl.col("gpu_self_us").sum())
+        .filter(pl.col("gpu_self_us") > 0)
+        .sort(["gpu_self_us", "name"], descending=[True, False])
+        .head(n)
+    )
+    return top.select([pl.col(name).cast(dtype) for name, dtype in TOP_COLUMNS.items()])
+
+
+def top(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
+    """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks."""
+    return top_by_gpu_self(compute(traces, options))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis import callstack
+from htatui.analysis import callstack, ops
 from htatui.analysis.common import CommonOptions, prepare
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
@@ -226,3 +226,27 @@ def pattern_indices(traces: TraceSet, options: PatternsOptions) -> pl.DataFrame:
     grouped = members.group_by("pattern").agg(indices=pl.col("index").unique().sort())
     out = table.select("pattern", "count").join(grouped, on="pattern", how="left", maintain_order="left")
     return _typed(out, INDICES_COLUMNS)
+
+
+OPERATOR_COLUMNS: dict[str, pl.DataType] = {"rank": pl.Int32(), "name": pl.Utf8(), "count": pl.Int64()}
+
+
+def operators(traces: TraceSet, options: PatternsOptions, count: int = 4) -> pl.DataFrame:
+    """rank, name, count: the chosen rank's most called operators that launch GPU work (their own
+    or beneath them), ProfilerSteps aside; what the Patterns screen suggests when nothing matched."""
+    rank = chosen_rank(traces, options)
+    if rank is None:
+        return pl.DataFrame(schema=OPERATOR_COLUMNS)
+    table = ops.compute(
+        traces,
+        ops.OpsOptions(ranks=(rank,), hta_compat=options.hta_compat, include_last_step=options.include_last_step),
+    )
+    names = (
+        table.filter((pl.col("gpu_total_us") > 0) & ~pl.col("name").str.starts_with("ProfilerStep"))
+        .group_by("name")
+        .agg(pl.col("count").sum())
+        .sort(["count", "name"], descending=[True, False])
+        .head(count)
+        .with_columns(rank=pl.lit(rank))
+    )
+    return names.select([pl.col(name).cast(dtype) for name, dtype in OPERATOR_COLUMNS.items()])

@@ -121,6 +121,7 @@ VIEWS: tuple[View[Any], ...] = (
             Table("short-kernels", _outliers("short")),
             Table("runtime-outliers", _outliers("runtime")),
             Table("delay-outliers", _outliers("delay")),
+            Table("histograms", launch.histograms),
         ),
         headline=True,
     ),
@@ -157,8 +158,13 @@ VIEWS: tuple[View[Any], ...] = (
         user_annotations.AnnotationOptions,
         (Table("main", user_annotations.compute),),
     ),
-    View("patterns", "Patterns", patterns.PatternsOptions, (Table("main", patterns.compute),)),
-    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute),)),
+    View(
+        "patterns",
+        "Patterns",
+        patterns.PatternsOptions,
+        (Table("main", patterns.compute), Table("operators", patterns.operators)),
+    ),
+    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
     View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
 )
 

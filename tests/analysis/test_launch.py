@@ -355,3 +355,23 @@ def test_ns_resolution_golden(load_shared: Any) -> None:
     assert summary["cpu_mean_us"] == pytest.approx(39.39, abs=0.005)
     assert summary["gpu_mean_us"] == pytest.approx(76.81, abs=0.005)
     assert summary["delay_mean_us"] == pytest.approx(66048.57, abs=0.005)
+
+
+def test_histograms_by_hand() -> None:
+    """Delays 0, 10, 10, 30 in 3 bins of 10 µs → 1, 2, 1 at centres 5, 15, 25 (30 falls in the
+    last bin); CPU times all 5 → one bin of 4 at 5; no GPU times → no rows for that metric."""
+    frame = pl.DataFrame(
+        {
+            "launch_delay_us": [0.0, 10.0, 10.0, 30.0],
+            "cpu_duration_us": [5.0, 5.0, 5.0, 5.0],
+            "gpu_duration_us": [None, None, None, None],
+        },
+        schema={"launch_delay_us": pl.Float64, "cpu_duration_us": pl.Float64, "gpu_duration_us": pl.Float64},
+    )
+    out = launch.histograms_of(frame, bins=3)
+    assert out.schema == pl.Schema(launch.HISTOGRAM_COLUMNS)
+    delay = out.filter(pl.col("metric") == "launch_delay_us")
+    assert delay["bin_center_us"].to_list() == [5.0, 15.0, 25.0] and delay["count"].to_list() == [1, 2, 1]
+    cpu = out.filter(pl.col("metric") == "cpu_duration_us")
+    assert cpu.rows() == [("cpu_duration_us", 0, 5.0, 4)]
+    assert out.filter(pl.col("metric") == "gpu_duration_us").height == 0

@@ -332,3 +332,17 @@ def test_callstack_speed_on_largest_shared_trace(load_shared: Any) -> None:
     elapsed = time.perf_counter() - start
     assert stack.height > 80_000
     assert elapsed < 2.0, f"call stacks took {elapsed:.2f} s"
+
+
+def test_top_by_gpu_self_sums_ranks_and_drops_cpu_only_names() -> None:
+    """mm 600 + 750 = 1350 first; comms 600 + 600 = 1200; relu 0 on both ranks is left out."""
+    table = pl.DataFrame(
+        {
+            "rank": [0, 1, 0, 1, 0, 1],
+            "name": ["aten::mm", "aten::mm", "comms", "comms", "aten::relu", "aten::relu"],
+            "gpu_self_us": [600.0, 750.0, 600.0, 600.0, 0.0, 0.0],
+        }
+    )
+    top = ops.top_by_gpu_self(table, n=10)
+    assert top.rows() == [("aten::mm", 1350.0), ("comms", 1200.0)]
+    assert ops.top_by_gpu_self(table, n=1).rows() == [("aten::mm", 1350.0)]

@@ -356,8 +356,7 @@ async def test_kernels_filter_moves_the_across_ranks_pane(small_traces: TraceSet
 def test_patterns_suggests_only_operators_that_launch_gpu_work(tmp_path: Path) -> None:
     from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
-    from htatui.analysis.common import CommonOptions
-    from htatui.tui.screens.patterns import common_operators
+    from htatui.analysis import patterns
 
     events = [step(1, 0, 1000), step(2, 1000, 1000), step(3, 2000, 1000)]
     for n in range(6):  # a frequent operator that launches nothing
@@ -367,7 +366,7 @@ def test_patterns_suggests_only_operators_that_launch_gpu_work(tmp_path: Path) -
         events += [cpu_op("aten::mm", start, 50), runtime("cudaLaunchKernel", start + 10, 5, corr=n + 1)]
         events.append(kernel("gemm", start + 20, 30, corr=n + 1))
     traces = traces_of(tmp_path, events)
-    assert common_operators(traces, 0, CommonOptions()) == ["aten::mm"]
+    assert patterns.operators(traces, patterns.PatternsOptions(rank=0)).rows() == [(0, "aten::mm", 2)]
 
 
 async def test_rank_picker_cursor_has_a_glyph(small_traces: TraceSet) -> None:

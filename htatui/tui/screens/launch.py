@@ -60,16 +60,7 @@ METRICS = (
     ("gpu_duration_us", "GPU duration (µs)"),
 )
 
-BINS = 30
 NO_LAUNCHES = "No kernel launches on the chosen ranks (a CPU-only trace, or no launch calls recorded)."
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """Bin centres and counts of one metric, computed off the main thread."""
-
-    centres: list[float]
-    counts: list[int]
 
 
 @dataclass(frozen=True)
@@ -78,22 +69,8 @@ class LaunchResult:
     """launch.summarize of the launch frame."""
     outliers: dict[str, pl.DataFrame]
     """launch.select_outliers per kind."""
-    histograms: dict[str, Histogram]
-    """Per metric column."""
-
-
-def histogram(values: pl.Series, bins: int = BINS) -> Histogram:
-    finite = values.drop_nulls().filter(values.drop_nulls().is_finite())
-    if finite.len() == 0:
-        return Histogram([], [])
-    low, high = float(finite.min()), float(finite.max())  # type: ignore[arg-type]
-    if high <= low:
-        return Histogram([low], [finite.len()])
-    width = (high - low) / bins
-    index = ((finite - low) / width).floor().clip(0, bins - 1).cast(pl.Int64)
-    counts = index.value_counts().sort(index.name)
-    by_bin = dict(zip(counts[index.name].to_list(), counts["count"].to_list(), strict=True))
-    return Histogram([low + (i + 0.5) * width for i in range(bins)], [by_bin.get(i, 0) for i in range(bins)])
+    histograms: pl.DataFrame
+    """launch.histograms_of the launch frame: metric, bin, bin_center_us, count."""
 
 
 class LaunchScreen(ViewScreen):
@@ -131,7 +108,7 @@ class LaunchScreen(ViewScreen):
         return LaunchResult(
             summary=launch.summarize(frame, options),
             outliers={kind: launch.select_outliers(frame, options, kind) for kind in launch.OUTLIER_KINDS},
-            histograms={column: histogram(frame[column]) for column, _label in METRICS},
+            histograms=launch.histograms_of(frame),
         )
 
     def show_result(self, result: LaunchResult) -> None:
@@ -151,13 +128,14 @@ class LaunchScreen(ViewScreen):
         result = self._result
         column, label = METRICS[self.metric]
         chart.title = f"Histogram of {label} · m: next metric"
-        if result is None or not result.histograms[column].counts:
+        bins = None if result is None else result.histograms.filter(pl.col("metric") == column)
+        if bins is None or bins.height == 0:
             chart.show(None, "")
             return
-        data = result.histograms[column]
+        centres, counts = bins["bin_center_us"].to_list(), bins["count"].to_list()
 
         def draw(chart: Chart, plt: Plot) -> None:
-            plt.bar(data.centres, data.counts, color=chart.rgb("hta-series-1"), width=0.9)
+            plt.bar(centres, counts, color=chart.rgb("hta-series-1"), width=0.9)
             plt.xlabel(label)
             plt.ylabel("launches")
 

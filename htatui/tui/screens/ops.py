@@ -169,13 +169,7 @@ class OpsScreen(ViewScreen):
 
     def _show_chart(self, result: pl.DataFrame) -> None:
         chart = self.query_one("#ops-chart", Chart)
-        top = (
-            result.group_by("name")
-            .agg(pl.col("gpu_self_us").sum())
-            .filter(pl.col("gpu_self_us") > 0)
-            .sort(["gpu_self_us", "name"], descending=[True, False])
-            .head(TOP_BARS)
-        )
+        top = ops.top_by_gpu_self(result, TOP_BARS)
         if top.height == 0:
             chart.show(None, "" if result.height == 0 else "None of these operators launched GPU work.")
             return

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
-from htatui.analysis import export, ops, patterns
+from htatui.analysis import export, patterns
 from htatui.analysis.common import CommonOptions
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
@@ -45,19 +45,6 @@ class PatternsResult:
     """patterns.compute as returned."""
     suggestions: list[str]
     """When nothing matched: the rank's most frequent operator names, to try instead."""
-
-
-def common_operators(traces: TraceSet, rank: int, common: CommonOptions, count: int = 4) -> list[str]:
-    """The rank's most called operators that launch GPU work (theirs or beneath them)."""
-    table = ops.compute(traces, ops.OpsOptions(**{**vars(common), "ranks": (rank,)}))
-    names = (
-        table.filter((pl.col("gpu_total_us") > 0) & ~pl.col("name").str.starts_with("ProfilerStep"))
-        .group_by("name")
-        .agg(pl.col("count").sum())
-        .sort(["count", "name"], descending=[True, False])
-        .head(count)
-    )
-    return [str(name) for name in names["name"]]
 
 
 COLUMNS = [
@@ -103,7 +90,7 @@ class PatternsScreen(ViewScreen):
         options: patterns.PatternsOptions = self.view_options(common)
         rank = patterns.chosen_rank(traces, options)
         table = patterns.compute(traces, options)
-        suggestions = common_operators(traces, rank, common) if table.height == 0 and rank is not None else []
+        suggestions = patterns.operators(traces, options)["name"].to_list() if table.height == 0 else []
         return PatternsResult(rank, table, suggestions)
 
     def show_result(self, result: PatternsResult) -> None:
