@@ -29,6 +29,7 @@ from htatui.trace.decode import (
     DEVICE_ARGS_DECODER,
     HOST_ARGS_DECODER,
     META_ARGS_DECODER,
+    DeviceArgs,
     Event,
     Number,
     Scalar,
@@ -51,32 +52,10 @@ from htatui.trace.model import TraceMeta
 __all__ = ["NotChunkable", "decode_columns", "decode_frame"]
 
 
-class EventArgs(msgspec.Struct, frozen=True, gc=False):
+class EventArgs(DeviceArgs, frozen=True, gc=False):
     """Every `args` key htatui reads, whatever the category (HostArgs ∪ DeviceArgs ∪ MetaArgs)."""
 
-    correlation: Scalar = None
-    stream: Scalar = None
-    external_id: Scalar = msgspec.field(default=None, name="External id")
     kernel: Scalar = None
-    device: Scalar = None
-    nbytes: Scalar = msgspec.field(default=None, name="bytes")
-    memory_bw: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    collective_name: Scalar = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: Scalar = msgspec.field(default=None, name="In msg nelems")
-    out_msg_nelems: Scalar = msgspec.field(default=None, name="Out msg nelems")
-    in_msg_size: Scalar = msgspec.field(default=None, name="In msg size")
-    out_msg_size: Scalar = msgspec.field(default=None, name="Out msg size")
-    group_size: Scalar = msgspec.field(default=None, name="Group size")
-    pg_name: Scalar = msgspec.field(default=None, name="Process Group Name")
-    msg_dtype: Scalar = msgspec.field(default=None, name="dtype")
-    grid: list[Number] | Scalar = None
-    block: list[Number] | Scalar = None
-    occupancy: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
-    blocks_per_sm: Scalar = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Scalar = msgspec.field(default=None, name="warps per SM")
-    registers: Scalar = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Scalar = msgspec.field(default=None, name="shared memory")
-    wait_on_stream: Scalar = None
     name: Scalar = None
     labels: Scalar = None
 
