@@ -342,3 +342,16 @@ def test_golden_numbers(load_shared: Any, folder: str) -> None:
         stats = idle.interval_stats(traces, IdleOptions(hta_compat=True)).filter(pl.col("stream") == 7)
         got = {r["category"]: (r["count"], r["mean_us"]) for r in stats.to_dicts() if r["count"]}
         assert got == {"host_wait": (90, 18.99), "kernel_wait": (4785, 1.76)}
+
+
+def test_by_stream_is_one_row_per_stream(tmp_path: Path) -> None:
+    """job_a's stream 7 (host 70, kernel 10, other 140 µs of 220) as the Idle screen's wide row."""
+    traces = traces_of(tmp_path, job_a())
+    wide = idle.by_stream(traces, IdleOptions())
+    assert wide.height == 1
+    row = wide.row(0, named=True)
+    assert (row["rank"], row["stream"], row["total_us"]) == (0, 7, 220)
+    assert (row["host_wait_us"], row["kernel_wait_us"], row["other_us"]) == (70, 10, 140)
+    assert row["host_wait_pct"] == pytest.approx(100 * 70 / 220)
+    assert row["kernel_wait_pct"] == pytest.approx(100 * 10 / 220)
+    assert row["other_pct"] == pytest.approx(100 * 140 / 220)

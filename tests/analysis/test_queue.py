@@ -281,3 +281,13 @@ def test_ns_resolution_golden(load_shared: Any) -> None:
     assert summary["mean"] == pytest.approx(812.41, abs=0.005)
     assert summary["std"] == pytest.approx(306.06, abs=0.005)
     assert (summary["p25"], summary["p50"], summary["p75"], summary["max"]) == (764.75, 973.0, 1020.0, 1022.0)
+
+
+def test_overview_joins_summary_and_blocked(tmp_path: Path) -> None:
+    """The Counters screen's row for stream 7: the summary's numbers plus its 34 µs (34/130) blocked."""
+    traces = job(tmp_path)
+    options = QueueOptions(max_queue_length=2)
+    rows = {r["stream"]: r for r in queue.overview(traces, options).to_dicts()}
+    assert rows[7]["time_weighted_mean"] == pytest.approx(134 / 130)
+    assert rows[7]["blocked_us"] == 34.0 and rows[7]["blocked_pct"] == pytest.approx(100 * 34 / 130)
+    assert (rows[20]["count"], rows[20]["blocked_us"]) == (2, 0.0)
