@@ -9,7 +9,11 @@ children of its raylet and are counted only as far as the OS reports them). Prin
 
 * cold `ingest` time and peak RSS per engine;
 * `report --view temporal` over the dataset of N ranks vs a dataset of 1 rank (load + compute,
-  what the command does after its imports), and the ratio (target ≤ 4×).
+  what the command does after its imports), and the ratio (target ≤ 4×); the same for
+  `--view kernels`, which has no stored answer and reads every rank;
+* the app on the N-rank dataset, headless at 80x24: seconds to the first screen, ranks read by
+  then, and peak RSS after the first screen, after the Kernels view (every rank read) and after
+  every view (target ≤ 2 GB).
 """
 
 from __future__ import annotations
@@ -37,17 +41,54 @@ rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage
 print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "ranks": report.ranks}))
 """
 
-CHILD_TEMPORAL = """
+CHILD_VIEW = """
 import json, resource, sys, time
 from pathlib import Path
-from htatui.analysis import temporal
+from htatui.analysis.views import BY_ID
 from htatui.trace import load_traces
+view = BY_ID[sys.argv[2]]
 start = time.perf_counter()
 traces = load_traces([Path(sys.argv[1])])
-table = temporal.compute(traces, temporal.TemporalOptions())
+table = view.main.compute(traces, view.options())
 elapsed = time.perf_counter() - start
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "rows": table.height}))
+"""
+
+CHILD_APP = """
+import json, sys, time
+from pathlib import Path
+from htatui.tui.app import HtaTuiApp, Settings
+from htatui.tui.run import settle, wait_until_loaded
+
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+figures = {}
+app = HtaTuiApp(Settings(paths=(Path(sys.argv[1]),)))
+
+async def drive(pilot):
+    start = time.perf_counter()
+    await wait_until_loaded(pilot)
+    await settle(pilot)
+    figures["first_s"] = time.perf_counter() - start
+    figures["read_first"] = sum(r.loaded for r in app.traces.ranks.values())
+    figures["first_mb"] = peak_mb()
+    await app.action_view("kernels")
+    await settle(pilot)
+    figures["kernels_mb"] = peak_mb()
+    figures["read_kernels"] = sum(r.loaded for r in app.traces.ranks.values())
+    for mode, _ in app.view_order():
+        await app.action_view(mode)
+        await settle(pilot)
+    figures["all_mb"] = peak_mb()
+    app.exit()
+
+app.run(headless=True, size=(80, 24), auto_pilot=drive)
+print(json.dumps(figures))
 """
 
 
@@ -103,12 +144,20 @@ def main() -> int:
             )
         child(CHILD_INGEST, str(work / "one"), str(work / "ds-one"), "local", "1")
         dataset = work / "ds-local" if (work / "ds-local").exists() else work / f"ds-{args.engines.split(',')[0]}"
-        many = min((child(CHILD_TEMPORAL, str(dataset)) for _ in range(2)), key=lambda r: r["seconds"])
-        one = min((child(CHILD_TEMPORAL, str(work / "ds-one")) for _ in range(2)), key=lambda r: r["seconds"])
+        for view in ("temporal", "kernels"):
+            many = min((child(CHILD_VIEW, str(dataset), view) for _ in range(2)), key=lambda r: r["seconds"])
+            one = min((child(CHILD_VIEW, str(work / "ds-one"), view) for _ in range(2)), key=lambda r: r["seconds"])
+            print(
+                f"report --view {view:8}: {args.ranks} ranks {many['seconds']:.2f} s ({many['rss_mb']:.0f} MB), "
+                f"1 rank {one['seconds']:.2f} s ({one['rss_mb']:.0f} MB): {many['seconds'] / one['seconds']:.1f}× "
+                f"(target ≤ 4×); load average now {os.getloadavg()[0]:.1f}"
+            )
+        app = child(CHILD_APP, str(dataset))
         print(
-            f"report --view temporal: {args.ranks} ranks {many['seconds']:.2f} s ({many['rss_mb']:.0f} MB), "
-            f"1 rank {one['seconds']:.2f} s ({one['rss_mb']:.0f} MB): {many['seconds'] / one['seconds']:.1f}× "
-            f"(target ≤ 4×); load average now {os.getloadavg()[0]:.1f}"
+            f"app at 80x24 on {args.ranks} ranks: first screen {app['first_s']:.2f} s with "
+            f"{app['read_first']:.0f} rank(s) read, peak RSS {app['first_mb']:.0f} MB; after Kernels "
+            f"({app['read_kernels']:.0f} ranks read) {app['kernels_mb']:.0f} MB; after every view "
+            f"{app['all_mb']:.0f} MB (target ≤ 2048 MB)"
         )
     return 0
 

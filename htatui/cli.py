@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
+from htatui.errors import EventsUnavailable
 from htatui.report import FORMATS
 from htatui.sources import SourcePath, path_or_url
 
@@ -234,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
+    except EventsUnavailable as exc:  # a dataset rank whose file broke after the dataset was opened
+        return _fail(str(exc))
     except BrokenPipeError as exc:
         if _stdout_closed():
             # The reader went away (`htatui report … | head`): nothing is wrong, and nothing more to say.

@@ -27,9 +27,13 @@ def _number(value: object) -> float:
 
 
 def info_frame(traces: TraceSet) -> pl.DataFrame:
+    stored = _stored_rows(traces)
     rows = []
     for rank in traces.rank_ids:
         rank_trace = traces.ranks[rank]
+        if rank in stored:
+            rows.append(stored[rank])
+            continue
         events = rank_trace.events
         cats = events["cat"].cast(pl.Utf8)
         gpu = events.filter(cats.is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
@@ -50,16 +54,40 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
                 "warnings": "; ".join(rank_trace.warnings),
             }
         )
-    schema = {
-        "rank": pl.Int64,
-        "file": pl.Utf8,
-        "rank_source": pl.Utf8,
-        "device": pl.Utf8,
-        "events": pl.Int64,
-        "kernels": pl.Int64,
-        "streams": pl.Int64,
-        "span_ms": pl.Float64,
-        "steps": pl.Utf8,
-        "warnings": pl.Utf8,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=INFO_SCHEMA)
+
+
+def _stored_rows(traces: TraceSet) -> dict[int, dict[str, object]]:
+    """Info rows from a dataset's summary (no rank read), keyed by rank; empty without one."""
+    if traces.summary is None:
+        return {}
+    rows = {}
+    for row in traces.summary.iter_rows(named=True):
+        rank_trace = traces.ranks[row["rank"]]
+        rows[row["rank"]] = {
+            "rank": row["rank"],
+            "file": rank_trace.path.name,
+            "rank_source": rank_trace.rank_source,
+            "device": rank_trace.meta.device_name,
+            "events": row["events"],
+            "kernels": row["kernels"],
+            "streams": row["streams"],
+            "span_ms": row["span_us"] / 1000.0,
+            "steps": format_ranges(row["iterations"], empty=""),
+            "warnings": "; ".join(rank_trace.warnings),
+        }
+    return rows
+
+
+INFO_SCHEMA = {
+    "rank": pl.Int64,
+    "file": pl.Utf8,
+    "rank_source": pl.Utf8,
+    "device": pl.Utf8,
+    "events": pl.Int64,
+    "kernels": pl.Int64,
+    "streams": pl.Int64,
+    "span_ms": pl.Float64,
+    "steps": pl.Utf8,
+    "warnings": pl.Utf8,
+}

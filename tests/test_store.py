@@ -110,3 +110,64 @@ def test_ray_engine_writes_the_same_dataset(tmp_path: Path) -> None:
     for a, b in zip(local.ranks, ray.ranks, strict=True):
         assert a.events().equals(b.events())
     assert pl.read_ipc(tmp_path / "ray" / "summary.arrow").height == 2
+
+
+def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path) -> None:
+    job = tiny_job(tmp_path / "job")
+    ingest([job], tmp_path / "ds", max_workers=1)
+    stored = load_traces([tmp_path / "ds"])
+    assert stored.summary is not None and not any(r.loaded for r in stored.ranks.values())
+    from htatui.analysis import overlap, temporal
+    from htatui.info import info_frame
+
+    answers = [temporal.compute(stored, temporal.TemporalOptions()), overlap.compute(stored, overlap.OverlapOptions())]
+    info = info_frame(stored)
+    assert not any(r.loaded for r in stored.ranks.values())  # all three came from the summary
+    # By hand: the used step (1) holds one 30 µs kernel on each rank, all compute; no communication.
+    assert answers[0].select("rank", "span_us", "compute_us", "idle_us").rows() == [
+        (0, 30.0, 30.0, 0.0),
+        (1, 30.0, 30.0, 0.0),
+    ]
+    assert answers[1]["overlap_pct"].to_list() == [None, None]
+    assert info["events"].to_list() == [6, 6] and info["steps"].to_list() == ["1-2", "1-2"]
+    direct = load_traces([job], use_cache=False, max_workers=1)
+    assert answers[0].equals(temporal.compute(direct, temporal.TemporalOptions()))
+    assert answers[1].equals(overlap.compute(direct, overlap.OverlapOptions()))
+    assert info.equals(info_frame(direct))
+    assert stored.ranks[1].events.equals(direct.ranks[1].events) and stored.ranks[1].loaded
+
+
+def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from htatui.analysis import temporal
+
+    ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    # Other options: computed from the events.
+    stored = load_traces([tmp_path / "ds"])
+    temporal.compute(stored, temporal.TemporalOptions(include_last_step=True))
+    assert all(r.loaded for r in stored.ranks.values())
+    # With another job beside it the time origin moves, so the stored figures do not hold.
+    other = tmp_path / "other"
+    other.mkdir()
+    write_trace(other / "rank-5.json", [kernel("gemm", 0, 10, corr=1)], rank=5, base_ns=1_600_000_000_000_000_000)
+    assert load_traces([tmp_path / "ds", other]).summary is None
+    # Other communication rules type kernels differently: computed from the events.
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nlibrary = "mine"\npattern = "^gemm$"\n')
+    monkeypatch.setenv("HTATUI_COMM_RULES", str(rules))
+    stored = load_traces([tmp_path / "ds"])
+    breakdown = temporal.compute(stored, temporal.TemporalOptions())
+    assert all(r.loaded for r in stored.ranks.values())
+    assert breakdown["compute_us"].to_list() == [0.0, 0.0] and breakdown["non_compute_us"].to_list() == [30.0, 30.0]
+
+
+def test_a_damaged_rank_file_is_one_line_when_first_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    rank_file = tmp_path / "ds" / "ranks" / "00001.arrow"
+    data = rank_file.read_bytes()
+    middle = slice(len(data) // 4, len(data) // 2)  # compressed column buffers; the footer (schema) stays readable
+    rank_file.write_bytes(data[: middle.start] + bytes(range(256)) * 64 + data[middle.stop :])
+    assert main(["report", str(tmp_path / "ds"), "--view", "temporal"]) == 0  # from the summary
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "ds"), "--view", "kernels"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "00001.arrow: unreadable" in err and "Traceback" not in err

@@ -9,6 +9,7 @@ typing uses them: `--hta-compat` keeps HTA 0.6.1's name prefixes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -45,6 +46,12 @@ class CommRules:
     def regex(self) -> str:
         """One case-insensitive regex matching any rule's pattern."""
         return "(?i)" + "|".join(f"(?:{rule.pattern})" for rule in self.rules) if self.rules else r"$^"
+
+    @property
+    def fingerprint(self) -> str:
+        """A short digest of what the rules call communication (stored with figures made under them)."""
+        text = "\n".join([self.regex, *self.categories])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def library_of(self, name: str) -> str | None:
         """The library of the first rule matching `name` (for tables and tests), or None."""

@@ -9,7 +9,6 @@ grouping). docs/semantics-diff.md lists every difference.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -275,7 +274,7 @@ def restrict(traces: TraceSet, side: Side) -> TraceSet:
         events = rank_trace.events
         if side.steps is not None:
             events = events.filter(pl.col("iteration").is_in(list(side.steps)))
-        ranks[rank] = dataclasses.replace(rank_trace, events=events)
+        ranks[rank] = rank_trace.with_events(events)
     return TraceSet(ranks=ranks, problems=traces.problems, notes=traces.notes)
 
 

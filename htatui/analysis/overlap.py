@@ -17,6 +17,7 @@ import polars as pl
 
 from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time, prepare
 from htatui.analysis.kernels import state_durations
+from htatui.analysis.stored import summary_rows
 from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
 from htatui.trace.model import TraceSet
 
@@ -32,6 +33,9 @@ class OverlapOptions(CommonOptions):
 
 
 def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
+    stored = summary_rows(traces, options)
+    if stored is not None:
+        return stored.select(pl.col(c).cast(t) for c, t in SCHEMA.items())
     prepared = prepare(traces, options)
     gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end")
     if gpu.height == 0:

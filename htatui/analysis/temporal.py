@@ -29,6 +29,7 @@ from htatui.analysis.common import (
     kernel_type,
     prepare,
 )
+from htatui.analysis.stored import summary_rows
 from htatui.trace.model import TraceSet
 
 SCHEMA: dict[str, pl.DataType] = {
@@ -77,6 +78,12 @@ def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, *columns: str) -> p
 
 
 def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:
+    stored = summary_rows(traces, options)
+    if stored is not None:
+        return stored.select(
+            pl.col(name).cast(dtype) if name != "span_us" else pl.col("gpu_span_us").alias(name)
+            for name, dtype in SCHEMA.items()
+        )
     prepared = prepare(traces, options)
     gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end")
     if gpu.height == 0:

@@ -3,14 +3,16 @@
 ```
 DATASET/
   htatui-dataset.json   manifest: format version, and per rank file: source path, events file,
-                        metadata, warnings (what the loader would have parsed from the trace)
+                        metadata, warnings (what the loader would have parsed from the trace),
+                        and when its first event happened (to align ranks without reading them)
   ranks/NNNNN.arrow     the rank's event frame as the parser made it (zstd Arrow IPC)
   summary.arrow         one row per rank: span, steps, temporal/idle/overlap figures
 ```
 
 A dataset holds what parsing the trace files gives, before ranks are assigned and aligned, so
 loading it runs the same rank assignment and alignment as loading the traces: every number is the
-same. It is written into a temp folder beside the target and renamed into place, so a dataset is
+same. Opening it reads the manifest and the summary only; a rank's file is read when a view
+first needs that rank. It is written into a temp folder beside the target and renamed into place, so a dataset is
 either complete or absent.
 """
 
@@ -22,17 +24,16 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 import polars as pl
 
 from htatui.store.layout import MANIFEST, SUMMARY, is_dataset
 from htatui.trace.cache import LOADER_VERSION, _meta_from_json, _meta_to_json
-from htatui.trace.model import EVENT_SCHEMA, TraceMeta
+from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class DatasetError(Exception):
@@ -47,14 +48,24 @@ class StoredRank:
     events_file: Path
     meta: TraceMeta
     warnings: list[str]
+    start_ns: int
+
+    def check(self) -> None:
+        """Raise DatasetError unless the events file is there with the event table's columns (its footer only)."""
+        try:
+            schema = pl.read_ipc_schema(self.events_file)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is one problem line
+            raise DatasetError(f"{self.events_file}: unreadable ({type(exc).__name__})") from None
+        if pl.Schema(schema) != pl.Schema(EVENT_SCHEMA):
+            raise DatasetError(f"{self.events_file}: not an htatui event table")
 
     def events(self) -> pl.DataFrame:
         try:
             frame = pl.read_ipc(self.events_file)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is one problem line
-            raise DatasetError(f"{self.events_file}: unreadable ({type(exc).__name__})") from None
+            raise EventsUnavailable(f"{self.events_file}: unreadable ({type(exc).__name__})") from None
         if frame.schema != pl.Schema(EVENT_SCHEMA):
-            raise DatasetError(f"{self.events_file}: not an htatui event table")
+            raise EventsUnavailable(f"{self.events_file}: not an htatui event table")
         return frame
 
 
@@ -83,6 +94,7 @@ def open_dataset(folder: Path) -> Dataset:
                 events_file=folder / entry["events"],
                 meta=_meta_from_json(orjson.dumps(entry["meta"]))[0],
                 warnings=list(entry["warnings"]),
+                start_ns=int(entry["start_ns"]),
             )
             for entry in data["ranks"]
         ]
@@ -101,7 +113,7 @@ class IngestedFile:
     source: Path
     events_name: str
     meta_json: bytes
-    summary: dict[str, Any]
+    start_ns: int
 
 
 def write_rank(folder: Path, index: int, events: pl.DataFrame) -> str:
@@ -151,6 +163,7 @@ def commit(
                 "events": f.events_name,
                 "meta": orjson.loads(f.meta_json),
                 "warnings": orjson.loads(f.meta_json)["warnings"],
+                "start_ns": f.start_ns,
             }
             for f in files
         ],

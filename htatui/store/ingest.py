@@ -1,18 +1,22 @@
 """Ingest: trace files → a job dataset, one task per rank file, on this machine or on Ray.
 
 Each task parses one file, writes its events into the staged dataset folder and sends back only
-the small record (metadata, warnings, summary row), so the driver's memory does not grow with
-the ranks' sizes. `local` runs the tasks on a process pool over this machine's cores; `ray` runs
-them as Ray tasks (a cluster given by address, or a local Ray): the folder must then be on a
-file system that every worker sees. Both engines write the same dataset.
+the small record (metadata, warnings, first timestamp), so the driver's memory does not grow with
+the ranks' sizes; a second, cheap task per rank reads the written events back and makes the
+rank's summary row once every rank's number and time shift is known. `local` runs the tasks on
+a process pool over this machine's cores; `ray` runs them as Ray tasks (a cluster given by
+address, or a local Ray): the folder must then be on a file system that every worker sees.
+Both engines write the same dataset.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +28,7 @@ from htatui.store.summary import rank_summary, summary_frame
 from htatui.trace.cache import _meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
-from htatui.trace.loader import LoadError, ParsedFile, _assign_ranks, parse_file
+from htatui.trace.loader import LoadError, ParsedFile, _assign_ranks, aligned_events, parse_file, shifts_us, start_ns
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
@@ -49,7 +53,7 @@ class IngestReport:
 
 
 def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
-    """One task: parse `source`, write its events as rank file `index` of `folder`, return the record."""
+    """Task 1: parse `source`, write its events as rank file `index` of `folder`, return the record."""
     try:
         parsed = parse_file(source)
     except TraceFormatError as exc:
@@ -60,8 +64,14 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
         name = write_rank(folder, index, parsed.events)
     except OSError as exc:
         return IngestFailure(source, f"cannot write its events ({exc.strerror or exc})")
-    summary = rank_summary(source, parsed.events, parsed.meta)
-    return IngestedFile(source, name, meta_json(parsed.meta, parsed.warnings), summary)
+    return IngestedFile(source, name, meta_json(parsed.meta, parsed.warnings), start_ns(parsed.events, parsed.meta))
+
+
+def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:
+    """Task 2: the summary row of a written rank file, aligned as loading the dataset will align it."""
+    events = pl.read_ipc(folder / record.events_name)
+    meta = _meta_from_json(record.meta_json)[0]
+    return rank_summary(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
 
 
 def ingest(
@@ -76,8 +86,10 @@ def ingest(
 ) -> IngestReport:
     """Write the dataset `target` from the trace files under `paths`.
 
-    Raises LoadError when nothing could be ingested or two files claim one rank, DatasetError
-    when `target` cannot be written; a partial dataset is never left behind.
+    Two rounds of one task per file: parse and write each rank, then (once every rank number and
+    time shift is known) summarise each written rank. Raises LoadError when nothing could be
+    ingested or two files claim one rank, DatasetError when `target` cannot be written; a
+    partial dataset is never left behind.
     """
     if engine not in ENGINES:
         raise DatasetError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
@@ -90,70 +102,110 @@ def ingest(
         raise LoadError("ingest reads local files; download remote traces first")
     stage = staging(target, force)
     try:
-        tasks = [(index, path, stage.folder) for index, path in enumerate(files)]
-        runner = _run_ray if engine == "ray" else _run_local
-        results = runner(tasks, max_workers, ray_address, progress)
-        done = [r for r in results if isinstance(r, IngestedFile)]
-        failed = [r for r in results if isinstance(r, IngestFailure)]
-        if not done:
-            raise LoadError("; ".join(f"{f.source}: {f.message}" for f in failed) or "no trace files")
-        rows = _with_ranks(done)
-        commit(stage, done, [(f.source, f.message) for f in failed], summary_frame(rows))
+        with _engine(engine, max_workers, ray_address, len(files)) as run:
+            parse_tasks = [(index, path, stage.folder) for index, path in enumerate(files)]
+            results = run(ingest_file, parse_tasks, progress)
+            done = [r for r in results if isinstance(r, IngestedFile)]
+            failed = [r for r in results if isinstance(r, IngestFailure)]
+            if not done:
+                raise LoadError("; ".join(f"{f.source}: {f.message}" for f in failed) or "no trace files")
+            ranks, shifts = _ranks_and_shifts(done)
+            summary_tasks = [(stage.folder, f, ranks[f.source], shifts[ranks[f.source]]) for f in done]
+            rows = run(summarize_file, summary_tasks, None)
+        bad = [row for row in rows if isinstance(row, IngestFailure)]
+        if bad:
+            raise LoadError(f"{bad[0].source}: could not be summarised ({bad[0].message})")
+        commit(
+            stage,
+            done,
+            [(f.source, f.message) for f in failed],
+            summary_frame([r for r in rows if isinstance(r, dict)]),
+        )
     except BaseException:
         discard(stage)
         raise
     return IngestReport(folder=target, ranks=len(done), problems=failed)
 
 
-def _with_ranks(done: list[IngestedFile]) -> list[dict[str, Any]]:
-    """Each summary row with the rank the loader will give its file (same rules, same order)."""
+def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:
+    """The rank the loader will give each file and each rank's time shift (same rules, same order)."""
     stand_ins = [
         ParsedFile(path=f.source, events=pl.DataFrame(), meta=_meta_from_json(f.meta_json)[0], warnings=[])
         for f in done
     ]
-    ranks, _ = _assign_ranks(stand_ins)
-    rank_of = {item.path: rank for rank, (item, _) in ranks.items()}
-    return [dict(f.summary, rank=rank_of[f.source]) for f in done]
+    assigned, _ = _assign_ranks(stand_ins)
+    rank_of = {item.path: rank for rank, (item, _) in assigned.items()}
+    starts = {rank_of[f.source]: f.start_ns for f in done}
+    bases = {rank: item.meta.base_time_ns for rank, (item, _) in assigned.items()}
+    return {path: rank for path, rank in rank_of.items() if isinstance(path, Path)}, shifts_us(starts, bases)
 
 
-_Task = tuple[int, Path, Path]
+Runner = Callable[[Callable[..., Any], list[tuple[Any, ...]], Callable[[int, int, Path], None] | None], list[Any]]
 
 
-def _run_local(
-    tasks: list[_Task],
-    max_workers: int | None,
-    _address: str | None,
-    progress: Callable[[int, int, Path], None] | None,
-) -> list[TaskResult]:
-    workers = min(len(tasks), max_workers or os.cpu_count() or 1)
-    results: dict[int, TaskResult] = {}
+@contextmanager
+def _engine(engine: str, max_workers: int | None, address: str | None, tasks: int) -> Iterator[Runner]:
+    """A function that runs one task per argument tuple on the engine, kept open for both rounds."""
+    if engine == "ray":
+        with _ray_session(max_workers, address) as run:
+            yield run
+        return
+    workers = min(tasks, max_workers or os.cpu_count() or 1)
     if workers <= 1:
-        for index, source, folder in tasks:
-            results[index] = ingest_file(index, source, folder)
-            if progress is not None:
-                progress(len(results), len(tasks), source)
-        return [results[i] for i, _, _ in tasks]
+        yield _run_here
+        return
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(ingest_file, *task): task for task in tasks}
-        for future in as_completed(futures):
-            index, source, _ = futures[future]
-            try:
-                results[index] = future.result()
-            except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
-                results[index] = IngestFailure(source, f"parser failed ({type(exc).__name__})")
-            if progress is not None:
-                progress(len(results), len(tasks), source)
-    return [results[i] for i, _, _ in tasks]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield functools.partial(_run_in_pool, pool)
 
 
-def _run_ray(
-    tasks: list[_Task],
-    max_workers: int | None,
-    address: str | None,
+def _source_of(task: tuple[Any, ...]) -> Path:
+    """The trace file a task is about (both rounds' argument tuples name it)."""
+    for value in task:
+        if isinstance(value, IngestedFile):
+            return value.source
+    return Path(task[1])
+
+
+def _run_here(
+    work: Callable[..., Any], tasks: list[tuple[Any, ...]], progress: Callable[[int, int, Path], None] | None
+) -> list[Any]:
+    results = []
+    for task in tasks:
+        results.append(_guarded(work, task))
+        if progress is not None:
+            progress(len(results), len(tasks), _source_of(task))
+    return results
+
+
+def _guarded(work: Callable[..., Any], task: tuple[Any, ...]) -> Any:
+    try:
+        return work(*task)
+    except Exception as exc:  # noqa: BLE001 - a failed task is one bad file
+        return IngestFailure(_source_of(task), f"task failed ({type(exc).__name__})")
+
+
+def _run_in_pool(
+    pool: ProcessPoolExecutor,
+    work: Callable[..., Any],
+    tasks: list[tuple[Any, ...]],
     progress: Callable[[int, int, Path], None] | None,
-) -> list[TaskResult]:
+) -> list[Any]:
+    futures = {pool.submit(work, *task): index for index, task in enumerate(tasks)}
+    results: dict[int, Any] = {}
+    for future in as_completed(futures):
+        index = futures[future]
+        try:
+            results[index] = future.result()
+        except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file
+            results[index] = IngestFailure(_source_of(tasks[index]), f"parser failed ({type(exc).__name__})")
+        if progress is not None:
+            progress(len(results), len(tasks), _source_of(tasks[index]))
+    return [results[i] for i in range(len(tasks))]
+
+
+@contextmanager
+def _ray_session(max_workers: int | None, address: str | None) -> Iterator[Runner]:
     try:
         import ray
     except ImportError:
@@ -172,21 +224,27 @@ def _run_ray(
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions when its node cannot start
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DatasetError(f"{RAY_DID_NOT_START}: {message}") from None
-    try:
-        remote = ray.remote(ingest_file)
-        pending = {remote.remote(*task): task for task in tasks}
-        results: dict[int, TaskResult] = {}
+
+    def run(
+        work: Callable[..., Any], tasks: list[tuple[Any, ...]], progress: Callable[[int, int, Path], None] | None
+    ) -> list[Any]:
+        remote = ray.remote(work)
+        pending = {remote.remote(*task): index for index, task in enumerate(tasks)}
+        results: dict[int, Any] = {}
         waiting = list(pending)
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
-            index, source, _ = pending[ready[0]]
+            index = pending[ready[0]]
             try:
                 results[index] = ray.get(ready[0])
             except Exception as exc:  # noqa: BLE001 - a failed task is one bad file
-                results[index] = IngestFailure(source, f"task failed ({type(exc).__name__})")
+                results[index] = IngestFailure(_source_of(tasks[index]), f"task failed ({type(exc).__name__})")
             if progress is not None:
-                progress(len(results), len(tasks), source)
+                progress(len(results), len(tasks), _source_of(tasks[index]))
+        return [results[i] for i in range(len(tasks))]
+
+    try:
+        yield run
     finally:
         if started_here:
             ray.shutdown()
-    return [results[i] for i, _, _ in tasks]

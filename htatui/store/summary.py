@@ -1,8 +1,11 @@
 """The per-rank summary row written at ingest: a rank's size, span, steps and GPU time figures.
 
-Computed from the one rank alone (temporal, idle and overlap figures do not depend on the other
-ranks nor on the shift that aligns ranks), with the views' default options, so a browser of a
-thousand-rank dataset can show the job at a glance without reading any rank's events.
+Computed from each rank's events exactly as loading the dataset aligns them (its rank number and
+time shift), with the views' default options, by the views' own functions on that one rank, so
+a browser of a thousand-rank dataset shows the job at once without reading any rank's events,
+and the numbers are those the views would compute. A row holds only while the ranks are aligned
+as at ingest: `summary_for` checks the shifts and gives nothing when the dataset is opened with
+other traces (which move the job's time origin).
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import Any
 import polars as pl
 
 from htatui.analysis import overlap, steps, temporal
+from htatui.analysis.comm_rules import comm_rules
+from htatui.analysis.common import GPU_ACTIVITY_CATS, CommonOptions, prepare
+from htatui.store.layout import SUMMARY
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
@@ -32,16 +38,33 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "compute_pct": pl.Float64(),
     "non_compute_pct": pl.Float64(),
     "overlap_pct": pl.Float64(),
+    "steps_used": pl.List(pl.Int64()),
+    "memory_events": pl.Int64(),
+    "shift_us": pl.Float64(),
+    "comm_rules": pl.Utf8(),
+    "streams": pl.Int64(),
+    "iterations": pl.List(pl.Int64()),
 }
-"""`rank` is filled in once every file's rank is known; `span_us` covers all timed events."""
+"""`span_us` covers all timed events; `steps_used` are the steps the default views keep;
+`memory_events` counts `[memory]` rows; `streams` and `iterations` are what `info` lists;
+`shift_us` is the alignment and `comm_rules` the digest of the communication rules the figures
+were made with."""
 
 
-def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta) -> dict[str, Any]:
-    """One summary row for a parsed trace file (rank still unset)."""
-    alone = TraceSet(ranks={0: RankTrace(rank=0, path=source, rank_source=RANK_FROM_TRACE, events=events, meta=meta)})
+def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float) -> dict[str, Any]:
+    """One summary row for a parsed trace file, given its events as rank `rank` shifted by `shift_us`."""
+    trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us)
+    alone = TraceSet(ranks={rank: trace})
     timed = events.filter(pl.col("ph") == "X")
     row: dict[str, Any] = dict.fromkeys(SUMMARY_SCHEMA)
     row.update(
+        rank=rank,
+        shift_us=shift_us,
+        comm_rules=comm_rules().fingerprint,
+        memory_events=int((events["name"].cast(pl.Utf8) == "[memory]").sum()),
+        streams=gpu_streams(events),
+        iterations=sorted(set(events["iteration"].drop_nulls().to_list())),
+        steps_used=prepare(alone, CommonOptions()).steps_used[rank],
         file=source.name,
         events=events.height,
         kernels=int(events.filter(pl.col("cat") == "kernel").height),
@@ -64,10 +87,29 @@ def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta) -> dict[st
     return row
 
 
+def gpu_streams(events: pl.DataFrame) -> int:
+    """How many streams carry GPU activity (`info`'s streams column)."""
+    gpu = events.filter(pl.col("cat").cast(pl.Utf8).is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
+    return int(gpu["stream"].drop_nulls().n_unique())
+
+
 def summary_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA).sort("rank")
+
+
+def summary_for(folder: Path, shifts: dict[int, float]) -> pl.DataFrame | None:
+    """The dataset's summary when its rows hold for ranks aligned with `shifts`, else None."""
+    try:
+        summary = pl.read_ipc(folder / SUMMARY)
+    except Exception:  # noqa: BLE001 - no usable summary only means the views read the ranks
+        return None
+    if summary.schema != pl.Schema(SUMMARY_SCHEMA):
+        return None
+    if dict(zip(summary["rank"].to_list(), summary["shift_us"].to_list(), strict=True)) != shifts:
+        return None
+    return summary
 
 
 def _number(value: object) -> float:

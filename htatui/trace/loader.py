@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import os
@@ -164,7 +165,7 @@ def load_traces(
     """
     datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
     traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
-    results = _read_datasets(datasets, progress)
+    results: list[ParsedFile | StoredFile | LoadProblem] = [*_read_datasets(datasets, progress)]
     try:
         found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
@@ -172,7 +173,7 @@ def load_traces(
     results += _parse_all(
         found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
     )
-    parsed = [r for r in results if isinstance(r, ParsedFile)]
+    parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
     if not parsed:
         if len(problems) == 1:
@@ -181,14 +182,37 @@ def load_traces(
     notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
     ranks, rank_notes = _assign_ranks(parsed)
     notes.extend(rank_notes)
-    return TraceSet(ranks=_align(ranks), problems=problems, notes=tuple(notes))
+    aligned = _align(ranks)
+    # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
+    summary = _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else None
+    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary)
 
 
-def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[ParsedFile | LoadProblem]:
-    """The parsed files an ingest stored (`htatui ingest`), read a rank at a time: as if parsed now."""
+def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
+    from htatui.store.summary import summary_for
+
+    return summary_for(folder, {rank: trace.shift_us for rank, trace in ranks.items()})
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A parsed file kept in a job dataset: metadata now, events read when a view first asks."""
+
+    path: SourcePath
+    meta: TraceMeta
+    warnings: list[str]
+    start_ns: int
+    read_events: Callable[[], pl.DataFrame]
+
+
+_Parsed = ParsedFile | StoredFile
+
+
+def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:
+    """The files an ingest stored (`htatui ingest`), as if parsed now; no rank's events are read yet."""
     from htatui.store.dataset import DatasetError, open_dataset
 
-    results: list[ParsedFile | LoadProblem] = []
+    results: list[StoredFile | LoadProblem] = []
     for folder in folders:
         try:
             dataset = open_dataset(folder)
@@ -197,7 +221,8 @@ def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> li
         results.extend(LoadProblem(source, message) for source, message in dataset.problems)
         for done, stored in enumerate(dataset.ranks, start=1):
             try:
-                results.append(ParsedFile(stored.source, stored.events(), stored.meta, stored.warnings))
+                stored.check()
+                results.append(StoredFile(stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events))
             except DatasetError as exc:
                 results.append(LoadProblem(stored.source, str(exc)))
             if progress is not None:
@@ -344,10 +369,12 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile, str]], list[str]]:
+def _assign_ranks(
+    parsed: Sequence[_Parsed],
+) -> tuple[dict[int, tuple[_Parsed, str]], list[str]]:
     """distributedInfo.rank first, then the file name, then distinct ranks in name order."""
-    claimed: dict[int, tuple[ParsedFile, str]] = {}
-    unclaimed: list[ParsedFile] = []
+    claimed: dict[int, tuple[_Parsed, str]] = {}
+    unclaimed: list[_Parsed] = []
     for item in parsed:
         rank, source = item.meta.claimed_rank, RANK_FROM_TRACE
         if rank is None:
@@ -369,35 +396,54 @@ def _assign_ranks(parsed: list[ParsedFile]) -> tuple[dict[int, tuple[ParsedFile,
     return dict(sorted(claimed.items())), notes
 
 
-def _align(ranks: dict[int, tuple[ParsedFile, str]]) -> dict[int, RankTrace]:
-    """Put every rank on one time base: µs since the job's earliest event, in absolute time.
+def start_ns(events: pl.DataFrame, meta: TraceMeta) -> int:
+    """When a parsed file's first event happened, in absolute ns (what `_align` lines ranks up on)."""
+    first = events["ts"].min()
+    first_ns = round(float(first) * 1000) if isinstance(first, (int, float)) else 0
+    return (meta.base_time_ns or 0) + first_ns
+
+
+def shifts_us(starts: dict[int, int], bases: dict[int, int | None]) -> dict[int, float]:
+    """Each rank's shift onto the job's time base: µs since the earliest start, in absolute time.
 
     Absolute time is baseTimeNanoseconds + ts when the trace has a base (Kineto's relative
     timestamps), else ts itself (older traces write µs since the epoch). The shift is computed
     in integer ns so no precision is lost on 1.7e15-µs epoch values.
     """
-    starts: dict[int, int] = {}
-    for rank, (item, _) in ranks.items():
-        first = item.events["ts"].min()
-        first_ns = round(float(first) * 1000) if isinstance(first, (int, float)) else 0
-        starts[rank] = (item.meta.base_time_ns or 0) + first_ns
     # Floored to a whole µs so that integer-µs shifts keep HTA's ceil/floor rounding comparable.
     origin_ns = min(starts.values()) // 1000 * 1000
+    return {rank: ((bases[rank] or 0) - origin_ns) / 1000.0 for rank in starts}
+
+
+def aligned_events(events: pl.DataFrame, rank: int, shift_us: float) -> pl.DataFrame:
+    """A parsed file's events as rank `rank` on the job's time base."""
+    return events.with_columns(
+        rank=pl.lit(rank, dtype=pl.Int32),
+        ts=pl.col("ts") + shift_us,
+        end=pl.col("end") + shift_us,
+    )
+
+
+def _align(ranks: dict[int, tuple[_Parsed, str]]) -> dict[int, RankTrace]:
+    """Every rank on one time base (`shifts_us`); a stored rank's events stay unread until asked for."""
+    starts = {
+        rank: item.start_ns if isinstance(item, StoredFile) else start_ns(item.events, item.meta)
+        for rank, (item, _) in ranks.items()
+    }
+    shifts = shifts_us(starts, {rank: item.meta.base_time_ns for rank, (item, _) in ranks.items()})
     aligned: dict[int, RankTrace] = {}
     for rank, (item, source) in ranks.items():
-        shift_us = ((item.meta.base_time_ns or 0) - origin_ns) / 1000.0
-        events = item.events.with_columns(
-            rank=pl.lit(rank, dtype=pl.Int32),
-            ts=pl.col("ts") + shift_us,
-            end=pl.col("end") + shift_us,
-        )
-        aligned[rank] = RankTrace(
-            rank=rank,
-            path=item.path,
-            rank_source=source,
-            events=events,
-            meta=item.meta,
-            shift_us=shift_us,
-            warnings=tuple(item.warnings),
-        )
+        shift = shifts[rank]
+        if isinstance(item, StoredFile):
+            load = functools.partial(_read_aligned, item.read_events, rank, shift)
+            aligned[rank] = RankTrace(
+                rank, item.path, source, meta=item.meta, shift_us=shift, warnings=tuple(item.warnings), load=load
+            )
+        else:
+            events = aligned_events(item.events, rank, shift)
+            aligned[rank] = RankTrace(rank, item.path, source, events, item.meta, shift, tuple(item.warnings))
     return aligned
+
+
+def _read_aligned(read: Callable[[], pl.DataFrame], rank: int, shift_us: float) -> pl.DataFrame:
+    return aligned_events(read(), rank, shift_us)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from htatui.errors import EventsUnavailable as EventsUnavailable  # raised by lazily read ranks
 from htatui.sources import SourcePath
 
 # Where a rank number came from, in order of trust.
@@ -55,21 +58,64 @@ class TraceMeta:
         return "MTIA" if "mtia" in backend else "unknown"
 
 
-@dataclass(frozen=True)
 class RankTrace:
     """One rank: its file, where its rank number came from, its events and metadata.
 
-    `events.ts` is in µs on the job's common time base (see `htatui.trace.align`);
-    `shift_us` was added to the file's own `ts` values to get there.
+    `events.ts` is in µs on the job's common time base (see `htatui.trace.loader._align`);
+    `shift_us` was added to the file's own `ts` values to get there. A rank read from a job
+    dataset is given `load` instead of `events`: its frame is read the first time a view asks
+    for it (and kept), so opening a job of many ranks reads none of them.
     """
 
-    rank: int
-    path: SourcePath
-    rank_source: str
-    events: pl.DataFrame
-    meta: TraceMeta
-    shift_us: float = 0.0
-    warnings: tuple[str, ...] = ()
+    __slots__ = ("_events", "_load", "_lock", "meta", "path", "rank", "rank_source", "shift_us", "warnings")
+
+    def __init__(
+        self,
+        rank: int,
+        path: SourcePath,
+        rank_source: str,
+        events: pl.DataFrame | None = None,
+        meta: TraceMeta | None = None,
+        shift_us: float = 0.0,
+        warnings: tuple[str, ...] = (),
+        *,
+        load: Callable[[], pl.DataFrame] | None = None,
+    ) -> None:
+        if (events is None) == (load is None):
+            raise TypeError("RankTrace takes either events or load")
+        self.rank = rank
+        self.path = path
+        self.rank_source = rank_source
+        self.meta = meta if meta is not None else TraceMeta()
+        self.shift_us = shift_us
+        self.warnings = warnings
+        self._events = events
+        self._load = load
+        self._lock = threading.Lock()
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """The rank's event frame, read now if it was not read yet (raises EventsUnavailable)."""
+        frame = self._events
+        if frame is None:
+            with self._lock:  # two workers asking at once read the file once
+                frame = self._events
+                if frame is None:
+                    assert self._load is not None
+                    frame = self._events = self._load()
+        return frame
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the events are in memory (always, except for a dataset rank not yet asked for)."""
+        return self._events is not None
+
+    def with_events(self, events: pl.DataFrame) -> RankTrace:
+        """The same rank with other events (e.g. only some steps' rows)."""
+        return RankTrace(self.rank, self.path, self.rank_source, events, self.meta, self.shift_us, self.warnings)
+
+    def __repr__(self) -> str:
+        return f"RankTrace(rank={self.rank}, path={self.path!s}, loaded={self.loaded})"
 
 
 @dataclass(frozen=True)
@@ -90,6 +136,9 @@ class TraceSet:
     ranks: dict[int, RankTrace]
     problems: tuple[LoadProblem, ...] = ()
     notes: tuple[str, ...] = ()
+    summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
+    """One row per rank with the default-option figures an ingest stored (`htatui.store.summary`),
+    when the job is one dataset opened alone; views answer from it without reading any rank."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""

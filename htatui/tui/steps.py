@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from htatui.analysis.common import CommonOptions, prepare
 from htatui.analysis.ranges import format_ranges
+from htatui.analysis.stored import stored_steps_used
 from htatui.trace import TraceSet
 
 
 def steps_in_use(traces: TraceSet, options: CommonOptions) -> dict[int, list[int]]:
     """The ProfilerSteps each chosen rank's numbers cover: the steps `prepare` keeps for the views."""
-    return prepare(traces, options).steps_used
+    stored = stored_steps_used(traces, options)
+    return stored if stored is not None else prepare(traces, options).steps_used
 
 
 def steps_label(used: dict[int, list[int]]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tui_helpers import ready
+from tui_helpers import press, ready
 
 from htatui.store.ingest import ingest
 from htatui.trace import load_traces
@@ -21,3 +21,27 @@ async def test_app_opens_a_dataset_with_the_traces_numbers(trace_root: Path, tmp
         direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
         for rank in direct.rank_ids:
             assert app.traces.ranks[rank].events.equals(direct.ranks[rank].events)
+
+
+async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp_path: Path) -> None:
+    """The breakdown comes from the summary; stragglers read the ranks only when asked (L)."""
+    from textual.widgets import Static
+
+    from htatui.analysis import steps
+    from htatui.tui.widgets.table_pane import TablePane
+
+    ingest([trace_root / "small"], tmp_path / "ds", max_workers=1)
+    app = HtaTuiApp(Settings(paths=(tmp_path / "ds",), use_cache=False, max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values())
+        table = app.screen.query_one("#temporal-table", TablePane)
+        assert table.table.row_count == 2
+        pane = app.screen.query_one("#temporal-stragglers", TablePane)
+        note = str(pane.query_one(".empty-note", Static).render())
+        assert pane.has_class("-empty") and "press L" in note and "(2 ranks)" in note
+        await press(pilot, "L")
+        assert all(r.loaded for r in app.traces.ranks.values())
+        direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
+        expected = steps.stragglers(direct, steps.StragglerOptions())
+        assert pane.table.row_count == expected.frame.height > 0

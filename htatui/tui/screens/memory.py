@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from htatui.analysis import memory
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.stored import stored_memory_events
 from htatui.trace import TraceSet
 from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_traces
 from htatui.tui.jobs import JobRunner
@@ -353,7 +354,8 @@ def memory_page_shown(traces: TraceSet | None) -> bool:
     # Kept on the loaded job, as prepare() keeps its results: view_order() asks on every redraw.
     shown = traces.derived.get("memory_page_shown")
     if shown is None:
-        shown = any(has_memory_rows(rank.events) for rank in traces.ranks.values())
+        stored = stored_memory_events(traces)
+        shown = stored > 0 if stored is not None else any(has_memory_rows(r.events) for r in traces.ranks.values())
         traces.derived["memory_page_shown"] = shown
     return bool(shown)
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import polars as pl
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 
 from htatui.analysis import steps, temporal
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.stored import summary_rows
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import BarRows, Chart, Series
@@ -43,8 +45,16 @@ NO_GPU = (
 class TemporalResult:
     breakdown: pl.DataFrame
     """temporal.compute as returned."""
-    stragglers: steps.StragglerResult
-    """steps.stragglers: per rank, how often it started the chosen collective last."""
+    stragglers: steps.StragglerResult | None
+    """steps.stragglers: per rank, how often it started the chosen collective last; None when the
+    breakdown came from a dataset's summary and the ranks' events are not read yet (`L` reads them)."""
+
+
+def deferred_stragglers(traces: TraceSet, common: CommonOptions) -> bool:
+    """Whether detecting stragglers waits to be asked: it would read ranks that the breakdown did not need."""
+    chosen = common.ranks if common.ranks is not None else traces.rank_ids
+    answered = summary_rows(traces, temporal.TemporalOptions(**vars(common))) is not None
+    return answered and not all(traces.ranks[rank].loaded for rank in chosen if rank in traces.ranks)
 
 
 class TemporalScreen(ViewScreen):
@@ -58,29 +68,73 @@ class TemporalScreen(ViewScreen):
         "the others wait for them."
     )
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "L",
+            "stragglers",
+            "Stragglers",
+            show=False,
+            tooltip="Detect stragglers (reads every rank)",
+            id="temporal.late",
+        ),
+    ]
+
     def compose_body(self) -> ComposeResult:
         yield TablePane("Time per rank", id="temporal-table")
         yield Chart("Share of the span (%)", id="temporal-chart")
         yield TablePane("Stragglers", id="temporal-stragglers")
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> TemporalResult:
+        deferred = deferred_stragglers(traces, common)
         return TemporalResult(
             breakdown=temporal.compute(traces, temporal.TemporalOptions(**vars(common))),
-            stragglers=steps.stragglers(traces, steps.StragglerOptions(**vars(common))),
+            stragglers=None if deferred else steps.stragglers(traces, steps.StragglerOptions(**vars(common))),
         )
 
-    def show_result(self, outcome: TemporalResult) -> None:
-        result = outcome.breakdown
-        stragglers = outcome.stragglers.frame.with_columns(
+    def action_stragglers(self) -> None:
+        """Read the chosen ranks and detect stragglers (the breakdown alone came from the summary)."""
+        traces = self.hta.traces
+        if traces is None:
+            return
+        common = self.hta.common_options()
+        self.set_state("reading every chosen rank for stragglers… (esc cancels)")
+        self.start_job(
+            "stragglers", lambda _cancel: steps.stragglers(traces, steps.StragglerOptions(**vars(common))), "stragglers"
+        )
+
+    def job_done(self, job: str, result: Any) -> None:
+        if job == "stragglers":
+            self.set_state("")
+            self._show_stragglers(result)
+            return
+        super().job_done(job, result)
+
+    def _show_stragglers(self, found: steps.StragglerResult | None) -> None:
+        pane = self.query_one("#temporal-stragglers", TablePane)
+        if found is None:
+            traces = self.hta.traces
+            ranks = len(self.hta.common_options().ranks or (traces.rank_ids if traces is not None else ()))
+            pane.show(
+                pl.DataFrame(schema={c.key: pl.Utf8 for c in STRAGGLER_COLUMNS}),
+                STRAGGLER_COLUMNS,
+                empty=f"The breakdown came from the dataset's summary. Stragglers read every chosen rank's "
+                f"events ({ranks} ranks): press L to detect them.",
+            )
+            return
+        stragglers = found.frame.with_columns(
             pl.when(pl.col("is_straggler")).then(pl.lit("▲ yes")).otherwise(pl.lit("no")).alias("is_straggler")
         )
-        reason = outcome.stragglers.message or "no straggler scores"
-        self.query_one("#temporal-stragglers", TablePane).show(
+        reason = found.message or "no straggler scores"
+        pane.show(
             stragglers,
             STRAGGLER_COLUMNS,
             empty=f"No straggler detection by HTA's method: {reason}. The Ranks view works on every backend.",
             sort="straggler_score",
         )
+
+    def show_result(self, outcome: TemporalResult) -> None:
+        result = outcome.breakdown
+        self._show_stragglers(outcome.stragglers)
         self.query_one("#temporal-table", TablePane).show(result, COLUMNS, empty=NO_GPU, sort="rank", descending=False)
         chart = self.query_one("#temporal-chart", Chart)
         if result.height == 0:
