@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from htatui.analysis.knobs import Kind, Knob, knobs_of, parse
-from htatui.analysis.views import BY_ID, VIEWS, View, frame_of
+from htatui.analysis.views import BY_ID, VIEWS, View, frame_of, make_table
 from htatui.report import render_frame
 
 
@@ -146,7 +146,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
     table = view.table(chosen[0]) if chosen else view.main
     try:
-        result = table.compute(traces, options)
+        result = make_table(table, traces, options)
     except CommRulesError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2

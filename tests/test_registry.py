@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from htatui.analysis import diff_summary, views
@@ -50,3 +51,31 @@ def test_every_page_has_a_screen_and_the_diff_compares_the_headline_views() -> N
 
     assert set(SCREENS) == {page.id for page in PAGES}
     assert set(diff_summary.HEADLINE_METRICS) == {view.id for view in views.headline_views()}
+
+
+PER_RANK = [(view, table) for view, table in ROUTES if table.per_rank]
+
+
+@pytest.fixture(scope="module")
+def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from htatui.store.ingest import ingest
+
+    target = tmp_path_factory.mktemp("registry") / "demo.ds"
+    ingest([DEMO], target, max_workers=1)
+    return target
+
+
+@pytest.mark.parametrize(("view", "table"), PER_RANK, ids=[f"{v.id}:{t.name}" for v, t in PER_RANK])
+def test_per_rank_tables_are_made_a_rank_at_a_time_over_a_dataset(
+    view: views.View[Any], table: views.Table[Any], demo: TraceSet, demo_dataset: Path
+) -> None:
+    """A table marked per_rank is the same made from all ranks at once or rank by rank, in rank order;
+    over a dataset `make_table` reads one rank at a time and leaves none of them in memory."""
+    expected = table.compute(demo, view.options())
+    assert isinstance(expected, pl.DataFrame) and expected.height > 0 or table.name == "runtime-outliers"
+    stored = load_traces([demo_dataset])
+    made = views.make_table(table, stored, view.options())
+    assert isinstance(made, pl.DataFrame) and made.equals(expected)
+    assert not any(rank.loaded for rank in stored.ranks.values())
+    some = view.options(ranks=(1, 3))
+    assert views.make_table(table, load_traces([demo_dataset]), some).equals(table.compute(demo, some))

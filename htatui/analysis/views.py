@@ -7,6 +7,7 @@ module plus one `View(...)` entry below (docs/contributing-views.md).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -53,6 +54,9 @@ class Table(Generic[OptionsT]):
 
     name: str
     compute: Callable[[TraceSet, OptionsT], TableResult]
+    per_rank: bool = False
+    """Each rank's rows depend on that rank alone and come in rank order (tests/test_registry.py
+    checks it), so over a dataset `make_table` builds the table a rank at a time."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,26 @@ class Page:
     views: tuple[str, ...]
 
 
+def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
+    """`table.compute`, a rank at a time when that reads fewer ranks at once: over a dataset whose
+    ranks are not read yet, each is read, used and dropped, so memory holds one rank, not all."""
+    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    if not table.per_rank or len(unread) < 2:
+        return table.compute(traces, options)
+    alone = dataclasses.replace(options, ranks=None)
+    parts = []
+    for rank in chosen:
+        trace = traces.ranks[rank]
+        summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
+        part = table.compute(TraceSet(ranks={rank: trace}, summary=summary), alone)
+        assert isinstance(part, pl.DataFrame), "per_rank tables are plain frames"
+        parts.append(part)
+        if rank in unread:
+            trace.unload()
+    return pl.concat(parts, how="vertical")
+
+
 def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
     def compute(traces: TraceSet, options: launch.LaunchOptions) -> pl.DataFrame:
         return launch.outliers(traces, options, kind)
@@ -95,32 +119,38 @@ def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOpti
 
 
 VIEWS: tuple[View[Any], ...] = (
-    View("temporal", "Temporal", temporal.TemporalOptions, (Table("main", temporal.compute),), headline=True),
+    View(
+        "temporal",
+        "Temporal",
+        temporal.TemporalOptions,
+        (Table("main", temporal.compute, per_rank=True),),
+        headline=True,
+    ),
     View(
         "idle",
         "Idle",
         idle.IdleOptions,
         (
-            Table("main", idle.compute),
-            Table("by-stream", idle.by_stream),
-            Table("interval-stats", idle.interval_stats),
+            Table("main", idle.compute, per_rank=True),
+            Table("by-stream", idle.by_stream, per_rank=True),
+            Table("interval-stats", idle.interval_stats, per_rank=True),
         ),
         headline=True,
     ),
     View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
     View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute),)),
     View("kernel-spread", "Kernel spread", kernels.KernelSpreadOptions, (Table("main", kernels.spread),)),
-    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.compute),), headline=True),
+    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.compute, per_rank=True),), headline=True),
     View(
         "launch",
         "Launch",
         launch.LaunchOptions,
         (
-            Table("main", launch.compute),
-            Table("summary", launch.summary),
-            Table("short-kernels", _outliers("short")),
-            Table("runtime-outliers", _outliers("runtime")),
-            Table("delay-outliers", _outliers("delay")),
+            Table("main", launch.compute, per_rank=True),
+            Table("summary", launch.summary, per_rank=True),
+            Table("short-kernels", _outliers("short"), per_rank=True),
+            Table("runtime-outliers", _outliers("runtime"), per_rank=True),
+            Table("delay-outliers", _outliers("delay"), per_rank=True),
             Table("histograms", launch.histograms),
         ),
         headline=True,
@@ -130,19 +160,19 @@ VIEWS: tuple[View[Any], ...] = (
         "Queue length",
         queue.QueueOptions,
         (
-            Table("main", queue.compute),
-            Table("overview", queue.overview),
-            Table("series", queue.series),
-            Table("blocked", queue.blocked),
+            Table("main", queue.compute, per_rank=True),
+            Table("overview", queue.overview, per_rank=True),
+            Table("series", queue.series, per_rank=True),
+            Table("blocked", queue.blocked, per_rank=True),
         ),
     ),
     View(
         "membw",
         "Memory bandwidth",
         membw.MemoryBandwidthOptions,
-        (Table("main", membw.compute), Table("series", membw.series)),
+        (Table("main", membw.compute, per_rank=True), Table("series", membw.series, per_rank=True)),
     ),
-    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute),)),
+    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True),)),
     View("late-starts", "Late starts (HTA's stragglers)", steps.StragglerOptions, (Table("main", steps.stragglers),)),
     View(
         "stragglers",

@@ -110,6 +110,11 @@ class RankTrace:
         """Whether the events are in memory (always, except for a dataset rank not yet asked for)."""
         return self._events is not None
 
+    def unload(self) -> None:
+        """Drop the events of a rank read on demand (read again when next asked for); no-op otherwise."""
+        if self._load is not None:
+            self._events = None
+
     def with_events(self, events: pl.DataFrame) -> RankTrace:
         """The same rank with other events (e.g. only some steps' rows)."""
         return RankTrace(self.rank, self.path, self.rank_source, events, self.meta, self.shift_us, self.warnings)

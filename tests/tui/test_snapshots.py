@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,16 @@ def test_patterns_typed_operator(snap_compare: SnapCompare, small_traces: TraceS
         await press(pilot, *"forward", "enter")
 
     assert snap_compare(make_app(small_traces), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_dataset_first_screen(
+    snap_compare: SnapCompare, trace_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A dataset's first screen comes from its summary; the stragglers pane says how to read the ranks."""
+    from htatui.store.ingest import ingest
+    from htatui.trace import load_traces
+
+    target = tmp_path_factory.mktemp("snap") / "small.ds"
+    ingest([trace_root / "small"], target, max_workers=1)
+    app = make_app(load_traces([target]), name="small.ds")
+    assert snap_compare(app, terminal_size=(120, 40), run_before=visit())
