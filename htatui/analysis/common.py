@@ -7,6 +7,8 @@ lists every difference.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -81,6 +83,28 @@ def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
         steps_used[rank] = list(steps)
     events = pl.concat(frames, how="vertical") if frames else empty_events()
     return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
+
+
+def rank_by_rank(
+    traces: TraceSet, options: CommonOptions, build: Callable[[TraceSet, CommonOptions], pl.DataFrame]
+) -> pl.DataFrame:
+    """`build(traces, options)`; over ranks not read yet (a dataset), a rank at a time instead.
+
+    `build` must give each rank's rows from that rank alone, in rank order (a per-rank extract
+    such as the typed kernels). Each unread rank is read, built and dropped, so only the extracts
+    are held together, not every rank's events.
+    """
+    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    if len(unread) < 2:
+        return build(traces, options)
+    alone = dataclasses.replace(options, ranks=None)
+    parts = []
+    for rank in chosen:
+        parts.append(build(TraceSet(ranks={rank: traces.ranks[rank]}), alone))
+        if rank in unread:
+            traces.ranks[rank].unload()
+    return pl.concat(parts, how="vertical")
 
 
 def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:

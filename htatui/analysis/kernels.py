@@ -32,6 +32,7 @@ from htatui.analysis.common import (
     CommonOptions,
     merge_intervals,
     prepare,
+    rank_by_rank,
 )
 from htatui.analysis.knobs import knob
 from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
@@ -108,7 +109,14 @@ class KernelSpreadOptions(CommonOptions):
 
 
 def typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
-    """GPU rows typed in KERNEL_TYPES: rank, name (Categorical), kernel_type, ts, end, dur."""
+    """GPU rows typed in KERNEL_TYPES: rank, name (Categorical), kernel_type, ts, end, dur.
+
+    Over a dataset the ranks are read one at a time (`rank_by_rank`): the kernels are a small
+    part of a rank's events."""
+    return rank_by_rank(traces, options, _typed_kernels)
+
+
+def _typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
     prepared = prepare(traces, options)
     gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end", "dur")
     return gpu.filter(pl.col("kind").is_in(KERNEL_TYPES)).select(
