@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import polars as pl
 
@@ -85,8 +86,11 @@ def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
     return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
 
 
+OptionsT = TypeVar("OptionsT", bound=CommonOptions)
+
+
 def rank_by_rank(
-    traces: TraceSet, options: CommonOptions, build: Callable[[TraceSet, CommonOptions], pl.DataFrame]
+    traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], pl.DataFrame]
 ) -> pl.DataFrame:
     """`build(traces, options)`; over ranks not read yet (a dataset), a rank at a time instead.
 
@@ -101,7 +105,9 @@ def rank_by_rank(
     alone = dataclasses.replace(options, ranks=None)
     parts = []
     for rank in chosen:
-        parts.append(build(TraceSet(ranks={rank: traces.ranks[rank]}), alone))
+        # The rank's summary row goes along, so a view that answers from it still does.
+        summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
+        parts.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
         if rank in unread:
             traces.ranks[rank].unload()
     return pl.concat(parts, how="vertical")

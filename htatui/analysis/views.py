@@ -7,10 +7,9 @@ module plus one `View(...)` entry below (docs/contributing-views.md).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol
 
 import polars as pl
 
@@ -29,10 +28,8 @@ from htatui.analysis import (
     steps,
     temporal,
 )
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.common import OptionsT, rank_by_rank
 from htatui.trace import TraceSet
-
-OptionsT = TypeVar("OptionsT", bound=CommonOptions)
 
 
 class FrameWithMessage(Protocol):
@@ -91,23 +88,17 @@ class Page:
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
-    """`table.compute`, a rank at a time when that reads fewer ranks at once: over a dataset whose
-    ranks are not read yet, each is read, used and dropped, so memory holds one rank, not all."""
-    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
-    if not table.per_rank or len(unread) < 2:
+    """`table.compute`; a `per_rank` table over a dataset whose ranks are not read yet is made a
+    rank at a time (`rank_by_rank`), so memory holds one rank, not all."""
+    if not table.per_rank:
         return table.compute(traces, options)
-    alone = dataclasses.replace(options, ranks=None)
-    parts = []
-    for rank in chosen:
-        trace = traces.ranks[rank]
-        summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
-        part = table.compute(TraceSet(ranks={rank: trace}, summary=summary), alone)
+
+    def frame(part_traces: TraceSet, part_options: OptionsT) -> pl.DataFrame:
+        part = table.compute(part_traces, part_options)
         assert isinstance(part, pl.DataFrame), "per_rank tables are plain frames"
-        parts.append(part)
-        if rank in unread:
-            trace.unload()
-    return pl.concat(parts, how="vertical")
+        return part
+
+    return rank_by_rank(traces, options, frame)
 
 
 def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
