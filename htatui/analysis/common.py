@@ -98,19 +98,26 @@ def rank_by_rank(
     such as the typed kernels). Each unread rank is read, built and dropped, so only the extracts
     are held together, not every rank's events.
     """
+    return tables_rank_by_rank(traces, options, lambda part, opts: [build(part, opts)])[0]
+
+
+def tables_rank_by_rank(
+    traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], list[pl.DataFrame]]
+) -> list[pl.DataFrame]:
+    """`rank_by_rank` for a `build` that makes several per-rank tables from the same ranks."""
     chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
     unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
     if len(unread) < 2:
         return build(traces, options)
     alone = dataclasses.replace(options, ranks=None)
-    parts = []
+    parts: list[list[pl.DataFrame]] = []
     for rank in chosen:
         # The rank's summary row goes along, so a view that answers from it still does.
         summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
         parts.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
         if rank in unread:
             traces.ranks[rank].unload()
-    return pl.concat(parts, how="vertical")
+    return [pl.concat(tables, how="vertical") for tables in zip(*parts, strict=True)]
 
 
 def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import steps as steps_view
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time, prepare, shorten_name
+from htatui.analysis.common import (
+    COMMUNICATION,
+    COMPUTATION,
+    CommonOptions,
+    busy_time,
+    prepare,
+    rank_by_rank,
+    shorten_name,
+)
 from htatui.analysis.temporal import typed_gpu_events
 from htatui.trace.frame import PROFILER_STEP
 from htatui.trace.model import TraceSet
@@ -277,9 +285,14 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
 
 def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
     """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
-    events = prepare(traces, options).events
-    host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
-    names = host["name"].cast(pl.Utf8).unique()
+
+    def names_of(part: TraceSet, part_options: CommonOptions) -> pl.DataFrame:
+        events = prepare(part, part_options).events
+        host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
+        return host.select(pl.col("name").cast(pl.Utf8).unique())
+
+    # Over a dataset a rank at a time: only the ranks' distinct op names are kept together.
+    names = rank_by_rank(traces, options, names_of)["name"]
     return bool(names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any())
 
 

@@ -45,3 +45,34 @@ async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp
         direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
         expected = steps.stragglers(direct, steps.StragglerOptions())
         assert pane.table.row_count == expected.frame.height > 0
+
+
+def _same(got: object, expected: object) -> bool:
+    """Results of a screen's analysis are equal: frames by value, dicts and dataclasses field by field."""
+    import dataclasses
+
+    import polars as pl
+
+    if isinstance(got, pl.DataFrame) and isinstance(expected, pl.DataFrame):
+        return got.equals(expected)
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(_same(got[k], expected[k]) for k in got)
+    if dataclasses.is_dataclass(got) and dataclasses.is_dataclass(expected):
+        names = [f.name for f in dataclasses.fields(got)]
+        return all(_same(getattr(got, n), getattr(expected, n)) for n in names)
+    return got == expected
+
+
+async def test_per_rank_screens_keep_no_rank_of_a_dataset(trace_root: Path, tmp_path: Path) -> None:
+    """Idle, Launch and Counters read a dataset's ranks one at a time, with the numbers of the traces."""
+    ingest([trace_root / "small"], tmp_path / "ds", max_workers=1)
+    direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
+    app = HtaTuiApp(Settings(paths=(tmp_path / "ds",), use_cache=False, max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        for key in ("2", "5", "6"):
+            await press(pilot, key)
+            screen = app.screen
+            assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values()), key
+            expected = screen.analyse(direct, app.common_options())  # type: ignore[attr-defined]
+            assert _same(screen._result, expected), key  # type: ignore[attr-defined]

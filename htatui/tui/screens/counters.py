@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from htatui.analysis import membw, queue
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.common import CommonOptions, tables_rank_by_rank
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
@@ -121,9 +121,16 @@ class CountersScreen(ViewScreen):
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> CountersResult:
         queue_options = self.view_options(common)
-        queue_series = queue.series(traces, queue_options)
-        queue_summary = queue.with_blocked(queue.summarize(queue_series), queue.blocked(traces, queue_options))
-        membw_series = membw.series(traces, membw.MemoryBandwidthOptions(**vars(common)))
+
+        def per_rank(part: TraceSet, options: queue.QueueOptions) -> list[pl.DataFrame]:
+            bandwidth = membw.MemoryBandwidthOptions(
+                ranks=options.ranks, hta_compat=options.hta_compat, include_last_step=options.include_last_step
+            )
+            return [queue.series(part, options), queue.blocked(part, options), membw.series(part, bandwidth)]
+
+        # Over a dataset, a rank at a time: the view's memory is one rank's, not the job's.
+        queue_series, blocked, membw_series = tables_rank_by_rank(traces, queue_options, per_rank)
+        queue_summary = queue.with_blocked(queue.summarize(queue_series), blocked)
         return CountersResult(
             queue_summary=queue_summary,
             membw_summary=membw.summarize(membw_series),

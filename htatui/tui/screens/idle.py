@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
 from htatui.analysis import idle
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.common import CommonOptions, tables_rank_by_rank
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import BarRows, Chart, Series
@@ -85,7 +85,11 @@ class IdleScreen(ViewScreen):
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> IdleResult:
         options = self.view_options(common)
-        return IdleResult(idle.compute(traces, options), idle.interval_stats(traces, options))
+        # Over a dataset, a rank at a time: the view's memory is one rank's, not the job's.
+        breakdown, stats = tables_rank_by_rank(
+            traces, options, lambda part, opts: [idle.compute(part, opts), idle.interval_stats(part, opts)]
+        )
+        return IdleResult(breakdown, stats)
 
     def show_result(self, result: IdleResult) -> None:
         self._result = result

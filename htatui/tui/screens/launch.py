@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual_plotext.plot import Plot
 
 from htatui.analysis import launch
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.common import CommonOptions, rank_by_rank
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart
@@ -104,7 +104,7 @@ class LaunchScreen(ViewScreen):
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> LaunchResult:
         options = self.view_options(common)
-        frame = launch.compute(traces, options)
+        frame = rank_by_rank(traces, options, launch.compute)  # over a dataset, one rank in memory at a time
         return LaunchResult(
             summary=launch.summarize(frame, options),
             outliers={kind: launch.select_outliers(frame, options, kind) for kind in launch.OUTLIER_KINDS},
