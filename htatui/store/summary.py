@@ -18,37 +18,8 @@ import polars as pl
 from htatui.analysis import overlap, steps, temporal
 from htatui.analysis.comm_rules import comm_rules
 from htatui.analysis.common import GPU_ACTIVITY_CATS, CommonOptions, prepare
-from htatui.store.layout import SUMMARY
+from htatui.store.summary_table import SUMMARY_SCHEMA
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
-
-SUMMARY_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "file": pl.Utf8(),
-    "events": pl.Int64(),
-    "kernels": pl.Int64(),
-    "span_us": pl.Float64(),
-    "steps": pl.Int64(),
-    "step_mean_us": pl.Float64(),
-    "step_max_us": pl.Float64(),
-    "gpu_span_us": pl.Float64(),
-    "idle_us": pl.Float64(),
-    "compute_us": pl.Float64(),
-    "non_compute_us": pl.Float64(),
-    "idle_pct": pl.Float64(),
-    "compute_pct": pl.Float64(),
-    "non_compute_pct": pl.Float64(),
-    "overlap_pct": pl.Float64(),
-    "steps_used": pl.List(pl.Int64()),
-    "memory_events": pl.Int64(),
-    "shift_us": pl.Float64(),
-    "comm_rules": pl.Utf8(),
-    "streams": pl.Int64(),
-    "iterations": pl.List(pl.Int64()),
-}
-"""`span_us` covers all timed events; `steps_used` are the steps the default views keep;
-`memory_events` counts `[memory]` rows; `streams` and `iterations` are what `info` lists;
-`shift_us` is the alignment and `comm_rules` the digest of the communication rules the figures
-were made with."""
 
 
 def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float) -> dict[str, Any]:
@@ -97,19 +68,6 @@ def summary_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA).sort("rank")
-
-
-def summary_for(folder: Path, shifts: dict[int, float]) -> pl.DataFrame | None:
-    """The dataset's summary when its rows hold for ranks aligned with `shifts`, else None."""
-    try:
-        summary = pl.read_ipc(folder / SUMMARY)
-    except Exception:  # noqa: BLE001 - no usable summary only means the views read the ranks
-        return None
-    if summary.schema != pl.Schema(SUMMARY_SCHEMA):
-        return None
-    if dict(zip(summary["rank"].to_list(), summary["shift_us"].to_list(), strict=True)) != shifts:
-        return None
-    return summary
 
 
 def _number(value: object) -> float:

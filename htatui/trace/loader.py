@@ -189,7 +189,7 @@ def load_traces(
 
 
 def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
-    from htatui.store.summary import summary_for
+    from htatui.store.summary_table import summary_for
 
     return summary_for(folder, {rank: trace.shift_us for rank, trace in ranks.items()})
 

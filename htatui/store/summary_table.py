@@ -1,0 +1,55 @@
+"""The per-rank summary table's columns, and whether a dataset's table holds for a job as loaded.
+
+Kept apart from `summary.py` (which computes the rows with the views' functions) so the trace
+loader can attach a dataset's summary without importing the analysis layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from htatui.store.layout import SUMMARY
+
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "file": pl.Utf8(),
+    "events": pl.Int64(),
+    "kernels": pl.Int64(),
+    "span_us": pl.Float64(),
+    "steps": pl.Int64(),
+    "step_mean_us": pl.Float64(),
+    "step_max_us": pl.Float64(),
+    "gpu_span_us": pl.Float64(),
+    "idle_us": pl.Float64(),
+    "compute_us": pl.Float64(),
+    "non_compute_us": pl.Float64(),
+    "idle_pct": pl.Float64(),
+    "compute_pct": pl.Float64(),
+    "non_compute_pct": pl.Float64(),
+    "overlap_pct": pl.Float64(),
+    "steps_used": pl.List(pl.Int64()),
+    "memory_events": pl.Int64(),
+    "shift_us": pl.Float64(),
+    "comm_rules": pl.Utf8(),
+    "streams": pl.Int64(),
+    "iterations": pl.List(pl.Int64()),
+}
+"""`span_us` covers all timed events; `steps_used` are the steps the default views keep;
+`memory_events` counts `[memory]` rows; `streams` and `iterations` are what `info` lists;
+`shift_us` is the alignment and `comm_rules` the digest of the communication rules the figures
+were made with."""
+
+
+def summary_for(folder: Path, shifts: dict[int, float]) -> pl.DataFrame | None:
+    """The dataset's summary when its rows hold for ranks aligned with `shifts`, else None."""
+    try:
+        summary = pl.read_ipc(folder / SUMMARY)
+    except Exception:  # noqa: BLE001 - no usable summary only means the views read the ranks
+        return None
+    if summary.schema != pl.Schema(SUMMARY_SCHEMA):
+        return None
+    if dict(zip(summary["rank"].to_list(), summary["shift_us"].to_list(), strict=True)) != shifts:
+        return None
+    return summary
