@@ -581,7 +581,8 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
     assert processes and all(process.is_alive() for process in processes), "the worker never started"
     started = time.monotonic()
     _stop_pool(pool)
-    for process in processes:
-        process.join(timeout=10)
-        assert not process.is_alive()
     assert time.monotonic() - started < 10
+    # The task sleeps 60 s, so a worker gone within 30 s was ended, not waited for (slack for a loaded machine).
+    for process in processes:
+        process.join(timeout=30)
+        assert not process.is_alive()

@@ -212,6 +212,7 @@ class ViewResult:
 def _dtype_bytes() -> pl.Expr:
     return (
         pl.col("msg_dtype")
+        .cast(pl.Utf8)
         .str.to_lowercase()
         .str.replace(r"^(torch\.|at::)", "")
         .replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
@@ -250,7 +251,7 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
     comm = gpu.filter((pl.col("kind") == COMMUNICATION) & (pl.col("cat") == "kernel"))
     if comm.height:
         rows, source = comm, KERNELS
-        label = pl.coalesce(pl.col("collective_name"), pl.col("name").cast(pl.Utf8))
+        label = pl.coalesce(pl.col("collective_name").cast(pl.Utf8), pl.col("name").cast(pl.Utf8))
     else:
         host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
         names = host["name"].cast(pl.Utf8).unique()
@@ -268,7 +269,7 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
     calls = (
         labelled.select(
             "rank",
-            pg=pl.col("pg_name").fill_null(""),
+            pg=pl.col("pg_name").cast(pl.Utf8).fill_null(""),
             kind=pl.col("_label").replace_strict(kinds, default=None, return_dtype=pl.Utf8),
             step=pl.col("iteration"),
             ts="ts",

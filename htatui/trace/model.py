@@ -180,25 +180,28 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "iteration": pl.Int64(),
     "bytes": pl.Int64(),
     "memory_bw_gbps": pl.Float64(),
-    "collective_name": pl.Utf8(),
+    "collective_name": pl.Categorical(),
     "in_msg_nelems": pl.Int64(),
     "out_msg_nelems": pl.Int64(),
     "in_msg_size": pl.Int64(),
     "out_msg_size": pl.Int64(),
     "group_size": pl.Int64(),
-    "pg_name": pl.Utf8(),
-    "msg_dtype": pl.Utf8(),
-    "grid": pl.Utf8(),
-    "block": pl.Utf8(),
+    "pg_name": pl.Categorical(),
+    "msg_dtype": pl.Categorical(),
+    "grid": pl.Categorical(),
+    "block": pl.Categorical(),
     "occupancy_pct": pl.Float64(),
     "blocks_per_sm": pl.Float64(),
     "warps_per_sm": pl.Float64(),
     "registers_per_thread": pl.Int64(),
     "shared_memory": pl.Int64(),
     "wait_on_stream": pl.Int64(),
-    "launched_kernel": pl.Utf8(),
+    "launched_kernel": pl.Categorical(),
 }
-"""Columns of every rank's event frame (µs floats for time; null where an event lacks a value)."""
+"""Columns of every rank's event frame (µs floats for time; null where an event lacks a value).
+
+Text is Categorical: polars keeps a 16-byte view per row of a String column even where it is
+null, and the device-only text columns are null on most rows (4 bytes per row as Categorical)."""
 
 
 def empty_events() -> pl.DataFrame:
