@@ -129,7 +129,7 @@ def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     def deny(_: Path) -> bytes:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("htatui.trace.loader.read_trace_bytes", deny)
+    monkeypatch.setattr("htatui.trace.loader.open_trace", deny)
     with pytest.raises(LoadError, match=r"rank-0\.json: cannot be read \(permission denied\)"):
         load_traces([path], use_cache=False)
 

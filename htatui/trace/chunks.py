@@ -12,7 +12,7 @@ are exactly the original bytes, so a document that decodes here decodes the same
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -20,11 +20,14 @@ import msgspec
 
 from htatui.trace.decode import TraceDoc
 
-CHUNK_BYTES = 8 << 20
-"""Bytes of JSON per piece: ~25-60k events, a few tens of MB of decoded objects at most."""
+CHUNK_BYTES = 4 << 20
+"""Bytes of JSON per piece: ~15-30k events, a few tens of MB of decoded objects at most."""
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_OPEN_BOUNDARY = re.compile(rb"\}\s*(?:,\s*)?\Z")
+"""A boundary that the next bytes may complete (at the window's end)."""
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_OPEN_EVENTS_KEY = re.compile(rb'"traceEvents"\s*(?::\s*)?\Z')
 _NOT_SPACE = re.compile(rb"\S")
 _MAX_GROWTH = 16
 """A piece that still fails after this many extra cuts is not a cutting problem: decode whole."""
@@ -47,27 +50,107 @@ class EventsSpan:
     list_form: bool
 
 
+class Window:
+    """The bytes of a stream not yet consumed (`buf[at:]`), fed a block at a time.
+
+    Consumed bytes are dropped before the next block is added (deleting a bytearray's front is
+    O(1)), so only a piece and the block after it are held, whatever the stream's length.
+    `position` gives (bytes done, bytes total) for progress: the stream's own counts by default,
+    or those of the file behind it (e.g. compressed bytes).
+    """
+
+    def __init__(
+        self, blocks: Iterable[bytes | bytearray], position: Callable[[], tuple[int, int]] | None = None
+    ) -> None:
+        self._blocks = iter(blocks)
+        self.buf: bytes | bytearray = bytearray()
+        self.at = 0
+        self.ended = False
+        self._dropped = 0
+        self._position = position
+
+    @classmethod
+    def whole(cls, raw: bytes | bytearray) -> Window:
+        """A window over a buffer already read: nothing more comes (the buffer is not copied)."""
+        window = cls(())
+        window.buf = raw
+        window.ended = True
+        return window
+
+    def fill(self) -> bool:
+        """Add the next non-empty block; False once the stream has ended."""
+        while not self.ended:
+            block = next(self._blocks, None)
+            if block is None:
+                self.ended = True
+                break
+            if block:
+                if not isinstance(self.buf, bytearray):
+                    self.buf = bytearray(self.buf[self.at :])
+                else:
+                    del self.buf[: self.at]
+                self._dropped += self.at
+                self.at = 0
+                self.buf += block
+                return True
+        return False
+
+    def rest(self) -> int:
+        """Bytes held beyond `at`."""
+        return len(self.buf) - self.at
+
+    def position(self) -> tuple[int, int]:
+        if self._position is not None:
+            return self._position()
+        done = self._dropped + self.at
+        return done, self._dropped + len(self.buf) if self.ended else done
+
+    def release(self) -> None:
+        """Drop the buffer (after the last piece was taken)."""
+        self._dropped += len(self.buf)
+        self.buf = b""
+        self.at = 0
+
+
 def locate_events(raw: bytes | bytearray) -> EventsSpan:
     """The events array of a Chrome trace (object or bare list form) and the fields before it."""
-    first = _NOT_SPACE.search(raw)
-    if first is None:
-        raise NotChunkable("empty")
-    if raw[first.start()] == ord("["):
+    return locate_in(Window.whole(raw))
+
+
+def locate_in(window: Window) -> EventsSpan:
+    """`locate_events` on a window, reading as far as the array's `[` (the header stays held)."""
+    searched = 0
+    while (first := _NOT_SPACE.search(window.buf, searched)) is None:
+        searched = len(window.buf)
+        if not window.fill():
+            raise NotChunkable("empty")
+    if window.buf[first.start()] == ord("["):
         return EventsSpan(first.start() + 1, TraceDoc(), list_form=True)
-    if raw[first.start()] != ord("{"):
+    if window.buf[first.start()] != ord("{"):
         raise NotChunkable("not an object")
-    key = raw.find(b'"traceEvents"')
+    key = _find_key(window, 0)
     while key != -1 and key < _MAX_HEADER_BYTES:
-        match = _EVENTS_KEY.match(raw, key)
+        match = _EVENTS_KEY.match(window.buf, key)
+        if match is None and _OPEN_EVENTS_KEY.match(window.buf, key) and window.fill():
+            continue  # the key's `: [` may be in the next block
         if match is not None:
             try:
-                header = _HEADER_DECODER.decode(bytes(raw[:key]) + b'"traceEvents":[]}')
+                header = _HEADER_DECODER.decode(bytes(window.buf[:key]) + b'"traceEvents":[]}')
             except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 pass
             else:
                 return EventsSpan(match.end(), header, list_form=False)
-        key = raw.find(b'"traceEvents"', key + 1)
+        key = _find_key(window, key + 1)
     raise NotChunkable("no top-level traceEvents array")
+
+
+def _find_key(window: Window, start: int) -> int:
+    """The next `"traceEvents"` at or after `start`, reading on while there is none (-1 at the end)."""
+    while (key := window.buf.find(b'"traceEvents"', start)) == -1:
+        start = max(start, len(window.buf) - len(b'"traceEvents"') + 1)
+        if start >= _MAX_HEADER_BYTES or not window.fill():
+            return -1
+    return key
 
 
 def decode_pieces(
@@ -79,52 +162,86 @@ def decode_pieces(
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[list[T]]:
+    """`decode_window` over a buffer already read."""
+    window = Window.whole(raw)
+    window.at = span.start
+    return decode_window(window, span, decode, decode_tail, chunk_bytes=chunk_bytes, progress=progress)
+
+
+def decode_window(
+    window: Window,
+    span: EventsSpan,
+    decode: Callable[[bytes], list[T]],
+    decode_tail: Callable[[bytes], list[T]],
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[list[T]]:
     """`decode` of each piece of the array in brackets, in file order; then `decode_tail` of the rest.
 
-    The rest (the last events, the array's `]` and the fields after it) is given as a whole
-    document, `{"traceEvents":[` + rest (or `[` + rest for the list form), so the end of the
-    array is found by the JSON decoder itself, not by searching for a bracket. `decode` raises
-    msgspec.DecodeError for bytes that are not JSON (a wrong cut: the piece grows) and anything
-    else for content it refuses (passed on). `progress` gets (bytes done, total bytes).
+    The window starts at the array's first byte (`window.at`, just after its `[`), and is read as
+    pieces are cut, so only about a piece is held at once. The rest (the last events, the array's
+    `]` and the fields after it) is given as a whole document, `{"traceEvents":[` + rest (or `[`
+    + rest for the list form), so the end of the array is found by the JSON decoder itself, not by
+    searching for a bracket. `decode` raises msgspec.DecodeError for bytes that are not JSON (a
+    wrong cut: the piece grows) and anything else for content it refuses (passed on). `progress`
+    gets `window.position()`, (bytes done, total bytes), after each piece.
     """
-    view = memoryview(raw)
-    total = len(raw)
     opening = b"[" if span.list_form else b'{"traceEvents":['
-    position = span.start
     while True:
-        stop, resume = _next_cut(raw, position + chunk_bytes, total)
+        cut = _next_cut(window, chunk_bytes)
         for _ in range(_MAX_GROWTH):
-            if stop >= total:
+            if cut is None:
+                while window.fill():
+                    pass
+                with memoryview(window.buf) as view:
+                    rest = b"".join((opening, view[window.at :]))
+                window.release()
                 try:
-                    decoded = decode_tail(b"".join((opening, view[position:])))
+                    decoded = decode_tail(rest)
                 except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                     raise NotChunkable(str(exc)) from None
+                del rest
                 if progress is not None:
-                    progress(total, total)
+                    progress(*window.position())
                 yield decoded
                 return
+            stop, resume = cut
+            with memoryview(window.buf) as view:
+                piece = b"".join((b"[", view[window.at : window.at + stop], b"]"))
             try:
-                decoded = decode(b"".join((b"[", view[position:stop], b"]")))
+                decoded = decode(piece)
                 break
             except UnicodeDecodeError as exc:
                 raise NotChunkable(str(exc)) from None
             except msgspec.DecodeError as exc:
                 if "utf-8" in str(exc).lower():
                     raise NotChunkable(str(exc)) from None
-                stop, resume = _next_cut(raw, resume + 1, total)
+                cut = _next_cut(window, resume + 1)
+            finally:
+                del piece
         else:
             raise NotChunkable("no valid cut found")
-        position = resume
+        window.at += resume
         if progress is not None:
-            progress(position, total)
+            progress(*window.position())
         yield decoded
 
 
-def _next_cut(raw: bytes | bytearray, at: int, end: int) -> tuple[int, int]:
-    """(end of this piece, start of the next): just after a `}` and at the next `{`; `end` if none."""
-    if at >= end:
-        return end, end
-    match = _BOUNDARY.search(raw, at, end)
-    if match is None:
-        return end, end
-    return match.start() + 1, match.end() - 1
+def _next_cut(window: Window, offset: int) -> tuple[int, int] | None:
+    """(end of this piece, start of the next), counted from `window.at`: just after the first `}`
+    at or past `offset` that a `,` and a `{` follow, and at that `{`; None if the stream has none.
+
+    Reads blocks until one is found; a boundary cut by a block's end is searched again from its `}`.
+    """
+    start = offset
+    while True:
+        if start < window.rest():
+            buf, at = window.buf, window.at
+            match = _BOUNDARY.search(buf, at + start)
+            if match is not None:
+                return match.start() + 1 - at, match.end() - 1 - at
+            open_end = _OPEN_BOUNDARY.search(buf, at + start)
+            start = open_end.start() - at if open_end is not None else window.rest()
+        if not window.fill():
+            return None

@@ -13,6 +13,7 @@ decoder, and a file this module cannot cut is decoded whole by the caller (`NotC
 
 from __future__ import annotations
 
+import gc
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import msgspec
 import polars as pl
 
 from htatui.trace import chunks
-from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
+from htatui.trace.chunks import NotChunkable, Window, decode_window, locate_in
 from htatui.trace.decode import (
     DEVICE_ARGS_DECODER,
     HOST_ARGS_DECODER,
@@ -48,6 +49,7 @@ from htatui.trace.frame import (
     finish_frame,
 )
 from htatui.trace.model import TraceMeta
+from htatui.trace.read import TraceSource
 
 __all__ = ["NotChunkable", "decode_columns", "decode_frame"]
 
@@ -159,7 +161,7 @@ class _Accumulated:
 
 
 def decode_frame(
-    raw: bytes | bytearray,
+    raw: bytes | bytearray | TraceSource,
     warnings: list[str],
     *,
     chunk_bytes: int | None = None,
@@ -171,7 +173,7 @@ def decode_frame(
 
 
 def decode_columns(
-    raw: bytes | bytearray,
+    raw: bytes | bytearray | TraceSource,
     warnings: list[str],
     *,
     chunk_bytes: int | None = None,
@@ -179,13 +181,33 @@ def decode_columns(
 ) -> tuple[pl.DataFrame, TraceMeta]:
     """The events' columns before `finish_frame` (so the caller can free `raw` first), and the metadata.
 
-    The frame is left in one chunk per piece: joining them would copy every column once more.
-    Raises NotChunkable when the file must be decoded whole (odd layout, invalid UTF-8, event
-    fields of unexpected types); nothing is half-done then. Warnings about dropped values are
-    appended to `warnings`.
+    `raw` is the JSON bytes, or a regular file's source read block by block as pieces are cut
+    (progress then counts the file's bytes). The frame is left in one chunk per piece: joining
+    them would copy every column once more. Raises NotChunkable when the file must be decoded
+    whole (odd layout, invalid UTF-8, event fields of unexpected types); nothing is half-done then.
+    Warnings about dropped values are appended to `warnings`.
     """
-    span = locate_events(raw)
-    chunk_bytes = chunk_bytes or chunks.CHUNK_BYTES  # read now, so tests can make pieces small
+    if isinstance(raw, TraceSource):
+        source = raw
+        window = Window(source.blocks(), lambda: (source.file_done, source.file_bytes))
+    else:
+        window = Window.whole(raw)
+    del raw
+    # The cyclic GC would re-scan every fresh object of a piece; decoded events hold no cycles.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode_window(window, warnings, chunk_bytes or chunks.CHUNK_BYTES, progress)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _decode_window(
+    window: Window, warnings: list[str], chunk_bytes: int, progress: Callable[[int, int], None] | None
+) -> tuple[pl.DataFrame, TraceMeta]:
+    span = locate_in(window)
+    window.at = span.start
     acc = _Accumulated()
     after = TraceDoc()
 
@@ -194,7 +216,7 @@ def decode_columns(
         events, after = _decode_tail(piece, span.list_form)
         return events
 
-    for events in decode_pieces(raw, span, _decode_piece, decode_tail, chunk_bytes=chunk_bytes, progress=progress):
+    for events in decode_window(window, span, _decode_piece, decode_tail, chunk_bytes=chunk_bytes, progress=progress):
         _add_piece(acc, events)
         del events
     if not acc.frames:

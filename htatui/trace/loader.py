@@ -32,7 +32,7 @@ from htatui.trace.model import (
     TraceMeta,
     TraceSet,
 )
-from htatui.trace.read import FileIdentity, is_pipe_argument, read_trace_bytes
+from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
 from htatui.trace.validate import check_meta, drop_impossible_events
 
 
@@ -79,16 +79,22 @@ class ParsedFile:
 def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None) -> ParsedFile:
     """Read, decode and frame one trace file (runs in a worker process).
 
-    `byte_progress` gets (JSON bytes decoded, total JSON bytes) as the file's events are framed.
+    A regular file is read as its pieces are decoded, so its JSON is never whole in memory;
+    `byte_progress` gets (bytes of the file read, the file's size; compressed bytes for gzip).
+    A pipe, or a file whose layout the piece decoder does not understand, is read whole.
     """
     try:
-        raw, identity = read_trace_bytes(path)
+        with open_trace(path) as source:
+            return _parse_source(source, byte_progress)
     except PermissionError:
         raise TraceFormatError("cannot be read (permission denied)") from None
     except IsADirectoryError:
         raise TraceFormatError("is a folder, not a trace file") from None
     except OSError as exc:
         raise TraceFormatError(f"cannot be read ({exc.strerror or exc})") from None
+
+
+def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None] | None) -> ParsedFile:
     # The cyclic GC re-scans millions of fresh objects while decoding; it finds no cycles here.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -96,8 +102,15 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
         warnings: list[str] = []
         try:
             # A piece of the events array at a time (bounded memory); odd files decode whole.
-            columns, meta = decode_columns(raw, warnings, progress=byte_progress)
+            if source.regular:
+                columns, meta = decode_columns(source, warnings, progress=byte_progress)
+            else:
+                raw = source.whole()
+                columns, meta = decode_columns(raw, warnings, progress=byte_progress)
+                del raw  # before the columns are finished: the JSON and the frame are not both alive
         except NotChunkable:
+            warnings = []
+            raw = source.whole()
             doc, warnings = decode_trace(raw)
             del raw
             if doc.traceEvents is None:
@@ -105,7 +118,6 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
             meta = build_meta(doc, doc.traceEvents)
             events = build_frame(doc.traceEvents, warnings)
         else:
-            del raw  # before the columns are finished: the JSON and the frame are not both alive
             events = finish_frame(columns)
             del columns
     except RecursionError:
@@ -118,7 +130,7 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
     warnings.extend(meta_warnings + ([dropped] if dropped else []))
     if events.height == 0:
         raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
-    return ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=identity)
+    return ParsedFile(path=source.path, events=events, meta=meta, warnings=warnings, identity=source.identity)
 
 
 def _parse_or_problem(

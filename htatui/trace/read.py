@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -19,6 +20,7 @@ from htatui.trace.decode import TraceFormatError
 # Deflate cannot expand more than ~1032:1, so a trailer claiming more than this is a lie.
 _DEFLATE_MAX_RATIO = 1032
 _CHUNK = 1 << 20
+_GUNZIP_STEP = 256 << 10
 _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
@@ -86,23 +88,136 @@ def read_trace_bytes(path: Path) -> tuple[bytes | bytearray, FileIdentity | None
     The identity is None for a pipe (nothing to cache it under). A regular file whose identity
     changed while it was read is refused: its bytes may mix two versions.
     """
-    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever, before any check.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        before = os.fstat(fd)
-        problem = kind_problem(before, path)
-        if problem:
-            raise TraceFormatError(problem)
-        regular = stat.S_ISREG(before.st_mode)
-        if not regular:
-            os.set_blocking(fd, True)
-        raw = handle.readall() if regular else _read_stream(handle)
-    if regular:
-        after = os.stat(path)
-        if FileIdentity.of(after) != FileIdentity.of(before):
+    with open_trace(path) as source:
+        return source.whole(), source.identity
+
+
+def open_trace(path: Path) -> TraceSource:
+    """`path` opened for reading, refused now if it is not a regular file or a shell pipe."""
+    return TraceSource(path)
+
+
+class TraceSource:
+    """An opened trace whose JSON bytes are read whole (`whole`) or in bounded blocks (`blocks`).
+
+    Blocks are at most 1 MB of file reads, or 256 KB steps of gunzip output, so a trace of any
+    size passes through a few MB of buffer; the checks are those of a whole read (gzip expansion
+    bound, byte-order marks, identity unchanged at the end). `file_done` counts the bytes of the
+    file (compressed bytes for gzip) behind the blocks given so far, of `file_bytes`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever, before any check.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        self._handle = os.fdopen(fd, "rb", buffering=0)
+        try:
+            self._before = os.fstat(fd)
+            problem = kind_problem(self._before, path)
+            if problem:
+                raise TraceFormatError(problem)
+            self.regular = stat.S_ISREG(self._before.st_mode)
+            if not self.regular:
+                os.set_blocking(fd, True)
+        except BaseException:
+            self._handle.close()
+            raise
+        self.file_bytes = self._before.st_size if self.regular else 0
+        self.file_done = 0
+        self._read_total = 0
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The identity taken before reading; None for a pipe (never cached)."""
+        return FileIdentity.of(self._before) if self.regular else None
+
+    def __enter__(self) -> TraceSource:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._handle.close()
+
+    def whole(self) -> bytes | bytearray:
+        """Every JSON byte at once (a regular file is read again from its start)."""
+        if self.regular:
+            os.lseek(self._handle.fileno(), 0, os.SEEK_SET)
+            raw = self._handle.readall()
+            self._check_unchanged()
+        else:
+            raw = _read_stream(self._handle)
+        return _text_bytes(_gunzip(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+    def blocks(self) -> Iterator[bytes]:
+        """The JSON bytes in order, in bounded blocks (regular files only: a pipe is read whole)."""
+        first = self._read()
+        raw_blocks = self._gunzip_blocks(first) if first[:2] == b"\x1f\x8b" else self._plain_blocks(first)
+        return _text_blocks(raw_blocks)
+
+    def _read(self) -> bytes:
+        block = self._handle.read(_CHUNK) or b""
+        self._read_total += len(block)
+        return block
+
+    def _check_unchanged(self) -> None:
+        if FileIdentity.of(os.stat(self.path)) != FileIdentity.of(self._before):
             raise TraceFormatError("changed while it was being read; load it again when it is complete")
-    data = _text_bytes(_gunzip(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    return data, FileIdentity.of(before) if regular else None
+
+    def _plain_blocks(self, block: bytes) -> Iterator[bytes]:
+        while block:
+            self.file_done = self._read_total
+            yield block
+            block = self._read()
+        self._check_unchanged()
+
+    def _gunzip_blocks(self, pending: bytes) -> Iterator[bytes]:
+        """Every gzip member in turn, `_GUNZIP_STEP` bytes of output at a time, never past the limit."""
+        limit = max_stream_bytes()
+        produced = 0
+        inflater = zlib.decompressobj(wbits=31)
+        while True:
+            try:
+                piece = inflater.decompress(pending, _GUNZIP_STEP)
+            except zlib.error as exc:
+                raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
+            pending = inflater.unconsumed_tail
+            produced += len(piece)
+            if produced > limit:
+                raise TraceFormatError(f"gzip expands past {limit} bytes (HTATUI_MAX_TRACE_BYTES)")
+            if inflater.eof:
+                pending = inflater.unused_data.lstrip(b"\x00")
+                while not pending:  # zero padding after a member, then either the end or a member
+                    more = self._read()
+                    if not more:
+                        break
+                    pending = more.lstrip(b"\x00")
+                if pending:
+                    inflater = zlib.decompressobj(wbits=31)
+            elif not pending and not piece:
+                pending = self._read()
+                if not pending:
+                    message = "compressed file ended before the end-of-stream marker was reached"
+                    raise TraceFormatError(f"corrupt or truncated gzip ({message})")
+            self.file_done = self._read_total - len(pending)
+            if piece:
+                yield piece
+            if inflater.eof and not pending:
+                break
+        self.file_done = self._read_total
+        self._check_unchanged()
+
+
+def _text_blocks(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """The blocks with a UTF-8 byte-order mark dropped; UTF-16/32 named (as `_text_bytes`)."""
+    head = b""
+    for block in blocks:
+        head += block
+        if len(head) >= 4:
+            break
+    if head:
+        head = bytes(_text_bytes(head))
+        if head:
+            yield head
+    yield from blocks
 
 
 def _read_stream(handle: BinaryIO) -> bytes:
