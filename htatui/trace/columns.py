@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter
@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 import polars as pl
+from msgspec.structs import astuple
 
 from htatui.trace import chunks
 from htatui.trace.chunks import NotChunkable, Window, decode_window, locate_in
@@ -46,7 +47,8 @@ from htatui.trace.frame import (
     _ints,
     _stream_ints,
     _texts,
-    finish_frame,
+    finish_pieces,
+    finish_rows,
 )
 from htatui.trace.model import TraceMeta
 from htatui.trace.read import TraceSource
@@ -169,7 +171,7 @@ def decode_frame(
 ) -> tuple[pl.DataFrame, TraceMeta]:
     """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc."""
     columns, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
-    return finish_frame(columns), meta
+    return finish_pieces(columns), meta
 
 
 def decode_columns(
@@ -261,26 +263,34 @@ def _lost_message(name: str, lost: int) -> str:
     return f"{lost} value(s) of '{name}' did not fit a 64-bit number and were dropped"
 
 
-_TS = attrgetter("ts")
-_PH = attrgetter("ph")
-_ARGS = attrgetter("args")
+_HOST_KEYS = attrgetter("correlation", "external_id", "stream", "kernel")
+_ARG_FIELDS = {name: i for i, name in enumerate(EventArgs.__struct_fields__)}
 
 
 def _add_piece(acc: _Accumulated, events: list[FlatEvent]) -> None:
     offset = acc.events_seen
     acc.events_seen += len(events)
-    if not acc.fractional_ts and float in set(map(type, map(_TS, events))):
+    if not events:
+        return
+    # One C-level pass makes a tuple per event, and zip turns them into columns.
+    columns = _transpose(map(astuple, events), len(FlatEvent.__struct_fields__))
+    ph = columns[0]
+    if not acc.fractional_ts and float in set(map(type, columns[5])):
         acc.fractional_ts = True
-    phs = list(map(_PH, events))
     positions: Sequence[int] = range(offset, offset + len(events))
-    if "M" in phs:
-        _add_metadata(acc, list(compress(events, map("M".__eq__, phs))))
-        keep = list(map("M".__ne__, phs))
-        events = list(compress(events, keep))
+    if "M" in ph:
+        _add_metadata(acc, list(compress(events, map("M".__eq__, ph))))
+        keep = list(map("M".__ne__, ph))
         positions = list(compress(positions, keep))
-        phs = list(compress(phs, keep))
-    if events:
-        acc.frames.append(_piece_frame(events, phs, positions, acc.lost))
+        columns = [list(compress(column, keep)) for column in columns]
+    del events
+    if positions:
+        acc.frames.append(finish_rows(_piece_frame(columns, positions, acc.lost)))
+
+
+def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
+    """Rows of `width` values as `width` columns (empty ones when there are no rows)."""
+    return list(zip(*rows, strict=True)) or [()] * width
 
 
 def _add_metadata(acc: _Accumulated, events: list[FlatEvent]) -> None:
@@ -296,43 +306,38 @@ def _add_metadata(acc: _Accumulated, events: list[FlatEvent]) -> None:
             acc.thread_names[(pid, str(event.tid))] = str(payload.name)
 
 
-def _column(events: list[Any], name: str) -> list[Any]:
-    return list(map(attrgetter(name), events))
-
-
-def _piece_frame(
-    events: list[FlatEvent], phs: list[str], positions: Sequence[int], lost: dict[str, int]
-) -> pl.DataFrame:
-    cats = _column(events, "cat")
+def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: dict[str, int]) -> pl.DataFrame:
+    """A piece's columns (FlatEvent's fields, in order) as the frame `build_frame` makes of them."""
+    phs, cats, names, pids, tids, ts, dur, ids, args = columns
     is_host = list(map(_HOST_ARG_CATS.__contains__, cats))
     is_device = list(map(_DEVICE_ARG_CATS.__contains__, cats))
     with_args = pl.Series(is_host, dtype=pl.Boolean) | pl.Series(is_device, dtype=pl.Boolean)
-    args = list(map(_ARGS, events))
-    correlation = _column(args, "correlation")
-    external_id = _column(args, "external_id")
+    correlation, external_id, stream, kernel = _transpose(map(_HOST_KEYS, args), 4)
     converted = {"correlation": _ints(correlation), "external_id": _ints(external_id)}
     for col, values in (("correlation", correlation), ("external_id", external_id)):
         lost[col] = lost.get(col, 0) + _lost_where(values, converted[col], with_args)
-    columns: dict[str, pl.Series] = {
-        "index": pl.Series(positions, dtype=pl.Int64),
-        "ph": _categories(phs),
-        "cat": _categories(list(map(CATEGORY_ALIASES.get, cats, cats))),
-        "name": _categories(_column(events, "name")),
-        "pid": _labels(_column(events, "pid")),
-        "tid": _labels(_column(events, "tid")),
-        "ts": _floats(_column(events, "ts")),
-        "dur": _floats(_column(events, "dur")),
-        "flow_id": _ints(_column(events, "id")),
-        "stream": _streams(_column(args, "stream")),
-        "launched_kernel": _texts(_column(args, "kernel")),
-        "correlation": converted["correlation"],
-        "external_id": converted["external_id"],
-    }
-    frame = pl.DataFrame(columns).with_columns(
+    frame = pl.DataFrame(
+        {
+            "index": pl.Series(positions, dtype=pl.Int64),
+            "ph": _categories(phs),
+            "cat": _categories(list(map(CATEGORY_ALIASES.get, cats, cats))),
+            "name": _categories(names),
+            "pid": _labels(pids),
+            "tid": _labels(tids),
+            "ts": _floats(ts),
+            "dur": _floats(dur),
+            "flow_id": _ints(ids),
+            "stream": _streams(stream),
+            "launched_kernel": _texts(kernel),
+            "correlation": converted["correlation"],
+            "external_id": converted["external_id"],
+        }
+    ).with_columns(
         pl.when(with_args).then(pl.col("stream", "correlation", "external_id")),
         launched_kernel=pl.when(pl.Series(is_host, dtype=pl.Boolean)).then(pl.col("launched_kernel")),
     )
-    return pl.concat([frame, _device_columns(list(compress(args, is_device)), is_device, lost)], how="horizontal")
+    device = _device_columns(list(compress(args, is_device)), is_device, lost)
+    return pl.concat([frame, device], how="horizontal")
 
 
 def _labels(values: list[Any]) -> pl.Series:
@@ -353,7 +358,7 @@ def _streams(values: list[Any]) -> pl.Series:
     return _stream_ints(values)
 
 
-def _lost_where(values: list[Any], series: pl.Series, mask: pl.Series) -> int:
+def _lost_where(values: Sequence[Any], series: pl.Series, mask: pl.Series) -> int:
     """Non-null values that became null where `mask` holds (an integer wider than 64 bits...)."""
     if series.null_count() == values.count(None):
         return 0
@@ -363,9 +368,10 @@ def _lost_where(values: list[Any], series: pl.Series, mask: pl.Series) -> int:
 
 def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: dict[str, int]) -> pl.DataFrame:
     """The device-only columns, converted over device rows and spread back to every row."""
+    fields = _transpose(map(astuple, device_args), len(_ARG_FIELDS))
     frame = pl.DataFrame(
         {
-            col: _device_column(col, field_name, convert, device_args, lost)
+            col: _device_column(col, convert, fields[_ARG_FIELDS[field_name]], lost)
             for col, (field_name, convert) in _DEVICE_COLUMNS.items()
         }
     )
@@ -375,13 +381,8 @@ def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: d
 
 
 def _device_column(
-    col: str,
-    field_name: str,
-    convert: Callable[[Sequence[Any]], pl.Series],
-    device_args: list[EventArgs],
-    lost: dict[str, int],
+    col: str, convert: Callable[[Sequence[Any]], pl.Series], values: Sequence[Any], lost: dict[str, int]
 ) -> pl.Series:
-    values = _column(device_args, field_name)
     series = convert(values)
     if convert is not _texts and (n := series.null_count() - values.count(None)):
         lost[col] = lost.get(col, 0) + n
@@ -390,4 +391,5 @@ def _device_column(
 
 def _empty_piece() -> pl.DataFrame:
     """A frame with the piece columns and no rows (a trace whose events are all metadata)."""
-    return _piece_frame([], [], [], {})
+    empty: list[Sequence[Any]] = [()] * len(FlatEvent.__struct_fields__)
+    return finish_rows(_piece_frame(empty, [], {}))

@@ -225,6 +225,15 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
 
 def finish_frame(frame: pl.DataFrame) -> pl.DataFrame:
     """The columns every loader path derives the same way, in EVENT_SCHEMA order and types."""
+    return finish_pieces(finish_rows(frame))
+
+
+def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The derived columns that need only their own row, and EVENT_SCHEMA's types but `iteration`.
+
+    Applied to each decoded piece, so the text columns are Categorical (4 B a row, not 16) before
+    the pieces add up, and nothing but `iteration` is derived over the whole frame.
+    """
     frame = frame.with_columns(
         rank=pl.lit(0, dtype=pl.Int32),
         end=pl.col("ts") + pl.col("dur"),
@@ -235,8 +244,12 @@ def finish_frame(frame: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("cat").is_in(_GPU_CATS))
         .then(pl.col("pid").cast(pl.Utf8).cast(pl.Int64, strict=False)),
     )
-    frame = add_iterations(frame)
-    return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items()])
+    return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items() if name != "iteration"])
+
+
+def finish_pieces(frame: pl.DataFrame) -> pl.DataFrame:
+    """`iteration` added to a frame of `finish_rows` pieces (steps and launches span pieces)."""
+    return add_iterations(frame).select(list(EVENT_SCHEMA))
 
 
 def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
@@ -246,42 +259,77 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     inherit the step of the host row with the same correlation id (on every stream, including
     the AMD default stream 0 that HTA leaves out).
     """
-    # Worked out on the few columns it reads: on a frame joined from many pieces, eager filters
-    # and expressions copied every column (the loader's memory peak on big files).
-    cols = frame.select("ph", "name", "cat", "ts", "end", "correlation").rechunk()
+    # Worked out a chunk at a time on the few columns it reads: over a frame joined from many
+    # pieces, whole-frame expressions held several full-length temporaries (the loader's peak).
+    cols = frame.select("ph", "name", "cat", "ts", "end", "correlation")
+    pieces = _chunks(cols)
     steps = (
-        cols.filter(pl.col("ph") == "X")
-        .select(
-            step_ts=pl.col("ts"),
-            step_end=pl.col("end"),
-            iteration=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
+        pl.concat(
+            [
+                piece.filter(pl.col("ph") == "X").select(
+                    step_ts=pl.col("ts"),
+                    step_end=pl.col("end"),
+                    iteration=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
+                )
+                for piece in pieces
+            ]
         )
         .drop_nulls("iteration")
         .sort("step_ts")
     )
     if steps.height == 0:
         return frame.with_columns(iteration=_chunked_like(pl.Series([None] * frame.height, dtype=pl.Int64), frame))
-    # The latest step starting at or before each event's start, if the event starts inside it.
+    # Each piece's result in one chunk (polars may split its work): chunked like the frame.
+    by_start = pl.concat([_by_start(piece, steps).rechunk() for piece in pieces], rechunk=False)
+    is_device = pl.col("cat").is_in(_GPU_CATS) & pl.col("correlation").is_not_null()
+    host = ~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null()
+    host_steps = (
+        cols.select("cat", "correlation")
+        .with_columns(iteration=by_start)
+        .filter(host)
+        .group_by("correlation")
+        .agg(pl.col("iteration").first())
+    )
+    # One lookup over the whole column: replace_strict builds its table again for every chunk.
+    inherited = (
+        cols.get_column("correlation")
+        .rechunk()
+        .replace_strict(host_steps["correlation"], host_steps["iteration"], default=None, return_dtype=pl.Int64)
+    )
+    offsets = [0, *accumulate(piece.height for piece in pieces)]
+    iteration = pl.concat(
+        [
+            piece.select(
+                pl.when(is_device)
+                .then(inherited.slice(offset, piece.height))
+                .otherwise(by_start.slice(offset, piece.height))
+            )
+            .to_series()
+            .rechunk()
+            for piece, offset in zip(pieces, offsets, strict=False)
+        ],
+        rechunk=False,
+    )
+    return frame.with_columns(iteration=iteration)
+
+
+def _chunks(frame: pl.DataFrame) -> list[pl.DataFrame]:
+    """The frame cut where its `ts` column's chunks end (zero-copy slices)."""
+    lengths = frame.get_column("ts").chunk_lengths() or [0]
+    offsets = [0, *accumulate(lengths)][:-1]
+    return [frame.slice(offset, length) for offset, length in zip(offsets, lengths, strict=True)]
+
+
+def _by_start(cols: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:
+    """The latest step starting at or before each event's start, if the event starts inside it."""
     position = steps["step_ts"].search_sorted(cols["ts"].fill_null(float("-inf")), side="right").cast(pl.Int64) - 1
     candidate = position.clip(0, steps.height - 1)
-    by_start = pl.DataFrame(
+    return pl.DataFrame(
         {
             "hit": (position >= 0) & (cols["ts"] < steps["step_end"].gather(candidate)).fill_null(False),
             "step": steps["iteration"].gather(candidate),
         }
     ).select(pl.when(pl.col("hit")).then(pl.col("step")))["step"]
-    cols = cols.with_columns(iteration=by_start)
-    is_device = pl.col("cat").is_in(_GPU_CATS) & pl.col("correlation").is_not_null()
-    host_steps = (
-        cols.filter(~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null())
-        .group_by("correlation")
-        .agg(pl.col("iteration").first())
-    )
-    inherited = pl.col("correlation").replace_strict(
-        host_steps["correlation"], host_steps["iteration"], default=None, return_dtype=pl.Int64
-    )
-    iteration = cols.select(pl.when(is_device).then(inherited).otherwise(pl.col("iteration"))).to_series()
-    return frame.with_columns(iteration=_chunked_like(iteration, frame))
 
 
 def _chunked_like(series: pl.Series, frame: pl.DataFrame) -> pl.Series:

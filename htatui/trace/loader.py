@@ -22,7 +22,7 @@ from htatui.trace.columns import NotChunkable, decode_columns
 from htatui.trace.decode import TraceFormatError, decode_trace
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
-from htatui.trace.frame import build_frame, build_meta, finish_frame
+from htatui.trace.frame import build_frame, build_meta, finish_pieces
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
@@ -118,7 +118,7 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
             meta = build_meta(doc, doc.traceEvents)
             events = build_frame(doc.traceEvents, warnings)
         else:
-            events = finish_frame(columns)
+            events = finish_pieces(columns)
             del columns
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
