@@ -340,7 +340,7 @@ def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: d
     return pl.concat([frame, device], how="horizontal")
 
 
-def _labels(values: list[Any]) -> pl.Series:
+def _labels(values: Sequence[Any]) -> pl.Series:
     """pid/tid as categorical text, exactly `str(value)` (None → "None") as build_frame writes them."""
     kinds = set(map(type, values))
     if kinds == {int}:
@@ -352,7 +352,7 @@ def _labels(values: list[Any]) -> pl.Series:
     return _categories(list(map(str, values)))
 
 
-def _streams(values: list[Any]) -> pl.Series:
+def _streams(values: Sequence[Any]) -> pl.Series:
     if set(map(type, values)) <= {int, type(None)}:
         return _ints(values)
     return _stream_ints(values)
