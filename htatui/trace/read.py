@@ -281,7 +281,8 @@ def gunzip_bounded(data: bytes, limit: int) -> bytearray:
                 out.extend(bytes(end - len(out)))
             out[filled:end] = piece
             filled = end
-            if not pending and (inflater.eof or not piece):
+            # At a member's end zlib may leave stale input in unconsumed_tail: unused_data has the rest.
+            if inflater.eof or (not pending and not piece):
                 break
         if not inflater.eof:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
