@@ -29,12 +29,14 @@ _OPEN_BOUNDARY = re.compile(rb"\}\s*(?:,\s*)?\Z")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _OPEN_EVENTS_KEY = re.compile(rb'"traceEvents"\s*(?::\s*)?\Z')
 _NOT_SPACE = re.compile(rb"\S")
+_LOOKAHEAD = 64 << 10
 _MAX_GROWTH = 16
 """A piece that still fails after this many extra cuts is not a cutting problem: decode whole."""
 _MAX_HEADER_BYTES = 64 << 20
 _HEADER_DECODER = msgspec.json.Decoder(TraceDoc)
 
 T = TypeVar("T")
+Buffer = bytes | bytearray | memoryview
 
 
 class NotChunkable(Exception):
@@ -51,21 +53,24 @@ class EventsSpan:
 
 
 class Window:
-    """The bytes of a stream not yet consumed (`buf[at:]`), fed a block at a time.
+    """The bytes of a stream not yet consumed (`buf[at:]`), fed blocks at a time.
 
-    Consumed bytes are dropped before the next block is added (deleting a bytearray's front is
-    O(1)), so only a piece and the block after it are held, whatever the stream's length.
-    `position` gives (bytes done, bytes total) for progress: the stream's own counts by default,
-    or those of the file behind it (e.g. compressed bytes).
+    Each fill joins the unconsumed bytes and the new blocks into a fresh buffer (one copy of
+    each byte, consumed ones dropped), so only about a piece is held, whatever the stream's
+    length. A buffer the window made keeps the byte before `at`, so a piece can be decoded in
+    place with brackets written around it. `position` gives (bytes done, bytes total) for
+    progress: the stream's own counts by default, or those of the file behind it.
     """
 
     def __init__(
         self, blocks: Iterable[bytes | bytearray], position: Callable[[], tuple[int, int]] | None = None
     ) -> None:
         self._blocks = iter(blocks)
-        self.buf: bytes | bytearray = bytearray()
+        self.buf: bytes | bytearray = b""
         self.at = 0
         self.ended = False
+        self.owned = False
+        """Whether `buf` was made here (its bytes may be changed); a caller's buffer is not."""
         self._dropped = 0
         self._position = position
 
@@ -77,23 +82,26 @@ class Window:
         window.ended = True
         return window
 
-    def fill(self) -> bool:
-        """Add the next non-empty block; False once the stream has ended."""
-        while not self.ended:
+    def fill(self, need: int = 0) -> bool:
+        """Add blocks until `need` bytes are held past `at` (at least one); False if none came."""
+        blocks: list[bytes | bytearray] = []
+        held = self.rest()
+        while not self.ended and (not blocks or held < need):
             block = next(self._blocks, None)
             if block is None:
                 self.ended = True
-                break
-            if block:
-                if not isinstance(self.buf, bytearray):
-                    self.buf = bytearray(self.buf[self.at :])
-                else:
-                    del self.buf[: self.at]
-                self._dropped += self.at
-                self.at = 0
-                self.buf += block
-                return True
-        return False
+            elif block:
+                blocks.append(block)
+                held += len(block)
+        if not blocks:
+            return False
+        start = self.at - min(self.at, 1)
+        with memoryview(self.buf) as view:
+            self.buf = bytearray().join([view[start:], *blocks])
+        self.owned = True
+        self._dropped += start
+        self.at -= start
+        return True
 
     def rest(self) -> int:
         """Bytes held beyond `at`."""
@@ -156,7 +164,7 @@ def _find_key(window: Window, start: int) -> int:
 def decode_pieces(
     raw: bytes | bytearray,
     span: EventsSpan,
-    decode: Callable[[bytes], list[T]],
+    decode: Callable[[Buffer], list[T]],
     decode_tail: Callable[[bytes], list[T]],
     *,
     chunk_bytes: int = CHUNK_BYTES,
@@ -171,7 +179,7 @@ def decode_pieces(
 def decode_window(
     window: Window,
     span: EventsSpan,
-    decode: Callable[[bytes], list[T]],
+    decode: Callable[[Buffer], list[T]],
     decode_tail: Callable[[bytes], list[T]],
     *,
     chunk_bytes: int = CHUNK_BYTES,
@@ -207,10 +215,8 @@ def decode_window(
                 yield decoded
                 return
             stop, resume = cut
-            with memoryview(window.buf) as view:
-                piece = b"".join((b"[", view[window.at : window.at + stop], b"]"))
             try:
-                decoded = decode(piece)
+                decoded = _decode_cut(window, stop, decode)
                 break
             except UnicodeDecodeError as exc:
                 raise NotChunkable(str(exc)) from None
@@ -218,14 +224,30 @@ def decode_window(
                 if "utf-8" in str(exc).lower():
                     raise NotChunkable(str(exc)) from None
                 cut = _next_cut(window, resume + 1)
-            finally:
-                del piece
         else:
             raise NotChunkable("no valid cut found")
         window.at += resume
         if progress is not None:
             progress(*window.position())
         yield decoded
+
+
+def _decode_cut(window: Window, stop: int, decode: Callable[[Buffer], list[T]]) -> list[T]:
+    """`decode` of `[` + the window's bytes up to `stop` + `]`, in place when the window owns them."""
+    buf, at = window.buf, window.at
+    if not (window.owned and at and isinstance(buf, bytearray)):
+        with memoryview(buf) as view:
+            return decode(b"".join((b"[", view[at : at + stop], b"]")))
+    # The byte before `at` is consumed (the `[`, `,` or space before this event); the byte at
+    # `stop` (after the piece's last `}`) is put back, as a longer piece may still need it.
+    end = at + stop
+    saved = buf[end]
+    buf[at - 1] = ord("[")
+    buf[end] = ord("]")
+    try:
+        return decode(memoryview(buf)[at - 1 : end + 1])
+    finally:
+        buf[end] = saved
 
 
 def _next_cut(window: Window, offset: int) -> tuple[int, int] | None:
@@ -243,5 +265,6 @@ def _next_cut(window: Window, offset: int) -> tuple[int, int] | None:
                 return match.start() + 1 - at, match.end() - 1 - at
             open_end = _OPEN_BOUNDARY.search(buf, at + start)
             start = open_end.start() - at if open_end is not None else window.rest()
-        if not window.fill():
+        # A little past the search start, so that the boundary is usually in the first search.
+        if not window.fill(max(offset, start) + min(_LOOKAHEAD, offset // 8)):
             return None

@@ -26,7 +26,7 @@ import polars as pl
 from msgspec.structs import astuple
 
 from htatui.trace import chunks
-from htatui.trace.chunks import NotChunkable, Window, decode_window, locate_in
+from htatui.trace.chunks import Buffer, NotChunkable, Window, decode_window, locate_in
 from htatui.trace.decode import (
     DEVICE_ARGS_DECODER,
     HOST_ARGS_DECODER,
@@ -99,14 +99,14 @@ _TAIL_DECODER = msgspec.json.Decoder(FlatTail)
 _RAW_TAIL_DECODER = msgspec.json.Decoder(TraceDoc)
 
 
-def _decode_piece(piece: bytes) -> list[FlatEvent]:
+def _decode_piece(piece: Buffer) -> list[FlatEvent]:
     """The fast typed decode; on args that do not fit, each event's args by its own category."""
     try:
         return _FLAT_DECODER.decode(piece)
     except msgspec.ValidationError:
         pass
     try:
-        events = _RAW_DECODER.decode(piece)
+        events = _RAW_DECODER.decode(bytes(piece))  # raw args would otherwise pin the window's buffer
     except msgspec.ValidationError as exc:
         raise NotChunkable(str(exc)) from None  # an event-level oddity: the whole-file fallback
     return [_tolerant(event) for event in events]

@@ -100,24 +100,20 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
     gc.disable()
     try:
         warnings: list[str] = []
+        # A pipe cannot be read twice: its bytes are kept for the whole-file decoder.
+        raw = None if source.regular else source.whole()
         try:
             # A piece of the events array at a time (bounded memory); odd files decode whole.
-            if source.regular:
-                columns, meta = decode_columns(source, warnings, progress=byte_progress)
-            else:
-                raw = source.whole()
-                columns, meta = decode_columns(raw, warnings, progress=byte_progress)
-                del raw  # before the columns are finished: the JSON and the frame are not both alive
+            columns, meta = decode_columns(source if raw is None else raw, warnings, progress=byte_progress)
         except NotChunkable:
-            warnings = []
-            raw = source.whole()
-            doc, warnings = decode_trace(raw)
+            doc, warnings = decode_trace(source.whole() if raw is None else raw)
             del raw
             if doc.traceEvents is None:
                 raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
             meta = build_meta(doc, doc.traceEvents)
             events = build_frame(doc.traceEvents, warnings)
         else:
+            del raw  # before the columns are finished: the JSON and the frame are not both alive
             events = finish_pieces(columns)
             del columns
     except RecursionError:
