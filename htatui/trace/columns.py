@@ -17,7 +17,7 @@ import gc
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -50,6 +50,7 @@ from htatui.trace.frame import (
     finish_pieces,
     finish_rows,
 )
+from htatui.trace.frame import _dims as frame_dims
 from htatui.trace.model import TraceMeta
 from htatui.trace.read import TraceSource
 
@@ -59,6 +60,9 @@ __all__ = ["NotChunkable", "decode_columns", "decode_frame"]
 class EventArgs(DeviceArgs, frozen=True, gc=False):
     """Every `args` key htatui reads, whatever the category (HostArgs ∪ DeviceArgs ∪ MetaArgs)."""
 
+    # Tuples, not lists: hashable, so each distinct launch shape is turned into text once.
+    grid: tuple[Number, ...] | Scalar = None  # type: ignore[assignment]
+    block: tuple[Number, ...] | Scalar = None  # type: ignore[assignment]
     kernel: Scalar = None
     name: Scalar = None
     labels: Scalar = None
@@ -371,13 +375,26 @@ def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: d
     fields = _transpose(map(astuple, device_args), len(_ARG_FIELDS))
     frame = pl.DataFrame(
         {
-            col: _device_column(col, convert, fields[_ARG_FIELDS[field_name]], lost)
-            for col, (field_name, convert) in _DEVICE_COLUMNS.items()
+            col: _device_column(col, _dims if convert is frame_dims else convert, fields[_ARG_FIELDS[name]], lost)
+            for col, (name, convert) in _DEVICE_COLUMNS.items()
         }
     )
     mask = pl.Series(is_device, dtype=pl.Boolean)
     position = pl.when(mask).then(mask.cum_sum() - 1)
     return frame.select(pl.all().gather(pl.select(position).to_series()))
+
+
+def _dims(values: Sequence[Any]) -> pl.Series:
+    """grid/block as `frame._dims` writes them ('x,y,z'), from tuples (or lists, on the slow path)."""
+    is_tuple = list(map(operator.is_, map(type, values), repeat(tuple)))
+    if not any(is_tuple):
+        return frame_dims(values)
+    shapes: list[tuple[Any, ...]] = list(compress(values, is_tuple))
+    if set(map(type, chain.from_iterable(shapes))) <= {int}:
+        # Only integer shapes are keyed: (1, 1) and (1.0, 1) are equal keys but different texts.
+        text = {shape: ",".join(map(str, shape)) for shape in set(shapes)}
+        return _texts(list(map(text.get, values)))
+    return _texts([",".join(map(str, x)) if type(x) is tuple else None for x in values])
 
 
 def _device_column(
