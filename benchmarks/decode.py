@@ -45,7 +45,8 @@ def best(run):
         run()
         times.append(time.process_time() - start)
     return min(times)
-print(json.dumps({"decode_columns": best(decode), "parse_file": best(lambda: parse_file(path))}))
+import htatui
+print(json.dumps({"decode_columns": best(decode), "parse_file": best(lambda: parse_file(path)), "code": htatui.__file__}))
 """
 
 CHILD_PEAK = """
@@ -60,7 +61,13 @@ print(json.dumps({"rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 def child(code: str, checkout: Path, *args: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(checkout))
     result = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False, timeout=1800, env=env
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+        env=env,
+        cwd=checkout,
     )
     if result.returncode != 0:
         raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "child failed")
@@ -98,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         speed = child(CHILD_SPEED, args.checkout, str(path), str(args.repeat))
         peak = child(CHILD_PEAK, args.checkout, str(path))
     mb = size / 1e6
+    print(f"htatui at {Path(str(speed['code'])).parent.parent}")
     print(f"{path.name}: {mb:.1f} MB of JSON ({path.stat().st_size / 1e6:.1f} MB file), {peak['events']:,.0f} events")
     for name in ("decode_columns", "parse_file"):
         seconds = speed[name]
