@@ -46,7 +46,8 @@ def best(run):
         times.append(time.process_time() - start)
     return min(times)
 import htatui
-print(json.dumps({"decode_columns": best(decode), "parse_file": best(lambda: parse_file(path)), "code": htatui.__file__}))
+figures = {"decode_columns": best(decode), "parse_file": best(lambda: parse_file(path))}
+print(json.dumps(figures | {"code": htatui.__file__}))
 """
 
 CHILD_PEAK = """
