@@ -7,6 +7,8 @@ invalid JSON (an open string or bracket), so a piece that fails to decode is gro
 and tried again, and a document whose layout is not understood here is left to the whole-file
 decoder (`NotChunkable`). Together the pieces, the header before the array and the fields after it
 are exactly the original bytes, so a document that decodes here decodes the same as a whole.
+The bytes come through a `Window`: a buffer already read, or a file read as the pieces are cut,
+so that neither the whole JSON nor all decoded events are alive at once.
 """
 
 from __future__ import annotations
