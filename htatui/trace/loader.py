@@ -50,7 +50,7 @@ class LoadProgress:
 
     `bytes_total` is 0 for a finished file; while a file bigger than one decoding piece is parsed
     in this process (a one-file job, or one worker), updates with `bytes_done` of `bytes_total`
-    JSON bytes say how far it got.
+    say how far it got: bytes of the file (compressed ones for gzip; JSON bytes for a pipe).
     """
 
     done: int
