@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from htatui.analysis.common import GPU_ACTIVITY_CATS
 from htatui.analysis.ranges import format_ranges
+from htatui.analysis.rank_figures import rank_figures
 from htatui.trace import TraceSet
 
 INFO_COLUMNS = (
@@ -22,10 +22,6 @@ INFO_COLUMNS = (
 )
 
 
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) else 0.0
-
-
 def info_frame(traces: TraceSet) -> pl.DataFrame:
     stored = _stored_rows(traces)
     rows = []
@@ -35,19 +31,7 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
             rows.append(stored[rank])
             continue
         events = rank_trace.events
-        timed = pl.col("ph") == "X"
-        # One select over the columns it reads: filtering the whole frame copied all 35 columns.
-        figures = events.select(
-            start=pl.col("ts").filter(timed).min(),
-            end=pl.col("end").filter(timed).max(),
-            kernels=(pl.col("cat") == "kernel").sum(),
-            streams=pl.col("stream")
-            .filter(timed & pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)))
-            .drop_nulls()
-            .n_unique(),
-        ).row(0, named=True)
-        span = _number(figures["end"]) - _number(figures["start"]) if figures["start"] is not None else 0.0
-        steps = events["iteration"].drop_nulls().unique().sort().to_list()
+        figures = rank_figures(events)
         rows.append(
             {
                 "rank": rank,
@@ -55,10 +39,10 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
                 "rank_source": rank_trace.rank_source,
                 "device": rank_trace.meta.device_name,
                 "events": events.height,
-                "kernels": int(figures["kernels"]),
-                "streams": figures["streams"],
-                "span_ms": span / 1000.0,
-                "steps": format_ranges(steps, empty=""),
+                "kernels": figures.kernels,
+                "streams": figures.streams,
+                "span_ms": figures.span_us / 1000.0,
+                "steps": format_ranges(figures.iterations, empty=""),
                 "warnings": "; ".join(rank_trace.warnings),
             }
         )

@@ -17,7 +17,8 @@ import polars as pl
 
 from htatui.analysis import overlap, steps, temporal
 from htatui.analysis.comm_rules import comm_rules
-from htatui.analysis.common import GPU_ACTIVITY_CATS, CommonOptions, prepare
+from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.rank_figures import rank_figures
 from htatui.store.summary_table import SUMMARY_SCHEMA
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
@@ -26,20 +27,20 @@ def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int,
     """One summary row for a parsed trace file, given its events as rank `rank` shifted by `shift_us`."""
     trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us)
     alone = TraceSet(ranks={rank: trace})
-    timed = events.filter(pl.col("ph") == "X")
+    figures = rank_figures(events)
     row: dict[str, Any] = dict.fromkeys(SUMMARY_SCHEMA)
     row.update(
         rank=rank,
         shift_us=shift_us,
         comm_rules=comm_rules().fingerprint,
-        memory_events=int((events["name"].cast(pl.Utf8) == "[memory]").sum()),
-        streams=gpu_streams(events),
-        iterations=sorted(set(events["iteration"].drop_nulls().to_list())),
+        memory_events=figures.memory_events,
+        streams=figures.streams,
+        iterations=figures.iterations,
         steps_used=prepare(alone, CommonOptions()).steps_used[rank],
         file=source.name,
         events=events.height,
-        kernels=int(events.filter(pl.col("cat") == "kernel").height),
-        span_us=_number(timed["end"].max()) - _number(timed["ts"].min()) if timed.height else 0.0,
+        kernels=figures.kernels,
+        span_us=figures.span_us,
     )
     step_rows = steps.compute(alone, steps.StepsOptions()).filter(pl.col("used"))
     row.update(
@@ -58,17 +59,7 @@ def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int,
     return row
 
 
-def gpu_streams(events: pl.DataFrame) -> int:
-    """How many streams carry GPU activity (`info`'s streams column)."""
-    gpu = events.filter(pl.col("cat").cast(pl.Utf8).is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
-    return int(gpu["stream"].drop_nulls().n_unique())
-
-
 def summary_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=SUMMARY_SCHEMA)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA).sort("rank")
-
-
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) else 0.0
