@@ -7,10 +7,12 @@ lists every difference.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -183,9 +185,10 @@ def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
 def is_device_row(hta_compat: bool) -> pl.Expr:
     """HTA's S2 'GPU kernel' rows (compat) or htatui's device rows with a launch correlation."""
     if hta_compat:
+        # Categorical is_in matches as the text would, without a text copy of the column.
         return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col(
             "name"
-        ).cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
+        ).is_in(["Event Sync", "Context Sync"])
     return (
         pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col("correlation").is_not_null()
     )
@@ -355,3 +358,45 @@ def shorten_name(name: str) -> str:
         text = re.sub(_TEMPLATE_OR_ARGS, "", text)
     parts = text.split()
     return parts[-1] if parts else name
+
+
+_T = TypeVar("_T")
+
+
+def selection_key(options: CommonOptions, *fields: str) -> tuple[Any, ...]:
+    """What a derived frame depends on: the chosen ranks, the mode, the step filter, and the named options.
+
+    Used in `memoised` keys, so two calls share a frame only when every option it reads is equal.
+    """
+    extra = tuple((name, getattr(options, name)) for name in fields)
+    return (options.ranks, options.hta_compat, options.include_last_step, *extra)
+
+
+def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
+    """`compute()`, kept on the loaded job (`TraceSet.derived`) under `key` and reused by later calls.
+
+    The views' tables of one screen share one derived frame (idle's gaps, launch's pairs, queue's
+    series), and it lives and dies with the TraceSet, so another job or a per-rank TraceSet made
+    by `rank_by_rank` starts empty. Keys start with the deriving function's name.
+    """
+    found = traces.derived.get(key, _MISSING)
+    if found is _MISSING:
+        found = compute()
+        traces.derived[key] = found
+    return found  # type: ignore[no-any-return]
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: loops that make millions of small lists and tuples
+    (the op tree) otherwise trigger a full collection many times over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
