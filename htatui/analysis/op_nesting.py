@@ -1,0 +1,87 @@
+"""Whole-array steps of the op tree (`op_events`): nesting, nearest ancestors, depths, subtree sums.
+
+Each replaces a Python loop over every host event with a few numpy passes, and gives the same
+parents and the same floating-point sums (added in the same order) as the loop did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+
+
+def nest(segment: Ints, start: Ints, end: Ints) -> Ints:
+    """Parents of rows already sorted by (thread, start, longest first, index): -1 at the top.
+
+    The loop this replaces keeps a stack per thread and pops every open row that the new row
+    starts at or after the end of, or outlasts. An open row that neither happens to survives
+    every later pop, so a row's parent is the latest earlier row of its thread that ends after
+    it starts and no earlier than it ends: ``end[p] >= max(end[i], start[i] + 1)`` (whole ns).
+    That latest row is found by binary lifting over running maxima of ``end``.
+    """
+    n = len(start)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    need = np.maximum(end, start + 1)
+    # maxima[k][p] = max(end[p - 2**k + 1 .. p]) (from 0 where the window would start before it).
+    maxima = [end]
+    width = 1
+    while width < n:
+        previous = maxima[-1]
+        shifted = np.empty_like(previous)
+        shifted[:width] = previous[:width]
+        shifted[width:] = np.maximum(previous[width:], previous[:-width])
+        maxima.append(shifted)
+        width *= 2
+    cursor = np.arange(n, dtype=np.int64) - 1
+    for k in range(len(maxima) - 1, -1, -1):
+        valid = cursor >= 0
+        window_max = maxima[k][np.where(valid, cursor, 0)]
+        skip = valid & (window_max < need)
+        cursor = cursor - skip.astype(np.int64) * (1 << k)
+    # Rows before the thread's first row belong to another thread.
+    return np.where(cursor >= segment, cursor, -1)
+
+
+def resolve(parent: Ints, stop: Bools) -> Ints:
+    """For each row, the nearest of itself and its ancestors where `stop` holds (-1 for none)."""
+    n = len(parent)
+    rows = np.arange(n, dtype=np.int64)
+    pointer = np.where(stop, rows, parent)
+    while True:
+        safe = np.where(pointer >= 0, pointer, 0)
+        open_rows = (pointer >= 0) & ~stop[safe]
+        if not open_rows.any():
+            return pointer
+        pointer = np.where(open_rows, pointer[safe], pointer)
+
+
+def depths(parent: Ints) -> Ints:
+    """How many ancestors each row has (by pointer doubling: steps to the ancestor `ahead`)."""
+    ahead = parent.copy()
+    steps = (parent >= 0).astype(np.int64)
+    while (ahead >= 0).any():
+        safe = np.where(ahead >= 0, ahead, 0)
+        live = ahead >= 0
+        steps = steps + np.where(live, steps[safe], 0)
+        ahead = np.where(live, ahead[safe], -1)
+    return steps
+
+
+def subtree_sums(own: Floats, parent: Ints, depth: Ints) -> Floats:
+    """`own` plus every descendant's: children are added into their parent one at a time, in
+    row order, deepest level first (the loop's order, so the float sums are identical)."""
+    total = own.astype(np.float64, copy=True)
+    has_parent = np.nonzero(parent >= 0)[0]
+    if has_parent.size == 0:
+        return total
+    by_level = has_parent[np.argsort(-depth[has_parent], kind="stable")]
+    levels = depth[by_level]
+    cuts = np.nonzero(np.diff(levels))[0] + 1
+    for rows in np.split(by_level, cuts):
+        np.add.at(total, parent[rows], total[rows])
+    return total
