@@ -6,6 +6,8 @@ parents and the same floating-point sums (added in the same order) as the loop d
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -21,30 +23,57 @@ def nest(segment: Ints, start: Ints, end: Ints) -> Ints:
     starts at or after the end of, or outlasts. An open row that neither happens to survives
     every later pop, so a row's parent is the latest earlier row of its thread that ends after
     it starts and no earlier than it ends: ``end[p] >= max(end[i], start[i] + 1)`` (whole ns).
-    That latest row is found by binary lifting over running maxima of ``end``.
     """
-    n = len(start)
+    need = np.maximum(end, start + 1)
+    return previous_reaching(segment, end, need, np.zeros(len(end), dtype=bool))
+
+
+def previous_reaching(segment: Ints, end: npt.NDArray[Any], need: npt.NDArray[Any], strict: Bools) -> Ints:
+    """For each row i, the latest earlier row p ≥ segment[i] with end[p] ≥ need[i] (> where
+    strict[i]), or -1: binary lifting over running maxima of `end`, a few passes of n."""
+    n = len(end)
     if n == 0:
         return np.empty(0, dtype=np.int64)
-    need = np.maximum(end, start + 1)
     # maxima[k][p] = max(end[p - 2**k + 1 .. p]) (from 0 where the window would start before it).
     maxima = [end]
     width = 1
     while width < n:
         previous = maxima[-1]
-        shifted = np.empty_like(previous)
-        shifted[:width] = previous[:width]
-        shifted[width:] = np.maximum(previous[width:], previous[:-width])
-        maxima.append(shifted)
+        widened = previous.copy()
+        widened[width:] = np.maximum(previous[width:], previous[:-width])
+        maxima.append(widened)
         width *= 2
     cursor = np.arange(n, dtype=np.int64) - 1
     for k in range(len(maxima) - 1, -1, -1):
         valid = cursor >= 0
         window_max = maxima[k][np.where(valid, cursor, 0)]
-        skip = valid & (window_max < need)
-        cursor = cursor - skip.astype(np.int64) * (1 << k)
-    # Rows before the thread's first row belong to another thread.
+        short = np.where(strict, window_max <= need, window_max < need)
+        cursor = cursor - (valid & short).astype(np.int64) * (1 << k)
+    # Rows before the segment's first row belong to another thread.
     return np.where(cursor >= segment, cursor, -1)
+
+
+def next_not_above(values: Ints) -> Ints:
+    """For each row i, the first later row p with values[p] ≤ values[i], or n: in a pre-order
+    listing with depths, where row i's subtree ends (binary lifting over running minima)."""
+    n = len(values)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    # minima[k][p] = min(values[p .. p + 2**k - 1]) (to the end where the window would pass it).
+    minima = [values]
+    width = 1
+    while width < n:
+        previous = minima[-1]
+        widened = previous.copy()
+        widened[:-width] = np.minimum(previous[:-width], previous[width:])
+        minima.append(widened)
+        width *= 2
+    cursor = np.arange(n, dtype=np.int64) + 1
+    for k in range(len(minima) - 1, -1, -1):
+        valid = cursor < n
+        window_min = minima[k][np.where(valid, cursor, 0)]
+        cursor = cursor + (valid & (window_min > values)).astype(np.int64) * (1 << k)
+    return np.minimum(cursor, n)
 
 
 def resolve(parent: Ints, stop: Bools) -> Ints:
