@@ -418,7 +418,7 @@ def device_links(events: pl.DataFrame, stack: pl.DataFrame, hta_compat: bool = F
     if hta_compat:
         device = x.filter(pl.col("stream").fill_null(-1) > 0)
     else:
-        device = x.filter(pl.col("cat").cast(pl.Utf8).is_in(DEVICE_WORK_CATS))
+        device = x.filter(pl.col("cat").is_in(DEVICE_WORK_CATS))
     device = device.filter(pl.col("correlation").is_not_null())
     calls = (
         stack.filter(pl.col("correlation").is_not_null())

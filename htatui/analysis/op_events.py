@@ -115,7 +115,10 @@ def display_name(name: pl.Expr) -> pl.Expr:
 def build(events: pl.DataFrame) -> OpEvents:
     """The tree of `events` (any number of ranks; the loader's columns; X events, and `[memory]`
     instants for the loose-memory count)."""
-    parts = [_build_rank(frame) for _, frame in events.group_by("rank", maintain_order=True)]
+    # One rank (the usual case) is used as it is: splitting by rank copies every column.
+    one_rank = events.height > 0 and events["rank"].n_unique() == 1
+    frames = [events] if one_rank else events.partition_by("rank", maintain_order=True)
+    parts = [_build_rank(frame) for frame in frames if frame.height]
     if not parts:
         return OpEvents(pl.DataFrame(schema=EVENT_SCHEMA), pl.DataFrame(schema=WORK_SCHEMA))
     return OpEvents(
