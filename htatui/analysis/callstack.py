@@ -24,8 +24,10 @@ corrected way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from htatui.analysis import op_nesting
@@ -119,7 +121,11 @@ def _sort_codes(column: pl.Series) -> Ints:
     return found["place"].to_numpy()
 
 
-def _nest(thread: Sequence[int], ts: Sequence[float], end: Sequence[float]) -> tuple[Ints, Ints, Ints, Ints]:
+def _nest(
+    thread: Sequence[int] | npt.NDArray[Any],
+    ts: Sequence[float] | npt.NDArray[Any],
+    end: Sequence[float] | npt.NDArray[Any],
+) -> tuple[Ints, Ints, Ints, Ints]:
     """Parent, depth, last descendant and outermost ancestor of each event (all as positions).
 
     Events come sorted by (thread, ts, dur descending, index); `end` is never before `ts`.
@@ -285,13 +291,13 @@ def build(events: pl.DataFrame, hta_compat: bool = False, link_backward: bool = 
         by_file = prepared.sort(["rank", "pid", "tid", "index"]).with_columns(
             thread=pl.struct("rank", "pid", "tid").rle_id().cast(pl.Int64)
         )
-        order, *walked = _nest_hta(
+        hta_order, *walked = _nest_hta(
             by_file["thread"].to_list(),
             by_file["index"].to_list(),
             by_file["ts"].to_list(),
             by_file["dur"].to_list(),
         )
-        ordered = by_file[order]
+        ordered = by_file[hta_order]
         parent, depth, last, top = (np.asarray(part, dtype=np.int64) for part in walked)
     else:
         # One numpy sort on integer keys: pid and tid by their place in polars' own order.

@@ -215,7 +215,8 @@ def _text_rank(texts: pl.Series) -> Ints:
     codes = distinct.to_physical().to_numpy().astype(np.int64)
     lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=np.int64)
     lookup[codes] = ranks
-    return lookup[as_category.to_physical().to_numpy().astype(np.int64)]
+    found: Ints = lookup[as_category.to_physical().to_numpy().astype(np.int64)]
+    return found
 
 
 class _Tree:
