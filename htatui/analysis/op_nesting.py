@@ -44,11 +44,17 @@ def previous_reaching(segment: Ints, end: npt.NDArray[Any], need: npt.NDArray[An
         maxima.append(widened)
         width *= 2
     cursor = np.arange(n, dtype=np.int64) - 1
+    # Most rows' answer is the row just before (a first child): only the others are searched.
+    before = end[np.maximum(cursor, 0)]
+    near = (cursor >= 0) & np.where(strict, before > need, before >= need)
+    far = np.nonzero(~near & (cursor >= 0))[0]
+    found, far_need, far_strict = cursor[far], need[far], strict[far]
     for k in range(len(maxima) - 1, -1, -1):
-        valid = cursor >= 0
-        window_max = maxima[k][np.where(valid, cursor, 0)]
-        short = np.where(strict, window_max <= need, window_max < need)
-        cursor = cursor - (valid & short).astype(np.int64) * (1 << k)
+        valid = found >= 0
+        window_max = maxima[k][np.where(valid, found, 0)]
+        short = np.where(far_strict, window_max <= far_need, window_max < far_need)
+        found = found - (valid & short).astype(np.int64) * (1 << k)
+    cursor[far] = found
     # Rows before the segment's first row belong to another thread.
     return np.where(cursor >= segment, cursor, -1)
 
@@ -69,10 +75,14 @@ def next_not_above(values: Ints) -> Ints:
         minima.append(widened)
         width *= 2
     cursor = np.arange(n, dtype=np.int64) + 1
+    # Most rows are leaves, whose answer is the next row: only the others are searched.
+    far = np.nonzero((cursor < n) & (values[np.minimum(cursor, n - 1)] > values))[0]
+    found, far_values = cursor[far], values[far]
     for k in range(len(minima) - 1, -1, -1):
-        valid = cursor < n
-        window_min = minima[k][np.where(valid, cursor, 0)]
-        cursor = cursor + (valid & (window_min > values)).astype(np.int64) * (1 << k)
+        valid = found < n
+        window_min = minima[k][np.where(valid, found, 0)]
+        found = found + (valid & (window_min > far_values)).astype(np.int64) * (1 << k)
+    cursor[far] = found
     return np.minimum(cursor, n)
 
 
