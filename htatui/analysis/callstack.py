@@ -333,13 +333,17 @@ def _link_backward(stack: pl.DataFrame) -> pl.DataFrame:
     events) and one backward thread (it has autograd:: events), the backward thread's outermost
     events inside a main-thread "## backward ##" annotation (or ProfilerStep# when the main
     thread has none) become that annotation's children."""
-    name = pl.col("name").cast(pl.Utf8)
+    # The text tests run on the distinct names; rows are matched by category.
+    distinct = stack["name"].unique().cast(pl.Utf8)
+
+    def named(test: pl.Series) -> pl.Expr:
+        return pl.col("name").is_in(distinct.filter(test).implode())
+
+    is_step = named(distinct.str.starts_with("ProfilerStep#"))
+    is_backward = named(distinct.str.starts_with(BACKWARD_ANNOTATION))
     labels = (
         stack.group_by("rank", "thread")
-        .agg(
-            main=name.str.starts_with("ProfilerStep#").any(),
-            bwd=name.str.contains("autograd::", literal=True).any(),
-        )
+        .agg(main=is_step.any(), bwd=named(distinct.str.contains("autograd::", literal=True)).any())
         .with_columns(label=pl.when(pl.col("main")).then(pl.lit("main")).when(pl.col("bwd")).then(pl.lit("bwd")))
     )
     links: list[pl.DataFrame] = []
@@ -349,9 +353,9 @@ def _link_backward(stack: pl.DataFrame) -> pl.DataFrame:
         main_thread = per_rank.filter(pl.col("label") == "main")["thread"][0]
         bwd_thread = per_rank.filter(pl.col("label") == "bwd")["thread"][0]
         main = stack.filter(pl.col("thread") == main_thread)
-        annotations = main.filter(name.str.starts_with(BACKWARD_ANNOTATION))
+        annotations = main.filter(is_backward)
         if annotations.height == 0:
-            annotations = main.filter(name.str.starts_with("ProfilerStep#"))
+            annotations = main.filter(is_step)
         if annotations.height == 0:
             continue
         outermost = stack.filter((pl.col("thread") == bwd_thread) & pl.col("parent").is_null())

@@ -136,32 +136,41 @@ def _ns(column: str) -> pl.Expr:
 def _build_rank(events: pl.DataFrame) -> OpEvents:
     rank = int(events["rank"][0])
     cat = pl.col("cat").cast(pl.Utf8)
-    x = events.filter(pl.col("ph") == "X") if "ph" in events.columns else events
-    host = x.filter(
-        ~cat.is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
-    ).select(
-        "index",
-        thread=pl.concat_str(
-            pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
-        ),
-        cat=cat.fill_null(""),
-        name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
-        ts=pl.col("ts"),
-        dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
-        start_ns=_ns("ts"),
-        dur_ns=(pl.col("dur").fill_null(0.0).clip(lower_bound=0.0) * 1000.0).round(0).cast(pl.Int64),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
-        launcher=(cat == "cpu_op") & pl.col("stream").is_not_null(),
+    # Lazy, so each filter copies only the columns its select reads; categories match as text.
+    x = events.lazy().filter(pl.col("ph") == "X") if "ph" in events.columns else events.lazy()
+    host = (
+        x.filter(
+            ~pl.col("cat").is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
+        )
+        .select(
+            "index",
+            thread=pl.concat_str(
+                pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
+            ),
+            cat=cat.fill_null(""),
+            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            ts=pl.col("ts"),
+            dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
+            start_ns=_ns("ts"),
+            dur_ns=(pl.col("dur").fill_null(0.0).clip(lower_bound=0.0) * 1000.0).round(0).cast(pl.Int64),
+            correlation=pl.col("correlation"),
+            external_id=pl.col("external_id"),
+            launcher=(cat == "cpu_op") & pl.col("stream").is_not_null(),
+        )
+        .collect()
     )
-    device = x.filter(cat.is_in([*DEVICE_WORK_CATS, "gpu_user_annotation"]).fill_null(False)).select(
-        "index",
-        cat=cat,
-        name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
-        dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
-        bytes=pl.col("bytes"),
+    device = (
+        x.filter(pl.col("cat").is_in([*DEVICE_WORK_CATS, "gpu_user_annotation"]).fill_null(False))
+        .select(
+            "index",
+            cat=cat,
+            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
+            correlation=pl.col("correlation"),
+            external_id=pl.col("external_id"),
+            bytes=pl.col("bytes"),
+        )
+        .collect()
     )
     tree = _Tree(host)
     owners = tree.owners(device)
@@ -336,7 +345,7 @@ class _Tree:
         has_parent = kept_parent >= 0
         children_cpu = np.bincount(kept_parent[has_parent], weights=cpu_total[has_parent], minlength=len(kept))
         depth = op_nesting.depths(kept_parent)
-        host = self.host[kept]
+        host = self.host.select("index", "name", "cat", "ts", "dur")[kept]
         kind = (
             pl.when(pl.Series(launcher))
             .then(pl.lit(LAUNCHER_KIND))
