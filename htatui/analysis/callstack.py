@@ -430,16 +430,16 @@ def device_links(events: pl.DataFrame, stack: pl.DataFrame, hta_compat: bool = F
     else:
         device = x.filter(pl.col("cat").is_in(DEVICE_WORK_CATS))
     device = device.filter(pl.col("correlation").is_not_null())
+    # Each correlation's first call in file order; no sort of the whole stack needed.
     calls = (
         stack.filter(pl.col("correlation").is_not_null())
-        .sort("index")
-        .group_by("rank", "correlation", maintain_order=True)
-        .agg(host_pos=pl.col("pos").first())
+        .group_by("rank", "correlation")
+        .agg(host_pos=pl.col("pos").get(pl.col("index").arg_min()))
     )
     if device.height == 0 or calls.height == 0:
         return pl.DataFrame(schema=LINK_SCHEMA)
     linked = device.select("rank", "index", "name", "ts", "dur", "correlation").join(
-        calls, on=["rank", "correlation"], how="inner"
+        calls, on=["rank", "correlation"], how="inner", maintain_order="left"
     )
     return linked.select([pl.col(name).cast(dtype) for name, dtype in LINK_SCHEMA.items()])
 
