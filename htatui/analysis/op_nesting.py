@@ -65,6 +65,9 @@ def next_not_above(values: Ints) -> Ints:
     n = len(values)
     if n == 0:
         return np.empty(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low <= _FEW_LEVELS:
+        return _next_not_above_by_level(values, low, high)
     # minima[k][p] = min(values[p .. p + 2**k - 1]) (to the end where the window would pass it).
     minima = [values]
     width = 1
@@ -84,6 +87,24 @@ def next_not_above(values: Ints) -> Ints:
         found = found + (valid & (window_min > far_values)).astype(np.int64) * (1 << k)
     cursor[far] = found
     return np.minimum(cursor, n)
+
+
+_FEW_LEVELS = 64
+"""Up to this many distinct depths, `next_not_above` searches level by level (call stacks are
+rarely deeper), which costs a few passes instead of one per power of two of the row count."""
+
+
+def _next_not_above_by_level(values: Ints, low: int, high: int) -> Ints:
+    n = len(values)
+    following = np.full(n, n, dtype=np.int64)
+    for level in range(low, high + 1):
+        rows = np.nonzero(values == level)[0]
+        if rows.size == 0:
+            continue
+        stops = np.nonzero(values <= level)[0]
+        k = np.searchsorted(stops, rows, side="right")
+        following[rows] = np.where(k < len(stops), stops[np.minimum(k, len(stops) - 1)], n)
+    return following
 
 
 def resolve(parent: Ints, stop: Bools) -> Ints:

@@ -214,6 +214,13 @@ def test_whole_array_nesting_matches_the_stack_loops(seed: int) -> None:
         assert roots[i] == p
 
 
+def test_next_not_above_on_deep_rows_uses_the_lifting_search() -> None:
+    # 200 distinct values: past the level-by-level search's range.
+    values = np.random.default_rng(7).integers(0, 200, 500)
+    expected = [next((p for p in range(i + 1, 500) if values[p] <= values[i]), 500) for i in range(500)]
+    assert op_nesting.next_not_above(values).tolist() == expected
+
+
 def test_subtree_sums_add_children_in_row_order() -> None:
     # 0 ← 1 ← 2, 0 ← 3: totals 1+2+4+8, 2+4, 4, 8.
     parent = np.array([-1, 0, 1, 0])
