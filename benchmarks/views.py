@@ -4,11 +4,16 @@
                                [--big 1000000] [--big-hta] [--hta-compat]
 
 Each folder is loaded once by HTA (``TraceAnalysis(trace_dir=…)``) and once by htatui
-(``load_traces(use_cache=False)``); loading is not timed. Then every view is called ``--repeat``
-times on each side and the best wall-clock time (time.perf_counter) is kept. Ratio = HTA s ÷
-htatui s. One HTA call can stand for several views (``get_gpu_kernel_breakdown`` returns both
-the kernel-type and the per-kernel tables, and its per-kernel table is what HTA plots as the
-spread across ranks); it is timed once per folder and compared with each of those views.
+(``load_traces(use_cache=False)``); loading is not timed. HTA's call is made ``--repeat`` times and
+the best wall-clock time (time.perf_counter) is kept. htatui's view is timed twice over: *cold*,
+its first call with the job's derived frames emptied (``TraceSet.derived``: the prepared events,
+idle's gaps, launch's pairs, the op tree, … — so each view pays for its own ``prepare()``), and
+*warm*, the best of ``--repeat`` further calls, which reuse what the first one kept (what the TUI
+sees when a screen is shown again or a second table of the same view is asked for). Ratio = HTA s
+÷ htatui s; the targets are judged on the cold figure. One HTA call can stand for several
+views (``get_gpu_kernel_breakdown`` returns both the kernel-type and the per-kernel tables, and
+its per-kernel table is what HTA plots as the spread across ranks); it is timed once per folder
+and compared with each of those views.
 ``idle`` on our side is ``compute`` + ``interval_stats``, since HTA's call with
 show_idle_interval_stats=True returns both. Views without an HTA counterpart (steps, ops) get
 htatui times only.
@@ -152,6 +157,15 @@ def quiet() -> Any:
         yield
 
 
+def cold_and_warm(fn: Callable[[], Any], traces: Any, repeat: int) -> tuple[float, float]:
+    """Seconds of the first call with the job's derived frames emptied, and the best of `repeat` more."""
+    traces.derived.clear()
+    start = time.perf_counter()
+    fn()
+    cold = time.perf_counter() - start
+    return cold, best_of(fn, repeat)[0]
+
+
 def best_of(fn: Callable[[], Any], repeat: int, silence: bool = False) -> tuple[float, Any]:
     """Best wall-clock seconds of `repeat` calls, and the last result; raises what fn raises."""
     times: list[float] = []
@@ -249,26 +263,36 @@ def bench_folder(
                         hta_s = got
                         hta_cell = fmt(got)
             try:
-                ours, _ = best_of(lambda b=bench: b.ours(traces, args.hta_compat), args.repeat)  # type: ignore[misc]
-                ours_cell = fmt(ours)
+                ours, warm = cold_and_warm(lambda b=bench: b.ours(traces, args.hta_compat), traces, args.repeat)  # type: ignore[misc]
+                ours_cell, warm_cell = fmt(ours), fmt(warm)
             except Exception as exc:  # noqa: BLE001
-                ours = None
-                ours_cell = "fails"
+                ours = warm = None
+                ours_cell = warm_cell = "fails"
                 misses.append(f"{name} / {bench.view}: htatui raises {_error(exc)}")
-            if hta_s is not None and ours is not None:
+            warm_ratio_cell = "—"
+            if hta_s is not None and ours is not None and warm is not None:
                 ratio = hta_s / ours
                 empty = bench.hta_key in hta_empty
                 ratio_cell = f"{ratio:.1f}×" + ("*" if empty else "")
+                warm_ratio_cell = _ratio(hta_s, warm) + ("*" if empty else "")
                 if ratio < SPEEDUP_TARGET:
                     misses.append(
-                        f"{name} / {bench.view}: {ratio:.1f}× (target ≥ {SPEEDUP_TARGET:.0f}×)"
-                        + (" — HTA returned nothing" if empty else "")
+                        f"{name} / {bench.view}: {ratio:.1f}× cold, {warm_ratio_cell} warm"
+                        f" (target ≥ {SPEEDUP_TARGET:.0f}×)" + (" — HTA returned nothing" if empty else "")
                     )
             else:
                 ratio_cell = "—"
-            row = f"{name:36} {bench.view:14} {hta_cell:>10} {ours_cell:>10} {ratio_cell:>9}"
+            row = (
+                f"{name:36} {bench.view:14} {hta_cell:>10} {ours_cell:>10} {ratio_cell:>9}"
+                f" {warm_cell:>10} {warm_ratio_cell:>9}"
+            )
             rows.append(row)
             print(row, flush=True)
+
+
+def _ratio(hta_s: float, ours_s: float) -> str:
+    """HTA ÷ htatui; a warm call can be under the clock's resolution."""
+    return f"{hta_s / ours_s:.1f}×" if ours_s > 0 else "∞"
 
 
 def generate_big(n_events: int, out: Path) -> float:
@@ -307,9 +331,9 @@ def bench_big(n_events: int, args: argparse.Namespace, misses: list[str]) -> Non
                 print(f"HTA load {time.perf_counter() - start:.1f} s; HTA calls timed once each (not best of N)")
             except Exception as exc:  # noqa: BLE001
                 print(f"HTA load fails: {_error(exc)}")
-        header = f"{'view':14} {'htatui s':>9} {'< 0.5 s?':>9}"
+        header = f"{'view':14} {'cold s':>9} {'< 0.5 s?':>9} {'warm s':>9}"
         if analyzer is not None:
-            header += f" {'HTA s':>9} {'ratio':>8}"
+            header += f" {'HTA s':>9} {'cold ×':>8} {'warm ×':>8}"
         print(header)
         print("-" * len(header))
         with tempfile.TemporaryDirectory() as out_dir:
@@ -318,20 +342,23 @@ def bench_big(n_events: int, args: argparse.Namespace, misses: list[str]) -> Non
             hta_times: dict[str, float | str] = {}
             hta_empty: set[str] = set()
             for bench in BENCHES:
+                warm: float | None = None
                 try:
-                    ours: float | None = best_of(lambda b=bench: b.ours(traces, args.hta_compat), args.repeat)[0]  # type: ignore[misc]
+                    ours: float | None
+                    ours, warm = cold_and_warm(lambda b=bench: b.ours(traces, args.hta_compat), traces, args.repeat)  # type: ignore[misc]
                 except Exception as exc:  # noqa: BLE001
                     ours = None
                     misses.append(f"big / {bench.view}: htatui raises {_error(exc)}")
                 ok = ours is not None and ours < BIG_TARGET_S
                 if ours is not None and not ok:
-                    misses.append(f"big / {bench.view}: {ours:.3f} s (target < {BIG_TARGET_S} s)")
+                    misses.append(f"big / {bench.view}: {ours:.3f} s cold (target < {BIG_TARGET_S} s)")
                 ours_cell = fmt(ours) if ours is not None else "fails"
-                line = f"{bench.view:14} {ours_cell:>9} {'yes' if ok else 'NO':>9}"
+                warm_cell = fmt(warm) if warm is not None else "fails"
+                line = f"{bench.view:14} {ours_cell:>9} {'yes' if ok else 'NO':>9} {warm_cell:>9}"
                 if analyzer is not None:
                     call = calls.get(bench.hta_key) if bench.hta_key else None
                     if call is None or bench.hta_key is None:
-                        line += f" {'—':>9} {'—':>8}"
+                        line += f" {'—':>9} {'—':>8} {'—':>8}"
                     else:
                         if bench.hta_key not in hta_times:
                             try:
@@ -344,16 +371,16 @@ def bench_big(n_events: int, args: argparse.Namespace, misses: list[str]) -> Non
                                 print(f"  {HTA_LABELS[bench.hta_key]}: HTA fails: {_error(exc)}")
                         got = hta_times[bench.hta_key]
                         if isinstance(got, str):
-                            line += f" {'HTA fails':>9} {'—':>8}"
-                        elif ours is None:
-                            line += f" {fmt(got):>9} {'—':>8}"
+                            line += f" {'HTA fails':>9} {'—':>8} {'—':>8}"
+                        elif ours is None or warm is None:
+                            line += f" {fmt(got):>9} {'—':>8} {'—':>8}"
                         else:
-                            empty = bench.hta_key in hta_empty
-                            line += f" {fmt(got):>9} {f'{got / ours:.1f}×' + ('*' if empty else ''):>8}"
+                            star = "*" if bench.hta_key in hta_empty else ""
+                            line += f" {fmt(got):>9} {_ratio(got, ours) + star:>8} {_ratio(got, warm) + star:>8}"
                             if got / ours < SPEEDUP_TARGET:
                                 misses.append(
-                                    f"big / {bench.view}: {got / ours:.1f}× (target ≥ {SPEEDUP_TARGET:.0f}×)"
-                                    + (" — HTA returned nothing" if empty else "")
+                                    f"big / {bench.view}: {got / ours:.1f}× cold, {_ratio(got, warm)} warm"
+                                    f" (target ≥ {SPEEDUP_TARGET:.0f}×)" + (" — HTA returned nothing" if star else "")
                                 )
                 print(line, flush=True)
 
@@ -371,7 +398,7 @@ def main() -> int:
     logging.disable(logging.CRITICAL)
     os.environ.setdefault("TQDM_DISABLE", "1")
     print(f"repeat: best of {args.repeat}; htatui mode: {'hta-compat' if args.hta_compat else 'corrected'}")
-    header = f"{'folder':36} {'view':14} {'HTA s':>10} {'htatui s':>10} {'ratio':>9}"
+    header = f"{'folder':36} {'view':14} {'HTA s':>10} {'cold s':>10} {'cold ×':>9} {'warm s':>10} {'warm ×':>9}"
     print(header)
     print("-" * len(header))
     rows: list[str] = []
@@ -386,7 +413,8 @@ def main() -> int:
     print()
     print("HTA calls: " + "; ".join(f"{view}={HTA_LABELS[key]}" for view, key in _pairs()))
     print(
-        "—: no HTA counterpart; n/a: HTA's call needs ≥ 2 ranks; ratio = HTA s ÷ htatui s;"
+        "—: no HTA counterpart; n/a: HTA's call needs ≥ 2 ranks; × = HTA s ÷ htatui s (cold: first call,"
+        " derived frames emptied; warm: best of the next --repeat calls);"
         " *: HTA returned nothing (None/empty), so it did next to no work"
     )
     for note in notes:
@@ -394,7 +422,9 @@ def main() -> int:
     if args.big:
         bench_big(args.big, args, misses)
     print()
-    print(f"targets: every view ≥ {SPEEDUP_TARGET:.0f}× faster than HTA; < {BIG_TARGET_S} s on the big rank")
+    print(
+        f"targets (judged cold): every view ≥ {SPEEDUP_TARGET:.0f}× faster than HTA; < {BIG_TARGET_S} s on the big rank"
+    )
     print("all targets met" if not misses else "missed:\n  " + "\n  ".join(misses))
     return 0
 

@@ -43,7 +43,7 @@ class AnnotationOptions(CommonOptions):
 
 def compute(traces: TraceSet, options: AnnotationOptions) -> pl.DataFrame:
     """rank, name, count, sum_us, mean_us per annotation name (sorted by rank, name)."""
-    events = prepare(traces, options).events
+    events = prepare(traces, options, columns=("rank", "cat", "name", "dur")).events
     category = "gpu_user_annotation" if options.use_gpu_annotation else "user_annotation"
     rows = events.filter(pl.col("cat") == category)
     if rows.height == 0:

@@ -23,9 +23,16 @@ corrected way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
+from htatui.analysis import op_nesting
 from htatui.analysis.launch import DEVICE_WORK_CATS
+from htatui.analysis.op_nesting import Ints
 
 DEVICE_SIDE_CATS = (
     "kernel",
@@ -105,45 +112,41 @@ def host_rows(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     return x.filter(pl.col("stream").is_null() & pl.col("ts").is_not_null()).join(gpu_threads, on=thread, how="anti")
 
 
-def _nest(thread: list[int], ts: list[float], end: list[float]) -> tuple[list[int], list[int], list[int], list[int]]:
+def _sort_codes(column: pl.Series) -> Ints:
+    """Each value's place among the column's distinct values in polars' sort order (nulls first),
+    so sorting rows by it orders them as `DataFrame.sort` on the column does."""
+    distinct = column.unique().sort()
+    places = pl.DataFrame({"value": distinct, "place": np.arange(len(distinct), dtype=np.int64)})
+    found = column.to_frame("value").join(places, on="value", how="left", nulls_equal=True, maintain_order="left")
+    return found["place"].to_numpy()
+
+
+def _nest(
+    thread: Sequence[int] | npt.NDArray[Any],
+    ts: Sequence[float] | npt.NDArray[Any],
+    end: Sequence[float] | npt.NDArray[Any],
+) -> tuple[Ints, Ints, Ints, Ints]:
     """Parent, depth, last descendant and outermost ancestor of each event (all as positions).
 
     Events come sorted by (thread, ts, dur descending, index); `end` is never before `ts`.
+    An event's parent is the latest earlier event of its thread still running at its start
+    (ending after it; for a zero-length event, ending at or after it): a stack that closes
+    what ended before each new start keeps exactly those. Events nest in pre-order, so an
+    event's subtree runs up to the next event no deeper than it.
     """
-    n = len(ts)
-    parent = [-1] * n
-    depth = [0] * n
-    last = list(range(n))
-    top = list(range(n))
-    stack: list[int] = []
-    stack_end: list[float] = []
-    current = None
-    for i in range(n):
-        if thread[i] != current:
-            for j in stack:
-                last[j] = i - 1
-            stack.clear()
-            stack_end.clear()
-            current = thread[i]
-        t = ts[i]
-        e = end[i]
-        if stack:
-            if e > t:  # a non-zero event: whatever ends at its start is closed first
-                while stack and stack_end[-1] <= t:
-                    last[stack.pop()] = i - 1
-                    stack_end.pop()
-            else:  # a zero-length event stays inside an event that ends at its time
-                while stack and stack_end[-1] < t:
-                    last[stack.pop()] = i - 1
-                    stack_end.pop()
-            if stack:
-                parent[i] = stack[-1]
-                top[i] = stack[0]
-                depth[i] = len(stack)
-        stack.append(i)
-        stack_end.append(e)
-    for j in stack:
-        last[j] = n - 1
+    threads = np.asarray(thread, dtype=np.int64)
+    starts = np.asarray(ts, dtype=np.float64)
+    ends = np.asarray(end, dtype=np.float64)
+    n = len(starts)
+    first = np.zeros(n, dtype=np.int64)
+    if n:
+        changes = np.nonzero(threads[1:] != threads[:-1])[0] + 1
+        first[changes] = changes
+        first = np.maximum.accumulate(first)
+    parent = op_nesting.previous_reaching(first, ends, starts, ends > starts)
+    depth = op_nesting.depths(parent)
+    last = op_nesting.next_not_above(depth) - 1
+    top = op_nesting.resolve(parent, parent < 0)
     return parent, depth, last, top
 
 
@@ -288,18 +291,27 @@ def build(events: pl.DataFrame, hta_compat: bool = False, link_backward: bool = 
         by_file = prepared.sort(["rank", "pid", "tid", "index"]).with_columns(
             thread=pl.struct("rank", "pid", "tid").rle_id().cast(pl.Int64)
         )
-        order, parent, depth, last, top = _nest_hta(
+        hta_order, *walked = _nest_hta(
             by_file["thread"].to_list(),
             by_file["index"].to_list(),
             by_file["ts"].to_list(),
             by_file["dur"].to_list(),
         )
-        ordered = by_file[order]
+        ordered = by_file[hta_order]
+        parent, depth, last, top = (np.asarray(part, dtype=np.int64) for part in walked)
     else:
-        ordered = prepared.sort(
-            ["rank", "pid", "tid", "ts", "dur", "index"], descending=[False, False, False, False, True, False]
-        ).with_columns(thread=pl.struct("rank", "pid", "tid").rle_id().cast(pl.Int64))
-        parent, depth, last, top = _nest(ordered["thread"].to_list(), ordered["ts"].to_list(), ordered["end"].to_list())
+        # One numpy sort on integer keys: pid and tid by their place in polars' own order.
+        rank = prepared["rank"].to_numpy()
+        pid, tid = _sort_codes(prepared["pid"]), _sort_codes(prepared["tid"])
+        columns = (prepared["index"].to_numpy(), -prepared["dur"].to_numpy(), prepared["ts"].to_numpy())
+        order = np.lexsort((*columns, tid, pid, rank))
+        keys = np.stack([rank[order], pid[order], tid[order]])
+        changed = np.zeros(len(order), dtype=np.int64)
+        changed[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
+        ordered = prepared[order].with_columns(thread=pl.Series(np.cumsum(changed), dtype=pl.Int64))
+        parent, depth, last, top = _nest(
+            ordered["thread"].to_numpy(), ordered["ts"].to_numpy(), ordered["end"].to_numpy()
+        )
     stack = ordered.with_columns(
         pos=pl.int_range(pl.len(), dtype=pl.Int64),
         last=pl.Series(last, dtype=pl.Int64),
@@ -321,13 +333,17 @@ def _link_backward(stack: pl.DataFrame) -> pl.DataFrame:
     events) and one backward thread (it has autograd:: events), the backward thread's outermost
     events inside a main-thread "## backward ##" annotation (or ProfilerStep# when the main
     thread has none) become that annotation's children."""
-    name = pl.col("name").cast(pl.Utf8)
+    # The text tests run on the distinct names; rows are matched by category.
+    distinct = stack["name"].unique().cast(pl.Utf8)
+
+    def named(test: pl.Series) -> pl.Expr:
+        return pl.col("name").is_in(distinct.filter(test).implode())
+
+    is_step = named(distinct.str.starts_with("ProfilerStep#"))
+    is_backward = named(distinct.str.starts_with(BACKWARD_ANNOTATION))
     labels = (
         stack.group_by("rank", "thread")
-        .agg(
-            main=name.str.starts_with("ProfilerStep#").any(),
-            bwd=name.str.contains("autograd::", literal=True).any(),
-        )
+        .agg(main=is_step.any(), bwd=named(distinct.str.contains("autograd::", literal=True)).any())
         .with_columns(label=pl.when(pl.col("main")).then(pl.lit("main")).when(pl.col("bwd")).then(pl.lit("bwd")))
     )
     links: list[pl.DataFrame] = []
@@ -337,9 +353,9 @@ def _link_backward(stack: pl.DataFrame) -> pl.DataFrame:
         main_thread = per_rank.filter(pl.col("label") == "main")["thread"][0]
         bwd_thread = per_rank.filter(pl.col("label") == "bwd")["thread"][0]
         main = stack.filter(pl.col("thread") == main_thread)
-        annotations = main.filter(name.str.starts_with(BACKWARD_ANNOTATION))
+        annotations = main.filter(is_backward)
         if annotations.height == 0:
-            annotations = main.filter(name.str.starts_with("ProfilerStep#"))
+            annotations = main.filter(is_step)
         if annotations.height == 0:
             continue
         outermost = stack.filter((pl.col("thread") == bwd_thread) & pl.col("parent").is_null())
@@ -412,18 +428,18 @@ def device_links(events: pl.DataFrame, stack: pl.DataFrame, hta_compat: bool = F
     if hta_compat:
         device = x.filter(pl.col("stream").fill_null(-1) > 0)
     else:
-        device = x.filter(pl.col("cat").cast(pl.Utf8).is_in(DEVICE_WORK_CATS))
+        device = x.filter(pl.col("cat").is_in(DEVICE_WORK_CATS))
     device = device.filter(pl.col("correlation").is_not_null())
+    # Each correlation's first call in file order; no sort of the whole stack needed.
     calls = (
         stack.filter(pl.col("correlation").is_not_null())
-        .sort("index")
-        .group_by("rank", "correlation", maintain_order=True)
-        .agg(host_pos=pl.col("pos").first())
+        .group_by("rank", "correlation")
+        .agg(host_pos=pl.col("pos").get(pl.col("index").arg_min()))
     )
     if device.height == 0 or calls.height == 0:
         return pl.DataFrame(schema=LINK_SCHEMA)
     linked = device.select("rank", "index", "name", "ts", "dur", "correlation").join(
-        calls, on=["rank", "correlation"], how="inner"
+        calls, on=["rank", "correlation"], how="inner", maintain_order="left"
     )
     return linked.select([pl.col(name).cast(dtype) for name, dtype in LINK_SCHEMA.items()])
 

@@ -7,10 +7,12 @@ lists every difference.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -52,6 +54,33 @@ class Prepared:
 
 
 _PreparedRank = tuple[pl.DataFrame, list[int]]
+_PreparedMask = tuple[pl.Series, list[int]]
+
+_MASK_COLUMNS = ("ph", "cat", "name", "stream", "correlation", "ts", "end", "dur")
+"""What the step filter reads: the mask is worked out on these alone, not on the whole frame."""
+
+
+def _rounds(traces: TraceSet, rank: int, hta_compat: bool) -> bool:
+    return hta_compat and traces.ranks[rank].meta.fractional_ts
+
+
+def _prepared_mask(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedMask:
+    """Which of the rank's rows `prepare` keeps (X events after the step filter), and the steps kept.
+
+    Kept on the loaded job (`TraceSet.derived`): a view that needs a few columns filters only
+    those by the mask, instead of every view copying all ~35 columns twice.
+    """
+    key = ("prepared_mask", rank, hta_compat, include_last_step)
+    cached: _PreparedMask | None = traces.derived.get(key)
+    if cached is not None:
+        return cached
+    narrow = traces.ranks[rank].events.select(_MASK_COLUMNS)
+    if _rounds(traces, rank, hta_compat):
+        narrow = round_like_hta(narrow)
+    keep, steps = _last_step_mask(narrow, include_last_step=include_last_step, hta_compat=hta_compat, x_only=True)
+    result = (keep, steps)
+    traces.derived[key] = result
+    return result
 
 
 def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedRank:
@@ -64,25 +93,51 @@ def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_s
     cached: _PreparedRank | None = traces.derived.get(key)
     if cached is not None:
         return cached
-    rank_trace = traces.ranks[rank]
-    events = rank_trace.events.filter(pl.col("ph") == "X")
-    if hta_compat and rank_trace.meta.fractional_ts:
+    keep, steps = _prepared_mask(traces, rank, hta_compat, include_last_step)
+    events = traces.ranks[rank].events.filter(keep)
+    if _rounds(traces, rank, hta_compat):
         events = round_like_hta(events)
-    result = filter_last_step(events, include_last_step=include_last_step, hta_compat=hta_compat)
+    result = (events, steps)
     traces.derived[key] = result
     return result
 
 
-def prepare(traces: TraceSet, options: CommonOptions) -> Prepared:
-    """Select ranks, apply HTA's ns rounding in compat mode, then drop the last ProfilerStep."""
+def _prepared_columns(
+    traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool, columns: tuple[str, ...]
+) -> _PreparedRank:
+    """`_prepared_rank`'s frame with only `columns`, filtering just those when the whole one is not made yet."""
+    whole: _PreparedRank | None = traces.derived.get(("prepared", rank, hta_compat, include_last_step))
+    if whole is not None:
+        return whole[0].select(columns), whole[1]
+    keep, steps = _prepared_mask(traces, rank, hta_compat, include_last_step)
+    rounds = _rounds(traces, rank, hta_compat)
+    # Rounding recomputes dur from ts and end, so those come along when rounding.
+    read = tuple(dict.fromkeys((*columns, "ts", "end", "dur"))) if rounds else columns
+    events = traces.ranks[rank].events.select(read).filter(keep)
+    if rounds:
+        events = round_like_hta(events)
+    return events.select(columns), steps
+
+
+def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
+    """Select ranks, apply HTA's ns rounding in compat mode, then drop the last ProfilerStep.
+
+    `columns`: only these columns of the events (cheaper on big ranks: only they are filtered).
+    """
     ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
     frames: list[pl.DataFrame] = []
     steps_used: dict[int, list[int]] = {}
     for rank in ranks:
-        events, steps = _prepared_rank(traces, rank, options.hta_compat, options.include_last_step)
+        if columns is None:
+            events, steps = _prepared_rank(traces, rank, options.hta_compat, options.include_last_step)
+        else:
+            events, steps = _prepared_columns(traces, rank, options.hta_compat, options.include_last_step, columns)
         frames.append(events)
         steps_used[rank] = list(steps)
-    events = pl.concat(frames, how="vertical") if frames else empty_events()
+    if frames:
+        events = pl.concat(frames, how="vertical")
+    else:
+        events = empty_events() if columns is None else empty_events().select(columns)
     return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
 
 
@@ -130,9 +185,10 @@ def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
 def is_device_row(hta_compat: bool) -> pl.Expr:
     """HTA's S2 'GPU kernel' rows (compat) or htatui's device rows with a launch correlation."""
     if hta_compat:
+        # Categorical is_in matches as the text would, without a text copy of the column.
         return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col(
             "name"
-        ).cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
+        ).is_in(["Event Sync", "Context Sync"])
     return (
         pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col("correlation").is_not_null()
     )
@@ -147,25 +203,33 @@ def filter_last_step(
     the last step starts (or, with include_last_step, by its end); device rows are kept only
     when their correlation id belongs to a kept host row. Rows before the first step stay.
     """
-    # The regex runs on the few distinct names, not on every row.
-    distinct = events["name"].cast(pl.Utf8).unique()
-    step_names = distinct.filter(distinct.str.contains(PROFILER_STEP.pattern))
-    step_rows = events.filter(pl.col("name").cast(pl.Utf8).is_in(step_names.implode())).select(
+    keep, steps = _last_step_mask(events, include_last_step=include_last_step, hta_compat=hta_compat, x_only=False)
+    return events.filter(keep), steps
+
+
+def _last_step_mask(
+    events: pl.DataFrame, *, include_last_step: bool, hta_compat: bool, x_only: bool
+) -> tuple[pl.Series, list[int]]:
+    """`filter_last_step`'s rows as a mask over `events` (and only X events when `x_only`)."""
+    x = (pl.col("ph") == "X") if x_only else pl.lit(True)
+    # The regex runs on the few distinct names, and rows are matched by category code, not text.
+    distinct = events["name"].unique()
+    is_step = distinct.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False)
+    step_codes = distinct.filter(is_step).to_physical()
+    step_rows = events.filter(x & pl.col("name").to_physical().is_in(step_codes.implode())).select(
         "ts", "end", step=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
     )
     steps = sorted(set(step_rows["step"].to_list()))
     if len(steps) < 2:
-        return events, steps
+        return events.select(keep=x.fill_null(False))["keep"], steps
     last = step_rows.sort("ts").tail(1)
     cutoff = pl.col("ts") <= last["end"][0] if include_last_step else pl.col("ts") < last["ts"][0]
     device = is_device_row(hta_compat)
-    kept_correlations = events.filter(~device & cutoff)["correlation"].drop_nulls().unique()
+    kept_correlations = events.filter(x & ~device & cutoff)["correlation"].drop_nulls().unique()
     # One mask keeps file order: host rows by time, device rows by their launch's correlation.
-    kept = events.filter(
-        pl.when(device).then(pl.col("correlation").is_in(kept_correlations.implode())).otherwise(cutoff)
-    )
+    keep = x & pl.when(device).then(pl.col("correlation").is_in(kept_correlations.implode())).otherwise(cutoff)
     used = steps if include_last_step else [s for s in steps if s != last["step"][0]]
-    return kept, used
+    return events.select(keep=keep.fill_null(False))["keep"], used
 
 
 def gpu_events(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
@@ -294,3 +358,45 @@ def shorten_name(name: str) -> str:
         text = re.sub(_TEMPLATE_OR_ARGS, "", text)
     parts = text.split()
     return parts[-1] if parts else name
+
+
+_T = TypeVar("_T")
+
+
+def selection_key(options: CommonOptions, *fields: str) -> tuple[Any, ...]:
+    """What a derived frame depends on: the chosen ranks, the mode, the step filter, and the named options.
+
+    Used in `memoised` keys, so two calls share a frame only when every option it reads is equal.
+    """
+    extra = tuple((name, getattr(options, name)) for name in fields)
+    return (options.ranks, options.hta_compat, options.include_last_step, *extra)
+
+
+def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
+    """`compute()`, kept on the loaded job (`TraceSet.derived`) under `key` and reused by later calls.
+
+    The views' tables of one screen share one derived frame (idle's gaps, launch's pairs, queue's
+    series), and it lives and dies with the TraceSet, so another job or a per-rank TraceSet made
+    by `rank_by_rank` starts empty. Keys start with the deriving function's name.
+    """
+    found = traces.derived.get(key, _MISSING)
+    if found is _MISSING:
+        found = compute()
+        traces.derived[key] = found
+    return found  # type: ignore[no-any-return]
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: loops that make millions of small lists and tuples
+    (the op tree) otherwise trigger a full collection many times over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import GPU_ACTIVITY_CATS, IDLE_CATS_COMPAT, CommonOptions, is_device_row, prepare
+from htatui.analysis.common import (
+    GPU_ACTIVITY_CATS,
+    IDLE_CATS_COMPAT,
+    CommonOptions,
+    is_device_row,
+    memoised,
+    prepare,
+    selection_key,
+)
 from htatui.analysis.knobs import knob
 from htatui.analysis.temporal import round_like_numpy
 from htatui.trace.model import TraceSet
@@ -88,12 +96,18 @@ def gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     """One row per GPU row that has a gap before it: rank, stream, ts, category, idle_us.
 
     In compat mode the first row of each stream is included with a null ``idle_us`` (HTA counts
-    it in the ``other`` category without an interval).
+    it in the ``other`` category without an interval). Made once per job and options, and shared
+    by `compute`, `interval_stats` and `by_stream`.
     """
-    prepared = prepare(traces, options)
-    events = prepared.events.select("rank", "index", "cat", "name", "stream", "correlation", "ts", "end")
+    key = ("idle.gaps", *selection_key(options, "consecutive_kernel_delay_us", "streams"))
+    return memoised(traces, key, lambda: _gaps(traces, options))
+
+
+def _gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
+    columns = ("rank", "index", "cat", "name", "stream", "correlation", "ts", "end")
+    events = prepare(traces, options, columns=columns).events
     compat = options.hta_compat
-    cat = pl.col("cat").cast(pl.Utf8)
+    cat = pl.col("cat")  # categorical is_in: no text copy of the column
     # The cheap numeric stream test first, so the category strings are only looked at on device rows.
     on_stream = events.filter(pl.col("stream").is_not_null() & (pl.col("stream") != -1))
     selected = on_stream.filter(cat.is_in(IDLE_CATS_COMPAT if compat else GPU_ACTIVITY_CATS))
@@ -153,9 +167,7 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
     that correlation id. Corrected: the earliest host row with that correlation id.
     """
     device = (
-        is_device_row(compat)
-        if compat
-        else pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"])
+        is_device_row(compat) if compat else pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"])
     )
     host = events.filter(~device & pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
     if compat:

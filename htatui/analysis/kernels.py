@@ -31,11 +31,10 @@ from htatui.analysis.common import (
     MEMORY,
     CommonOptions,
     merge_intervals,
-    prepare,
     rank_by_rank,
 )
 from htatui.analysis.knobs import knob
-from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
+from htatui.analysis.temporal import round_like_numpy, typed_gpu
 from htatui.trace.model import TraceSet
 
 ALL_RANKS = "all"
@@ -117,8 +116,7 @@ def typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
 
 
 def _typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
-    prepared = prepare(traces, options)
-    gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end", "dur")
+    gpu = typed_gpu(traces, options)
     return gpu.filter(pl.col("kind").is_in(KERNEL_TYPES)).select(
         "rank", "name", kernel_type="kind", ts="ts", end="end", dur="dur"
     )

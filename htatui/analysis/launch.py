@@ -17,7 +17,7 @@ from typing import Literal
 
 import polars as pl
 
-from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
@@ -127,8 +127,17 @@ def launch_apis(options: LaunchOptions) -> tuple[str, ...]:
 
 
 def compute(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
-    """One row per launch: rank, correlation, kernel, cpu/gpu duration and launch delay (µs)."""
-    events = prepare(traces, options).events
+    """One row per launch: rank, correlation, kernel, cpu/gpu duration and launch delay (µs).
+
+    Made once per job and options and shared by the summary, outlier and histogram tables.
+    """
+    key = ("launch.compute", *selection_key(options, "include_memory_events", "include_graph_launches"))
+    return memoised(traces, key, lambda: _compute(traces, options))
+
+
+def _compute(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
+    columns = ("rank", "correlation", "name", "cat", "stream", "ts", "end", "dur", "index")
+    events = prepare(traces, options, columns=columns).events
     if events.height == 0:
         return empty_frame()
     frame = _compat(events, options) if options.hta_compat else _corrected(events, options)

@@ -92,8 +92,8 @@ def _copies(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
 def series(traces: TraceSet, options: MemoryBandwidthOptions) -> pl.DataFrame:
     """Bandwidth in use per (rank, copy kind) as a step series: rank, copy_kind, ts_us,
     memory_bw_gbps; each value holds until the next row of the same kind."""
-    events = prepare(traces, options).events
-    copies = _copies(events, options.hta_compat)
+    columns = ("rank", "index", "cat", "name", "stream", "ts", "dur", "memory_bw_gbps")
+    copies = _copies(prepare(traces, options, columns=columns).events, options.hta_compat)
     if copies.height == 0:
         return pl.DataFrame(schema=SERIES_COLUMNS)
     starts = copies.select("rank", "copy_kind", ts_us=pl.col("ts"), delta=pl.col("bw"))

@@ -22,13 +22,15 @@ states every rule and why; in short:
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
+from htatui.analysis import op_nesting
 from htatui.analysis.callstack import DEVICE_SIDE_CATS
 from htatui.analysis.launch import DEVICE_WORK_CATS
+from htatui.analysis.op_nesting import Floats, Ints
 
 FRONTEND_CATS = ("cpu_op", "user_annotation")
 """Events a launch is attributed to (the profiler's 'frontend' events: ops and annotations)."""
@@ -113,7 +115,10 @@ def display_name(name: pl.Expr) -> pl.Expr:
 def build(events: pl.DataFrame) -> OpEvents:
     """The tree of `events` (any number of ranks; the loader's columns; X events, and `[memory]`
     instants for the loose-memory count)."""
-    parts = [_build_rank(frame) for _, frame in events.group_by("rank", maintain_order=True)]
+    # One rank (the usual case) is used as it is: splitting by rank copies every column.
+    one_rank = events.height > 0 and events["rank"].n_unique() == 1
+    frames = [events] if one_rank else events.partition_by("rank", maintain_order=True)
+    parts = [_build_rank(frame) for frame in frames if frame.height]
     if not parts:
         return OpEvents(pl.DataFrame(schema=EVENT_SCHEMA), pl.DataFrame(schema=WORK_SCHEMA))
     return OpEvents(
@@ -131,42 +136,51 @@ def _ns(column: str) -> pl.Expr:
 def _build_rank(events: pl.DataFrame) -> OpEvents:
     rank = int(events["rank"][0])
     cat = pl.col("cat").cast(pl.Utf8)
-    x = events.filter(pl.col("ph") == "X") if "ph" in events.columns else events
-    host = x.filter(
-        ~cat.is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
-    ).select(
-        "index",
-        thread=pl.concat_str(
-            pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
-        ),
-        cat=cat.fill_null(""),
-        name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
-        ts=pl.col("ts"),
-        dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
-        start_ns=_ns("ts"),
-        dur_ns=(pl.col("dur").fill_null(0.0).clip(lower_bound=0.0) * 1000.0).round(0).cast(pl.Int64),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
-        launcher=(cat == "cpu_op") & pl.col("stream").is_not_null(),
+    # Lazy, so each filter copies only the columns its select reads; categories match as text.
+    x = events.lazy().filter(pl.col("ph") == "X") if "ph" in events.columns else events.lazy()
+    host = (
+        x.filter(
+            ~pl.col("cat").is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
+        )
+        .select(
+            "index",
+            thread=pl.concat_str(
+                pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
+            ),
+            cat=cat.fill_null(""),
+            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            ts=pl.col("ts"),
+            dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
+            start_ns=_ns("ts"),
+            dur_ns=(pl.col("dur").fill_null(0.0).clip(lower_bound=0.0) * 1000.0).round(0).cast(pl.Int64),
+            correlation=pl.col("correlation"),
+            external_id=pl.col("external_id"),
+            launcher=(cat == "cpu_op") & pl.col("stream").is_not_null(),
+        )
+        .collect()
     )
-    device = x.filter(cat.is_in([*DEVICE_WORK_CATS, "gpu_user_annotation"]).fill_null(False)).select(
-        "index",
-        cat=cat,
-        name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
-        dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
-        bytes=pl.col("bytes"),
+    device = (
+        x.filter(pl.col("cat").is_in([*DEVICE_WORK_CATS, "gpu_user_annotation"]).fill_null(False))
+        .select(
+            "index",
+            cat=cat,
+            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
+            correlation=pl.col("correlation"),
+            external_id=pl.col("external_id"),
+            bytes=pl.col("bytes"),
+        )
+        .collect()
     )
     tree = _Tree(host)
-    tree.move_linked_calls()
-    tree.nest()
     owners = tree.owners(device)
-    tree.attach(owners, device["dur"].to_list(), device["name"].to_list())
+    tree.attach(owners, device)
     tree.dedup()
     loose = _loose_memory(events, tree)
     memory = pl.DataFrame({"rank": [rank], "count": [loose]}, schema=MEMORY_SCHEMA)
-    return OpEvents(tree.frame(rank), tree.work_frame(rank, device, owners), memory.filter(pl.col("count") > 0))
+    events_frame, positions = tree.frame(rank, owners, device["dur"].to_numpy())
+    work = tree.work_frame(rank, device, owners, positions)
+    return OpEvents(events_frame, work, memory.filter(pl.col("count") > 0))
 
 
 def _loose_memory(events: pl.DataFrame, tree: _Tree) -> int:
@@ -177,192 +191,200 @@ def _loose_memory(events: pl.DataFrame, tree: _Tree) -> int:
     instants = events.filter((pl.col("ph") == "i") & (pl.col("name").cast(pl.Utf8) == MEMORY_EVENT))
     if instants.height == 0:
         return 0
-    spans = sorted(zip(tree.start, tree.end, strict=True))
-    merged: list[list[int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    starts = [m[0] for m in merged]
-    loose = 0
-    for t in instants.select(_ns("ts"))["ts"].drop_nulls().to_list():
-        k = bisect.bisect_right(starts, t) - 1
-        if k < 0 or t > merged[k][1]:
-            loose += 1
-    return loose
+    times = instants.select(_ns("ts"))["ts"].drop_nulls().to_numpy()
+    if len(tree.start) == 0:
+        return len(times)
+    # Spans in (start, end) order merge while a start is within the running maximum end.
+    order = np.lexsort((tree.end, tree.start))
+    starts, ends = tree.start[order], tree.end[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.nonzero(new)[0]
+    merged_starts = starts[first]
+    merged_ends = np.maximum.reduceat(ends, first)
+    k = np.searchsorted(merged_starts, times, side="right") - 1
+    inside = (k >= 0) & (times <= merged_ends[np.maximum(k, 0)])
+    return int((~inside).sum())
+
+
+def _at(values: Ints, rows: Ints) -> Ints:
+    """`values[rows]` where a row is given (≥ 0), else -1; `values` may be empty."""
+    if len(values) == 0:
+        return np.full(len(rows), -1, dtype=np.int64)
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], -1)
+
+
+def _text_rank(texts: pl.Series) -> Ints:
+    """Each text's place among the distinct texts in sorted order (sorting by it sorts by the text)."""
+    as_category = texts.cast(pl.Categorical)
+    distinct = as_category.unique()
+    ranks = np.empty(len(distinct), dtype=np.int64)
+    ranks[distinct.cast(pl.Utf8).arg_sort().to_numpy()] = np.arange(len(distinct), dtype=np.int64)
+    codes = distinct.to_physical().to_numpy().astype(np.int64)
+    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=np.int64)
+    lookup[codes] = ranks
+    found: Ints = lookup[as_category.to_physical().to_numpy().astype(np.int64)]
+    return found
 
 
 class _Tree:
-    """One rank's host events as parallel lists (the nesting is a loop over them)."""
+    """One rank's host events as numpy arrays, nested and deduplicated with whole-array steps
+    (`op_nesting`); row numbers are the host frame's."""
 
     def __init__(self, host: pl.DataFrame) -> None:
-        self.index: list[int] = host["index"].to_list()
-        self.thread: list[str] = host["thread"].to_list()
-        self.cat: list[str] = host["cat"].to_list()
-        self.name: list[str] = host["name"].to_list()
-        self.ts: list[float] = host["ts"].to_list()
-        self.dur: list[float] = host["dur"].to_list()
-        self.start: list[int] = host["start_ns"].to_list()
-        self.end: list[int] = [s + d for s, d in zip(self.start, host["dur_ns"].to_list(), strict=True)]
-        self.correlation: list[int | None] = host["correlation"].to_list()
-        self.external: list[int | None] = host["external_id"].to_list()
-        self.launcher: list[bool] = host["launcher"].to_list()
-        n = len(self.index)
-        self.frontend = [c in FRONTEND_CATS for c in self.cat]
-        self.by_external: dict[int, int] = {}
-        for i in range(n):
-            ext = self.external[i]
-            if self.frontend[i] and ext is not None and ext > 0:
-                self.by_external.setdefault(ext, i)
-        self.parent: list[int] = [-1] * n
-        self.children: list[list[int]] = [[] for _ in range(n)]
-        self.kernels: list[list[int]] = [[] for _ in range(n)]
-        self.alive = [True] * n
-        self.order: list[int] = []
-        self.durations: list[float] = []
-        self.positions: dict[int, int] = {}
+        n = host.height
+        self.host = host
+        self.rows = np.arange(n, dtype=np.int64)
+        self.start = host["start_ns"].to_numpy().astype(np.int64)
+        self.end = self.start + host["dur_ns"].to_numpy().astype(np.int64)
+        self.frontend = host["cat"].is_in(FRONTEND_CATS).to_numpy()
+        self.launcher = host["launcher"].fill_null(False).to_numpy().copy()
+        # The first op or annotation (file order) with each positive External id.
+        numbered = host.select("external_id", row=pl.int_range(pl.len(), dtype=pl.Int64))
+        self.by_external = numbered.filter(pl.Series(self.frontend) & (pl.col("external_id") > 0)).unique(
+            "external_id", keep="first", maintain_order=True
+        )
+        target = (
+            numbered.join(
+                self.by_external.rename({"row": "target"}), on="external_id", how="left", maintain_order="left"
+            )["target"]
+            .fill_null(-1)
+            .to_numpy()
+        )
+        target = np.where(self.frontend, -1, target)
+        safe = np.maximum(target, 0)
+        spans = (self.start[safe] <= self.start) & (self.end <= self.end[safe])
+        self.linked = np.where((target >= 0) & spans, target, -1)
+        # A call linked to an op on another thread is nested on that op's thread.
+        thread = _text_rank(host["thread"])[np.where(self.linked >= 0, self.linked, self.rows)]
+        index = host["index"].to_numpy()
+        self.order = np.lexsort((index, -self.end, self.start, thread)).astype(np.int64)
+        sorted_thread = thread[self.order]
+        first_of_thread = np.zeros(n, dtype=np.int64)
+        if n:
+            changes = np.nonzero(sorted_thread[1:] != sorted_thread[:-1])[0] + 1
+            first_of_thread[changes] = changes
+            first_of_thread = np.maximum.accumulate(first_of_thread)
+        parent_sorted = op_nesting.nest(first_of_thread, self.start[self.order], self.end[self.order])
+        self.parent = np.full(n, -1, dtype=np.int64)
+        self.parent[self.order] = np.where(parent_sorted >= 0, self.order[np.maximum(parent_sorted, 0)], -1)
+        self.alive = np.ones(n, dtype=bool)
+        self.top = self.rows
+        self.kept_kernels = np.ones(n, dtype=bool)
 
-    def _spans(self, outer: int, inner: int) -> bool:
-        return self.start[outer] <= self.start[inner] and self.end[inner] <= self.end[outer]
+    def owners(self, device: pl.DataFrame) -> Ints:
+        """For each device row, the host event (row number) that owns it, -1 for none: the op or
+        annotation its launch call's External id names when that one spans the call, else the
+        innermost op or annotation around the call; without a call, the one its External id names."""
+        host = self.host
+        calls = (
+            host.select("correlation", row=pl.int_range(pl.len(), dtype=pl.Int64))
+            .filter(~pl.Series(self.frontend) & pl.col("correlation").is_not_null())
+            .unique("correlation", keep="first", maintain_order=True)
+        )
+        nearest_frontend = op_nesting.resolve(self.parent, self.frontend)
+        found = device.select(
+            "cat", "correlation", "external_id", position=pl.int_range(pl.len(), dtype=pl.Int64)
+        ).join(calls.rename({"row": "call"}), on="correlation", how="left", maintain_order="left")
+        found = found.join(
+            self.by_external.rename({"row": "named"}), on="external_id", how="left", maintain_order="left"
+        )
+        call = found["call"].fill_null(-1).to_numpy()
+        named = found["named"].fill_null(-1).to_numpy()
+        linked = _at(self.linked, call)
+        through_call = np.where(linked >= 0, linked, _at(nearest_frontend, call))
+        positive_external = (found["external_id"].fill_null(0) > 0).to_numpy()
+        owner = np.where(call >= 0, through_call, np.where(positive_external, named, -1))
+        annotation = (found["cat"] == "gpu_user_annotation").fill_null(False).to_numpy()
+        return np.where(annotation, -1, owner).astype(np.int64)
 
-    def _linked_frontend(self, call: int) -> int:
-        """The op or annotation that a call's External id names, when that one spans it."""
-        ext = self.external[call]
-        if ext is None or self.frontend[call]:
-            return -1
-        target = self.by_external.get(ext, -1)
-        return target if target >= 0 and self._spans(target, call) else -1
-
-    def move_linked_calls(self) -> None:
-        for i in range(len(self.index)):
-            target = self._linked_frontend(i)
-            if target >= 0 and self.thread[target] != self.thread[i]:
-                self.thread[i] = self.thread[target]
-
-    def nest(self) -> None:
-        n = len(self.index)
-        self.order = sorted(range(n), key=lambda i: (self.thread[i], self.start[i], -self.end[i], self.index[i]))
-        open_events: list[int] = []
-        current: str | None = None
-        for i in self.order:
-            if self.thread[i] != current:
-                open_events.clear()
-                current = self.thread[i]
-            while open_events:
-                top = open_events[-1]
-                if self.start[i] >= self.end[top] or self.end[i] > self.end[top]:
-                    open_events.pop()
-                    continue
-                self.parent[i] = top
-                self.children[top].append(i)
-                break
-            open_events.append(i)
-
-    def _innermost_frontend(self, call: int) -> int:
-        p = call if self.frontend[call] else self.parent[call]
-        while p >= 0 and not self.frontend[p]:
-            p = self.parent[p]
-        return p
-
-    def owners(self, device: pl.DataFrame) -> list[int]:
-        """For each device row, the host event (row number) that owns it, -1 for none."""
-        by_correlation: dict[int, int] = {}
-        for i in range(len(self.index)):
-            corr = self.correlation[i]
-            if corr is not None and not self.frontend[i]:
-                by_correlation.setdefault(corr, i)
-        owners: list[int] = []
-        for cat, corr, ext in zip(
-            device["cat"].to_list(), device["correlation"].to_list(), device["external_id"].to_list(), strict=True
-        ):
-            owner = -1
-            if cat != "gpu_user_annotation":
-                call = by_correlation.get(corr, -1) if corr is not None else -1
-                if call >= 0:
-                    owner = self._linked_frontend(call)
-                    if owner < 0:
-                        owner = self._innermost_frontend(call)
-                elif ext is not None and ext > 0:
-                    owner = self.by_external.get(ext, -1)
-            owners.append(owner)
-        return owners
-
-    def attach(self, owners: list[int], durations: list[float], names: list[str]) -> None:
-        for k, owner in enumerate(owners):
-            if owner >= 0:
-                self.kernels[owner].append(k)
-                # An op named like the kernel it launched is a launcher (inductor without `stream`).
-                if self.cat[owner] == "cpu_op" and names[k] == self.name[owner]:
-                    self.launcher[owner] = True
-        self.durations = durations
+    def attach(self, owners: Ints, device: pl.DataFrame) -> None:
+        """An op named like a kernel it launched is a launcher (inductor without `stream`)."""
+        owned = owners >= 0
+        if not owned.any():
+            return
+        owner_rows = owners[owned]
+        names = self.host["name"]
+        same = (device["name"].filter(pl.Series(owned)) == names.gather(pl.Series(owner_rows))).to_numpy()
+        cpu_op = (self.host["cat"] == "cpu_op").to_numpy()[owner_rows]
+        self.launcher[owner_rows[same & cpu_op]] = True
 
     def dedup(self) -> None:
-        """The profiler's _remove_dup_nodes: an only child named like its parent is folded in."""
-        changed = True
-        while changed:
-            changed = False
-            for i in self.order:
-                p = self.parent[i]
-                if not self.alive[i] or p < 0 or self.name[p] != self.name[i] or len(self.children[p]) != 1:
-                    continue
-                self.children[p] = self.children[i]
-                self.kernels[p] = self.kernels[i]
-                for child in self.children[i]:
-                    self.parent[child] = p
-                self.alive[i] = False
-                changed = True
+        """The profiler's _remove_dup_nodes: an only child named like its parent is folded in.
 
-    def frame(self, rank: int) -> pl.DataFrame:
-        kept = [i for i in self.order if self.alive[i]]
-        pos = {i: k for k, i in enumerate(kept)}
-        work = [sum(self.durations[k] for k in self.kernels[i]) for i in range(len(self.index))]
-        cpu_total = [0.0 if self.launcher[i] else self.dur[i] for i in range(len(self.index))]
-        gpu_total = list(work)
-        for i in reversed(kept):  # children come after their parent in start order
-            for child in self.children[i]:
-                gpu_total[i] += gpu_total[child]
-        depth = [0] * len(self.index)
-        for i in kept:
-            if self.parent[i] >= 0:
-                depth[i] = depth[self.parent[i]] + 1
-        rows = {
-            "rank": [rank] * len(kept),
-            "pos": list(range(len(kept))),
-            "parent": [pos[self.parent[i]] if self.parent[i] >= 0 else None for i in kept],
-            "depth": [depth[i] for i in kept],
-            "index": [self.index[i] for i in kept],
-            "name": [self.name[i] for i in kept],
-            "kind": [LAUNCHER_KIND if self.launcher[i] else KIND_BY_CAT.get(self.cat[i], self.cat[i]) for i in kept],
-            "ts": [self.ts[i] for i in kept],
-            "dur": [self.dur[i] for i in kept],
-            "cpu_total_us": [cpu_total[i] for i in kept],
-            "cpu_self_us": [
-                0.0 if self.launcher[i] else cpu_total[i] - sum(cpu_total[c] for c in self.children[i]) for i in kept
-            ],
-            "gpu_self_us": [work[i] for i in kept],
-            "gpu_total_us": [gpu_total[i] for i in kept],
-        }
-        self.positions = pos
-        return pl.DataFrame(rows, schema=EVENT_SCHEMA)
+        The parent keeps its name and takes the child's children, so whether a row folds can be
+        read off the tree before any fold: same name as its parent, and the parent's only child.
+        The parent takes the child's launched work in place of its own.
+        """
+        parent = self.parent
+        has_parent = parent >= 0
+        children = np.bincount(parent[has_parent], minlength=len(parent))
+        codes = self.host["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+        safe = np.maximum(parent, 0)
+        dead = has_parent & (codes[safe] == codes) & (children[safe] == 1)
+        self.alive = ~dead
+        self.top = op_nesting.resolve(parent, self.alive)
+        self.kept_kernels = np.bincount(parent[dead], minlength=len(parent)) == 0
 
-    def work_frame(self, rank: int, device: pl.DataFrame, owners: list[int]) -> pl.DataFrame:
-        # A device row whose owner was folded into its parent by the dedup belongs to that parent.
-        final: dict[int, int] = {}
-        for i, kernels in enumerate(self.kernels):
-            if self.alive[i]:
-                for k in kernels:
-                    final[k] = self.positions[i]
-        cats = device["cat"].to_list()
-        return pl.DataFrame(
-            {
-                "rank": [rank] * device.height,
-                "index": device["index"].to_list(),
-                "name": device["name"].to_list(),
-                "kind": [KIND_BY_CAT.get(c, c) for c in cats],
-                "dur": device["dur"].to_list(),
-                "bytes": device["bytes"].to_list(),
-                "owner": [final.get(k) for k in range(device.height)],
-            },
-            schema=WORK_SCHEMA,
+    def frame(self, rank: int, owners: Ints, durations: Floats) -> tuple[pl.DataFrame, Ints]:
+        """The kept rows in start order per thread, and each host row's `pos` (-1 if folded)."""
+        kept = self.order[self.alive[self.order]]
+        positions = np.full(len(self.rows), -1, dtype=np.int64)
+        positions[kept] = np.arange(len(kept), dtype=np.int64)
+        final_parent = np.where(self.parent >= 0, self.top[np.maximum(self.parent, 0)], -1)
+        kept_parent = np.where(final_parent[kept] >= 0, positions[np.maximum(final_parent[kept], 0)], -1)
+        work_owner = self._final_owner(owners)
+        with_owner = work_owner >= 0
+        work = np.bincount(
+            positions[work_owner[with_owner]], weights=durations[with_owner], minlength=len(kept)
+        ).astype(np.float64)
+        launcher = self.launcher[kept]
+        dur = self.host["dur"].to_numpy()[kept]
+        cpu_total = np.where(launcher, 0.0, dur)
+        has_parent = kept_parent >= 0
+        children_cpu = np.bincount(kept_parent[has_parent], weights=cpu_total[has_parent], minlength=len(kept))
+        depth = op_nesting.depths(kept_parent)
+        host = self.host.select("index", "name", "cat", "ts", "dur")[kept]
+        kind = (
+            pl.when(pl.Series(launcher))
+            .then(pl.lit(LAUNCHER_KIND))
+            .otherwise(pl.col("cat").replace_strict(KIND_BY_CAT, default=pl.col("cat"), return_dtype=pl.Utf8))
         )
+        frame = host.select(
+            rank=pl.lit(rank, dtype=pl.Int32),
+            pos=pl.int_range(pl.len(), dtype=pl.Int64),
+            parent=pl.Series(kept_parent).replace(-1, None),
+            depth=pl.Series(depth),
+            index="index",
+            name="name",
+            kind=kind,
+            ts="ts",
+            dur="dur",
+            cpu_total_us=pl.Series(cpu_total),
+            cpu_self_us=pl.Series(np.where(launcher, 0.0, cpu_total - children_cpu)),
+            gpu_self_us=pl.Series(work),
+            gpu_total_us=pl.Series(op_nesting.subtree_sums(work, kept_parent, depth)),
+        )
+        return frame.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()]), positions
+
+    def _final_owner(self, owners: Ints) -> Ints:
+        """Each device row's owner after the dedup: the kept row its owner folded into, or -1
+        when its owner's work was replaced by a folded child's."""
+        kept = _at(self.kept_kernels.astype(np.int64), owners) == 1
+        return np.where(kept, _at(self.top, owners), -1)
+
+    def work_frame(self, rank: int, device: pl.DataFrame, owners: Ints, positions: Ints) -> pl.DataFrame:
+        # A device row whose owner was folded into its parent by the dedup belongs to that parent.
+        final = self._final_owner(owners)
+        owner_pos = _at(positions, final)
+        frame = device.select(
+            rank=pl.lit(rank, dtype=pl.Int32),
+            index="index",
+            name="name",
+            kind=pl.col("cat").replace_strict(KIND_BY_CAT, default=pl.col("cat"), return_dtype=pl.Utf8),
+            dur="dur",
+            bytes="bytes",
+            owner=pl.Series(owner_pos, dtype=pl.Int64).replace(-1, None),
+        )
+        return frame.select([pl.col(c).cast(t) for c, t in WORK_SCHEMA.items()])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import op_events
-from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.common import CommonOptions, gc_paused, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.trace.model import TraceSet, empty_events
@@ -95,20 +95,44 @@ def chosen_kinds(kinds: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen)) or HOST_KINDS
 
 
+_TREE_COLUMNS = (
+    "rank",
+    "index",
+    "ph",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "external_id",
+    "bytes",
+)
+"""What `op_events.build` reads: only these are copied when the X events are picked out."""
+
+
 def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     """The profiler's event tree of the chosen ranks (`op_events.build`).
 
     Default: every event, as the profiler keeps every step. Compat: HTA's ns rounding and last
-    step filter (`prepare`) first.
+    step filter (`prepare`) first. Built once per job and selection, and shared by the ops
+    table, its bars, the op tree and the patterns' operator suggestions.
     """
+    return memoised(traces, ("ops.tree", *selection_key(options)), lambda: _tree(traces, options))
+
+
+def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     if options.hta_compat:
         events = prepare(traces, options).events
     else:
         ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
         # X events and instants (a `[memory]` instant outside every event is a row of its own).
-        frames = [traces.ranks[r].events.filter(pl.col("ph").is_in(["X", "i"])) for r in ranks]
-        events = pl.concat(frames, how="vertical") if frames else empty_events()
-    return op_events.build(events)
+        frames = [traces.ranks[r].events.select(_TREE_COLUMNS).filter(pl.col("ph").is_in(["X", "i"])) for r in ranks]
+        events = pl.concat(frames, how="vertical") if frames else empty_events().select(_TREE_COLUMNS)
+    with gc_paused():
+        return op_events.build(events)
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:

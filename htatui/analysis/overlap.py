@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time, prepare
+from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time
 from htatui.analysis.kernels import state_durations
 from htatui.analysis.stored import summary_rows
-from htatui.analysis.temporal import round_like_numpy, typed_gpu_events
+from htatui.analysis.temporal import round_like_numpy, typed_gpu
 from htatui.trace.model import TraceSet
 
 SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
@@ -36,8 +36,7 @@ def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
     stored = summary_rows(traces, options)
     if stored is not None:
         return stored.select(pl.col(c).cast(t) for c, t in SCHEMA.items())
-    prepared = prepare(traces, options)
-    gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end")
+    gpu = typed_gpu(traces, options).select("rank", "kind", "ts", "end")
     if gpu.height == 0:
         return pl.DataFrame(schema=SCHEMA)
     ranks = gpu.select(pl.col("rank").unique())

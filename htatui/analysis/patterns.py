@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import callstack, ops
-from htatui.analysis.common import CommonOptions, prepare
+from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
@@ -64,9 +64,31 @@ def chosen_rank(traces: TraceSet, options: PatternsOptions) -> int | None:
     return selected[0] if selected else None
 
 
+_STACK_READS = ("rank", "index", "ph", "pid", "tid", "cat", "name", "ts", "dur", "end", "correlation", "stream")
+"""What the call stacks, the device links and the compat candidates read of the events."""
+
+
+def _stack(traces: TraceSet, options: CommonOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(events, call stacks, device links) of one rank: made once per job and selection, so a
+    new operator or minimum length only redoes the matching."""
+
+    def make() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        events = prepare(traces, options, columns=_STACK_READS).events
+        stack = callstack.build(events, options.hta_compat, link_backward=True)
+        return events, stack, callstack.device_links(events, stack, options.hta_compat)
+
+    return memoised(traces, ("patterns.stack", *selection_key(options)), make)
+
+
 def _roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(roots, host members, GPU members): the roots with their pattern, kernel time and
-    duration; every host event beneath a root and every GPU row a root launched, with its root."""
+    duration; every host event beneath a root and every GPU row a root launched, with its root.
+    Shared by `compute` and `pattern_indices` (one per job and options)."""
+    key = ("patterns.roots", *selection_key(options, "operator", "min_len", "rank"))
+    return memoised(traces, key, lambda: _find_roots(traces, options))
+
+
+def _find_roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     empty_roots = pl.DataFrame(
         schema={
             "root": pl.Int64(),
@@ -81,9 +103,7 @@ def _roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl
     if rank is None or not options.operator:
         return empty_roots, empty_members, empty_members
     compat = options.hta_compat
-    events = prepare(traces, _with_rank(options, rank)).events
-    stack = callstack.build(events, compat, link_backward=True)
-    links = callstack.device_links(events, stack, compat)
+    events, stack, links = _stack(traces, _with_rank(options, rank))
     if stack.height == 0:
         return empty_roots, empty_members, empty_members
     contains = pl.col("name").cast(pl.Utf8).str.contains(options.operator, literal=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import CommonOptions, is_device_row, prepare
+from htatui.analysis.common import CommonOptions, is_device_row, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.analysis.launch import (
     DEVICE_WORK_CATS,
@@ -130,7 +130,27 @@ def series(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
 
     Each row is a change point; the value holds until the next row of the same stream.
     """
-    return _series(prepare(traces, options).events, options)
+    return _series_and_spans(traces, options)[0]
+
+
+def _series_and_spans(traces: TraceSet, options: QueueOptions) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The series and each rank's span (rank, span) for `blocked`: made once per job and options,
+    shared by the summary, overview, series and blocked tables."""
+    key = ("queue.series", *selection_key(options, "include_graph_launches"))
+    return memoised(traces, key, lambda: _make_series_and_spans(traces, options))
+
+
+def _make_series_and_spans(traces: TraceSet, options: QueueOptions) -> tuple[pl.DataFrame, pl.DataFrame]:
+    columns = ("rank", "index", "cat", "name", "stream", "correlation", "ts")
+    events = prepare(traces, options, columns=columns).events
+    frame = _series(events, options)
+    if options.hta_compat:
+        spans = (
+            events.filter(pl.col("cat") != "Trace").group_by("rank").agg(span=pl.col("ts").max() - pl.col("ts").min())
+        )
+    else:
+        spans = frame.group_by("rank").agg(span=pl.col("ts_us").max() - pl.col("ts_us").min())
+    return frame, spans
 
 
 def _series(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:
@@ -262,16 +282,7 @@ def blocked(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
     The span is the rank's queue-series span (first to last change point); in HTA-compatible
     mode it is HTA's trace duration (last minus first event start of the rank).
     """
-    events = prepare(traces, options).events
-    frame = _series(events, options)
-    if frame.height == 0:
-        return pl.DataFrame(schema=BLOCKED_COLUMNS)
-    if options.hta_compat:
-        spans = (
-            events.filter(pl.col("cat") != "Trace").group_by("rank").agg(span=pl.col("ts").max() - pl.col("ts").min())
-        )
-    else:
-        spans = frame.group_by("rank").agg(span=pl.col("ts_us").max() - pl.col("ts_us").min())
+    frame, spans = _series_and_spans(traces, options)
     return blocked_from_series(frame, spans, options.max_queue_length)
 
 

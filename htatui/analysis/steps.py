@@ -69,7 +69,8 @@ def _empty_stragglers(message: str) -> StragglerResult:
 
 def compute(traces: TraceSet, options: StepsOptions) -> pl.DataFrame:
     """rank, step, start_us, dur_us, used: each rank's ProfilerStep spans (host side)."""
-    prepared = prepare(traces, options)
+    # Only the kept steps are read, so no event column needs filtering.
+    prepared = prepare(traces, options, columns=("rank",))
     frames: list[pl.DataFrame] = []
     for rank, used in prepared.steps_used.items():
         rank_trace = traces.ranks[rank]
@@ -105,7 +106,7 @@ def compute(traces: TraceSet, options: StepsOptions) -> pl.DataFrame:
 
 def profiler_steps(traces: TraceSet, options: CommonOptions) -> list[int]:
     """The used steps of all chosen ranks, sorted (HTA's get_profiler_steps)."""
-    prepared = prepare(traces, options)
+    prepared = prepare(traces, options, columns=("rank",))
     return sorted({step for steps in prepared.steps_used.values() for step in steps})
 
 

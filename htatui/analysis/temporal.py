@@ -27,7 +27,9 @@ from htatui.analysis.common import (
     busy_time,
     gpu_events,
     kernel_type,
+    memoised,
     prepare,
+    selection_key,
 )
 from htatui.analysis.stored import summary_rows
 from htatui.trace.model import TraceSet
@@ -77,6 +79,22 @@ def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, *columns: str) -> p
     return typed if "collective_name" in columns else typed.drop("collective_name")
 
 
+_TYPED_READS = ("cat", "name", "collective_name", "stream", "rank", "ts", "end", "dur")
+
+
+def typed_gpu(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
+    """`typed_gpu_events` of the prepared events with rank, ts, end, dur: made once per job and
+    selection, and shared by the temporal, overlap and kernel views."""
+    key = ("temporal.typed_gpu", *selection_key(options))
+    return memoised(
+        traces,
+        key,
+        lambda: typed_gpu_events(
+            prepare(traces, options, columns=_TYPED_READS).events, options.hta_compat, "rank", "ts", "end", "dur"
+        ),
+    )
+
+
 def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:
     stored = summary_rows(traces, options)
     if stored is not None:
@@ -84,8 +102,7 @@ def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:
             pl.col(name).cast(dtype) if name != "span_us" else pl.col("gpu_span_us").alias(name)
             for name, dtype in SCHEMA.items()
         )
-    prepared = prepare(traces, options)
-    gpu = typed_gpu_events(prepared.events, options.hta_compat, "rank", "ts", "end")
+    gpu = typed_gpu(traces, options)
     if gpu.height == 0:
         return empty()
     span = gpu.group_by("rank").agg(span_us=pl.col("end").max() - pl.col("ts").min())
