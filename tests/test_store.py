@@ -171,3 +171,19 @@ def test_a_damaged_rank_file_is_one_line_when_first_read(tmp_path: Path, capsys:
     assert main(["report", str(tmp_path / "ds"), "--view", "kernels"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "00001.arrow: unreadable" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "folder", ["df_index_resolver", "h100_ddp_gloo_2rank", "amd_trace", "mtia_trace_single_rank", "nccl_parser_config"]
+)
+def test_the_summary_needs_only_its_columns(folder: str, shared_traces: Path) -> None:
+    """Ingest reads a rank back with SUMMARY_COLUMNS only; the row must equal the one from every column."""
+    from htatui.store.summary import SUMMARY_COLUMNS, rank_summary
+    from htatui.trace.loader import aligned_events, parse_file
+
+    source = min(p for p in (shared_traces / folder).iterdir() if ".json" in p.name)
+    parsed = parse_file(source)
+    full = rank_summary(source, aligned_events(parsed.events, 3, 12.5), parsed.meta, 3, 12.5)
+    narrow = parsed.events.select(SUMMARY_COLUMNS)
+    assert rank_summary(source, aligned_events(narrow, 3, 12.5), parsed.meta, 3, 12.5) == full
+    assert full["kernels"] > 0 or folder == "mtia_trace_single_rank"

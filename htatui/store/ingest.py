@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_rank
-from htatui.store.summary import rank_summary, summary_frame
+from htatui.store.summary import SUMMARY_COLUMNS, rank_summary, summary_frame
 from htatui.trace.cache import _meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
@@ -69,7 +69,7 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
 
 def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:
     """Task 2: the summary row of a written rank file, aligned as loading the dataset will align it."""
-    events = pl.read_ipc(folder / record.events_name)
+    events = pl.read_ipc(folder / record.events_name, columns=list(SUMMARY_COLUMNS))
     meta = _meta_from_json(record.meta_json)[0]
     return rank_summary(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
 

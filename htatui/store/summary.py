@@ -22,6 +22,12 @@ from htatui.analysis.rank_figures import rank_figures
 from htatui.store.summary_table import SUMMARY_SCHEMA
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
+SUMMARY_COLUMNS = (
+    *("index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end"),
+    *("stream", "device", "correlation", "external_id", "flow_id", "iteration", "collective_name"),
+)
+"""The event columns the summary's views read; ingest reads only these back (16 of 35: ~40 % less memory)."""
+
 
 def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float) -> dict[str, Any]:
     """One summary row for a parsed trace file, given its events as rank `rank` shifted by `shift_us`."""
