@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 from textual.coordinate import Coordinate
-from textual.widgets import Input
+from textual.widgets import Input, ProgressBar, Static
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis import idle, kernels, launch, membw, ops, overlap, patterns, queue, temporal
 from htatui.analysis.common import CommonOptions
-from htatui.trace import LoadCancelled, TraceSet, load_traces
+from htatui.trace import LoadCancelled, LoadProgress, TraceSet, load_traces
 from htatui.tui import theming
 from htatui.tui.app import VIEWS, HtaTuiApp, Settings
 from htatui.tui.commands import HtaCommands
@@ -80,6 +81,34 @@ async def test_escape_cancels_the_load(trace_root: Path, monkeypatch: pytest.Mon
     app = HtaTuiApp(Settings(paths=(trace_root / "small",), use_cache=False, max_workers=1))
     async with app.run_test(size=(80, 24)) as pilot:
         await asyncio.to_thread(started.wait, 10)
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.return_code == 130
+
+
+async def test_the_bar_and_the_list_follow_a_file_s_bytes(trace_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big file parsed here moves the bar by its bytes and is listed as parsing, not waiting."""
+    reported = threading.Event()
+
+    def slow_load(paths: list[Path], *, progress: Any, cancel: threading.Event, **_kwargs: object) -> TraceSet:
+        first = sorted((trace_root / "small").iterdir())[0]
+        progress(LoadProgress(done=0, total=2, path=first, from_cache=False, bytes_done=30, bytes_total=120))
+        reported.set()
+        cancel.wait(10)
+        raise LoadCancelled
+
+    monkeypatch.setattr("htatui.tui.screens.loading.load_traces", slow_load)
+    app = HtaTuiApp(Settings(paths=(trace_root / "small",), use_cache=False, max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await asyncio.to_thread(reported.wait, 10)
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen)
+        bar = screen.query_one(ProgressBar)
+        assert (bar.total, bar.progress) == (2, 0.25)  # no file done, a quarter of the first one's bytes
+        listed = str(screen.query_one("#loading-list", Static).render())
+        assert "parsing 25%" in listed and "waiting" in listed  # the second file has not started
+        assert "30 bytes of 120 bytes" in str(screen.query_one("#loading-hint", Static).render())
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_code == 130

@@ -57,11 +57,13 @@ class DownloadProgressed(Message):
 
 @dataclass
 class FileBytesProgressed(Message):
-    """More of one file's JSON was decoded (a file parsed in this process)."""
+    """More of one file was read and decoded (a file parsed in this process)."""
 
     name: str
     done_bytes: int
     total_bytes: int
+    files_done: int
+    files_total: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, FileBytesProgressed)
@@ -110,6 +112,9 @@ class LoadingScreen(JobRunner, Screen[None]):
         self.max_workers = max_workers
         self.preloaded = preloaded
         self.failed = False
+        self._listed: LoadProgressed | None = None
+        self._parsing: dict[str, float] = {}
+        """The share read of each file being parsed here, by display name."""
         self.error_message = ""
         """The one-line reason when loading failed."""
 
@@ -139,7 +144,10 @@ class LoadingScreen(JobRunner, Screen[None]):
 
         def progress(update: LoadProgress) -> None:
             if update.bytes_total:
-                self.post_message(FileBytesProgressed(display_name(update.path), update.bytes_done, update.bytes_total))
+                name = display_name(update.path)
+                self.post_message(
+                    FileBytesProgressed(name, update.bytes_done, update.bytes_total, update.done, update.total)
+                )
                 return
             states[update.path] = FileState(update.path, done=True, from_cache=update.from_cache, failed=update.failed)
             self.post_message(LoadProgressed(tuple(states.values()), update.done, update.total))
@@ -171,25 +179,40 @@ class LoadingScreen(JobRunner, Screen[None]):
 
     @on(LoadProgressed)
     def _show_progress(self, message: LoadProgressed) -> None:
+        self._listed = message
         self.query_one(ProgressBar).update(total=max(message.total, 1), progress=message.done)
+        self._show_files()
+        self.query_one("#loading-hint", Static).update(f"{message.done} of {message.total} files · esc cancels")
+
+    def _show_files(self) -> None:
+        if self._listed is None:
+            return
         lines = Text()
-        for state in message.files[:MAX_LISTED]:
+        for state in self._listed.files[:MAX_LISTED]:
+            name = display_name(state.path)
             if state.failed:
                 mark, style, how = "✗", "bold", "failed"
             elif state.done:
                 mark, style, how = "✓", "bold", "from cache" if state.from_cache else "parsed"
+            elif name in self._parsing:
+                mark, style, how = "·", "", f"parsing {self._parsing[name]:.0%}"
             else:
                 mark, style, how = "·", "dim", "waiting"
             lines.append(f"{mark} ", style=style)
-            lines.append(f"{display_name(state.path)}", style=style)
+            lines.append(name, style=style)
             lines.append(f"  {how}\n", style="dim")
-        if len(message.files) > MAX_LISTED:
-            lines.append(f"… and {len(message.files) - MAX_LISTED} more files\n", style="dim")
+        if len(self._listed.files) > MAX_LISTED:
+            lines.append(f"… and {len(self._listed.files) - MAX_LISTED} more files\n", style="dim")
         self.query_one("#loading-list", Static).update(lines)
-        self.query_one("#loading-hint", Static).update(f"{message.done} of {message.total} files · esc cancels")
 
     @on(FileBytesProgressed)
     def _show_file_bytes(self, message: FileBytesProgressed) -> None:
+        # The bar counts files; the file being parsed adds the share of its bytes read so far.
+        share = min(message.done_bytes / message.total_bytes, 1.0)
+        self._parsing[message.name] = share
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(message.files_total, 1), progress=message.files_done + share)
+        self._show_files()
         done, total = decimal(message.done_bytes), decimal(message.total_bytes)
         self.query_one("#loading-hint", Static).update(f"parsing {message.name}: {done} of {total} · esc cancels")
 
