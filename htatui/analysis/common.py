@@ -363,13 +363,16 @@ def shorten_name(name: str) -> str:
 _T = TypeVar("_T")
 
 
-def selection_key(options: CommonOptions, *fields: str) -> tuple[Any, ...]:
+def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tuple[Any, ...]:
     """What a derived frame depends on: the chosen ranks, the mode, the step filter, and the named options.
 
     Used in `memoised` keys, so two calls share a frame only when every option it reads is equal.
+    The ranks are those `prepare` reads, in its order: "all ranks" and the same ranks named one by
+    one share a frame (on a one-rank job the Ops and Patterns screens kept two copies of the op tree).
     """
+    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
     extra = tuple((name, getattr(options, name)) for name in fields)
-    return (options.ranks, options.hta_compat, options.include_last_step, *extra)
+    return (tuple(chosen), options.hta_compat, options.include_last_step, *extra)
 
 
 def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:

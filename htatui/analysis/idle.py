@@ -99,7 +99,7 @@ def gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     it in the ``other`` category without an interval). Made once per job and options, and shared
     by `compute`, `interval_stats` and `by_stream`.
     """
-    key = ("idle.gaps", *selection_key(options, "consecutive_kernel_delay_us", "streams"))
+    key = ("idle.gaps", *selection_key(traces, options, "consecutive_kernel_delay_us", "streams"))
     return memoised(traces, key, lambda: _gaps(traces, options))
 
 

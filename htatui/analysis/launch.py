@@ -131,7 +131,7 @@ def compute(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
 
     Made once per job and options and shared by the summary, outlier and histogram tables.
     """
-    key = ("launch.compute", *selection_key(options, "include_memory_events", "include_graph_launches"))
+    key = ("launch.compute", *selection_key(traces, options, "include_memory_events", "include_graph_launches"))
     return memoised(traces, key, lambda: _compute(traces, options))
 
 

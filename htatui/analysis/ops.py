@@ -120,7 +120,7 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     step filter (`prepare`) first. Built once per job and selection, and shared by the ops
     table, its bars, the op tree and the patterns' operator suggestions.
     """
-    return memoised(traces, ("ops.tree", *selection_key(options)), lambda: _tree(traces, options))
+    return memoised(traces, ("ops.tree", *selection_key(traces, options)), lambda: _tree(traces, options))
 
 
 def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:

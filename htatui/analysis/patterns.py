@@ -77,14 +77,14 @@ def _stack(traces: TraceSet, options: CommonOptions) -> tuple[pl.DataFrame, pl.D
         stack = callstack.build(events, options.hta_compat, link_backward=True)
         return events, stack, callstack.device_links(events, stack, options.hta_compat)
 
-    return memoised(traces, ("patterns.stack", *selection_key(options)), make)
+    return memoised(traces, ("patterns.stack", *selection_key(traces, options)), make)
 
 
 def _roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(roots, host members, GPU members): the roots with their pattern, kernel time and
     duration; every host event beneath a root and every GPU row a root launched, with its root.
     Shared by `compute` and `pattern_indices` (one per job and options)."""
-    key = ("patterns.roots", *selection_key(options, "operator", "min_len", "rank"))
+    key = ("patterns.roots", *selection_key(traces, options, "operator", "min_len", "rank"))
     return memoised(traces, key, lambda: _find_roots(traces, options))
 
 

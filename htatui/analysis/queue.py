@@ -136,7 +136,7 @@ def series(traces: TraceSet, options: QueueOptions) -> pl.DataFrame:
 def _series_and_spans(traces: TraceSet, options: QueueOptions) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The series and each rank's span (rank, span) for `blocked`: made once per job and options,
     shared by the summary, overview, series and blocked tables."""
-    key = ("queue.series", *selection_key(options, "include_graph_launches"))
+    key = ("queue.series", *selection_key(traces, options, "include_graph_launches"))
     return memoised(traces, key, lambda: _make_series_and_spans(traces, options))
 
 

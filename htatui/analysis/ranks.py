@@ -288,8 +288,8 @@ def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
     """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
 
     def names_of(part: TraceSet, part_options: CommonOptions) -> pl.DataFrame:
-        events = prepare(part, part_options).events
-        host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
+        events = prepare(part, part_options, columns=("cat", "name")).events
+        host = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))
         return host.select(pl.col("name").cast(pl.Utf8).unique())
 
     # Over a dataset a rank at a time: only the ranks' distinct op names are kept together.

@@ -110,12 +110,16 @@ def profiler_steps(traces: TraceSet, options: CommonOptions) -> list[int]:
     return sorted({step for steps in prepared.steps_used.values() for step in steps})
 
 
+_STRAGGLER_READS = ("rank", "index", "cat", "name", "stream", "iteration", "ts", "end", "dur", "collective_name")
+"""What the late-start detection reads (kernel typing included): a copy of only these, not of every column."""
+
+
 def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
     """Per rank: straggler_score (how many analysed steps marked the rank as one of the
     `num_candidates` latest starters of the chosen communication kernel) and is_straggler
     (among the top `num_candidates` scores, ties broken by lower rank). An empty frame and a
     message when detection is not possible."""
-    prepared = prepare(traces, options)
+    prepared = prepare(traces, options, columns=_STRAGGLER_READS)
     ranks = sorted(prepared.steps_used)
     if len(ranks) < 2:
         return _empty_stragglers(NOT_ENOUGH_RANKS)

@@ -85,7 +85,7 @@ _TYPED_READS = ("cat", "name", "collective_name", "stream", "rank", "ts", "end",
 def typed_gpu(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
     """`typed_gpu_events` of the prepared events with rank, ts, end, dur: made once per job and
     selection, and shared by the temporal, overlap and kernel views."""
-    key = ("temporal.typed_gpu", *selection_key(options))
+    key = ("temporal.typed_gpu", *selection_key(traces, options))
     return memoised(
         traces,
         key,

@@ -11,7 +11,8 @@ from htatui.trace import TraceSet
 def steps_in_use(traces: TraceSet, options: CommonOptions) -> dict[int, list[int]]:
     """The ProfilerSteps each chosen rank's numbers cover: the steps `prepare` keeps for the views."""
     stored = stored_steps_used(traces, options)
-    return stored if stored is not None else prepare(traces, options).steps_used
+    # One column: the header needs the steps, not a filtered copy of every event.
+    return stored if stored is not None else prepare(traces, options, columns=("rank",)).steps_used
 
 
 def steps_label(used: dict[int, list[int]]) -> str:

@@ -116,14 +116,18 @@ def test_patterns_follow_the_operator(demo: TraceSet) -> None:
     assert not tables[0].equals(tables[1])
 
 
-def test_keys_name_the_selection_and_the_options_read() -> None:
+def test_keys_name_the_selection_and_the_options_read(demo: TraceSet) -> None:
     base = idle.IdleOptions()
-    assert selection_key(base, "consecutive_kernel_delay_us") != selection_key(
-        idle.IdleOptions(consecutive_kernel_delay_us=5.0), "consecutive_kernel_delay_us"
+    assert selection_key(demo, base, "consecutive_kernel_delay_us") != selection_key(
+        demo, idle.IdleOptions(consecutive_kernel_delay_us=5.0), "consecutive_kernel_delay_us"
     )
-    assert selection_key(base) != selection_key(idle.IdleOptions(ranks=(0,)))
-    assert selection_key(base) != selection_key(idle.IdleOptions(hta_compat=True))
-    assert selection_key(base) != selection_key(idle.IdleOptions(include_last_step=True))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(ranks=(0,)))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(hta_compat=True))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(include_last_step=True))
+    # Every rank named one by one is "all ranks"; another order is another frame (prepare's order).
+    assert len(demo.rank_ids) >= 2
+    assert selection_key(demo, base) == selection_key(demo, idle.IdleOptions(ranks=tuple(demo.rank_ids)))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(ranks=tuple(reversed(demo.rank_ids))))
 
 
 def test_a_cache_lives_on_its_own_job(demo: TraceSet) -> None:
