@@ -18,6 +18,7 @@ Corrected mode only: `stragglers` with `hta_compat` returns HTA 0.6.1's score ta
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from htatui.analysis.common import (
     COMMUNICATION,
     COMPUTATION,
     CommonOptions,
+    Prepared,
     busy_time,
     prepare,
     rank_by_rank,
@@ -435,10 +437,10 @@ def _fmt_us(value: float) -> str:
 
 def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     """The rank × step matrix, the collective calls and their waits, stragglers and collectives."""
-    prepared = prepare(traces, options)
+    prepared, step_table = _rank_inputs(traces, options)
     events = with_host_steps(prepared.events)
     rank_count = len(prepared.steps_used)
-    step_table = steps_view.compute(traces, _steps_options(options)).filter("used")
+    step_table = step_table.filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
     calls, source = meeting_points(events, options.hta_compat)
     calls = with_waits(_in_used_steps(calls, prepared.steps_used))
@@ -450,6 +452,40 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     per_step = _per_step(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = _collectives(calls, delays, traces)
     return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
+
+
+ANALYSE_READS = (
+    *("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "iteration"),
+    *("collective_name", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "out_msg_size", "group_size"),
+    *("pg_name", "msg_dtype"),
+)
+"""The event columns `analyse` reads (21 of 35); tests/analysis/test_ranks.py checks it against every column."""
+
+
+def _rank_inputs(traces: TraceSet, options: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
+    """The chosen ranks' prepared events (ANALYSE_READS only) and their step table.
+
+    Over ranks not read yet (a dataset) a rank at a time: each is read, its columns kept and the
+    rank dropped, so a thousand-rank job holds these columns of every rank, not every event frame.
+    """
+    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    if len(unread) < 2:
+        return prepare(traces, options, columns=ANALYSE_READS), steps_view.compute(traces, _steps_options(options))
+    alone = dataclasses.replace(options, ranks=None)
+    frames: list[pl.DataFrame] = []
+    tables: list[pl.DataFrame] = []
+    steps_used: dict[int, list[int]] = {}
+    for rank in chosen:
+        part = TraceSet(ranks={rank: traces.ranks[rank]})
+        prepared = prepare(part, alone, columns=ANALYSE_READS)
+        frames.append(prepared.events)
+        steps_used[rank] = prepared.steps_used[rank]
+        tables.append(steps_view.compute(part, _steps_options(alone)))
+        if rank in unread:
+            traces.ranks[rank].unload()
+    events = pl.concat(frames, how="vertical")
+    return Prepared(events, steps_used, options.hta_compat), pl.concat(tables, how="vertical")
 
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")

@@ -5,6 +5,7 @@ Every expected number is derived in the job's docstring or the comment beside th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kineto_util import kernel, runtime, step, traces_of
 from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 
 from htatui.analysis import ranks
+from htatui.analysis.common import CommonOptions, Prepared
 from htatui.analysis.ranks import RanksOptions
 from htatui.trace import TraceSet
 
@@ -346,3 +348,49 @@ def test_steps_come_from_the_host_profiler_step(tmp_path: Path) -> None:
     result = ranks.analyse(traces_of(tmp_path, events), RanksOptions())
     row = result.matrix.to_dicts()[0]
     assert (row["step"], row["optimizer_us"], row["gpu_busy_us"]) == (1, 100.0, 20.0)
+
+
+def _same(a: ranks.RanksResult, b: ranks.RanksResult) -> bool:
+    """Equal results; frames compared with their rows sorted (phases come in no fixed order)."""
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, pl.DataFrame):
+            if not x.sort(x.columns, nulls_last=True).equals(y.sort(y.columns, nulls_last=True)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("folder", ["h100_ddp_gloo_2rank", "trace_filter", "amd_trace", "nccl_parser_config"])
+@pytest.mark.parametrize("compat", [False, True])
+def test_analyse_needs_only_its_columns(
+    folder: str, compat: bool, load_shared: Callable[[str], TraceSet], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """analyse reads ANALYSE_READS only; with every column prepared it must give the same result."""
+    traces = load_shared(folder)
+    narrow = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(hta_compat=compat))
+    real_prepare = ranks.prepare
+
+    def every_column(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
+        return real_prepare(traces, options)
+
+    monkeypatch.setattr(ranks, "prepare", every_column)
+    wide = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(hta_compat=compat))
+    assert _same(narrow, wide)
+    assert wide.rank_count >= 1 and wide.calls.height + wide.matrix.height > 0
+
+
+def test_over_a_dataset_analyse_reads_a_rank_at_a_time(tmp_path: Path) -> None:
+    """Over an ingested job the analysis keeps no rank's events, and its numbers are the loaded job's."""
+    from htatui.store.ingest import ingest
+    from htatui.trace import load_traces
+
+    (tmp_path / "job").mkdir()
+    direct = traces_of(tmp_path / "job", *(nccl_rank(r) for r in range(3)))
+    ingest([tmp_path / "job"], tmp_path / "ds", max_workers=1)
+    stored = load_traces([tmp_path / "ds"])
+    result = ranks.analyse(stored, RanksOptions())
+    assert not any(rank.loaded for rank in stored.ranks.values())
+    assert _same(result, ranks.analyse(direct, RanksOptions()))
+    assert result.stragglers["rank"].to_list() == [1]  # the hand-made straggler (test_slow_compute_kernel_on_nccl)
