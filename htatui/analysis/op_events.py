@@ -118,7 +118,12 @@ def build(events: pl.DataFrame) -> OpEvents:
     # One rank (the usual case) is used as it is: splitting by rank copies every column.
     one_rank = events.height > 0 and events["rank"].n_unique() == 1
     frames = [events] if one_rank else events.partition_by("rank", maintain_order=True)
-    parts = [_build_rank(frame) for frame in frames if frame.height]
+    return combine([_build_rank(frame) for frame in frames if frame.height])
+
+
+def combine(parts: list[OpEvents]) -> OpEvents:
+    """The trees of several ranks as one, in the order given."""
+    parts = [part for part in parts if part.events.height or part.work.height or part.loose_memory.height]
     if not parts:
         return OpEvents(pl.DataFrame(schema=EVENT_SCHEMA), pl.DataFrame(schema=WORK_SCHEMA))
     return OpEvents(

@@ -346,3 +346,23 @@ def test_top_by_gpu_self_sums_ranks_and_drops_cpu_only_names() -> None:
     top = ops.top_by_gpu_self(table, n=10)
     assert top.rows() == [("aten::mm", 1350.0), ("comms", 1200.0)]
     assert ops.top_by_gpu_self(table, n=1).rows() == [("aten::mm", 1350.0)]
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_over_a_dataset_the_tree_is_built_a_rank_at_a_time(tmp_path: Path, compat: bool) -> None:
+    """Over an ingested job the ops table keeps no rank's events and equals the loaded job's."""
+    from kineto_util import traces_of
+    from ranks_jobs import nccl_rank
+
+    from htatui.store.ingest import ingest
+    from htatui.trace import load_traces
+
+    (tmp_path / "job").mkdir()
+    direct = traces_of(tmp_path / "job", *(nccl_rank(r) for r in range(3)))
+    ingest([tmp_path / "job"], tmp_path / "ds", max_workers=1)
+    stored = load_traces([tmp_path / "ds"])
+    options = OpsOptions(hta_compat=compat)
+    table = ops.compute(stored, options)
+    assert not any(rank.loaded for rank in stored.ranks.values())
+    assert table.equals(ops.compute(direct, options))
+    assert sorted(table["rank"].unique().to_list()) == [0, 1, 2]
