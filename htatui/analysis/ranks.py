@@ -445,7 +445,9 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     calls, source = meeting_points(events, options.hta_compat)
     calls = with_waits(_in_used_steps(calls, prepared.steps_used))
     phases_cpu = _in_used_steps(cpu_phases(events), prepared.steps_used)
-    phases = pl.concat([phases_cpu, _in_used_steps(gpu_phases(gpu), prepared.steps_used)], how="vertical_relaxed")
+    gpu_steps = _in_used_steps(gpu_phases(gpu), prepared.steps_used)
+    # group_by gives no row order: sorted, so the table and its ties read the same every time.
+    phases = pl.concat([phases_cpu, gpu_steps], how="vertical_relaxed").sort("rank", "step", "phase")
     matrix = _matrix(step_table, gpu, calls, source, phases_cpu)
     delays = call_delays(calls)
     stragglers, message = _stragglers(delays, phases, rank_count, source)

@@ -394,3 +394,11 @@ def test_over_a_dataset_analyse_reads_a_rank_at_a_time(tmp_path: Path) -> None:
     assert not any(rank.loaded for rank in stored.ranks.values())
     assert _same(result, ranks.analyse(direct, RanksOptions()))
     assert result.stragglers["rank"].to_list() == [1]  # the hand-made straggler (test_slow_compute_kernel_on_nccl)
+
+
+def test_phases_come_in_one_order(load_shared: Callable[[str], TraceSet]) -> None:
+    """The phase rows are sorted by rank, step and phase, so repeated runs read the same."""
+    traces = load_shared("h100_ddp_gloo_2rank")
+    runs = [ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions()).phases for _ in range(3)]
+    assert runs[0].height > 0 and runs[0].equals(runs[0].sort("rank", "step", "phase"))
+    assert all(run.equals(runs[0]) for run in runs)
