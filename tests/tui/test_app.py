@@ -397,6 +397,23 @@ async def test_patterns_for_a_typed_operator(small_traces: TraceSet) -> None:
         assert "ampere_sgemm_128x64_tn" in detail
 
 
+async def test_patterns_do_not_suggest_the_operator_just_tried(small_traces: TraceSet) -> None:
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, str(MODES.index("patterns") + 1))
+        before = str(pane(app, "#patterns-table").query_one(".empty-note").render()).split("Frequent here:")[1]
+        assert "aten::mm" in before  # a frequent operator: one kernel per call, too few for a pattern
+        field = app.screen.query_one("#input-operator", Input)
+        field.focus()
+        field.value = ""
+        await press(pilot, *"aten::mm", "enter")
+        assert pane(app, "#patterns-table").has_class("-empty")
+        note = str(pane(app, "#patterns-table").query_one(".empty-note").render())
+        assert "matching 'aten::mm'" in note
+        assert "aten::mm" not in note.split("Frequent here:")[1]
+
+
 # ---- export -------------------------------------------------------------------------------
 async def test_export_modal_writes_counters_that_load_again(small_traces: TraceSet, tmp_path: Path) -> None:
     app = make_app(small_traces)

@@ -90,7 +90,11 @@ class PatternsScreen(ViewScreen):
         options: patterns.PatternsOptions = self.view_options(common)
         rank = patterns.chosen_rank(traces, options)
         table = patterns.compute(traces, options)
-        suggestions = patterns.operators(traces, options)["name"].to_list() if table.height == 0 else []
+        suggestions: list[str] = []
+        if table.height == 0:
+            # The operator just tried matched nothing: suggest only others (it was among them before).
+            names = patterns.operators(traces, options, count=8)["name"].to_list()
+            suggestions = [name for name in names if not options.operator or options.operator not in name][:4]
         return PatternsResult(rank, table, suggestions)
 
     def show_result(self, result: PatternsResult) -> None:
