@@ -124,7 +124,7 @@ def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] |
 
     `columns`: only these columns of the events (cheaper on big ranks: only they are filtered).
     """
-    ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    ranks = chosen_ranks(traces, options)
     frames: list[pl.DataFrame] = []
     steps_used: dict[int, list[int]] = {}
     for rank in ranks:
@@ -142,6 +142,7 @@ def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] |
 
 
 OptionsT = TypeVar("OptionsT", bound=CommonOptions)
+_T = TypeVar("_T")
 
 
 def rank_by_rank(
@@ -160,19 +161,36 @@ def tables_rank_by_rank(
     traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], list[pl.DataFrame]]
 ) -> list[pl.DataFrame]:
     """`rank_by_rank` for a `build` that makes several per-rank tables from the same ranks."""
-    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
     if len(unread) < 2:
         return build(traces, options)
+    parts = each_rank(traces, options, build)
+    return [pl.concat(tables, how="vertical") for tables in zip(*parts, strict=True)]
+
+
+def chosen_ranks(traces: TraceSet, options: CommonOptions) -> list[int]:
+    """The ranks `options` names that the job has, in the order named; every rank when none is named."""
+    return traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+
+
+def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], _T]) -> list[_T]:
+    """`build` on each chosen rank as a job of its own (with its summary row), in order.
+
+    When two or more of those ranks are not read yet (a dataset), each is dropped again once built,
+    so only the results are held together; a single unread rank is kept, as reading it again would
+    cost more than holding it.
+    """
+    chosen = chosen_ranks(traces, options)
+    unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
     alone = dataclasses.replace(options, ranks=None)
-    parts: list[list[pl.DataFrame]] = []
+    results: list[_T] = []
     for rank in chosen:
         # The rank's summary row goes along, so a view that answers from it still does.
         summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
-        parts.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
-        if rank in unread:
+        results.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
+        if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
-    return [pl.concat(tables, how="vertical") for tables in zip(*parts, strict=True)]
+    return results
 
 
 def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
@@ -360,9 +378,6 @@ def shorten_name(name: str) -> str:
     return parts[-1] if parts else name
 
 
-_T = TypeVar("_T")
-
-
 def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tuple[Any, ...]:
     """What a derived frame depends on: the chosen ranks, the mode, the step filter, and the named options.
 
@@ -370,7 +385,7 @@ def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tup
     The ranks are those `prepare` reads, in its order: "all ranks" and the same ranks named one by
     one share a frame (on a one-rank job the Ops and Patterns screens kept two copies of the op tree).
     """
-    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    chosen = chosen_ranks(traces, options)
     extra = tuple((name, getattr(options, name)) for name in fields)
     return (tuple(chosen), options.hta_compat, options.include_last_step, *extra)
 

@@ -11,13 +11,12 @@ HTA-compatible mode applies HTA's ns rounding and last-step filter before the sa
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import polars as pl
 
 from htatui.analysis import op_events
-from htatui.analysis.common import CommonOptions, gc_paused, memoised, prepare, selection_key
+from htatui.analysis.common import CommonOptions, each_rank, gc_paused, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.trace.model import TraceSet
@@ -125,25 +124,18 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
 
 
 def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
-    """The tree is built rank by rank; ranks not read yet (a dataset) are read, built and dropped,
-    so a thousand-rank job holds the trees, not every rank's events."""
-    ranks = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-    unread = [rank for rank in ranks if not traces.ranks[rank].loaded]
-    parts: list[op_events.OpEvents] = []
+    """The tree is built rank by rank (`each_rank`): over a dataset each rank is read, built and
+    dropped, so a thousand-rank job holds the trees, not every rank's events."""
     with gc_paused():
-        for rank in ranks:
-            parts.append(op_events.build(_tree_input(traces, rank, options)))
-            if len(unread) >= 2 and rank in unread:
-                traces.ranks[rank].unload()
-    return op_events.combine(parts)
+        return op_events.combine(each_rank(traces, options, _rank_tree))
 
 
-def _tree_input(traces: TraceSet, rank: int, options: CommonOptions) -> pl.DataFrame:
+def _rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     if options.hta_compat:
-        alone = TraceSet(ranks={rank: traces.ranks[rank]})
-        return prepare(alone, dataclasses.replace(options, ranks=None)).events
+        return op_events.build(prepare(part, options).events)
     # X events and instants (a `[memory]` instant outside every event is a row of its own).
-    return traces.ranks[rank].events.select(_TREE_COLUMNS).filter(pl.col("ph").is_in(["X", "i"]))
+    (rank,) = part.ranks.values()
+    return op_events.build(rank.events.select(_TREE_COLUMNS).filter(pl.col("ph").is_in(["X", "i"])))
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import callstack, ops
-from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
+from htatui.analysis.common import CommonOptions, chosen_ranks, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
@@ -60,7 +60,7 @@ def chosen_rank(traces: TraceSet, options: PatternsOptions) -> int | None:
     """The rank the view analyses: `options.rank`, else the first selected rank."""
     if options.rank is not None:
         return options.rank if options.rank in traces.ranks else None
-    selected = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+    selected = chosen_ranks(traces, options)
     return selected[0] if selected else None
 
 

@@ -18,7 +18,6 @@ Corrected mode only: `stragglers` with `hta_compat` returns HTA 0.6.1's score ta
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -31,6 +30,8 @@ from htatui.analysis.common import (
     CommonOptions,
     Prepared,
     busy_time,
+    chosen_ranks,
+    each_rank,
     prepare,
     rank_by_rank,
     shorten_name,
@@ -467,27 +468,21 @@ ANALYSE_READS = (
 def _rank_inputs(traces: TraceSet, options: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
     """The chosen ranks' prepared events (ANALYSE_READS only) and their step table.
 
-    Over ranks not read yet (a dataset) a rank at a time: each is read, its columns kept and the
-    rank dropped, so a thousand-rank job holds these columns of every rank, not every event frame.
+    Over ranks not read yet (a dataset) a rank at a time (`each_rank`), so a thousand-rank job
+    holds these columns of every rank, not every event frame.
     """
-    chosen = traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
-    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
     if len(unread) < 2:
         return prepare(traces, options, columns=ANALYSE_READS), steps_view.compute(traces, _steps_options(options))
-    alone = dataclasses.replace(options, ranks=None)
-    frames: list[pl.DataFrame] = []
-    tables: list[pl.DataFrame] = []
-    steps_used: dict[int, list[int]] = {}
-    for rank in chosen:
-        part = TraceSet(ranks={rank: traces.ranks[rank]})
-        prepared = prepare(part, alone, columns=ANALYSE_READS)
-        frames.append(prepared.events)
-        steps_used[rank] = prepared.steps_used[rank]
-        tables.append(steps_view.compute(part, _steps_options(alone)))
-        if rank in unread:
-            traces.ranks[rank].unload()
-    events = pl.concat(frames, how="vertical")
-    return Prepared(events, steps_used, options.hta_compat), pl.concat(tables, how="vertical")
+
+    def one_rank(part: TraceSet, alone: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
+        return prepare(part, alone, columns=ANALYSE_READS), steps_view.compute(part, _steps_options(alone))
+
+    parts = each_rank(traces, options, one_rank)
+    events = pl.concat([prepared.events for prepared, _ in parts], how="vertical")
+    steps_used = {rank: steps for prepared, _ in parts for rank, steps in prepared.steps_used.items()}
+    step_table = pl.concat([table for _, table in parts], how="vertical")
+    return Prepared(events, steps_used, options.hta_compat), step_table
 
 
 _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
