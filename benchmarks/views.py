@@ -58,6 +58,7 @@ from htatui.analysis import (  # noqa: E402
     steps,
     temporal,
 )
+from htatui.analysis.scope import Scope  # noqa: E402
 from htatui.trace import load_traces  # noqa: E402
 
 DEFAULT_FOLDERS = [
@@ -82,29 +83,43 @@ class Bench:
 
 
 def _idle(traces: Any, compat: bool) -> Any:
-    options = idle.IdleOptions(hta_compat=compat)
+    options = idle.IdleOptions(scope=Scope(hta_compat=compat))
     return idle.compute(traces, options), idle.interval_stats(traces, options)
 
 
 BENCHES: list[Bench] = [
-    Bench("temporal", lambda t, c: temporal.compute(t, temporal.TemporalOptions(hta_compat=c)), "temporal"),
+    Bench(
+        "temporal", lambda t, c: temporal.compute(t, temporal.TemporalOptions(scope=Scope(hta_compat=c))), "temporal"
+    ),
     Bench("idle", _idle, "idle"),
-    Bench("kernel-types", lambda t, c: kernels.compute_types(t, kernels.KernelTypesOptions(hta_compat=c)), "kernel"),
-    Bench("kernels", lambda t, c: kernels.compute(t, kernels.KernelsOptions(hta_compat=c)), "kernel"),
-    Bench("kernel-spread", lambda t, c: kernels.spread(t, kernels.KernelSpreadOptions(hta_compat=c)), "kernel"),
-    Bench("overlap", lambda t, c: overlap.compute(t, overlap.OverlapOptions(hta_compat=c)), "overlap"),
-    Bench("launch", lambda t, c: launch.compute(t, launch.LaunchOptions(hta_compat=c)), "launch"),
-    Bench("queue", lambda t, c: queue.compute(t, queue.QueueOptions(hta_compat=c)), "queue"),
-    Bench("membw", lambda t, c: membw.compute(t, membw.MemoryBandwidthOptions(hta_compat=c)), "membw"),
+    Bench(
+        "kernel-types",
+        lambda t, c: kernels.compute_types(t, kernels.KernelTypesOptions(scope=Scope(hta_compat=c))),
+        "kernel",
+    ),
+    Bench("kernels", lambda t, c: kernels.compute(t, kernels.KernelsOptions(scope=Scope(hta_compat=c))), "kernel"),
+    Bench(
+        "kernel-spread",
+        lambda t, c: kernels.spread(t, kernels.KernelSpreadOptions(scope=Scope(hta_compat=c))),
+        "kernel",
+    ),
+    Bench("overlap", lambda t, c: overlap.compute(t, overlap.OverlapOptions(scope=Scope(hta_compat=c))), "overlap"),
+    Bench("launch", lambda t, c: launch.compute(t, launch.LaunchOptions(scope=Scope(hta_compat=c))), "launch"),
+    Bench("queue", lambda t, c: queue.compute(t, queue.QueueOptions(scope=Scope(hta_compat=c))), "queue"),
+    Bench("membw", lambda t, c: membw.compute(t, membw.MemoryBandwidthOptions(scope=Scope(hta_compat=c))), "membw"),
     Bench(
         "annotations",
-        lambda t, c: user_annotations.compute(t, user_annotations.AnnotationOptions(hta_compat=c)),
+        lambda t, c: user_annotations.compute(t, user_annotations.AnnotationOptions(scope=Scope(hta_compat=c))),
         "annot",
     ),
-    Bench("patterns", lambda t, c: patterns.compute(t, patterns.PatternsOptions(hta_compat=c)), "patterns"),
-    Bench("stragglers", lambda t, c: steps.stragglers(t, steps.StragglerOptions(hta_compat=c)), "stragglers"),
-    Bench("steps", lambda t, c: steps.compute(t, steps.StepsOptions(hta_compat=c)), None),
-    Bench("ops", lambda t, c: ops.compute(t, ops.OpsOptions(hta_compat=c)), None),
+    Bench(
+        "patterns", lambda t, c: patterns.compute(t, patterns.PatternsOptions(scope=Scope(hta_compat=c))), "patterns"
+    ),
+    Bench(
+        "stragglers", lambda t, c: steps.stragglers(t, steps.StragglerOptions(scope=Scope(hta_compat=c))), "stragglers"
+    ),
+    Bench("steps", lambda t, c: steps.compute(t, steps.StepsOptions(scope=Scope(hta_compat=c))), None),
+    Bench("ops", lambda t, c: ops.compute(t, ops.OpsOptions(scope=Scope(hta_compat=c))), None),
 ]
 
 HTA_LABELS = {

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
+from htatui.cli_args import add_scope_flags, scope_from_args
 from htatui.errors import EventsUnavailable
 from htatui.report import FORMATS
 from htatui.sources import SourcePath, path_or_url
@@ -184,8 +185,7 @@ def _build_app_parser() -> argparse.ArgumentParser:
         default="auto",
         help="colour system (default: detect; 256 is right for most SSH sessions)",
     )
-    parser.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers")
-    parser.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    add_scope_flags(parser, ranks=False)
     parser.add_argument("--screenshot", type=Path, metavar="DIR", help="save an SVG of every screen and exit")
     return parser
 
@@ -197,6 +197,10 @@ def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
+    try:
+        scope = scope_from_args(args)
+    except argparse.ArgumentTypeError as exc:
+        return _fail(str(exc))
     if len(args.paths) == 1 and isinstance(args.paths[0], Path):
         from htatui.trace.memory_inputs import looks_like_snapshot
 
@@ -210,8 +214,8 @@ def _run_app(argv: Sequence[str]) -> int:
         list(args.paths),
         theme=args.theme,
         use_cache=not args.no_cache,
-        hta_compat=args.hta_compat,
-        include_last_step=args.include_last_step,
+        hta_compat=scope.hta_compat,
+        steps=scope.steps,
         screenshot_dir=args.screenshot,
     )
     if code == 130:

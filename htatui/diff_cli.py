@@ -11,20 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from htatui.cli_args import add_scope_flags
 from htatui.sources import SourcePath, path_or_url
 
-STEPS_HELP = "steps to compare: common (default: the step numbers both sides have), all, or a step number"
-
-
-def parse_steps(text: str) -> str | int:
-    """'common' | 'all' | a step number."""
-    value = text.strip().lower()
-    if value in ("common", "all"):
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected common, all or a step number, got {text!r}") from None
+STEPS_HELP = (
+    "steps to compare: default (the steps both sides count in every view, each rank's last step left out; "
+    "'common' says the same), all (each side's whole trace), or steps like 3, 2-4"
+)
 
 
 def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,7 +36,6 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="compare this rank on both sides (default: every rank, averaged; --hta-compat: the first rank)",
     )
     diff.add_argument("--test-rank", type=int, default=None, help="use this rank on the test side instead")
-    diff.add_argument("--steps", type=parse_steps, default="common", help=STEPS_HELP)
     diff.add_argument(
         "--by",
         choices=("all", "kernel", "op"),
@@ -56,8 +48,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--format", choices=("table", "csv", "json"), default=None, help="print instead of opening the screen"
     )
     diff.add_argument("--wide", action="store_true", help="every table column, even past the terminal's width")
-    diff.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's TraceDiff.compare_traces")
-    diff.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    add_scope_flags(diff, ranks=False)
     diff.add_argument(
         "--noise-pct",
         type=float,
@@ -71,15 +62,18 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def options_from_args(args: argparse.Namespace) -> Any:
     from htatui.analysis.diff import DiffOptions
+    from htatui.cli_args import scope_from_args
 
+    try:
+        scope = scope_from_args(args)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(str(exc)) from None
     return DiffOptions(
+        scope,
         rank=args.rank,
         test_rank=args.test_rank,
-        steps=args.steps,
         by=args.by,
         short_names=args.short_names,
-        hta_compat=args.hta_compat,
-        include_last_step=args.include_last_step,
         noise_pct=args.noise_pct,
         noise_us=args.noise_us,
     )

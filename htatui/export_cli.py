@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from htatui.cli_args import add_scope_flags
+
 DEFAULT_OUT = Path("htatui-export")
 
 
@@ -26,9 +28,7 @@ def add_export_commands(
             "-o", "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT})"
         )
         parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-        parser.add_argument("--hta-compat", action="store_true", help="HTA 0.6.1's series and rounding")
-        parser.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
-    counters.add_argument("--ranks", default="all", help="ranks to export: all (default) or e.g. 0,3")
+        add_scope_flags(parser, ranks=parser is counters)
     patterns.add_argument("--operator", default="aten::linear", help="operator name to look under")
     patterns.add_argument("--min-len", type=int, default=3, help="minimum kernels under the operator")
     patterns.add_argument("--top", type=int, default=5, help="how many patterns to mark")
@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
     from htatui.analysis.common import CommonOptions
     from htatui.analysis.export import ExportError, ExportExistsError, export_counters, export_patterns
     from htatui.analysis.patterns import PatternsOptions
-    from htatui.cli_args import parse_ranks
+    from htatui.cli_args import scope_from_args
     from htatui.trace import LoadError
 
     try:
@@ -58,25 +58,26 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
     try:
         if args.export_kind == "counters":
             try:
-                ranks = parse_ranks(args.ranks)
+                scope = scope_from_args(args)
             except argparse.ArgumentTypeError as exc:
                 print(f"htatui: {exc}", file=sys.stderr)
                 return 2
+            ranks = scope.ranks
             chosen = list(ranks) if ranks is not None else traces.rank_ids
             missing = [r for r in chosen if r not in traces.ranks]
             if missing:
                 print(f"htatui: rank {missing[0]} is not in the traces", file=sys.stderr)
                 return 2
-            options = CommonOptions(hta_compat=args.hta_compat, include_last_step=args.include_last_step)
+            options = CommonOptions(scope.with_ranks(None))
             written = export_counters(traces, chosen, out_dir, force=args.force, options=options)
         else:
+            try:
+                pattern_scope = scope_from_args(args)
+            except argparse.ArgumentTypeError as exc:
+                print(f"htatui: {exc}", file=sys.stderr)
+                return 2
             pattern_options = PatternsOptions(
-                operator=args.operator,
-                min_len=args.min_len,
-                top_k=args.top,
-                rank=args.rank,
-                hta_compat=args.hta_compat,
-                include_last_step=args.include_last_step,
+                pattern_scope, operator=args.operator, min_len=args.min_len, top_k=args.top, rank=args.rank
             )
             written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
     except ExportExistsError as exc:

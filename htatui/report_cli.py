@@ -17,6 +17,7 @@ from typing import Any
 
 from htatui.analysis.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.views import BY_ID, VIEWS, View, frame_of, make_table
+from htatui.cli_args import add_scope_flags
 from htatui.report import render_frame
 
 
@@ -75,9 +76,7 @@ def add_report_parser(
     load_flags(report)
     format_flag(report)
     report.add_argument("--view", required=True, choices=sorted(BY_ID), help="which view to print")
-    report.add_argument("--ranks", default="all", help="ranks to analyse: all (default) or e.g. 0,3")
-    report.add_argument("--hta-compat", action="store_true", help="reproduce HTA 0.6.1's numbers and quirks")
-    report.add_argument("--include-last-step", action="store_true", help="keep the last ProfilerStep")
+    add_scope_flags(report)
     tables = sorted({table.name for view in VIEWS for table in view.tables[1:]})
     report.add_argument(
         "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
@@ -95,7 +94,8 @@ def add_report_parser(
 
 
 def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.cli_args import parse_ranks
+    from htatui.analysis.describe import describe_scope, missing_steps
+    from htatui.cli_args import scope_from_args
     from htatui.trace import LoadError
 
     view: View[Any] = BY_ID[args.view]
@@ -120,10 +120,11 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             return 2
         values[option.field] = value
     try:
-        ranks = parse_ranks(args.ranks)
+        scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
+    ranks = scope.ranks
     from htatui.analysis.comm_rules import CommRulesError, add_user_rule_file
 
     try:
@@ -143,7 +144,11 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             have = ", ".join(map(str, traces.rank_ids))
             print(f"htatui: rank {missing[0]} is not in the traces (ranks: {have})", file=sys.stderr)
             return 2
-    options = options_class(ranks=ranks, hta_compat=args.hta_compat, include_last_step=args.include_last_step, **values)
+    options = options_class(scope=scope, **values)
+    steps_problem = missing_steps(traces, options)
+    if steps_problem:
+        print(f"htatui: {steps_problem}", file=sys.stderr)
+        return 2
     table = view.table(chosen[0]) if chosen else view.main
     try:
         result = make_table(table, traces, options)
@@ -156,7 +161,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     frame, message = frame_of(result)
     if message:
         print(f"htatui: {message}", file=sys.stderr)
-    title = f"{args.view}{' ' + chosen[0] if chosen else ''}"
+    title = f"{args.view}{' ' + chosen[0] if chosen else ''} · {describe_scope(traces, options)}"
     render_frame(frame, args.format, title=title, wide=getattr(args, "wide", False))
     return 0
 

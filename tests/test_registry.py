@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from htatui.analysis import diff_summary, views
+from htatui.analysis.scope import Scope
 from htatui.analysis.views import PAGES, VIEWS, frame_of
 from htatui.cli import main
 from htatui.trace import TraceSet, load_traces
@@ -77,7 +78,7 @@ def test_per_rank_tables_are_made_a_rank_at_a_time_over_a_dataset(
     made = views.make_table(table, stored, view.options())
     assert isinstance(made, pl.DataFrame) and made.equals(expected)
     assert not any(rank.loaded for rank in stored.ranks.values())
-    some = view.options(ranks=(1, 3))
+    some = view.options(Scope(ranks=(1, 3)))
     assert views.make_table(table, load_traces([demo_dataset]), some).equals(table.compute(demo, some))
 
 
@@ -85,7 +86,7 @@ def test_per_rank_tables_are_made_a_rank_at_a_time_over_a_dataset(
 def test_kernel_views_keep_only_the_kernels_of_a_dataset(view_id: str, demo: TraceSet, demo_dataset: Path) -> None:
     """Cross-rank kernel tables read a dataset's ranks one at a time and keep only their kernels."""
     view = views.BY_ID[view_id]
-    for options in (view.options(), view.options(hta_compat=True), view.options(ranks=(0, 2))):
+    for options in (view.options(), view.options(Scope(hta_compat=True)), view.options(Scope(ranks=(0, 2)))):
         stored = load_traces([demo_dataset])
         made = view.main.compute(stored, options)
         assert isinstance(made, pl.DataFrame) and made.height > 0

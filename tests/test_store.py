@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from htatui.analysis.scope import Scope, Steps
 from htatui.cli import main
 from htatui.store.dataset import DatasetError, open_dataset
 from htatui.store.ingest import RAY_DID_NOT_START, ingest
@@ -143,7 +144,7 @@ def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypa
     ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     # Other options: computed from the events.
     stored = load_traces([tmp_path / "ds"])
-    temporal.compute(stored, temporal.TemporalOptions(include_last_step=True))
+    temporal.compute(stored, temporal.TemporalOptions(scope=Scope(steps=Steps("all"))))
     assert all(r.loaded for r in stored.ranks.values())
     # With another job beside it the time origin moves, so the stored figures do not hold.
     other = tmp_path / "other"

@@ -11,13 +11,14 @@ import contextlib
 import dataclasses
 import gc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Self, TypeVar
 
 import polars as pl
 
 from htatui.analysis.comm_rules import comm_categories, is_comm_kernel
-from htatui.trace.frame import PROFILER_STEP
+from htatui.analysis.scope import RankSteps, Scope, scope_mask
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet, empty_events
 
 COMPUTATION = "COMPUTATION"
@@ -26,76 +27,93 @@ MEMORY = "MEMORY"
 OTHER = "OTHER"
 KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
 
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
-"""What htatui calls GPU activity: kernels, copies and memsets, and MTIA's device events.
-
-Syncs are waits, not work, so they are left out."""
-
-IDLE_CATS_COMPAT = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+IDLE_CATS_COMPAT = GPU_ACTIVITY_CATS
 """HTA's idle-time selector S3 (capitalised aliases are already folded by the loader)."""
 
 
 @dataclass(frozen=True)
 class CommonOptions:
-    """Options every view takes: which ranks, HTA-compatible numbers, and the step filter."""
+    """What every view takes: the scope (ranks, steps, mode); a view's options add its knobs."""
 
-    ranks: tuple[int, ...] | None = None
-    hta_compat: bool = False
-    include_last_step: bool = False
+    scope: Scope = field(default_factory=Scope)
+
+    @property
+    def ranks(self) -> tuple[int, ...] | None:
+        """The scope's ranks (None = every rank)."""
+        return self.scope.ranks
+
+    @property
+    def hta_compat(self) -> bool:
+        """Whether the scope follows HTA 0.6.1's rules and quirks."""
+        return self.scope.hta_compat
+
+    def with_ranks(self, ranks: tuple[int, ...] | None) -> Self:
+        """The same options over other ranks."""
+        return dataclasses.replace(self, scope=self.scope.with_ranks(ranks))
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """Events of the chosen ranks after the step filter (and HTA rounding in compat mode)."""
+    """Events of the chosen ranks in the scope's steps (with HTA's rounding in compat mode)."""
 
     events: pl.DataFrame
-    steps_used: dict[int, list[int]]
+    steps: dict[int, RankSteps]
     hta_compat: bool
 
+    @property
+    def steps_used(self) -> dict[int, list[int]]:
+        """The steps each rank's numbers count."""
+        return {rank: list(steps.used) for rank, steps in self.steps.items()}
 
-_PreparedRank = tuple[pl.DataFrame, list[int]]
-_PreparedMask = tuple[pl.Series, list[int]]
 
-_MASK_COLUMNS = ("ph", "cat", "name", "stream", "correlation", "ts", "end", "dur")
-"""What the step filter reads: the mask is worked out on these alone, not on the whole frame."""
+_MASK_COLUMNS = ("ph", "cat", "name", "stream", "correlation", "ts", "end", "iteration")
+"""What the scope's row filter reads: the mask is worked out on these alone, not on the whole frame."""
 
 
 def _rounds(traces: TraceSet, rank: int, hta_compat: bool) -> bool:
     return hta_compat and traces.ranks[rank].meta.fractional_ts
 
 
-def _prepared_mask(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedMask:
-    """Which of the rank's rows `prepare` keeps (X events after the step filter), and the steps kept.
+def _scope_key(scope: Scope) -> tuple[Any, ...]:
+    return (scope.hta_compat, scope.steps)
+
+
+def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series, RankSteps]:
+    """Which of the rank's rows `prepare` keeps (X events in the scope's steps), and its steps.
 
     Kept on the loaded job (`TraceSet.derived`): a view that needs a few columns filters only
     those by the mask, instead of every view copying all ~35 columns twice.
     """
-    key = ("prepared_mask", rank, hta_compat, include_last_step)
-    cached: _PreparedMask | None = traces.derived.get(key)
+    key = ("prepared_mask", rank, *_scope_key(scope))
+    cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
     narrow = traces.ranks[rank].events.select(_MASK_COLUMNS)
-    if _rounds(traces, rank, hta_compat):
+    if _rounds(traces, rank, scope.hta_compat):
         narrow = round_like_hta(narrow)
-    keep, steps = _last_step_mask(narrow, include_last_step=include_last_step, hta_compat=hta_compat, x_only=True)
-    result = (keep, steps)
+    result = scope_mask(narrow, scope)
     traces.derived[key] = result
     return result
 
 
-def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool) -> _PreparedRank:
-    """Each rank's filtered events, kept on the loaded job (`TraceSet.derived`).
+def rank_steps_of(traces: TraceSet, rank: int, scope: Scope) -> RankSteps:
+    """How the scope's steps fall on a rank (from the same mask every view reads)."""
+    return _prepared_mask(traces, rank, scope)[1]
+
+
+def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFrame, RankSteps]:
+    """Each rank's events in scope, kept on the loaded job (`TraceSet.derived`).
 
     Every view starts from the same filtered events, and a screen asks for several views of one
-    job, so the filter runs once per (rank, compat, include_last_step) instead of per call.
+    job, so the filter runs once per (rank, mode, steps) instead of per call.
     """
-    key = ("prepared", rank, hta_compat, include_last_step)
-    cached: _PreparedRank | None = traces.derived.get(key)
+    key = ("prepared", rank, *_scope_key(scope))
+    cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
-    keep, steps = _prepared_mask(traces, rank, hta_compat, include_last_step)
+    keep, steps = _prepared_mask(traces, rank, scope)
     events = traces.ranks[rank].events.filter(keep)
-    if _rounds(traces, rank, hta_compat):
+    if _rounds(traces, rank, scope.hta_compat):
         events = round_like_hta(events)
     result = (events, steps)
     traces.derived[key] = result
@@ -103,14 +121,14 @@ def _prepared_rank(traces: TraceSet, rank: int, hta_compat: bool, include_last_s
 
 
 def _prepared_columns(
-    traces: TraceSet, rank: int, hta_compat: bool, include_last_step: bool, columns: tuple[str, ...]
-) -> _PreparedRank:
+    traces: TraceSet, rank: int, scope: Scope, columns: tuple[str, ...]
+) -> tuple[pl.DataFrame, RankSteps]:
     """`_prepared_rank`'s frame with only `columns`, filtering just those when the whole one is not made yet."""
-    whole: _PreparedRank | None = traces.derived.get(("prepared", rank, hta_compat, include_last_step))
+    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *_scope_key(scope)))
     if whole is not None:
         return whole[0].select(columns), whole[1]
-    keep, steps = _prepared_mask(traces, rank, hta_compat, include_last_step)
-    rounds = _rounds(traces, rank, hta_compat)
+    keep, steps = _prepared_mask(traces, rank, scope)
+    rounds = _rounds(traces, rank, scope.hta_compat)
     # Rounding recomputes dur from ts and end, so those come along when rounding.
     read = tuple(dict.fromkeys((*columns, "ts", "end", "dur"))) if rounds else columns
     events = traces.ranks[rank].events.select(read).filter(keep)
@@ -120,25 +138,24 @@ def _prepared_columns(
 
 
 def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
-    """Select ranks, apply HTA's ns rounding in compat mode, then drop the last ProfilerStep.
+    """The chosen ranks' complete events in the scope's steps (HTA's ns rounding first in compat mode).
 
     `columns`: only these columns of the events (cheaper on big ranks: only they are filtered).
     """
-    ranks = chosen_ranks(traces, options)
+    scope = options.scope
     frames: list[pl.DataFrame] = []
-    steps_used: dict[int, list[int]] = {}
-    for rank in ranks:
+    steps: dict[int, RankSteps] = {}
+    for rank in chosen_ranks(traces, options):
         if columns is None:
-            events, steps = _prepared_rank(traces, rank, options.hta_compat, options.include_last_step)
+            events, steps[rank] = _prepared_rank(traces, rank, scope)
         else:
-            events, steps = _prepared_columns(traces, rank, options.hta_compat, options.include_last_step, columns)
+            events, steps[rank] = _prepared_columns(traces, rank, scope, columns)
         frames.append(events)
-        steps_used[rank] = list(steps)
     if frames:
         events = pl.concat(frames, how="vertical")
     else:
         events = empty_events() if columns is None else empty_events().select(columns)
-    return Prepared(events=events, steps_used=steps_used, hta_compat=options.hta_compat)
+    return Prepared(events=events, steps=steps, hta_compat=scope.hta_compat)
 
 
 OptionsT = TypeVar("OptionsT", bound=CommonOptions)
@@ -182,7 +199,7 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
     """
     chosen = chosen_ranks(traces, options)
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
-    alone = dataclasses.replace(options, ranks=None)
+    alone = options.with_ranks(None)
     results: list[_T] = []
     for rank in chosen:
         # The rank's summary row goes along, so a view that answers from it still does.
@@ -198,56 +215,6 @@ def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
     return events.with_columns(ts=pl.col("ts").ceil(), end=pl.col("end").floor()).with_columns(
         dur=pl.col("end") - pl.col("ts")
     )
-
-
-def is_device_row(hta_compat: bool) -> pl.Expr:
-    """HTA's S2 'GPU kernel' rows (compat) or htatui's device rows with a launch correlation."""
-    if hta_compat:
-        # Categorical is_in matches as the text would, without a text copy of the column.
-        return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col(
-            "name"
-        ).is_in(["Event Sync", "Context Sync"])
-    return (
-        pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"]) & pl.col("correlation").is_not_null()
-    )
-
-
-def filter_last_step(
-    events: pl.DataFrame, *, include_last_step: bool, hta_compat: bool
-) -> tuple[pl.DataFrame, list[int]]:
-    """Drop the final ProfilerStep the way HTA does (docs/semantics-counters.md, steps); return the steps kept.
-
-    With fewer than two steps nothing is dropped. Host rows are kept when they start before
-    the last step starts (or, with include_last_step, by its end); device rows are kept only
-    when their correlation id belongs to a kept host row. Rows before the first step stay.
-    """
-    keep, steps = _last_step_mask(events, include_last_step=include_last_step, hta_compat=hta_compat, x_only=False)
-    return events.filter(keep), steps
-
-
-def _last_step_mask(
-    events: pl.DataFrame, *, include_last_step: bool, hta_compat: bool, x_only: bool
-) -> tuple[pl.Series, list[int]]:
-    """`filter_last_step`'s rows as a mask over `events` (and only X events when `x_only`)."""
-    x = (pl.col("ph") == "X") if x_only else pl.lit(True)
-    # The regex runs on the few distinct names, and rows are matched by category code, not text.
-    distinct = events["name"].unique()
-    is_step = distinct.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False)
-    step_codes = distinct.filter(is_step).to_physical()
-    step_rows = events.filter(x & pl.col("name").to_physical().is_in(step_codes.implode())).select(
-        "ts", "end", step=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
-    )
-    steps = sorted(set(step_rows["step"].to_list()))
-    if len(steps) < 2:
-        return events.select(keep=x.fill_null(False))["keep"], steps
-    last = step_rows.sort("ts").tail(1)
-    cutoff = pl.col("ts") <= last["end"][0] if include_last_step else pl.col("ts") < last["ts"][0]
-    device = is_device_row(hta_compat)
-    kept_correlations = events.filter(x & ~device & cutoff)["correlation"].drop_nulls().unique()
-    # One mask keeps file order: host rows by time, device rows by their launch's correlation.
-    keep = x & pl.when(device).then(pl.col("correlation").is_in(kept_correlations.implode())).otherwise(cutoff)
-    used = steps if include_last_step else [s for s in steps if s != last["step"][0]]
-    return events.select(keep=keep.fill_null(False))["keep"], used
 
 
 def gpu_events(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
@@ -387,7 +354,7 @@ def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tup
     """
     chosen = chosen_ranks(traces, options)
     extra = tuple((name, getattr(options, name)) for name in fields)
-    return (tuple(chosen), options.hta_compat, options.include_last_step, *extra)
+    return (tuple(chosen), *_scope_key(options.scope), *extra)
 
 
 def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:

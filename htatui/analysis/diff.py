@@ -14,17 +14,12 @@ from typing import Literal
 
 import polars as pl
 
-from htatui.analysis.common import (
-    GPU_ACTIVITY_CATS,
-    CommonOptions,
-    round_like_hta,
-    shorten_name,
-)
+from htatui.analysis.common import CommonOptions, prepare, rank_steps_of, round_like_hta, shorten_name
 from htatui.analysis.ranges import format_ranges
-from htatui.trace.frame import PROFILER_STEP
+from htatui.analysis.scope import Scope, Steps
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, HOST_WORK_CATS, PROFILER_STEP
 from htatui.trace.model import TraceSet
 
-Steps = Literal["common", "all"] | int
 By = Literal["all", "kernel", "op"]
 Status = Literal["added", "removed", "slower", "faster", "unchanged"]
 
@@ -33,19 +28,6 @@ OP = "op"
 MIXED = "mixed"
 """Compat mode groups by name across kinds (as HTA does); a name seen on both sides of the
 `stream != -1` split gets kind "mixed"."""
-
-OP_CATS = (
-    "cpu_op",
-    "user_annotation",
-    "cuda_runtime",
-    "cuda_driver",
-    "mtia_runtime",
-    "xpu_runtime",
-    "privateuse1_runtime",
-    "privateuse1_driver",
-)
-"""Host work compared by default: operators, annotations and runtime/driver calls (launches,
-syncs, copies issued). python_function frames, flows and GPU-side annotations are left out."""
 
 STEP_NAME = "ProfilerStep#*"
 """Default mode folds every ProfilerStep#N into one name, so the row compares step time."""
@@ -85,23 +67,21 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
 
 @dataclass(frozen=True)
 class DiffOptions(CommonOptions):
-    """What to compare and how.
+    """What to compare and how; the scope (ranks, steps, mode) is every view's.
 
     rank: one rank on both sides, or None for every rank of each side averaged (per-name counts
     and totals divided by the number of ranks on that side); compat mode's None is HTA's
     "first rank of each side". test_rank: a different rank for the test side (None = rank).
-    `ranks` (inherited) restricts the averaged set when rank is None.
-    steps: "common" = the step numbers both sides have (by position when they share none;
-    compat: HTA's default, the first step of each side), "all" = every step of each side,
-    N = step number N on both sides. Outside compat the last step is dropped first, as in
-    every view, unless include_last_step.
+    The scope's ranks restrict the averaged set when rank is None.
+    The scope's steps: default = the steps both sides count in every view (each rank's last step
+    left out), by number, else by position when they share none (compat: HTA's default, the first
+    step of each side); all = each side's whole trace; some steps = those steps on both sides.
     noise_pct / noise_us: a name is "unchanged" when its total moved by at most noise_pct % of
     the base total or by at most noise_us µs.
     """
 
     rank: int | None = None
     test_rank: int | None = None
-    steps: Steps = "common"
     by: By = "all"
     short_names: bool = False
     noise_pct: float = 5.0
@@ -110,12 +90,19 @@ class DiffOptions(CommonOptions):
 
 @dataclass(frozen=True)
 class Side:
-    """The ranks and steps chosen on one side (steps None = no step filter)."""
+    """The ranks and steps chosen on one side (steps None = the whole trace)."""
 
     label: str
     ranks: tuple[int, ...]
     steps: tuple[int, ...] | None
     available_steps: tuple[int, ...]
+    hta_compat: bool = False
+
+    @property
+    def scope(self) -> Scope:
+        """The side's scope, which every view of the side runs with."""
+        steps = Steps("all") if self.steps is None else Steps.of(self.steps)
+        return Scope(ranks=self.ranks, steps=steps, hta_compat=self.hta_compat)
 
 
 @dataclass(frozen=True)
@@ -147,7 +134,7 @@ def _describe_side(side: Side) -> str:
     ranks = ", ".join(map(str, side.ranks))
     rank_text = f"rank {ranks}" if len(side.ranks) == 1 else f"ranks {ranks} (averaged)"
     if side.steps is None:
-        step_text = "no ProfilerStep filter (no steps in the trace)" if not side.available_steps else "all events"
+        step_text = "whole trace (no ProfilerStep)" if not side.available_steps else "whole trace"
     else:
         count = len(side.steps)
         step_text = f"step{'s' if count != 1 else ''} {format_ranges(side.steps)}"
@@ -178,31 +165,25 @@ def _chosen_ranks(traces: TraceSet, rank: int | None, options: DiffOptions, labe
 def _step_numbers(
     traces: TraceSet, ranks: tuple[int, ...], options: DiffOptions
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The steps a side offers (ProfilerStep numbers of its ranks) and the last steps dropped
-    outside compat (every view drops each rank's last step unless include_last_step)."""
-    found: set[int] = set()
-    dropped: set[int] = set()
-    for rank in ranks:
-        steps = _profiler_steps(traces.ranks[rank].events)
-        if not options.hta_compat and not options.include_last_step and steps.height >= 2:
-            last = steps.sort("ts").tail(1)["step"][0]
-            dropped.add(last)
-            steps = steps.filter(pl.col("step") != last)
-        found.update(steps["step"].to_list())
+    """The steps a side's ranks count under the default scope and the steps that leaves out
+    (each rank's last step, as in every view); compat: every step of the job (HTA's symbol table)."""
     if options.hta_compat:
-        # HTA lists the step names of the whole job (its symbol table), not only the rank's.
-        for rank in traces.rank_ids:
-            found.update(_profiler_steps(traces.ranks[rank].events)["step"].to_list())
-    return tuple(sorted(found)), tuple(sorted(dropped - found))
+        found = {step for rank in traces.rank_ids for step in _every_step(traces, (rank,), hta_compat=True)}
+        return tuple(sorted(found)), ()
+    default = Scope(ranks=ranks)
+    used: set[int] = set()
+    left_out: set[int] = set()
+    for rank in ranks:
+        rank_steps = rank_steps_of(traces, rank, default)
+        used.update(rank_steps.used)
+        left_out.update(rank_steps.left_out)
+    return tuple(sorted(used)), tuple(sorted(left_out - used))
 
 
-def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
-    name = pl.col("name").cast(pl.Utf8)
-    return (
-        events.filter((pl.col("ph") == "X") & name.str.contains(PROFILER_STEP.pattern))
-        .select("ts", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
-        .drop_nulls("step")
-    )
+def _every_step(traces: TraceSet, ranks: tuple[int, ...], *, hta_compat: bool = False) -> tuple[int, ...]:
+    """Every ProfilerStep number of these ranks (compat: GPU-side copies counted, as HTA does)."""
+    scope = Scope(ranks=ranks, hta_compat=hta_compat)
+    return tuple(sorted({s for rank in ranks for s in rank_steps_of(traces, rank, scope).available}))
 
 
 def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Selection:
@@ -215,41 +196,46 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
     base_avail, base_dropped = _step_numbers(base, base_ranks, options)
     test_avail, test_dropped = _step_numbers(test, test_ranks, options)
     notes: list[str] = []
-    for label, dropped in (("base", base_dropped), ("test", test_dropped)):
-        if dropped:
-            notes.append(
-                f"{label}: last step {format_ranges(dropped)} left out (as in every view; --include-last-step keeps it)"
-            )
+    steps = options.scope.steps
+    if steps.kind == "default":
+        for label, dropped in (("base", base_dropped), ("test", test_dropped)):
+            if dropped:
+                notes.append(
+                    f"{label}: last step {format_ranges(dropped)} left out (as in every view; --steps all keeps it)"
+                )
     base_steps: tuple[int, ...] | None
     test_steps: tuple[int, ...] | None
-    steps = options.steps
-    if isinstance(steps, int) and not isinstance(steps, bool):
-        for label, avail in (("base", base_avail), ("test", test_avail)):
-            if steps not in avail:
+    if steps.kind == "some":
+        every_base = base_avail if options.hta_compat else _every_step(base, base_ranks)
+        every_test = test_avail if options.hta_compat else _every_step(test, test_ranks)
+        base_steps = tuple(s for s in every_base if steps.holds(s))
+        test_steps = tuple(s for s in every_test if steps.holds(s))
+        for label, chosen_steps, avail in (("base", base_steps, every_base), ("test", test_steps, every_test)):
+            if not chosen_steps:
                 raise ValueError(f"step {steps} is not in the {label} trace (steps: {format_ranges(avail)})")
-        base_steps = test_steps = (steps,)
-    elif steps == "all":
-        base_steps, test_steps = base_avail, test_avail
-    elif steps == "common":
+    elif steps.kind == "all":
         if options.hta_compat:
-            base_steps, test_steps = base_avail[:1], test_avail[:1]
-            notes.append("steps: the first step of each side (HTA's default)")
+            base_steps, test_steps = base_avail, test_avail
         else:
-            common = tuple(sorted(set(base_avail) & set(test_avail)))
-            if common:
-                base_steps = test_steps = common
-                notes.append(f"steps: the {len(common)} step(s) both sides have")
-            elif base_avail and test_avail:
-                k = min(len(base_avail), len(test_avail))
-                base_steps, test_steps = base_avail[:k], test_avail[:k]
-                notes.append(
-                    f"steps: no step numbers in common; aligned by position "
-                    f"(base {format_ranges(base_steps)} ↔ test {format_ranges(test_steps)})"
-                )
-            else:
-                base_steps, test_steps = base_avail, test_avail
+            base_steps = test_steps = None
+            notes.append("steps: each side's whole trace (--steps all)")
+    elif options.hta_compat:
+        base_steps, test_steps = base_avail[:1], test_avail[:1]
+        notes.append("steps: the first step of each side (HTA's default)")
     else:
-        raise ValueError(f"steps must be 'common', 'all' or a step number, not {steps!r}")
+        common = tuple(sorted(set(base_avail) & set(test_avail)))
+        if common:
+            base_steps = test_steps = common
+            notes.append(f"steps: the {len(common)} step(s) both sides have")
+        elif base_avail and test_avail:
+            k = min(len(base_avail), len(test_avail))
+            base_steps, test_steps = base_avail[:k], test_avail[:k]
+            notes.append(
+                f"steps: no step numbers in common; aligned by position "
+                f"(base {format_ranges(base_steps)} ↔ test {format_ranges(test_steps)})"
+            )
+        else:
+            base_steps, test_steps = base_avail, test_avail
     # A side without ProfilerSteps is compared whole (HTA refuses it; we say so instead).
     sides = []
     chosen: tuple[int, ...] | None
@@ -257,25 +243,13 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
         ("base", base_ranks, base_avail, base_steps),
         ("test", test_ranks, test_avail, test_steps),
     ):
-        if not avail:
+        if not avail and steps.kind != "some":
             if options.hta_compat:
                 raise ValueError(f"the {label} trace has no ProfilerStep (HTA's TraceDiff needs one)")
             notes.append(f"{label}: no ProfilerStep in the trace; every event is compared")
             chosen = None
-        sides.append(Side(label=label, ranks=ranks, steps=chosen, available_steps=avail))
+        sides.append(Side(label, ranks, chosen, avail, options.hta_compat))
     return Selection(base=sides[0], test=sides[1], notes=tuple(notes))
-
-
-def restrict(traces: TraceSet, side: Side) -> TraceSet:
-    """The side's ranks with only the events of its chosen steps (for the headline views)."""
-    ranks = {}
-    for rank in side.ranks:
-        rank_trace = traces.ranks[rank]
-        events = rank_trace.events
-        if side.steps is not None:
-            events = events.filter(pl.col("iteration").is_in(list(side.steps)))
-        ranks[rank] = rank_trace.with_events(events)
-    return TraceSet(ranks=ranks, problems=traces.problems, notes=traces.notes)
 
 
 # ---- per-name comparison --------------------------------------------------------------
@@ -291,13 +265,14 @@ def _compat_iteration() -> pl.Expr:
 
 
 def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFrame:
-    """(name, kind, dur) of every compared event of one side."""
+    """(name, kind, dur) of every compared event of one side: its scope's rows (compat: HTA's)."""
     frames = []
+    scoped = CommonOptions(side.scope)
     for rank in side.ranks:
         rank_trace = traces.ranks[rank]
-        events = rank_trace.events.filter((pl.col("ph") == "X") & pl.col("dur").is_not_null())
         cat = pl.col("cat").cast(pl.Utf8)
         if options.hta_compat:
+            events = rank_trace.events.filter((pl.col("ph") == "X") & pl.col("dur").is_not_null())
             # HTA keeps every timed row with a category except the "Trace" span.
             events = events.filter(cat.is_not_null() & (cat != "Trace"))
             if rank_trace.meta.fractional_ts:
@@ -305,11 +280,12 @@ def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFra
             events = events.with_columns(_compat_iteration())
             stream = pl.col("stream").fill_null(-1)
             kind = pl.when(stream != -1).then(pl.lit(KERNEL)).otherwise(pl.lit(OP))
+            if side.steps is not None:
+                events = events.filter(pl.col("iteration").is_in(list(side.steps)))
         else:
-            events = events.filter(cat.is_in([*GPU_ACTIVITY_CATS, *OP_CATS]))
+            events = prepare(traces, scoped.with_ranks((rank,)), columns=("cat", "name", "dur")).events
+            events = events.filter(cat.is_in([*GPU_ACTIVITY_CATS, *HOST_WORK_CATS]) & pl.col("dur").is_not_null())
             kind = pl.when(cat.is_in(GPU_ACTIVITY_CATS)).then(pl.lit(KERNEL)).otherwise(pl.lit(OP))
-        if side.steps is not None:
-            events = events.filter(pl.col("iteration").is_in(list(side.steps)))
         frames.append(events.select(name=pl.col("name").cast(pl.Utf8), kind=kind, dur=pl.col("dur")))
     rows = (
         pl.concat(frames, how="vertical")

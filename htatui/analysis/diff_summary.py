@@ -1,6 +1,6 @@
 """`htatui diff --summary`: the registry's headline views run on both sides, metric by metric.
 
-Each view runs on the side's chosen ranks restricted to its chosen steps (`diff.select_sides`);
+Each view runs with the side's scope, its chosen ranks and steps (`diff.select_sides`);
 times and counts are per rank, percentages and means averaged over the ranks.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Callable
 import polars as pl
 
 from htatui.analysis import views
-from htatui.analysis.diff import SUMMARY_SCHEMA, DiffOptions, restrict, select_sides
+from htatui.analysis.diff import SUMMARY_SCHEMA, DiffOptions, Selection, Side, select_sides
+from htatui.analysis.scope import Scope
 from htatui.analysis.views import headline_views
 from htatui.trace.model import TraceSet
 
@@ -62,10 +63,14 @@ def _per_rank(frame: pl.DataFrame, view: str, columns: list[str], n_ranks: int) 
     return out
 
 
-def _temporal(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
-    from htatui.analysis import temporal
+def _table(view_id: str, table: str, traces: TraceSet, scope: Scope) -> pl.DataFrame:
+    """A registered table of the view over the side's scope (the table `report` prints)."""
+    view = views.view(view_id)
+    return views.frame_of(views.make_table(view.table(table), traces, view.options(scope=scope)))[0]
 
-    frame = temporal.compute(traces, temporal.TemporalOptions(hta_compat=hta_compat, include_last_step=True))
+
+def _temporal(traces: TraceSet, scope: Scope, n_ranks: int) -> list[Metric]:
+    frame = _table("temporal", "main", traces, scope)
     columns = [
         "span_us",
         "idle_us",
@@ -78,10 +83,10 @@ def _temporal(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
     return _per_rank(frame, view_label("temporal"), columns, n_ranks)
 
 
-def _kernel_types(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+def _kernel_types(traces: TraceSet, scope: Scope, n_ranks: int) -> list[Metric]:
     from htatui.analysis import kernels
 
-    frame = kernels.compute_types(traces, kernels.KernelTypesOptions(hta_compat=hta_compat, include_last_step=True))
+    frame = _table("kernel-types", "main", traces, scope)
     overall = frame.filter(pl.col("rank") == kernels.ALL_RANKS)
     label = view_label("kernel-types")
     out: list[Metric] = []
@@ -93,17 +98,15 @@ def _kernel_types(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metr
     return out
 
 
-def _overlap(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
-    from htatui.analysis import overlap
-
-    frame = overlap.compute(traces, overlap.OverlapOptions(hta_compat=hta_compat, include_last_step=True))
+def _overlap(traces: TraceSet, scope: Scope, n_ranks: int) -> list[Metric]:
+    frame = _table("overlap", "main", traces, scope)
     return _per_rank(frame, view_label("overlap"), ["overlap_pct"], n_ranks)
 
 
-def _idle(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
+def _idle(traces: TraceSet, scope: Scope, n_ranks: int) -> list[Metric]:
     from htatui.analysis import idle
 
-    frame = idle.compute(traces, idle.IdleOptions(hta_compat=hta_compat, include_last_step=True))
+    frame = _table("idle", "main", traces, scope)
     totals = frame.group_by("category").agg(pl.col("idle_us").sum())
     by_category = {str(c): float(v) for c, v in totals.iter_rows()}
     grand = sum(by_category.values())
@@ -118,10 +121,8 @@ def _idle(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
     return out
 
 
-def _launch(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
-    from htatui.analysis import launch
-
-    frame = launch.summary(traces, launch.LaunchOptions(hta_compat=hta_compat, include_last_step=True))
+def _launch(traces: TraceSet, scope: Scope, n_ranks: int) -> list[Metric]:
+    frame = _table("launch", "summary", traces, scope)
     columns = [
         "count",
         "cpu_mean_us",
@@ -135,7 +136,7 @@ def _launch(traces: TraceSet, hta_compat: bool, n_ranks: int) -> list[Metric]:
     return _per_rank(frame, view_label("launch"), columns, n_ranks)
 
 
-HEADLINE_METRICS: dict[str, Callable[[TraceSet, bool, int], list[Metric]]] = {
+HEADLINE_METRICS: dict[str, Callable[[TraceSet, Scope, int], list[Metric]]] = {
     "temporal": _temporal,
     "kernel-types": _kernel_types,
     "overlap": _overlap,
@@ -145,18 +146,18 @@ HEADLINE_METRICS: dict[str, Callable[[TraceSet, bool, int], list[Metric]]] = {
 """The metrics each headline view of the registry contributes (views.View.headline)."""
 
 
-def _side_metrics(traces: TraceSet, hta_compat: bool) -> list[Metric]:
-    n_ranks = max(len(traces.rank_ids), 1)
+def _side_metrics(traces: TraceSet, side: Side) -> list[Metric]:
+    n_ranks = max(len(side.ranks), 1)
     out: list[Metric] = []
     for headline in headline_views():
-        out.extend(HEADLINE_METRICS[headline.id](traces, hta_compat, n_ranks))
+        out.extend(HEADLINE_METRICS[headline.id](traces, side.scope, n_ranks))
     return out
 
 
-def summary_from_sides(base: TraceSet, test: TraceSet, hta_compat: bool) -> pl.DataFrame:
-    """The long frame of `summary` for two already restricted sides."""
-    base_rows = _side_metrics(base, hta_compat)
-    test_rows = _side_metrics(test, hta_compat)
+def summary_from_sides(base: TraceSet, test: TraceSet, selection: Selection) -> pl.DataFrame:
+    """The long frame of `summary` for the sides `selection` chose."""
+    base_rows = _side_metrics(base, selection.base)
+    test_rows = _side_metrics(test, selection.test)
     order: list[tuple[str, str]] = []
     additive: dict[tuple[str, str], bool] = {}
     values: dict[str, dict[tuple[str, str], float | None]] = {"base": {}, "test": {}}
@@ -190,10 +191,9 @@ def summary(base: TraceSet, test: TraceSet, options: DiffOptions | None = None) 
     """The headline views of both sides on the chosen ranks and steps: view, metric, base,
     test, delta (test − base).
 
-    Each view runs on the side's chosen ranks restricted to its chosen steps (so the views do
-    not drop another last step). Times and counts are per rank: summed over the side's ranks
-    and divided by their number; percentages and means are averaged over the ranks.
+    Each view runs with the side's scope (its chosen ranks and steps), the table `report` prints
+    for that scope. Times and counts are per rank: summed over the side's ranks and divided by
+    their number; percentages and means are averaged over the ranks.
     """
     options = options or DiffOptions()
-    selection = select_sides(base, test, options)
-    return summary_from_sides(restrict(base, selection.base), restrict(test, selection.test), options.hta_compat)
+    return summary_from_sides(base, test, select_sides(base, test, options))

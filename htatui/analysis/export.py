@@ -163,7 +163,7 @@ def counter_events(
     if QUEUE_LENGTH in kinds:
         series = queue.series(
             traces,
-            queue.QueueOptions(ranks=(rank,), hta_compat=base.hta_compat, include_last_step=base.include_last_step),
+            queue.QueueOptions(base.scope.with_ranks((rank,))),
         )
         pids = _stream_pids(rank_trace.events)
         out.extend(
@@ -185,9 +185,7 @@ def counter_events(
     if MEMORY_BW in kinds:
         series = membw.series(
             traces,
-            membw.MemoryBandwidthOptions(
-                ranks=(rank,), hta_compat=base.hta_compat, include_last_step=base.include_last_step
-            ),
+            membw.MemoryBandwidthOptions(base.scope.with_ranks((rank,))),
         )
         pids_by_kind = _copy_pids(rank_trace.events)
         out.extend(

@@ -26,16 +26,16 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.common import (
-    GPU_ACTIVITY_CATS,
     IDLE_CATS_COMPAT,
     CommonOptions,
-    is_device_row,
     memoised,
     prepare,
     selection_key,
 )
 from htatui.analysis.knobs import knob
+from htatui.analysis.scope import is_hta_device_row
 from htatui.analysis.temporal import round_like_numpy
+from htatui.trace.kineto import DEVICE_CATS, GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
 
 HOST_WAIT = "host_wait"
@@ -166,9 +166,7 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
     Compat: HTA's partner is the last host row (complement of selector S2) in file order with
     that correlation id. Corrected: the earliest host row with that correlation id.
     """
-    device = (
-        is_device_row(compat) if compat else pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "cuda_sync", "mtia_ccp_events"])
-    )
+    device = is_hta_device_row() if compat else pl.col("cat").is_in(DEVICE_CATS)
     host = events.filter(~device & pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
     if compat:
         return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").get(pl.col("index").arg_max()))

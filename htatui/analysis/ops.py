@@ -5,8 +5,9 @@ Per rank and row name, the rows key_averages lists for the host: operators, user
 each with its `kind`; optionally the device rows too (kernels, copies, memsets, GPU
 annotations). Counts and times follow the profiler's own event tree (`op_events`): self CPU =
 duration minus the children's, GPU self = the work it launched itself, GPU total = its subtree's.
-docs/semantics-ops.md has the rules. Default mode keeps every step, as key_averages does;
-HTA-compatible mode applies HTA's ns rounding and last-step filter before the same rules.
+docs/semantics-ops.md has the rules. Like every view, the table covers the scope's steps;
+`--steps all` keeps every event, as key_averages does. HTA-compatible mode applies HTA's ns
+rounding and last-step filter before the same rules.
 """
 
 from __future__ import annotations
@@ -16,9 +17,18 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import op_events
-from htatui.analysis.common import CommonOptions, each_rank, gc_paused, memoised, prepare, selection_key
+from htatui.analysis.common import (
+    CommonOptions,
+    each_rank,
+    gc_paused,
+    memoised,
+    prepare,
+    rank_steps_of,
+    selection_key,
+)
 from htatui.analysis.knobs import knob
 from htatui.analysis.op_events import DEVICE_KINDS, HOST_KINDS
+from htatui.analysis.scope import in_steps
 from htatui.trace.model import TraceSet
 from htatui.trace.op_args import read_op_args
 
@@ -116,9 +126,10 @@ _TREE_COLUMNS = (
 def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     """The profiler's event tree of the chosen ranks (`op_events.build`).
 
-    Default: every event, as the profiler keeps every step. Compat: HTA's ns rounding and last
-    step filter (`prepare`) first. Built once per job and selection, and shared by the ops
-    table, its bars, the op tree and the patterns' operator suggestions.
+    The events of the scope's steps (`--steps all`: every event, as `prof.key_averages()` counts
+    them). Compat: HTA's ns rounding and last step filter (`prepare`) first. Built once per job
+    and selection, and shared by the ops table, its bars, the op tree and the patterns' operator
+    suggestions.
     """
     return memoised(traces, ("ops.tree", *selection_key(traces, options)), lambda: _tree(traces, options))
 
@@ -133,9 +144,12 @@ def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
 def _rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     if options.hta_compat:
         return op_events.build(prepare(part, options).events)
-    # X events and instants (a `[memory]` instant outside every event is a row of its own).
+    # X events and instants (a `[memory]` instant outside every event is a row of its own), in
+    # the scope's steps.
     (rank,) = part.ranks.values()
-    return op_events.build(rank.events.select(_TREE_COLUMNS).filter(pl.col("ph").is_in(["X", "i"])))
+    held = in_steps(rank_steps_of(part, rank.rank, options.scope))
+    events = rank.events.select(*_TREE_COLUMNS, "iteration").filter(pl.col("ph").is_in(["X", "i"]) & held)
+    return op_events.build(events.drop("iteration"))
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:

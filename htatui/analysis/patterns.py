@@ -203,7 +203,7 @@ def _gpu_roots(
 
 
 def _with_rank(options: PatternsOptions, rank: int) -> CommonOptions:
-    return CommonOptions(ranks=(rank,), hta_compat=options.hta_compat, include_last_step=options.include_last_step)
+    return CommonOptions(options.scope.with_ranks((rank,)))
 
 
 def _table(roots: pl.DataFrame) -> pl.DataFrame:
@@ -259,7 +259,7 @@ def operators(traces: TraceSet, options: PatternsOptions, count: int = 4) -> pl.
         return pl.DataFrame(schema=OPERATOR_COLUMNS)
     table = ops.compute(
         traces,
-        ops.OpsOptions(ranks=(rank,), hta_compat=options.hta_compat, include_last_step=options.include_last_step),
+        ops.OpsOptions(options.scope.with_ranks((rank,))),
     )
     names = (
         table.filter((pl.col("gpu_total_us") > 0) & ~pl.col("name").str.starts_with("ProfilerStep"))

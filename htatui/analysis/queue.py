@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import CommonOptions, is_device_row, memoised, prepare, selection_key
+from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.analysis.launch import (
     DEVICE_WORK_CATS,
@@ -30,6 +30,7 @@ from htatui.analysis.launch import (
     MEMORY_LAUNCH_APIS,
     MTIA_LAUNCH,
 )
+from htatui.analysis.scope import is_hta_device_row
 from htatui.trace.model import TraceSet
 
 CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
@@ -219,12 +220,12 @@ def _compat_steps(events: pl.DataFrame) -> pl.DataFrame:
     # and that row is not the file's first event (index_correlation holds the partner's
     # position, and 0 reads as "no partner").
     s2_correlations = (
-        rows.filter(is_device_row(True) & (correlation != -1) & (pl.col("index") > 0))
+        rows.filter(is_hta_device_row() & (correlation != -1) & (pl.col("index") > 0))
         .select("rank", correlation=correlation)
         .unique()
     )
     runtime = (
-        rows.filter(pl.col("name").is_in(HTA_ENQUEUE_APIS) & ~is_device_row(True))
+        rows.filter(pl.col("name").is_in(HTA_ENQUEUE_APIS) & ~is_hta_device_row())
         .with_columns(correlation=correlation)
         .filter(pl.col("correlation") != -1)
         .join(s2_correlations, on=["rank", "correlation"], how="semi")

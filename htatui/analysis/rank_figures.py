@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import GPU_ACTIVITY_CATS
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 
 
 @dataclass(frozen=True)

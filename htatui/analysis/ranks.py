@@ -37,7 +37,7 @@ from htatui.analysis.common import (
     shorten_name,
 )
 from htatui.analysis.temporal import typed_gpu_events
-from htatui.trace.frame import PROFILER_STEP
+from htatui.trace.kineto import PROFILER_STEP
 from htatui.trace.model import TraceSet
 
 KERNELS = "communication kernels"
@@ -439,7 +439,7 @@ def _fmt_us(value: float) -> str:
 def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     """The rank × step matrix, the collective calls and their waits, stragglers and collectives."""
     prepared, step_table = _rank_inputs(traces, options)
-    events = with_host_steps(prepared.events)
+    events = prepared.events
     rank_count = len(prepared.steps_used)
     step_table = step_table.filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
@@ -480,51 +480,9 @@ def _rank_inputs(traces: TraceSet, options: RanksOptions) -> tuple[Prepared, pl.
 
     parts = each_rank(traces, options, one_rank)
     events = pl.concat([prepared.events for prepared, _ in parts], how="vertical")
-    steps_used = {rank: steps for prepared, _ in parts for rank, steps in prepared.steps_used.items()}
+    steps = {rank: rank_steps for prepared, _ in parts for rank, rank_steps in prepared.steps.items()}
     step_table = pl.concat([table for _, table in parts], how="vertical")
-    return Prepared(events, steps_used, options.hta_compat), step_table
-
-
-_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
-
-
-def with_host_steps(events: pl.DataFrame) -> pl.DataFrame:
-    """`iteration` from the host ProfilerStep spans only: a host row takes the step whose span
-    holds its start, a device row the step of its launch (same rank and correlation).
-
-    The loader's `iteration` also counts the GPU-side `gpu_user_annotation` ProfilerStep copies,
-    which start later and can end earlier than the host step: host ops late in the step then get
-    no step (amd_trace: `Optimizer.step#SGD.step`).
-    """
-    name = pl.col("name").cast(pl.Utf8)
-    steps = (
-        events.filter(name.str.contains(PROFILER_STEP.pattern) & (pl.col("cat").cast(pl.Utf8) != "gpu_user_annotation"))
-        .select("rank", _ts="ts", _end="end", _step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
-        .drop_nulls()
-        .sort("_ts")
-    )
-    if steps.height == 0:
-        return events
-    device = pl.col("cat").cast(pl.Utf8).is_in(_DEVICE_CATS) & pl.col("correlation").is_not_null()
-    rows = events.select("rank", "ts", "correlation", _device=device).with_row_index("_row")
-    host = (
-        rows.filter(~pl.col("_device") & pl.col("ts").is_not_null())
-        .sort("ts")
-        .join_asof(steps, left_on="ts", right_on="_ts", by="rank", strategy="backward", check_sortedness=False)
-        .select("_row", "rank", "correlation", _step=pl.when(pl.col("ts") < pl.col("_end")).then(pl.col("_step")))
-    )
-    launches = (
-        host.filter(pl.col("correlation").is_not_null() & pl.col("_step").is_not_null())
-        .group_by("rank", "correlation")
-        .agg(_launch=pl.col("_step").first())
-    )
-    step_of_row = (
-        rows.join(host.select("_row", "_step"), on="_row", how="left")
-        .join(launches, on=["rank", "correlation"], how="left")
-        .sort("_row")
-        .select(pl.when(pl.col("_device")).then(pl.col("_launch")).otherwise(pl.col("_step")).alias("iteration"))
-    )
-    return events.with_columns(step_of_row["iteration"])
+    return Prepared(events, steps, options.hta_compat), step_table
 
 
 def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:
@@ -540,9 +498,7 @@ def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.
 
 
 def _steps_options(options: RanksOptions) -> steps_view.StepsOptions:
-    return steps_view.StepsOptions(
-        ranks=options.ranks, hta_compat=options.hta_compat, include_last_step=options.include_last_step
-    )
+    return steps_view.StepsOptions(options.scope)
 
 
 def _matrix(

@@ -18,7 +18,7 @@ import polars as pl
 
 from htatui.analysis.common import COMMUNICATION, CommonOptions, kernel_type, prepare, round_like_hta
 from htatui.analysis.knobs import knob
-from htatui.trace.frame import PROFILER_STEP
+from htatui.trace.kineto import step_spans
 from htatui.trace.model import TraceSet
 
 COLUMNS: dict[str, pl.DataType] = {
@@ -68,36 +68,25 @@ def _empty_stragglers(message: str) -> StragglerResult:
 
 
 def compute(traces: TraceSet, options: StepsOptions) -> pl.DataFrame:
-    """rank, step, start_us, dur_us, used: each rank's ProfilerStep spans (host side)."""
-    # Only the kept steps are read, so no event column needs filtering.
+    """rank, step, start_us, dur_us, used: each rank's host ProfilerStep spans; used when the scope counts it."""
+    # Only the steps are read, so no event column needs filtering.
     prepared = prepare(traces, options, columns=("rank",))
     frames: list[pl.DataFrame] = []
-    for rank, used in prepared.steps_used.items():
+    for rank, rank_steps in prepared.steps.items():
         rank_trace = traces.ranks[rank]
-        events = rank_trace.events
-        # Match the regex on the distinct names only, then pick the rows by category value.
-        names = events["name"].unique().cast(pl.Utf8)
-        step_names = names.filter(names.str.contains(PROFILER_STEP.pattern))
-        events = events.filter(
-            pl.col("name").is_in(step_names.implode())
-            & (pl.col("ph") == "X")
-            & (pl.col("cat") != "gpu_user_annotation")
-        )
+        spans = step_spans(rank_trace.events.select("ph", "cat", "name", "ts", "end", "dur"))
         if options.hta_compat and rank_trace.meta.fractional_ts:
-            events = round_like_hta(events)
-        name = pl.col("name").cast(pl.Utf8)
-        steps = (
-            events.select(
+            spans = round_like_hta(spans)
+        used = pl.Series(rank_steps.used, dtype=pl.Int64).implode()
+        frames.append(
+            spans.unique("step", keep="first", maintain_order=True).select(
                 rank=pl.lit(rank, dtype=pl.Int32),
-                step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
-                start_us=pl.col("ts"),
-                dur_us=pl.col("dur"),
+                step="step",
+                start_us="ts",
+                dur_us="dur",
+                used=pl.col("step").is_in(used),
             )
-            .sort("start_us")
-            .unique("step", keep="first", maintain_order=True)
-            .with_columns(used=pl.col("step").is_in(pl.Series(used, dtype=pl.Int64).implode()))
         )
-        frames.append(steps)
     if not frames:
         return pl.DataFrame(schema=COLUMNS)
     out = pl.concat(frames, how="vertical").sort("rank", "step")

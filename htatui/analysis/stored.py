@@ -14,13 +14,18 @@ import polars as pl
 
 from htatui.analysis.comm_rules import comm_rules
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.trace.model import TraceSet
 
 
 def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | None:
     """The chosen ranks' stored rows (ranks with GPU activity) if `options` are the defaults, else None."""
     summary = traces.summary
-    if summary is None or dataclasses.replace(options, ranks=None) != type(options)():
+    if (
+        summary is None
+        or dataclasses.replace(options, scope=Scope()) != type(options)()
+        or not options.scope.is_default
+    ):
         return None
     if summary.height and summary["comm_rules"][0] != comm_rules().fingerprint:
         return None
@@ -28,15 +33,6 @@ def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | Non
     if options.ranks is not None:
         rows = rows.filter(pl.col("rank").is_in(list(options.ranks)))
     return rows.sort("rank")
-
-
-def stored_steps_used(traces: TraceSet, options: CommonOptions) -> dict[int, list[int]] | None:
-    """The steps the default step filter keeps on each chosen rank, if stored and the options are default."""
-    summary = traces.summary
-    if summary is None or dataclasses.replace(options, ranks=None) != CommonOptions():
-        return None
-    rows = summary if options.ranks is None else summary.filter(pl.col("rank").is_in(list(options.ranks)))
-    return dict(zip(rows["rank"].to_list(), rows["steps_used"].to_list(), strict=True))
 
 
 def stored_memory_events(traces: TraceSet) -> int | None:

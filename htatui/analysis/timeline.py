@@ -21,7 +21,8 @@ import polars as pl
 
 from htatui.analysis import membw, queue
 from htatui.analysis.common import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, merge_intervals
-from htatui.trace.frame import PROFILER_STEP
+from htatui.analysis.scope import Scope
+from htatui.trace.kineto import step_spans
 from htatui.trace.model import TraceSet
 
 THREAD = "thread"
@@ -317,22 +318,9 @@ def _depths(host: pl.DataFrame) -> pl.DataFrame:
 
 
 def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
-    names = events["name"].unique().cast(pl.Utf8)
-    step_names = names.filter(names.str.contains(PROFILER_STEP.pattern))
-    rows = events.filter(
-        pl.col("name").is_in(step_names.implode())
-        & (pl.col("ph") == "X")
-        & (pl.col("cat").cast(pl.Utf8) != "gpu_user_annotation")
-    )
-    return (
-        rows.select(
-            step=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
-            start_us=pl.col("ts"),
-            end_us=pl.col("ts") + pl.col("dur"),
-        )
-        .sort("start_us")
-        .unique("step", keep="first", maintain_order=True)
-    )
+    """step, start_us, end_us of the rank's host ProfilerStep spans, by start."""
+    spans = step_spans(events).unique("step", keep="first", maintain_order=True)
+    return spans.select("step", start_us="ts", end_us="end")
 
 
 def build_index(traces: TraceSet, rank: int) -> RankIndex:
@@ -387,7 +375,7 @@ def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]
     if kind not in index.counters_added:
         index.counters_added.add(kind)
         if kind == "queue":
-            series = queue.series(traces, queue.QueueOptions(ranks=(index.rank,)))
+            series = queue.series(traces, queue.QueueOptions(Scope(ranks=(index.rank,))))
             for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
                 spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter=kind, name=f"queue s{stream}")
                 index.rows.append(spec)
@@ -395,7 +383,7 @@ def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]
                     "ts_us", value=pl.col("queue_length").cast(pl.Float64)
                 )
         elif kind == "membw":
-            series = membw.series(traces, membw.MemoryBandwidthOptions(ranks=(index.rank,)))
+            series = membw.series(traces, membw.MemoryBandwidthOptions(Scope(ranks=(index.rank,))))
             for (copy,), part in series.sort("copy_kind", "ts_us").group_by(["copy_kind"], maintain_order=True):
                 spec = RowSpec(index.rank, COUNTER, -1, counter=kind, name=f"bw {copy}")
                 index.rows.append(spec)

@@ -38,10 +38,7 @@ from htatui.trace.decode import (
     TraceDoc,
 )
 from htatui.trace.frame import (
-    _DEVICE_ARG_CATS,
     _DEVICE_COLUMNS,
-    _HOST_ARG_CATS,
-    CATEGORY_ALIASES,
     _categories,
     _floats,
     _ints,
@@ -51,6 +48,7 @@ from htatui.trace.frame import (
     finish_rows,
 )
 from htatui.trace.frame import _dims as frame_dims
+from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
 from htatui.trace.model import TraceMeta
 from htatui.trace.read import TraceSource
 
@@ -141,9 +139,9 @@ def _tolerant(event: Event) -> FlatEvent:
         decoder: msgspec.json.Decoder[Any] | None = None
         if event.ph == "M":
             decoder = META_ARGS_DECODER
-        elif event.cat in _HOST_ARG_CATS:
+        elif event.cat in HOST_ARG_CATS:
             decoder = HOST_ARGS_DECODER
-        elif event.cat in _DEVICE_ARG_CATS:
+        elif event.cat in DEVICE_ARG_CATS:
             decoder = DEVICE_ARGS_DECODER
         if decoder is not None:
             try:
@@ -313,8 +311,8 @@ def _add_metadata(acc: _Accumulated, events: list[FlatEvent]) -> None:
 def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: dict[str, int]) -> pl.DataFrame:
     """A piece's columns (FlatEvent's fields, in order) as the frame `build_frame` makes of them."""
     phs, cats, names, pids, tids, ts, dur, ids, args = columns
-    is_host = list(map(_HOST_ARG_CATS.__contains__, cats))
-    is_device = list(map(_DEVICE_ARG_CATS.__contains__, cats))
+    is_host = list(map(HOST_ARG_CATS.__contains__, cats))
+    is_device = list(map(DEVICE_ARG_CATS.__contains__, cats))
     with_args = pl.Series(is_host, dtype=pl.Boolean) | pl.Series(is_device, dtype=pl.Boolean)
     correlation, external_id, stream, kernel = _transpose(map(_HOST_KEYS, args), 4)
     converted = {"correlation": _ints(correlation), "external_id": _ints(external_id)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import attrgetter
@@ -21,46 +20,17 @@ from htatui.trace.decode import (
     HostArgs,
     TraceDoc,
 )
+from htatui.trace.kineto import (
+    CATEGORY_ALIASES,
+    DEVICE_ARG_CATS,
+    DEVICE_CATS,
+    GPU_ANNOTATION,
+    HOST_ARG_CATS,
+    is_device_row,
+    step_number,
+)
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
 
-# 2021-era Kineto wrote capitalised categories; they are stored under today's names.
-CATEGORY_ALIASES = {
-    "Kernel": "kernel",
-    "Memcpy": "gpu_memcpy",
-    "Memset": "gpu_memset",
-    "Runtime": "cuda_runtime",
-    "Operator": "cpu_op",
-    "Driver": "cuda_driver",
-    "User Annotation": "user_annotation",
-    "gpu_user_Annotation": "gpu_user_annotation",
-}
-
-PROFILER_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events")
-
-
-# Host categories whose args carry correlation / External id / stream; device categories
-# carry the kernel and copy details. Everything else (python_function, flows, instants) has
-# no args htatui reads, so its args are never decoded.
-_HOST_ARG_CATS = frozenset(
-    {
-        "cpu_op",
-        "cuda_runtime",
-        "cuda_driver",
-        "user_annotation",
-        "gpu_user_annotation",
-        "mtia_runtime",
-        "xpu_runtime",
-        "privateuse1_runtime",
-        "privateuse1_driver",
-        "Runtime",
-        "Operator",
-        "Driver",
-    }
-)
-_DEVICE_ARG_CATS = frozenset(
-    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", "Kernel", "Memcpy", "Memset"}
-)
 _HOST_FIELDS = ("correlation", "stream", "external_id", "kernel")
 _DEVICE_FIELDS = tuple(f for f in DeviceArgs.__struct_fields__)
 
@@ -188,8 +158,8 @@ def build_frame(all_events: list[Event], warnings: list[str] | None = None) -> p
             "flow_id": _ints(list(map(attrgetter("id"), events))),
         }
     )
-    host_rows = [i for i, c in enumerate(cats) if c in _HOST_ARG_CATS]
-    device_rows = [i for i, c in enumerate(cats) if c in _DEVICE_ARG_CATS]
+    host_rows = [i for i, c in enumerate(cats) if c in HOST_ARG_CATS]
+    device_rows = [i for i, c in enumerate(cats) if c in DEVICE_ARG_CATS]
     host = _decode_args(events, host_rows, HOST_ARGS_DECODER, HostArgs())
     device = _decode_args(events, device_rows, DEVICE_ARGS_DECODER, DeviceArgs())
     # Raw args point into the whole JSON buffer; dropping them lets the caller free it now.
@@ -241,7 +211,7 @@ def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
         flow_id=pl.when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.col("flow_id")),
         device=pl.when(pl.col("device").is_not_null())
         .then(pl.col("device"))
-        .when(pl.col("cat").is_in(_GPU_CATS))
+        .when(pl.col("cat").is_in(DEVICE_CATS))
         .then(pl.col("pid").cast(pl.Utf8).cast(pl.Int64, strict=False)),
     )
     return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items() if name != "iteration"])
@@ -255,9 +225,12 @@ def finish_pieces(frame: pl.DataFrame) -> pl.DataFrame:
 def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     """Each event's ProfilerStep number, as HTA assigns it (docs/semantics-counters.md, steps), corrected.
 
-    Host rows take the step whose [ts, end) holds their start; device rows with a correlation
-    inherit the step of the host row with the same correlation id (on every stream, including
-    the AMD default stream 0 that HTA leaves out).
+    Host rows take the step whose host span [ts, end) holds their start; device rows with a
+    correlation inherit the step of the host row with the same correlation id (on every stream,
+    including the AMD default stream 0 that HTA leaves out). Device rows whose launch is not in
+    the trace, and rows outside every step, have none. The GPU-side `gpu_user_annotation` copies
+    of ProfilerStep are not step spans (HTA counts them: they start late and end early, so host
+    rows near a step's end fell into the wrong step or none).
     """
     # Worked out a chunk at a time on the few columns it reads: over a frame joined from many
     # pieces, whole-frame expressions held several full-length temporaries (the loader's peak).
@@ -266,10 +239,10 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     steps = (
         pl.concat(
             [
-                piece.filter(pl.col("ph") == "X").select(
+                piece.filter((pl.col("ph") == "X") & (pl.col("cat") != GPU_ANNOTATION)).select(
                     step_ts=pl.col("ts"),
                     step_end=pl.col("end"),
-                    iteration=pl.col("name").cast(pl.Utf8).str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64),
+                    iteration=step_number(pl.col("name").cast(pl.Utf8)),
                 )
                 for piece in pieces
             ]
@@ -281,7 +254,7 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.with_columns(iteration=_chunked_like(pl.Series([None] * frame.height, dtype=pl.Int64), frame))
     # Each piece's result in one chunk (polars may split its work): chunked like the frame.
     by_start = pl.concat([_by_start(piece, steps).rechunk() for piece in pieces], rechunk=False)
-    is_device = pl.col("cat").is_in(_GPU_CATS) & pl.col("correlation").is_not_null()
+    is_device = is_device_row()
     host = ~is_device & pl.col("correlation").is_not_null() & pl.col("iteration").is_not_null()
     host_steps = (
         cols.select("cat", "correlation")

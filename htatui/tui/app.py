@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,8 +14,10 @@ from textual.signal import Signal
 
 from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.describe import scope_steps
 from htatui.analysis.diff import DiffOptions
 from htatui.analysis.ranges import format_ranges
+from htatui.analysis.scope import Scope, Steps, describe
 from htatui.analysis.views import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
@@ -38,7 +40,6 @@ from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen
-from htatui.tui.steps import steps_in_use, steps_label
 from htatui.tui.themed_app import ThemedApp
 
 
@@ -49,7 +50,7 @@ class Settings:
     paths: tuple[SourcePath, ...]
     use_cache: bool = True
     hta_compat: bool = False
-    include_last_step: bool = False
+    steps: Steps = field(default_factory=Steps)
     max_workers: int | None = None
 
 
@@ -167,7 +168,8 @@ class HtaTuiApp(ThemedApp):
         self.settings = settings
         self.traces: TraceSet | None = None
         self.selected_ranks: tuple[int, ...] | None = None
-        self.steps_used: dict[int, list[int]] = {}
+        self.chosen_steps = settings.steps
+        self.scope_text = ""
         self._preloaded = traces
         self.load_notes: tuple[str, ...] = ()
         super().__init__(theme)
@@ -193,12 +195,8 @@ class HtaTuiApp(ThemedApp):
         self.load_notes = tuple(message.traces.notes)
 
     # ---- the selection every view follows -----------------------------------------------
-    def common_options(self) -> CommonOptions:
-        return CommonOptions(
-            ranks=self.selected_ranks,
-            hta_compat=self.settings.hta_compat,
-            include_last_step=self.settings.include_last_step,
-        )
+    def scope(self) -> Scope:
+        return Scope(ranks=self.selected_ranks, steps=self.chosen_steps, hta_compat=self.settings.hta_compat)
 
     def set_ranks(self, ranks: Iterable[int] | None) -> None:
         """Select ranks (None or every rank means all); each view recomputes when it shows."""
@@ -218,7 +216,7 @@ class HtaTuiApp(ThemedApp):
 
     def _update_steps(self) -> None:
         if self.traces is not None:
-            self.steps_used = steps_in_use(self.traces, self.common_options())
+            self.scope_text = describe(scope_steps(self.traces, CommonOptions(self.scope())), self.scope())
 
     @property
     def trace_label(self) -> str:
@@ -236,7 +234,7 @@ class HtaTuiApp(ThemedApp):
 
     @property
     def steps_label(self) -> str:
-        return steps_label(self.steps_used) if self.traces is not None else "…"
+        return self.scope_text if self.traces is not None else "…"
 
     def view_order(self) -> list[tuple[str, str]]:
         memory = memory_page_shown(self.traces)
@@ -277,9 +275,7 @@ class HtaTuiApp(ThemedApp):
         def compare(test_path: SourcePath | None) -> None:
             if test_path is None:
                 return
-            options = DiffOptions(
-                hta_compat=self.settings.hta_compat, include_last_step=self.settings.include_last_step
-            )
+            options = DiffOptions(Scope(steps=self.chosen_steps, hta_compat=self.settings.hta_compat))
             base_path = self.settings.paths[0]
             self.push_screen(
                 DiffScreen(base_path, test_path, options, use_cache=self.settings.use_cache, base_traces=base_traces)
@@ -335,7 +331,7 @@ class HtaTuiApp(ThemedApp):
         traces = self.traces
         if traces is None:
             return
-        options = self.common_options()
+        options = CommonOptions(self.scope())
 
         def job(
             ranks: tuple[int, ...] | None,

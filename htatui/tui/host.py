@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from textual.screen import Screen
 from textual.signal import Signal
 
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet
 
 
@@ -26,7 +26,9 @@ class AnalysisHost(Protocol):
     selected_ranks: tuple[int, ...] | None
     selection_signal: Signal[tuple[int, ...] | None]
 
-    def common_options(self) -> CommonOptions: ...
+    def scope(self) -> Scope:
+        """The ranks, steps and mode every view shows."""
+        ...
 
     def view_order(self) -> list[tuple[str, str]]: ...
 
@@ -42,7 +44,9 @@ class AnalysisHost(Protocol):
     def ranks_label(self) -> str: ...
 
     @property
-    def steps_label(self) -> str: ...
+    def steps_label(self) -> str:
+        """The scope's steps in words (as `report` titles say them)."""
+        ...
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from htatui.analysis.scope import Steps
 from htatui.sources import SourcePath
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.loading import LoadingScreen
@@ -24,7 +25,7 @@ def run_app(
     theme: str | None = None,
     use_cache: bool = True,
     hta_compat: bool = False,
-    include_last_step: bool = False,
+    steps: Steps | None = None,
     screenshot_dir: Path | None = None,
 ) -> int:
     """Open the TUI over the traces in `paths`; return the process exit code.
@@ -33,9 +34,7 @@ def run_app(
     cancelled the load with esc. With `screenshot_dir`, run headless at 120x40, save one SVG per
     view there, and exit.
     """
-    settings = Settings(
-        paths=tuple(paths), use_cache=use_cache, hta_compat=hta_compat, include_last_step=include_last_step
-    )
+    settings = Settings(paths=tuple(paths), use_cache=use_cache, hta_compat=hta_compat, steps=steps or Steps())
     app = HtaTuiApp(settings, theme=theme)
     if screenshot_dir is not None:
         return save_screenshots(app, screenshot_dir)

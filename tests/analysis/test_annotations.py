@@ -11,6 +11,7 @@ from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
 from htatui.analysis import annotations
 from htatui.analysis.annotations import AnnotationOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 
@@ -52,14 +53,14 @@ def job(tmp_path: Path) -> TraceSet:
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_gpu_annotations(tmp_path: Path, compat: bool) -> None:
-    frame = annotations.compute(job(tmp_path), AnnotationOptions(hta_compat=compat))
+    frame = annotations.compute(job(tmp_path), AnnotationOptions(scope=Scope(hta_compat=compat)))
     assert frame.schema == pl.Schema(annotations.COLUMNS)
     # Steps 1–2: forward 210 + 220 = 430 (mean 215); Optimizer.step 30 + 30.
     assert frame.rows() == [
         (0, "## forward ##", 2, 430.0, 215.0),
         (0, "Optimizer.step#SGD.step", 2, 60.0, 30.0),
     ]
-    every = annotations.compute(job(tmp_path), AnnotationOptions(hta_compat=compat, include_last_step=True))
+    every = annotations.compute(job(tmp_path), AnnotationOptions(scope=Scope(steps=Steps("all"), hta_compat=compat)))
     assert every.filter(pl.col("name") == "## forward ##").row(0) == (0, "## forward ##", 3, 660.0, 220.0)
 
 
@@ -82,7 +83,7 @@ def test_compat_folding(tmp_path: Path) -> None:
     keep their total as mean (HTA's folded frame has one row per name)."""
     events = [gpu_annotation(f"a{i}", 100.0 * i, 10.0 * (5 - i)) for i in range(5)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    options = AnnotationOptions(hta_compat=True, num_kernels=2)
+    options = AnnotationOptions(scope=Scope(hta_compat=True), num_kernels=2)
     assert annotations.compute(traces, options).rows() == [
         (0, "a0", 1, 50.0, 50.0),
         (0, "a1", 1, 40.0, 40.0),
@@ -97,7 +98,7 @@ def test_empty(tmp_path: Path, compat: bool) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for gpu in (True, False):
-        frame = annotations.compute(traces, AnnotationOptions(hta_compat=compat, use_gpu_annotation=gpu))
+        frame = annotations.compute(traces, AnnotationOptions(scope=Scope(hta_compat=compat), use_gpu_annotation=gpu))
         assert frame.height == 0 and frame.schema == pl.Schema(annotations.COLUMNS)
 
 
@@ -123,9 +124,14 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
 def test_small_expected(small: TraceSet, which: str, compat: bool) -> None:
     truth = expected.SMALL_EXPECTED
     every = which == "all"
-    gpu = annotations.compute(small, AnnotationOptions(hta_compat=compat, include_last_step=every))
+    gpu = annotations.compute(
+        small, AnnotationOptions(scope=Scope(steps=Steps("all") if every else Steps(), hta_compat=compat))
+    )
     cpu = annotations.compute(
-        small, AnnotationOptions(hta_compat=compat, include_last_step=every, use_gpu_annotation=False)
+        small,
+        AnnotationOptions(
+            scope=Scope(steps=Steps("all") if every else Steps(), hta_compat=compat), use_gpu_annotation=False
+        ),
     )
     for rank in truth["ranks"]:
         ours = {n: (c, s) for _, n, c, s, _ in gpu.filter(pl.col("rank") == rank).rows()}
@@ -144,14 +150,14 @@ SHARED = {"cpu_only": 0, "rank_non_gpu": 0, "amd_trace": 2, "mtia_inference_trac
 def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
-        frame = annotations.compute(traces, AnnotationOptions(hta_compat=compat))
+        frame = annotations.compute(traces, AnnotationOptions(scope=Scope(hta_compat=compat)))
         assert frame.schema == pl.Schema(annotations.COLUMNS) and frame.height == SHARED[folder]
 
 
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2: "## backward ##" 81 µs (3×, mean 27), "DistributedDataParallel.forward"
     123880 (4×), "Optimizer.step#SGD.step" 3334 (3×, mean 1111.33) — HTA's rounded numbers."""
-    frame = annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions(hta_compat=True))
+    frame = annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions(scope=Scope(hta_compat=True)))
     rows = {r["name"]: r for r in frame.to_dicts()}
     assert (rows["## backward ##"]["count"], rows["## backward ##"]["sum_us"]) == (3, 81.0)
     assert (

@@ -10,6 +10,7 @@ from kineto_util import kernel, runtime, traces_of
 
 from htatui.analysis import comm_rules, overlap, temporal
 from htatui.analysis.common import COMMUNICATION, COMPUTATION, kernel_type
+from htatui.analysis.scope import Scope
 from htatui.analysis.temporal import TemporalOptions
 
 COMM_NAMES = {
@@ -85,9 +86,9 @@ def _deepep_job() -> list[dict[str, object]]:
 @pytest.mark.parametrize("compat", [False, True])
 def test_deepep_kernel_counts_as_communication(tmp_path: Path, compat: bool) -> None:
     traces = traces_of(tmp_path, _deepep_job())
-    got = temporal.compute(traces, TemporalOptions(hta_compat=compat)).to_dicts()[0]
+    got = temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=compat))).to_dicts()[0]
     assert got["compute_us"] == (150 if compat else 100)
-    over = overlap.compute(traces, overlap.OverlapOptions(hta_compat=compat))["overlap_pct"][0]
+    over = overlap.compute(traces, overlap.OverlapOptions(scope=Scope(hta_compat=compat)))["overlap_pct"][0]
     assert over == (None if compat else 50.0)
 
 

@@ -13,6 +13,7 @@ from kineto_util import cpu_op, kernel, runtime, step, write_trace
 from htatui.analysis import diff
 from htatui.analysis.diff import DIFF_COLUMNS, DiffOptions, compare
 from htatui.analysis.diff_summary import summary
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 Op = tuple[str, str | None, float]
@@ -134,13 +135,15 @@ def test_noise_threshold(ab: tuple[TraceSet, TraceSet]) -> None:
 
 
 def test_steps_choices(ab: tuple[TraceSet, TraceSet]) -> None:
-    every = compare(*ab, DiffOptions(include_last_step=True)).frame
+    every = compare(*ab, DiffOptions(scope=Scope(steps=Steps("all")))).frame
     assert row(every, "gemm_kernel")["base_count"] == 3.0
-    one = compare(*ab, DiffOptions(steps=2)).frame
+    one = compare(*ab, DiffOptions(scope=Scope(steps=Steps.parse("2")))).frame
     assert row(one, "gemm_kernel")["test_total_us"] == 150.0
-    assert compare(*ab, DiffOptions(steps="all")).selection.base.steps == (1, 2)
+    # --steps all compares each side's whole trace (no step filter); named steps are those steps.
+    assert compare(*ab, DiffOptions(scope=Scope(steps=Steps("all")))).selection.base.steps is None
+    assert compare(*ab, DiffOptions(scope=Scope(steps=Steps.parse("1-2")))).selection.base.steps == (1, 2)
     with pytest.raises(ValueError, match="step 7 is not in the base trace"):
-        compare(*ab, DiffOptions(steps=7))
+        compare(*ab, DiffOptions(scope=Scope(steps=Steps.parse("7"))))
 
 
 def test_description_names_ranks_steps_and_dropped_step(ab: tuple[TraceSet, TraceSet]) -> None:
@@ -158,9 +161,9 @@ def test_short_names_fold_templates(tmp_path: Path) -> None:
     write_trace(tmp_path / "a" / "r.json", job_events([1, 2], templated), rank=0)
     write_trace(tmp_path / "b" / "r.json", job_events([1, 2], templated[:1]), rank=0)
     base, test = load(tmp_path / "a"), load(tmp_path / "b")
-    full = compare(base, test, DiffOptions(by="kernel", include_last_step=True)).frame
+    full = compare(base, test, DiffOptions(scope=Scope(steps=Steps("all")), by="kernel")).frame
     assert full.height == 2
-    short = compare(base, test, DiffOptions(by="kernel", include_last_step=True, short_names=True)).frame
+    short = compare(base, test, DiffOptions(scope=Scope(steps=Steps("all")), by="kernel", short_names=True)).frame
     folded = row(short, "add_kernel")
     assert (folded["base_count"], folded["base_total_us"], folded["test_count"]) == (4.0, 60.0, 2.0)
 
@@ -181,11 +184,11 @@ def test_ranks_averaged(tmp_path: Path) -> None:
     assert "ranks 0, 1 (averaged)" in result.description
     one = compare(base, test, DiffOptions(by="kernel", rank=1, test_rank=0))
     assert row(one.frame, "gemm_kernel")["base_total_us"] == 400.0
-    subset = compare(base, test, DiffOptions(by="kernel", ranks=(0,)))
+    subset = compare(base, test, DiffOptions(scope=Scope(ranks=(0,)), by="kernel"))
     assert subset.selection.base.ranks == (0,)
     assert row(subset.frame, "gemm_kernel")["status"] == "unchanged"
     with pytest.raises(ValueError, match="none of ranks"):
-        compare(base, test, DiffOptions(ranks=(1,)))
+        compare(base, test, DiffOptions(scope=Scope(ranks=(1,))))
     with pytest.raises(ValueError, match="rank 1 is not in the test trace"):
         compare(base, test, DiffOptions(rank=1))
 
@@ -209,16 +212,16 @@ def test_side_without_steps_is_compared_whole(tmp_path: Path) -> None:
     assert "no ProfilerStep" in result.description
     assert row(result.frame, "gemm_kernel")["base_count"] == 1.0
     with pytest.raises(ValueError, match="no ProfilerStep"):
-        compare(load(tmp_path / "base"), load(tmp_path / "test"), DiffOptions(hta_compat=True))
+        compare(load(tmp_path / "base"), load(tmp_path / "test"), DiffOptions(scope=Scope(hta_compat=True)))
 
 
 def test_hta_compat_first_step_and_stream_split(ab: tuple[TraceSet, TraceSet]) -> None:
-    result = compare(*ab, DiffOptions(hta_compat=True))
+    result = compare(*ab, DiffOptions(scope=Scope(hta_compat=True)))
     assert result.selection.base.steps == (1,) and result.selection.test.steps == (1,)
     frame = result.frame
     assert row(frame, "gemm_kernel")["base_total_us"] == 100.0
     assert row(frame, "ProfilerStep#1")["kind"] == "op"  # HTA keeps each step's own name
-    every = compare(*ab, DiffOptions(hta_compat=True, steps="all")).frame
+    every = compare(*ab, DiffOptions(scope=Scope(steps=Steps("all"), hta_compat=True))).frame
     assert row(every, "gemm_kernel")["base_count"] == 3.0  # no last-step drop in compat
     assert {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"} <= set(every["name"].to_list())
 
@@ -233,11 +236,11 @@ def test_hta_compat_groups_by_name_across_kinds(tmp_path: Path) -> None:
     events.append(gpu_annotation)
     write_trace(tmp_path / "a" / "r.json", events, rank=0)
     write_trace(tmp_path / "b" / "r.json", job_events([1, 2], BASE_OPS[:1]), rank=0)
-    frame = compare(load(tmp_path / "a"), load(tmp_path / "b"), DiffOptions(hta_compat=True)).frame
+    frame = compare(load(tmp_path / "a"), load(tmp_path / "b"), DiffOptions(scope=Scope(hta_compat=True))).frame
     merged = row(frame, "nccl:all_reduce")
     assert (merged["kind"], merged["base_count"], merged["base_total_us"]) == ("mixed", 2.0, 12.0)
     assert merged["status"] == "removed"
-    default = compare(load(tmp_path / "a"), load(tmp_path / "b"), DiffOptions(include_last_step=True)).frame
+    default = compare(load(tmp_path / "a"), load(tmp_path / "b"), DiffOptions(scope=Scope(steps=Steps("all")))).frame
     # Corrected: the CPU annotation is an op; the GPU-side annotation is neither kernel nor op.
     assert row(default, "nccl:all_reduce")["base_total_us"] == 5.0
 
@@ -302,8 +305,11 @@ def _expected_names(side: dict[str, dict[str, tuple[int, float]]]) -> dict[str, 
 def test_scenario_all_steps_match_expected(scenario: tuple[TraceSet, TraceSet]) -> None:
     from fixtures.expected import DIFF_EXPECTED
 
-    frame = compare(*scenario, DiffOptions(include_last_step=True)).frame
-    assert compare(*scenario, DiffOptions(include_last_step=True)).selection.base.steps == tuple(DIFF_EXPECTED["steps"])
+    every_step = Steps.of(DIFF_EXPECTED["steps"])
+    frame = compare(*scenario, DiffOptions(scope=Scope(steps=every_step))).frame
+    assert compare(*scenario, DiffOptions(scope=Scope(steps=every_step))).selection.base.steps == tuple(
+        DIFF_EXPECTED["steps"]
+    )
     for side in ("base", "test"):
         expected = _expected_names(DIFF_EXPECTED["steps_1_3"][side])
         got = {
@@ -338,7 +344,7 @@ def test_scenario_statuses(scenario: tuple[TraceSet, TraceSet]) -> None:
 def test_scenario_compat_first_iteration_is_hta_ops_diff(scenario: tuple[TraceSet, TraceSet]) -> None:
     from fixtures.expected import DIFF_EXPECTED
 
-    frame = compare(*scenario, DiffOptions(hta_compat=True)).frame
+    frame = compare(*scenario, DiffOptions(scope=Scope(hta_compat=True))).frame
     frame = frame.filter(~pl.col("name").str.starts_with("ProfilerStep"))
     expected_base = _expected_names(DIFF_EXPECTED["per_step"]["base"])
     got_base = {
@@ -357,7 +363,7 @@ def test_scenario_summary_matches_expected(scenario: tuple[TraceSet, TraceSet]) 
     from fixtures.expected import DIFF_EXPECTED
 
     kept = summary(*scenario, DiffOptions())
-    every = summary(*scenario, DiffOptions(hta_compat=True, steps="all"))
+    every = summary(*scenario, DiffOptions(scope=Scope(steps=Steps("all"), hta_compat=True)))
     for frame, which in ((kept, "kept"), (every, "all")):
         values = {(v, m): (b, t) for v, m, b, t, _ in frame.iter_rows()}
         for side_index, side in enumerate(("base", "test")):

@@ -16,6 +16,7 @@ from htatui.analysis import export
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.export import ExportError, ExportExistsError
 from htatui.analysis.patterns import PatternsOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet, load_traces
 
 
@@ -337,7 +338,7 @@ def test_counters_parity_negative_queue_length(shared_traces: Path, tmp_path: Pa
     folder = shared_traces / "negative_queue_length_values_check"
     traces = load(folder)
     hta_counts = {"Queue Length": 10448, "Memcpy DtoD": 1824, "Memset": 400, "Memcpy HtoD": 128, "Memcpy DtoH": 48}
-    compat = export.counter_events(traces, 0, CommonOptions(hta_compat=True))
+    compat = export.counter_events(traces, 0, CommonOptions(scope=Scope(hta_compat=True)))
     assert Counter(e["name"] for e in compat) == hta_counts
     assert Counter(e["id"] for e in compat if e["name"] == "Queue Length") == {
         7: 9680,

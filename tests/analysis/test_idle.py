@@ -12,6 +12,7 @@ from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
 from htatui.analysis import idle
 from htatui.analysis.idle import STATS_SCHEMA, IdleOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import load_traces
 
 Event = dict[str, Any]
@@ -58,7 +59,7 @@ def test_each_category_corrected(tmp_path: Path) -> None:
 
 def test_each_category_compat(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, job_a())
-    out = idle.compute(traces, IdleOptions(hta_compat=True))
+    out = idle.compute(traces, IdleOptions(scope=Scope(hta_compat=True)))
     # Same gaps; HTA also counts each stream's first row as "other" with no interval, so
     # stream 20 gets an "other" row of 0 whose ratio is 0/0 (HTA: NaN, here null).
     assert as_map(out, "idle_us") == {
@@ -82,7 +83,7 @@ def test_threshold_option(tmp_path: Path) -> None:
 
 def test_streams_filter(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, job_a())
-    assert idle.compute(traces, IdleOptions(hta_compat=True, streams=(20,)))["stream"].to_list() == [20]
+    assert idle.compute(traces, IdleOptions(scope=Scope(hta_compat=True), streams=(20,)))["stream"].to_list() == [20]
     assert idle.compute(traces, IdleOptions(streams=(99,))).height == 0
 
 
@@ -107,7 +108,7 @@ def negative_gap_job() -> list[Event]:
 
 def test_negative_gaps_clamped_vs_compat(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, negative_gap_job())
-    compat = as_map(idle.compute(traces, IdleOptions(hta_compat=True)), "idle_us")
+    compat = as_map(idle.compute(traces, IdleOptions(scope=Scope(hta_compat=True))), "idle_us")
     corrected = as_map(idle.compute(traces, IdleOptions()), "idle_us")
     # compat, stream 7: b − a = 148 − 150 = −2, c − b = 175 − 170 = 5 → kernel_wait 3
     # compat, stream 9: short − long = 120 − 200 = −80, next − short = 150 − 130 = 20 → −60
@@ -118,7 +119,7 @@ def test_negative_gaps_clamped_vs_compat(tmp_path: Path) -> None:
     assert corrected[(0, 7, "kernel_wait")] == 5
     assert corrected[(0, 9, "kernel_wait")] == 0
     assert corrected[(0, 9, "kernel_wait")] >= 0
-    stats = idle.interval_stats(traces, IdleOptions(hta_compat=True))
+    stats = idle.interval_stats(traces, IdleOptions(scope=Scope(hta_compat=True)))
     s7 = stats.filter((pl.col("stream") == 7) & (pl.col("category") == "kernel_wait")).to_dicts()[0]
     assert (s7["count"], s7["min_us"], s7["max_us"]) == (2, -2, 5)
 
@@ -142,7 +143,7 @@ def test_interval_stats(tmp_path: Path) -> None:
     assert (kw["min_us"], kw["p25_us"], kw["p50_us"], kw["p75_us"], kw["max_us"]) == (10, 12.5, 15, 17.5, 20)
     other = stats.filter(pl.col("category") == "other").to_dicts()[0]
     assert other["count"] == 1 and other["mean_us"] == 40 and other["std_us"] is None
-    compat = idle.interval_stats(traces, IdleOptions(hta_compat=True))
+    compat = idle.interval_stats(traces, IdleOptions(scope=Scope(hta_compat=True)))
     # compat: the first row joins "other" without an interval (count stays 1), std rounded 7.07
     other = compat.filter(pl.col("category") == "other").to_dicts()[0]
     assert other["count"] == 1 and other["mean_us"] == 40
@@ -161,7 +162,7 @@ def test_host_wait_uses_the_launch_of_the_same_correlation(tmp_path: Path) -> No
     ]
     traces = traces_of(tmp_path, events)
     for compat in (False, True):
-        got = as_map(idle.compute(traces, IdleOptions(hta_compat=compat)), "idle_us")
+        got = as_map(idle.compute(traces, IdleOptions(scope=Scope(hta_compat=compat))), "idle_us")
         assert got[(0, 7, "host_wait")] == 40 and got[(0, 7, "other")] == 40
 
 
@@ -175,7 +176,7 @@ def test_amd_stream_zero(tmp_path: Path) -> None:
     ]
     traces = traces_of(tmp_path, events)
     for compat in (False, True):
-        got = as_map(idle.compute(traces, IdleOptions(hta_compat=compat)), "idle_us")
+        got = as_map(idle.compute(traces, IdleOptions(scope=Scope(hta_compat=compat))), "idle_us")
         assert got[(0, 0, "host_wait")] == 20
 
 
@@ -190,14 +191,14 @@ def test_cuda_sync_rows_are_not_idle_rows(tmp_path: Path) -> None:
     ]
     traces = traces_of(tmp_path, events)
     for compat in (False, True):
-        got = as_map(idle.compute(traces, IdleOptions(hta_compat=compat)), "idle_us")
+        got = as_map(idle.compute(traces, IdleOptions(scope=Scope(hta_compat=compat))), "idle_us")
         assert got[(0, 7, "other")] == 40  # 50 − 10
 
 
 def test_empty(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, [cpu_op("aten::add", 0, 10)])
     for compat in (False, True):
-        options = IdleOptions(hta_compat=compat)
+        options = IdleOptions(scope=Scope(hta_compat=compat))
         out, stats = idle.compute(traces, options), idle.interval_stats(traces, options)
         assert out.height == 0 and out.schema == pl.Schema(idle.SCHEMA)
         assert stats.height == 0 and stats.schema == pl.Schema(STATS_SCHEMA)
@@ -234,7 +235,7 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     from fixtures.expected import SMALL_EXPECTED
 
     traces = load_traces([generated / "small"], use_cache=False, max_workers=1)
-    options = IdleOptions(hta_compat=compat, include_last_step=steps == "all")
+    options = IdleOptions(scope=Scope(steps=Steps("all") if steps == "all" else Steps(), hta_compat=compat))
     out, stats = idle.compute(traces, options), idle.interval_stats(traces, options)
     expected = SMALL_EXPECTED["idle"][steps]
     if not compat:
@@ -259,7 +260,7 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
     def streams(case: str) -> dict[int, dict[str, Any]]:
         out = idle.compute(
             load_traces([generated / "edge" / case], use_cache=False, max_workers=1),
-            IdleOptions(hta_compat=compat),
+            IdleOptions(scope=Scope(hta_compat=compat)),
         )
         return _nested(out, "idle_us").get(0, {})
 
@@ -296,8 +297,8 @@ EDGE_FOLDERS = [
 @pytest.mark.parametrize("compat", [False, True])
 def test_shared_edge_folders(load_shared: Any, folder: str, compat: bool) -> None:
     traces = load_shared(folder)
-    out = idle.compute(traces, IdleOptions(hta_compat=compat))
-    stats = idle.interval_stats(traces, IdleOptions(hta_compat=compat))
+    out = idle.compute(traces, IdleOptions(scope=Scope(hta_compat=compat)))
+    stats = idle.interval_stats(traces, IdleOptions(scope=Scope(hta_compat=compat)))
     assert out.schema == pl.Schema(idle.SCHEMA) and stats.schema == pl.Schema(STATS_SCHEMA)
     if folder in ("cpu_only", "rank_non_gpu"):
         assert out.height == 0 and stats.height == 0
@@ -331,15 +332,15 @@ GOLDEN = {
 @pytest.mark.parametrize("folder", sorted(GOLDEN))
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
-    out = idle.compute(traces, IdleOptions(hta_compat=True)).filter(pl.col("idle_us") != 0)
+    out = idle.compute(traces, IdleOptions(scope=Scope(hta_compat=True))).filter(pl.col("idle_us") != 0)
     assert {(r["stream"], r["category"]): r["idle_us"] for r in out.to_dicts()} == GOLDEN[folder]
     if folder == "negative_queue_length_values_check":  # the −2 µs gap, clamped in corrected mode
-        stats = idle.interval_stats(traces, IdleOptions(hta_compat=True))
+        stats = idle.interval_stats(traces, IdleOptions(scope=Scope(hta_compat=True)))
         assert stats.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["min_us"][0] == -2
         corrected = idle.compute(traces, IdleOptions())
         assert corrected.filter((pl.col("stream") == 27) & (pl.col("category") == "kernel_wait"))["idle_us"][0] == 1002
     if folder == "ns_resolution_trace":  # interval counts and means
-        stats = idle.interval_stats(traces, IdleOptions(hta_compat=True)).filter(pl.col("stream") == 7)
+        stats = idle.interval_stats(traces, IdleOptions(scope=Scope(hta_compat=True))).filter(pl.col("stream") == 7)
         got = {r["category"]: (r["count"], r["mean_us"]) for r in stats.to_dicts() if r["count"]}
         assert got == {"host_wait": (90, 18.99), "kernel_wait": (4785, 1.76)}
 

@@ -12,6 +12,7 @@ from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
 from htatui.analysis import kernels
 from htatui.analysis.kernels import KernelsOptions, KernelSpreadOptions, KernelTypesOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 Event = dict[str, Any]
@@ -39,7 +40,7 @@ def types_map(frame: pl.DataFrame, rank: str) -> dict[str, tuple[float, float]]:
 @pytest.mark.parametrize("compat", [False, True])
 def test_kernel_type_states(tmp_path: Path, compat: bool) -> None:
     traces = traces_of(tmp_path, job_a())
-    out = kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat))
+    out = kernels.compute_types(traces, KernelTypesOptions(scope=Scope(hta_compat=compat)))
     assert out.schema == pl.Schema(kernels.TYPES_SCHEMA)
     # Sweep: 100–140 COMP (40), 140–150 COMP+COMM (10), 150–160 COMM (10), 160–180 COMP+COMM (20),
     # 180–200 COMM (20), 250–260 MEMORY (10), 400–450 COMP (50). Total 160.
@@ -118,7 +119,7 @@ def test_folding_keeps_true_stats_in_corrected_mode(tmp_path: Path) -> None:
 
 def test_folding_reproduces_hta_quirk_in_compat(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, folding_job())
-    rows = by_name(kernels.compute(traces, KernelsOptions(top_k=3, hta_compat=True)))
+    rows = by_name(kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=True), top_k=3)))
     # HTA re-aggregates the per-name sums: named rows get max = min = mean = sum, std 0 …
     a = rows["a"]
     assert (a["sum_us"], a["mean_us"], a["min_us"], a["max_us"], a["std_us"]) == (60, 60, 60, 60, 0)
@@ -140,7 +141,7 @@ def test_ratio_rule_folds_beyond_top_k(tmp_path: Path) -> None:
 def test_no_folding(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, folding_job())
     # top_k=None: nothing folds; top_k=5 with 5 names: HTA folds only when names > num_kernels.
-    for options in (KernelsOptions(top_k=None), KernelsOptions(top_k=5, hta_compat=True)):
+    for options in (KernelsOptions(top_k=None), KernelsOptions(scope=Scope(hta_compat=True), top_k=5)):
         rows = by_name(kernels.compute(traces, options))
         assert list(rows) == ["a", "b", "c", "d", "e"]
         assert (rows["a"]["mean_us"], rows["a"]["std_us"]) == (20, 10)  # true per-launch stats
@@ -180,8 +181,10 @@ def test_other_rows_are_left_out(tmp_path: Path) -> None:
     events = [kernel("gemm_kernel", 0, 10, corr=1), device("cuda_sync", "Event Sync", 10, 5, corr=2)]
     traces = traces_of(tmp_path, events)
     for compat in (False, True):
-        assert kernels.compute(traces, KernelsOptions(hta_compat=compat))["name"].to_list() == ["gemm_kernel"]
-        types = kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat))
+        assert kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=compat)))["name"].to_list() == [
+            "gemm_kernel"
+        ]
+        types = kernels.compute_types(traces, KernelTypesOptions(scope=Scope(hta_compat=compat)))
         assert set(types["kernel_type"]) == {"COMPUTATION"}
 
 
@@ -190,7 +193,7 @@ def test_corrected_typing_by_category(tmp_path: Path) -> None:
     events = [kernel("rcclGenericKernel", 0, 10, corr=1), kernel("gemm_kernel", 20, 10, corr=2)]
     traces = traces_of(tmp_path, events)
     corrected = kernels.compute(traces, KernelsOptions())
-    compat = kernels.compute(traces, KernelsOptions(hta_compat=True))
+    compat = kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=True)))
     assert corrected.filter(pl.col("name") == "rcclGenericKernel")["kernel_type"].to_list() == ["COMMUNICATION"]
     assert compat.filter(pl.col("name") == "rcclGenericKernel")["kernel_type"].to_list() == ["COMPUTATION"]
 
@@ -198,9 +201,9 @@ def test_corrected_typing_by_category(tmp_path: Path) -> None:
 def test_empty(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, [cpu_op("aten::add", 0, 10), runtime("cudaLaunchKernel", 0, 1, 1)])
     for compat in (False, True):
-        assert kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat)).shape == (0, 4)
-        assert kernels.compute(traces, KernelsOptions(hta_compat=compat)).shape == (0, 9)
-        assert kernels.spread(traces, KernelSpreadOptions(hta_compat=compat)).shape == (0, 6)
+        assert kernels.compute_types(traces, KernelTypesOptions(scope=Scope(hta_compat=compat))).shape == (0, 4)
+        assert kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=compat))).shape == (0, 9)
+        assert kernels.spread(traces, KernelSpreadOptions(scope=Scope(hta_compat=compat))).shape == (0, 6)
 
 
 # ---- generated fixtures (fixtures/expected.py) ---------------------------------------------
@@ -223,7 +226,9 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
 
     traces = load_traces([generated / "small"], use_cache=False, max_workers=1)
     include_last_step = steps == "all"
-    types = kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat, include_last_step=include_last_step))
+    types = kernels.compute_types(
+        traces, KernelTypesOptions(scope=Scope(steps=Steps("all") if include_last_step else Steps(), hta_compat=compat))
+    )
     expected_types = SMALL_EXPECTED["kernel_types"][steps]
     for rank in (0, 1):
         assert {k: d for k, (d, _) in types_map(types, str(rank)).items()} == expected_types[rank]
@@ -232,7 +237,9 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     for state, pct in expected_types["percentage"].items():  # HTA's 1-decimal rounding
         assert overall[state][1] == (pct if compat else pytest.approx(pct, abs=0.05))
 
-    out = kernels.compute(traces, KernelsOptions(hta_compat=compat, include_last_step=include_last_step))
+    out = kernels.compute(
+        traces, KernelsOptions(scope=Scope(steps=Steps("all") if include_last_step else Steps(), hta_compat=compat))
+    )
     expected = SMALL_EXPECTED["kernels"][steps]
     type_of = SMALL_EXPECTED["kernel_type_of"]
     got = {
@@ -254,7 +261,10 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     for r in out.to_dicts():
         assert r["std_us"] == pytest.approx(expected[r["rank"]][r["name"]]["std"])
 
-    spread = kernels.spread(traces, KernelSpreadOptions(hta_compat=compat, include_last_step=include_last_step))
+    spread = kernels.spread(
+        traces,
+        KernelSpreadOptions(scope=Scope(steps=Steps("all") if include_last_step else Steps(), hta_compat=compat)),
+    )
     for r in spread.to_dicts():  # 6 names, all under top_k: per-rank mean/min/max of each
         s = expected[r["rank"]][r["name"]]
         assert (r["kernel_type"], r["mean_us"], r["min_us"], r["max_us"]) == (
@@ -273,12 +283,12 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
     def load(case: str) -> TraceSet:
         return load_traces([generated / "edge" / case], use_cache=False, max_workers=1)
 
-    no_comm = kernels.compute_types(load("no_comm"), KernelTypesOptions(hta_compat=compat))
+    no_comm = kernels.compute_types(load("no_comm"), KernelTypesOptions(scope=Scope(hta_compat=compat)))
     assert {k: d for k, (d, _) in types_map(no_comm, "all").items()} == EDGE_EXPECTED["no_comm"]["kernel_types_kept"]
-    assert kernels.compute(load("cpu_only"), KernelsOptions(hta_compat=compat)).height == 0
-    amd = kernels.compute(load("amd"), KernelsOptions(hta_compat=compat))
+    assert kernels.compute(load("cpu_only"), KernelsOptions(scope=Scope(hta_compat=compat))).height == 0
+    amd = kernels.compute(load("amd"), KernelsOptions(scope=Scope(hta_compat=compat)))
     assert EDGE_EXPECTED["amd"]["gemm"] in amd.filter(pl.col("kernel_type") == "COMPUTATION")["name"].to_list()
-    sub_us = kernels.compute(load("sub_us"), KernelsOptions(hta_compat=compat))
+    sub_us = kernels.compute(load("sub_us"), KernelsOptions(scope=Scope(hta_compat=compat)))
     got = {r["name"]: (r["count"], r["sum_us"]) for r in sub_us.to_dicts()}
     if compat:  # HTA's rounded durations: relu −1, add −1 + 0, gemm 2 (HTA 0.6.1 prints the same)
         expected = {"relu": (1, -1), "add": (2, -1), "gemm": (1, 2)}
@@ -306,9 +316,9 @@ EDGE_FOLDERS = [
 @pytest.mark.parametrize("compat", [False, True])
 def test_shared_edge_folders(load_shared: Any, folder: str, compat: bool) -> None:
     traces = load_shared(folder)
-    types = kernels.compute_types(traces, KernelTypesOptions(hta_compat=compat))
-    table = kernels.compute(traces, KernelsOptions(hta_compat=compat))
-    spread = kernels.spread(traces, KernelSpreadOptions(hta_compat=compat))
+    types = kernels.compute_types(traces, KernelTypesOptions(scope=Scope(hta_compat=compat)))
+    table = kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=compat)))
+    spread = kernels.spread(traces, KernelSpreadOptions(scope=Scope(hta_compat=compat)))
     assert types.schema == pl.Schema(kernels.TYPES_SCHEMA)
     assert table.schema == pl.Schema(kernels.KERNELS_SCHEMA)
     assert spread.schema == pl.Schema(kernels.SPREAD_SCHEMA)
@@ -343,9 +353,12 @@ GOLDEN = {
 @pytest.mark.parametrize("folder", sorted(GOLDEN))
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
-    assert types_map(kernels.compute_types(traces, KernelTypesOptions(hta_compat=True)), "all") == GOLDEN[folder]
+    assert (
+        types_map(kernels.compute_types(traces, KernelTypesOptions(scope=Scope(hta_compat=True))), "all")
+        == GOLDEN[folder]
+    )
     if folder == "ns_resolution_trace":  # 13 kernel rows; memcpy keeps launch stats, compute "others" folds
-        table = kernels.compute(traces, KernelsOptions(hta_compat=True))
+        table = kernels.compute(traces, KernelsOptions(scope=Scope(hta_compat=True)))
         assert table.height == 13
         dtod = by_name(table)["Memcpy DtoD (Device -> Device)"]
         assert (dtod["sum_us"], dtod["max_us"], dtod["min_us"], round(dtod["mean_us"], 4)) == (

@@ -11,6 +11,7 @@ from kineto_util import kernel, runtime, step, write_trace
 
 from htatui.analysis import launch
 from htatui.analysis.launch import LaunchOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 
@@ -106,10 +107,12 @@ def test_corrected_rows(tmp_path: Path) -> None:
 
 def test_compat_rows(tmp_path: Path) -> None:
     # HTA: only cudaLaunchKernel(ExC), the MTIA launch and cudaMemcpy/MemsetAsync.
-    frame = launch.compute(cuda_job(tmp_path), LaunchOptions(hta_compat=True))
+    frame = launch.compute(cuda_job(tmp_path), LaunchOptions(scope=Scope(hta_compat=True)))
     assert frame["correlation"].to_list() == [1, 2, 3]
     assert frame["launch_delay_us"].to_list() == [20.0, 2.0, 142.0]
-    no_memory = launch.compute(cuda_job(tmp_path), LaunchOptions(hta_compat=True, include_memory_events=False))
+    no_memory = launch.compute(
+        cuda_job(tmp_path), LaunchOptions(scope=Scope(hta_compat=True), include_memory_events=False)
+    )
     assert no_memory["correlation"].to_list() == [1, 2]
 
 
@@ -171,7 +174,7 @@ def test_hip_launches_on_stream_zero(tmp_path: Path) -> None:
     frame = launch.compute(traces, LaunchOptions())
     assert frame.select("correlation", "launch_delay_us").rows() == [(1, 5.0), (2, 5.0), (3, -50.0)]
     # HTA knows no hip* launch name: 0 rows (reference §F amd_trace).
-    assert launch.compute(traces, LaunchOptions(hta_compat=True)).height == 0
+    assert launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=True))).height == 0
 
 
 def test_mtia_launch(tmp_path: Path) -> None:
@@ -181,7 +184,7 @@ def test_mtia_launch(tmp_path: Path) -> None:
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        frame = launch.compute(traces, LaunchOptions(hta_compat=compat))
+        frame = launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=compat)))
         assert frame.select("kernel", "cpu_duration_us", "gpu_duration_us", "launch_delay_us").rows() == [
             ("merge", 10.0, 40.0, 40.0)
         ]
@@ -196,8 +199,8 @@ def test_last_step_dropped(tmp_path: Path) -> None:
         events += [step(k, s, 100), runtime("cudaLaunchKernel", s + 10, 5, k), kernel("k", s + 20, 5, corr=k)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        assert launch.compute(traces, LaunchOptions(hta_compat=compat))["correlation"].to_list() == [1, 2]
-        every = LaunchOptions(hta_compat=compat, include_last_step=True)
+        assert launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=compat)))["correlation"].to_list() == [1, 2]
+        every = LaunchOptions(scope=Scope(steps=Steps("all"), hta_compat=compat))
         assert launch.compute(traces, every)["correlation"].to_list() == [1, 2, 3]
 
 
@@ -213,7 +216,7 @@ def test_ns_rounding_in_compat_and_clip(tmp_path: Path) -> None:
     assert corrected["cpu_duration_us"] == pytest.approx(10.2)
     assert corrected["gpu_duration_us"] == pytest.approx(3.3)
     assert corrected["launch_delay_us"] == pytest.approx(-0.7)
-    compat = launch.compute(traces, LaunchOptions(hta_compat=True)).row(0, named=True)
+    compat = launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=True))).row(0, named=True)
     assert (compat["cpu_duration_us"], compat["gpu_duration_us"], compat["launch_delay_us"]) == (
         9.0,
         3.0,
@@ -225,7 +228,7 @@ def test_compat_clips_negative_delay(tmp_path: Path) -> None:
     # call [100, 120), kernel starts at 110: delay -10 → HTA clips to 0.
     events = [runtime("cudaLaunchKernel", 100, 20, 1), kernel("k", 110, 5, corr=1)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    assert launch.compute(traces, LaunchOptions(hta_compat=True))["launch_delay_us"].to_list() == [0.0]
+    assert launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=True)))["launch_delay_us"].to_list() == [0.0]
     assert launch.compute(traces, LaunchOptions())["launch_delay_us"].to_list() == [-10.0]
 
 
@@ -235,7 +238,7 @@ def test_ranks_option(tmp_path: Path) -> None:
         write_trace(tmp_path / f"rank-{rank}.json", events, rank=rank)
     traces = load(tmp_path)
     assert launch.compute(traces, LaunchOptions())["rank"].to_list() == [0, 1]
-    assert launch.compute(traces, LaunchOptions(ranks=(1,)))["gpu_duration_us"].to_list() == [6.0]
+    assert launch.compute(traces, LaunchOptions(scope=Scope(ranks=(1,))))["gpu_duration_us"].to_list() == [6.0]
     assert launch.summary(traces, LaunchOptions())["rank"].to_list() == [0, 1]
 
 
@@ -243,7 +246,7 @@ def test_empty_cpu_only(tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        options = LaunchOptions(hta_compat=compat)
+        options = LaunchOptions(scope=Scope(hta_compat=compat))
         frame = launch.compute(traces, options)
         assert frame.height == 0 and frame.schema == pl.Schema(launch.COLUMNS)
         summary = launch.summary(traces, options)
@@ -281,7 +284,9 @@ def test_small_expected(small: TraceSet, which: str) -> None:
     every = which == "all"
     truth = expected.SMALL_EXPECTED["launch"][which]
     for compat in (False, True):
-        frame = launch.compute(small, LaunchOptions(hta_compat=compat, include_last_step=every))
+        frame = launch.compute(
+            small, LaunchOptions(scope=Scope(steps=Steps("all") if every else Steps(), hta_compat=compat))
+        )
         for rank, rows in truth.items():
             ours = {
                 r["correlation"]: (r["cpu_duration_us"], r["gpu_duration_us"], r["launch_delay_us"])
@@ -298,7 +303,7 @@ def test_small_expected(small: TraceSet, which: str) -> None:
 def test_edge_cuda_graph(edge: Path) -> None:
     truth = expected.EDGE_EXPECTED["cuda_graph"]
     traces = load(edge / "cuda_graph")
-    compat = launch.compute(traces, LaunchOptions(hta_compat=True))
+    compat = launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=True)))
     assert {
         r[0]: r[1:]
         for r in compat.select("correlation", "cpu_duration_us", "gpu_duration_us", "launch_delay_us").rows()
@@ -314,7 +319,7 @@ def test_edge_cuda_graph(edge: Path) -> None:
 def test_edge_amd(edge: Path) -> None:
     traces = load(edge / "amd")
     assert (
-        launch.compute(traces, LaunchOptions(hta_compat=True)).height
+        launch.compute(traces, LaunchOptions(scope=Scope(hta_compat=True))).height
         == expected.EDGE_EXPECTED["amd"]["hta_launch_stats_rows"]
     )
     frame = launch.compute(traces, LaunchOptions())
@@ -338,7 +343,7 @@ SHARED = {
 def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat, rows in zip((False, True), SHARED[folder], strict=True):
-        options = LaunchOptions(hta_compat=compat)
+        options = LaunchOptions(scope=Scope(hta_compat=compat))
         frame = launch.compute(traces, options)
         assert frame.schema == pl.Schema(launch.COLUMNS) and frame.height == rows, (folder, compat)
         summary = launch.summary(traces, options)
@@ -350,7 +355,9 @@ def test_shared_traces(load_shared: Any, folder: str) -> None:
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2 (HTA 0.6.1): 4876 rows; cpu_duration mean 39.39, gpu_duration mean 76.81,
     launch_delay mean 66048.57 µs."""
-    summary = launch.summary(load_shared("ns_resolution_trace"), LaunchOptions(hta_compat=True)).row(0, named=True)
+    summary = launch.summary(load_shared("ns_resolution_trace"), LaunchOptions(scope=Scope(hta_compat=True))).row(
+        0, named=True
+    )
     assert summary["count"] == 4876
     assert summary["cpu_mean_us"] == pytest.approx(39.39, abs=0.005)
     assert summary["gpu_mean_us"] == pytest.approx(76.81, abs=0.005)

@@ -14,6 +14,7 @@ from kineto_util import write_trace
 
 from htatui.analysis import membw
 from htatui.analysis.membw import MemoryBandwidthOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 
@@ -62,7 +63,7 @@ def points(frame: pl.DataFrame, kind: str, origin: float = 100.0) -> list[tuple[
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_series(tmp_path: Path, compat: bool) -> None:
-    frame = membw.series(job(tmp_path), MemoryBandwidthOptions(hta_compat=compat))
+    frame = membw.series(job(tmp_path), MemoryBandwidthOptions(scope=Scope(hta_compat=compat)))
     assert frame.schema == pl.Schema(membw.SERIES_COLUMNS)
     assert points(frame, "Memcpy HtoD") == [(100.0, 50.0), (110.0, 80.0), (120.0, 30.0), (130.0, 0.0)]
     assert points(frame, "Memset") == [(300.0, 10.0), (301.0, 0.0), (400.0, 200.0), (410.0, 0.0)]
@@ -72,7 +73,7 @@ def test_series(tmp_path: Path, compat: bool) -> None:
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_summary(tmp_path: Path, compat: bool) -> None:
-    summary = membw.compute(job(tmp_path), MemoryBandwidthOptions(hta_compat=compat))
+    summary = membw.compute(job(tmp_path), MemoryBandwidthOptions(scope=Scope(hta_compat=compat)))
     assert summary.columns == list(membw.COLUMNS)
     assert summary["copy_kind"].to_list() == ["Memcpy HtoD", "Memcpy PtoP", "Memset"]  # no DtoD: never > 0
     htod = summary.row(0, named=True)
@@ -86,7 +87,7 @@ def test_summary(tmp_path: Path, compat: bool) -> None:
     assert (memset["count"], memset["mean_gbps"], memset["max_gbps"]) == (2, 105.0, 200.0)
     ptop = summary.filter(pl.col("copy_kind") == "Memcpy PtoP").row(0, named=True)
     assert ptop["count"] == 1 and ptop["std_gbps"] is None  # one point: no sample std (not NaN)
-    assert membw.summary(job(tmp_path), MemoryBandwidthOptions(hta_compat=compat)).equals(summary)
+    assert membw.summary(job(tmp_path), MemoryBandwidthOptions(scope=Scope(hta_compat=compat))).equals(summary)
 
 
 def test_float_residue(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_float_residue(tmp_path: Path) -> None:
     it as 0 (count 3)."""
     events = [copy(HTOD, 100, 20, 0.1, 1), copy(HTOD, 110, 20, 0.2, 2)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    compat = membw.compute(traces, MemoryBandwidthOptions(hta_compat=True)).row(0, named=True)
+    compat = membw.compute(traces, MemoryBandwidthOptions(scope=Scope(hta_compat=True))).row(0, named=True)
     assert compat["count"] == 4 and 0 < compat["min_gbps"] < 1e-15
     corrected = membw.compute(traces, MemoryBandwidthOptions()).row(0, named=True)
     assert corrected["count"] == 3 and corrected["min_gbps"] == pytest.approx(0.1)
@@ -116,7 +117,7 @@ def test_equal_timestamps_merge(tmp_path: Path) -> None:
     order = np.argsort(np.array([100.0, 120.0, 120.0, 140.0]), kind="quicksort").tolist()
     deltas = [(30.0, 40.0, -30.0, -40.0)[i] for i in order]
     expected = sum(1 for level in itertools.accumulate(deltas) if level > 0)
-    assert membw.compute(traces, MemoryBandwidthOptions(hta_compat=True))["count"].item() == expected
+    assert membw.compute(traces, MemoryBandwidthOptions(scope=Scope(hta_compat=True)))["count"].item() == expected
 
 
 def test_amd_copies_have_no_bandwidth(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_amd_copies_have_no_bandwidth(tmp_path: Path) -> None:
     events = [copy("Memcpy HtoD (Host -> Device)", 100, 20, None, 1, stream=0)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        options = MemoryBandwidthOptions(hta_compat=compat)
+        options = MemoryBandwidthOptions(scope=Scope(hta_compat=compat))
         assert [v for _, v in points(membw.series(traces, options), "Memcpy HtoD")] == [0.0, 0.0]
         summary = membw.compute(traces, options)
         assert summary.height == 0 and summary.schema == pl.Schema(membw.COLUMNS)
@@ -134,7 +135,7 @@ def test_empty(tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        options = MemoryBandwidthOptions(hta_compat=compat)
+        options = MemoryBandwidthOptions(scope=Scope(hta_compat=compat))
         assert membw.series(traces, options).schema == pl.Schema(membw.SERIES_COLUMNS)
         assert membw.compute(traces, options).schema == pl.Schema(membw.COLUMNS)
 
@@ -160,7 +161,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
 @pytest.mark.parametrize("compat", [False, True])
 def test_small_expected(small: TraceSet, which: str, compat: bool) -> None:
     truth = expected.SMALL_EXPECTED
-    options = MemoryBandwidthOptions(hta_compat=compat, include_last_step=which == "all")
+    options = MemoryBandwidthOptions(scope=Scope(steps=Steps("all") if which == "all" else Steps(), hta_compat=compat))
     frame = membw.series(small, options)
     summary = membw.summarize(frame)
     for rank in truth["ranks"]:
@@ -181,7 +182,7 @@ def test_edge_amd_has_no_bandwidth(tmp_path: Path) -> None:
     generate.write_scenario("edge", tmp_path)
     traces = load(tmp_path / "amd")
     for compat in (False, True):
-        assert membw.compute(traces, MemoryBandwidthOptions(hta_compat=compat)).height == len(
+        assert membw.compute(traces, MemoryBandwidthOptions(scope=Scope(hta_compat=compat))).height == len(
             expected.EDGE_EXPECTED["amd"]["memory_bw_summary"]
         )
 
@@ -193,7 +194,7 @@ def test_edge_amd_has_no_bandwidth(tmp_path: Path) -> None:
 def test_shared_traces_have_no_bandwidth(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
-        options = MemoryBandwidthOptions(hta_compat=compat)
+        options = MemoryBandwidthOptions(scope=Scope(hta_compat=compat))
         assert membw.series(traces, options).schema == pl.Schema(membw.SERIES_COLUMNS)
         summary = membw.compute(traces, options)
         assert summary.height == 0 and summary.schema == pl.Schema(membw.COLUMNS), (folder, compat)
@@ -202,7 +203,7 @@ def test_shared_traces_have_no_bandwidth(load_shared: Any, folder: str) -> None:
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2 (HTA 0.6.1): Memcpy DtoD count 1285, mean 33.08, max 405.71; Memset count
     116, mean 257.81, max 904.64 GB/s."""
-    summary = membw.compute(load_shared("ns_resolution_trace"), MemoryBandwidthOptions(hta_compat=True))
+    summary = membw.compute(load_shared("ns_resolution_trace"), MemoryBandwidthOptions(scope=Scope(hta_compat=True)))
     rows = {r["copy_kind"]: r for r in summary.to_dicts()}
     assert (rows["Memcpy DtoD"]["count"], rows["Memset"]["count"]) == (1285, 116)
     # §F writes 33.08 (truncated); HTA 0.6.1 run in this repository's parity test gives 33.0919.

@@ -12,6 +12,7 @@ import pytest
 
 from htatui.analysis import idle, launch, op_nesting, patterns, queue
 from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
+from htatui.analysis.scope import Scope, Steps
 from htatui.analysis.views import VIEWS, frame_of
 from htatui.trace import TraceSet, load_traces
 
@@ -40,7 +41,7 @@ def demo() -> TraceSet:
 def _every_table(traces: TraceSet, compat: bool) -> dict[str, pl.DataFrame]:
     out = {}
     for view, table in ROUTES:
-        options = view.options(hta_compat=compat)
+        options = view.options(Scope(hta_compat=compat))
         out[f"{view.id}:{table.name}"] = frame_of(table.compute(traces, options))[0]
     return out
 
@@ -76,8 +77,8 @@ def test_idle_gaps_are_kept_per_delay_streams_ranks_and_mode(demo: TraceSet) -> 
     variants = [
         idle.IdleOptions(),
         idle.IdleOptions(consecutive_kernel_delay_us=1e9),
-        idle.IdleOptions(ranks=(1,)),
-        idle.IdleOptions(hta_compat=True),
+        idle.IdleOptions(scope=Scope(ranks=(1,))),
+        idle.IdleOptions(scope=Scope(hta_compat=True)),
     ]
     results = [idle.compute(traces, options) for options in variants]
     for options, result in zip(variants, results, strict=True):
@@ -121,13 +122,15 @@ def test_keys_name_the_selection_and_the_options_read(demo: TraceSet) -> None:
     assert selection_key(demo, base, "consecutive_kernel_delay_us") != selection_key(
         demo, idle.IdleOptions(consecutive_kernel_delay_us=5.0), "consecutive_kernel_delay_us"
     )
-    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(ranks=(0,)))
-    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(hta_compat=True))
-    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(include_last_step=True))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(scope=Scope(ranks=(0,))))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(scope=Scope(hta_compat=True)))
+    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(scope=Scope(steps=Steps("all"))))
     # Every rank named one by one is "all ranks"; another order is another frame (prepare's order).
     assert len(demo.rank_ids) >= 2
-    assert selection_key(demo, base) == selection_key(demo, idle.IdleOptions(ranks=tuple(demo.rank_ids)))
-    assert selection_key(demo, base) != selection_key(demo, idle.IdleOptions(ranks=tuple(reversed(demo.rank_ids))))
+    assert selection_key(demo, base) == selection_key(demo, idle.IdleOptions(scope=Scope(ranks=tuple(demo.rank_ids))))
+    assert selection_key(demo, base) != selection_key(
+        demo, idle.IdleOptions(scope=Scope(ranks=tuple(reversed(demo.rank_ids))))
+    )
 
 
 def test_a_cache_lives_on_its_own_job(demo: TraceSet) -> None:
@@ -145,7 +148,7 @@ def test_a_cache_lives_on_its_own_job(demo: TraceSet) -> None:
 @pytest.mark.parametrize("compat", [False, True])
 def test_prepared_columns_are_the_prepared_frame_s(load_shared: Any, compat: bool) -> None:
     traces = TraceSet(ranks=load_shared("ns_resolution_trace").ranks)
-    options = CommonOptions(hta_compat=compat)
+    options = CommonOptions(scope=Scope(hta_compat=compat))
     columns = ("rank", "name", "dur", "index")
     narrow = prepare(traces, options, columns=columns)  # filtered alone, the whole frame not made yet
     whole = prepare(traces, options)

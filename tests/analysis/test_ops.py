@@ -13,6 +13,7 @@ from kineto_util import cpu_op, kernel, runtime, write_trace
 from htatui.analysis import callstack, ops
 from htatui.analysis.common import CommonOptions, prepare
 from htatui.analysis.ops import OpsOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 
@@ -145,7 +146,7 @@ def test_ops_per_rank_top(tmp_path: Path) -> None:
     traces = load_traces([folder], use_cache=False, max_workers=1)
     frame = ops.compute(traces, OpsOptions(top_k=2))
     assert frame.rows() == [ADDMM, FORWARD, (1, *ADDMM[1:]), (1, *FORWARD[1:])]
-    assert ops.compute(traces, OpsOptions(ranks=(1,), top_k=1)).rows() == [(1, *ADDMM[1:])]
+    assert ops.compute(traces, OpsOptions(scope=Scope(ranks=(1,)), top_k=1)).rows() == [(1, *ADDMM[1:])]
 
 
 def test_ops_empty(tmp_path: Path) -> None:
@@ -153,7 +154,7 @@ def test_ops_empty(tmp_path: Path) -> None:
     traces = load(write_trace(tmp_path / "rank-0.json", kernel_only, rank=0))
     frame = ops.compute(traces, OpsOptions())
     assert frame.height == 0 and frame.schema == pl.Schema(ops.COLUMNS)
-    assert ops.compute(traces, OpsOptions(ranks=(9,))).height == 0
+    assert ops.compute(traces, OpsOptions(scope=Scope(ranks=(9,)))).height == 0
     # The kernel has no launching call: listed as a device row, owned by nothing.
     assert ops.compute(traces, OpsOptions(kinds="kernel")).rows() == [(0, "k", "kernel", 1, 0.0, 0.0, 2.0, 2.0)]
 
@@ -171,7 +172,7 @@ def test_ops_compat_rounds_like_hta(tmp_path: Path) -> None:
     default = ops.compute(traces, OpsOptions(kinds="op")).row(0)
     assert default[:4] == (0, "aten::mul", "op", 1)
     assert default[4:] == pytest.approx((10.5, 9.6, 2.8, 2.8))
-    assert ops.compute(traces, OpsOptions(hta_compat=True, kinds="op")).row(0)[4:] == pytest.approx(
+    assert ops.compute(traces, OpsOptions(scope=Scope(hta_compat=True), kinds="op")).row(0)[4:] == pytest.approx(
         (9.0, 9.0, 1.0, 1.0)
     )
 
@@ -251,7 +252,7 @@ def test_callstack_compat_reproduces_hta_walk(tmp_path: Path) -> None:
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
 
     def nesting(compat: bool) -> dict[int, tuple[int, int | None]]:
-        stack = callstack.build(prepare(traces, CommonOptions(hta_compat=compat)).events, compat)
+        stack = callstack.build(prepare(traces, CommonOptions(scope=Scope(hta_compat=compat))).events, compat)
         by_pos = dict(zip(stack["pos"].to_list(), stack["index"].to_list(), strict=True))
         rows = zip(stack["index"].to_list(), stack["depth"].to_list(), stack["parent"].to_list(), strict=True)
         return {i: (d, by_pos[p] if p is not None else None) for i, d, p in rows}
@@ -326,7 +327,7 @@ def test_callstack_helpers(tmp_path: Path) -> None:
 
 def test_callstack_speed_on_largest_shared_trace(load_shared: Any) -> None:
     traces = load_shared("df_index_resolver")
-    events = prepare(traces, CommonOptions(include_last_step=True)).events
+    events = prepare(traces, CommonOptions(scope=Scope(steps=Steps("all")))).events
     start = time.perf_counter()
     stack = callstack.build(events, link_backward=True)
     elapsed = time.perf_counter() - start
@@ -361,7 +362,7 @@ def test_over_a_dataset_the_tree_is_built_a_rank_at_a_time(tmp_path: Path, compa
     direct = traces_of(tmp_path / "job", *(nccl_rank(r) for r in range(3)))
     ingest([tmp_path / "job"], tmp_path / "ds", max_workers=1)
     stored = load_traces([tmp_path / "ds"])
-    options = OpsOptions(hta_compat=compat)
+    options = OpsOptions(scope=Scope(hta_compat=compat))
     table = ops.compute(stored, options)
     assert not any(rank.loaded for rank in stored.ranks.values())
     assert table.equals(ops.compute(direct, options))

@@ -16,6 +16,7 @@ from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
 from htatui.analysis import op_tree, ops
 from htatui.analysis.ops import OpsOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.cli import main
 from htatui.trace import TraceSet
 
@@ -165,15 +166,19 @@ def test_op_named_like_its_kernel_is_a_launcher(tmp_path: Path) -> None:
 
 
 def test_every_step_is_kept_and_named_profiler_step_star(tmp_path: Path) -> None:
-    """Two steps of 100 µs with an op each: key_averages lists `ProfilerStep*` with 2 calls
-    (HTA-compatible mode drops the last step, as HTA does: 1 call)."""
+    """Two steps of 100 µs with an op each: with --steps all, as key_averages, `ProfilerStep*`
+    has 2 calls; the default scope leaves the last step out, as every view does (1 call, and
+    aten::mul its 20 µs); HTA-compatible mode drops the last step, as HTA does: 1 call."""
     traces = traces_of(
         tmp_path, [step(1, 0, 100), op("aten::mul", 10, 20), step(2, 100, 100), op("aten::mul", 110, 30)]
     )
-    rows = table(traces)
+    rows = table(traces, scope=Scope(steps=Steps("all")))
     assert rows[("ProfilerStep*", "annotation")] == (2, 200.0, 150.0, 0.0, 0.0)
     assert rows[("aten::mul", "op")] == (2, 50.0, 50.0, 0.0, 0.0)
-    compat = ops.compute(traces, OpsOptions(hta_compat=True))
+    default = table(traces)
+    assert default[("ProfilerStep*", "annotation")] == (1, 100.0, 80.0, 0.0, 0.0)
+    assert default[("aten::mul", "op")] == (1, 20.0, 20.0, 0.0, 0.0)
+    compat = ops.compute(traces, OpsOptions(scope=Scope(hta_compat=True)))
     assert compat.filter(pl.col("name") == "ProfilerStep*")["count"].to_list() == [1]
 
 
@@ -274,7 +279,8 @@ def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
             kernel("relu_k", 165, 5, corr=3),
         ],
     )
-    nodes = op_tree.build(ops.tree(traces, OpsOptions()))
+    every = Scope(steps=Steps("all"))
+    nodes = op_tree.build(ops.tree(traces, OpsOptions(every)))
     by_name = {(r["name"], r["depth"]): r for r in nodes.iter_rows(named=True)}
     figures = ("count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
 
@@ -293,7 +299,7 @@ def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
     assert op_tree.launcher_of(nodes, 0, "gemm", "kernel") == addmm["node"]
     assert op_tree.launcher_of(nodes, 0, "unknown", "kernel") is None
     # `report --view op-tree`: depth first, heaviest GPU total first at each level.
-    listed = op_tree.compute(traces, op_tree.OpTreeOptions())
+    listed = op_tree.compute(traces, op_tree.OpTreeOptions(every))
     assert listed["call_path"].to_list() == [
         "ProfilerStep*",
         "  aten::linear",

@@ -11,6 +11,7 @@ from kineto_util import cpu_op, kernel, traces_of
 
 from htatui.analysis import overlap
 from htatui.analysis.overlap import SCHEMA, OverlapOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import load_traces
 
 Event = dict[str, Any]
@@ -33,7 +34,7 @@ def test_comm_overlapping_compute(tmp_path: Path, compat: bool) -> None:
         kernel(NCCL, 300, 40, stream=20, corr=5),  # [300,340), nothing overlaps it
         memcpy(300, 40),  # memory kernels are ignored
     ]
-    out = overlap.compute(traces_of(tmp_path, events), OverlapOptions(hta_compat=compat))
+    out = overlap.compute(traces_of(tmp_path, events), OverlapOptions(scope=Scope(hta_compat=compat)))
     # compute union [100,180); comm union [140,200) ∪ [300,340) = 100 µs
     # overlap = [140,180) = 40 → 40 %
     assert out.to_dicts() == [{"rank": 0, "overlap_pct": 40.0}]
@@ -44,7 +45,7 @@ def test_rounding_in_compat(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, events)
     # overlap [5,10) = 5 of 30 µs of comm → 16.666… %; compat rounds to 16.67
     assert overlap.compute(traces, OverlapOptions())["overlap_pct"][0] == pytest.approx(100 / 6)
-    assert overlap.compute(traces, OverlapOptions(hta_compat=True))["overlap_pct"][0] == 16.67
+    assert overlap.compute(traces, OverlapOptions(scope=Scope(hta_compat=True)))["overlap_pct"][0] == 16.67
 
 
 def test_no_communication_is_null_and_no_gpu_is_no_row(tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_no_communication_is_null_and_no_gpu_is_no_row(tmp_path: Path) -> None:
     rank2 = [kernel(NCCL, 0, 10, stream=20, corr=1)]  # comm only → 0 %
     traces = traces_of(tmp_path, rank0, rank1, rank2)
     for compat in (False, True):
-        out = overlap.compute(traces, OverlapOptions(hta_compat=compat))
+        out = overlap.compute(traces, OverlapOptions(scope=Scope(hta_compat=compat)))
         assert out.schema == pl.Schema(SCHEMA)
         assert out.to_dicts() == [{"rank": 0, "overlap_pct": None}, {"rank": 2, "overlap_pct": 0.0}]
 
@@ -75,7 +76,9 @@ def test_small_expected(tmp_path: Path, steps: str, compat: bool) -> None:
 
     write_scenario("small", tmp_path)
     traces = load_traces([tmp_path], use_cache=False, max_workers=1)
-    out = overlap.compute(traces, OverlapOptions(hta_compat=compat, include_last_step=steps == "all"))
+    out = overlap.compute(
+        traces, OverlapOptions(scope=Scope(steps=Steps("all") if steps == "all" else Steps(), hta_compat=compat))
+    )
     got = dict(out.iter_rows())
     assert got == SMALL_EXPECTED["overlap_pctg"]
     # the same ratio from the overlap and communication times
@@ -89,7 +92,7 @@ def test_edge_expected(tmp_path: Path, compat: bool) -> None:
     from fixtures.generate import write_scenario
 
     write_scenario("edge", tmp_path)
-    options = OverlapOptions(hta_compat=compat)
+    options = OverlapOptions(scope=Scope(hta_compat=compat))
     no_comm = overlap.compute(load_traces([tmp_path / "no_comm"], use_cache=False, max_workers=1), options)
     assert no_comm["overlap_pct"].to_list() == [EDGE_EXPECTED["no_comm"]["overlap_pctg"]]  # [None]
     assert overlap.compute(load_traces([tmp_path / "cpu_only"], use_cache=False, max_workers=1), options).height == 0
@@ -113,7 +116,7 @@ EDGE_FOLDERS = [
 @pytest.mark.parametrize("folder", EDGE_FOLDERS)
 @pytest.mark.parametrize("compat", [False, True])
 def test_shared_edge_folders(load_shared: Any, folder: str, compat: bool) -> None:
-    out = overlap.compute(load_shared(folder), OverlapOptions(hta_compat=compat))
+    out = overlap.compute(load_shared(folder), OverlapOptions(scope=Scope(hta_compat=compat)))
     assert out.schema == pl.Schema(SCHEMA)
     if folder in ("cpu_only", "rank_non_gpu"):
         assert out.height == 0
@@ -132,5 +135,5 @@ GOLDEN = {
 
 @pytest.mark.parametrize("folder", sorted(GOLDEN))
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
-    out = overlap.compute(load_shared(folder), OverlapOptions(hta_compat=True))
+    out = overlap.compute(load_shared(folder), OverlapOptions(scope=Scope(hta_compat=True)))
     assert out["overlap_pct"].to_list() == [GOLDEN[folder]]

@@ -12,6 +12,7 @@ from kineto_util import cpu_op, kernel, runtime, write_trace
 
 from htatui.analysis import patterns
 from htatui.analysis.patterns import PatternsOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet, load_traces
 
 
@@ -142,7 +143,7 @@ def test_min_len_and_top_k(job: tuple[Trace, TraceSet]) -> None:
 
 def test_compat_counts_sync_rows(job: tuple[Trace, TraceSet]) -> None:
     _, traces = job
-    frame = patterns.compute(traces, PatternsOptions(hta_compat=True))
+    frame = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=True)))
     # HTA's GPU rows are any rows with a stream > 0: L3's Stream Sync (6 µs at 330) joins its pattern.
     assert frame.rows() == [TOP, FUSED, ("aten::linear|gemm|relu|bias|Stream Sync", 1, 19.0, 40.0)]
 
@@ -175,7 +176,7 @@ def test_empty_cases(job: tuple[Trace, TraceSet], tmp_path: Path) -> None:
         PatternsOptions(operator="aten::conv2d"),
         PatternsOptions(operator=""),
         PatternsOptions(rank=3),
-        PatternsOptions(ranks=(5,)),
+        PatternsOptions(scope=Scope(ranks=(5,))),
     ):
         frame = patterns.compute(traces, options)
         assert frame.height == 0 and frame.schema == pl.Schema(patterns.COLUMNS)
@@ -193,7 +194,7 @@ def test_rank_option_picks_the_rank(tmp_path: Path) -> None:
     traces = load_traces([folder], use_cache=False, max_workers=1)
     assert patterns.compute(traces, PatternsOptions()).height == 0  # first rank (0) has no kernels
     assert patterns.compute(traces, PatternsOptions(rank=1)).rows()[0] == TOP
-    assert patterns.compute(traces, PatternsOptions(ranks=(1,))).rows()[0] == TOP
+    assert patterns.compute(traces, PatternsOptions(scope=Scope(ranks=(1,)))).rows()[0] == TOP
 
 
 def test_backward_thread_hangs_under_backward_annotation(tmp_path: Path) -> None:
@@ -238,7 +239,7 @@ def test_parity_alexnet(load_shared: Any, compat: bool) -> None:
     #   "aten::linear", output_dir, min_pattern_len=3, rank=0, top_k=5) → one row:
     #   count 2, "GPU kernel duration (us)" 208.0, "CPU op duration (us)" 10652.0
     traces = load_shared("critical_path/alexnet")
-    frame = patterns.compute(traces, PatternsOptions(hta_compat=compat))
+    frame = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=compat)))
     assert frame.rows() == [(ALEXNET_PATTERN, 2, 208.0, 10652.0)]
 
 
@@ -248,7 +249,7 @@ def test_parity_trace_diff_control(load_shared: Any, compat: bool) -> None:
     # HTA: get_frequent_cuda_kernel_sequences("aten::linear", out, min_pattern_len=3, rank=3,
     #   top_k=5) → one row: count 10, GPU 986.0, CPU 1123.0, four names:
     #   aten::linear | <elementwise direct_copy kernel> | ampere_sgemm_32x128_tn | <elementwise add kernel>
-    linear = patterns.compute(traces, PatternsOptions(hta_compat=compat))
+    linear = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=compat)))
     assert linear.select("count", "gpu_sum_us", "cpu_sum_us").rows() == [(10, 986.0, 1123.0)]
     names = linear["pattern"][0].split("|")
     assert len(names) == 4 and names[0] == "aten::linear" and names[2] == "ampere_sgemm_32x128_tn"
@@ -256,7 +257,7 @@ def test_parity_trace_diff_control(load_shared: Any, compat: bool) -> None:
 
     # HTA: get_frequent_cuda_kernel_sequences("aten::mm", out, min_pattern_len=1, rank=3,
     #   top_k=1000) → 45 patterns; the first five (count, GPU, CPU):
-    mm_options = PatternsOptions(operator="aten::mm", min_len=1, hta_compat=compat)
+    mm_options = PatternsOptions(scope=Scope(hta_compat=compat), operator="aten::mm", min_len=1)
     mm = patterns.compute(traces, mm_options)
     assert mm.select("count", "gpu_sum_us", "cpu_sum_us").rows() == [
         (240, 4492.0, 9401.0),
@@ -274,7 +275,7 @@ def test_parity_trace_diff_control(load_shared: Any, compat: bool) -> None:
     # HTA: same call with "## backward ##", min_pattern_len=1: 5 patterns (one per step), each
     # the annotation plus 1023 kernels of the backward thread (HTA links that thread under the
     # annotation); (GPU, CPU) per pattern, and 7811 overlaid events each:
-    backward_options = PatternsOptions(operator="## backward ##", min_len=1, hta_compat=compat)
+    backward_options = PatternsOptions(scope=Scope(hta_compat=compat), operator="## backward ##", min_len=1)
     backward = patterns.compute(traces, backward_options)
     assert backward["count"].to_list() == [1] * 5
     assert sorted(backward.select("gpu_sum_us", "cpu_sum_us").rows()) == [
@@ -314,9 +315,9 @@ def test_parity_negative_queue_length_compat_reproduces_hta_nesting(load_shared:
     # aten::item "open" on the backward thread, and every later backward op nests under it
     # (one level deeper). Compat mode reproduces that; the default nesting finds all 4 steps.
     traces = load_shared("negative_queue_length_values_check")
-    mm = patterns.compute(traces, PatternsOptions(operator="aten::mm", min_len=1, hta_compat=True))
+    mm = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=True), operator="aten::mm", min_len=1))
     assert sorted(mm.drop("pattern").rows()) == [(1, 46.0, 95.0), (1, 109.0, 108.0), (1, 148.0, 61.0)]
-    copy = patterns.compute(traces, PatternsOptions(operator="aten::copy_", min_len=1, hta_compat=True))
+    copy = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=True), operator="aten::copy_", min_len=1))
     assert copy.drop("pattern").rows() == [
         (397, 9481.0, 4183.0),
         (28, 39.0, 1645.0),

@@ -12,6 +12,7 @@ from kineto_util import kernel, runtime, write_trace
 
 from htatui.analysis import queue
 from htatui.analysis.queue import QueueOptions
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet, load_traces
 
 
@@ -86,7 +87,7 @@ def test_series_corrected_counts_graph_launch_once(tmp_path: Path) -> None:
 
 
 def test_series_compat(tmp_path: Path) -> None:
-    frame = queue.series(job(tmp_path), QueueOptions(hta_compat=True))
+    frame = queue.series(job(tmp_path), QueueOptions(scope=Scope(hta_compat=True)))
     assert points(frame, 7) == [(100.0, 1), (106.0, 2), (110.0, 1), (120.0, 2), (150.0, 1), (170.0, 0)]
     assert points(frame, 20) == [(130.0, 1), (140.0, 0)]
 
@@ -119,7 +120,8 @@ def test_blocked_all_streams(tmp_path: Path) -> None:
     # HTA: the same 34 µs but over its trace duration (last start 240
     # − first start 100 = 140); stream 20 is reported too (HTA keeps only one stream per rank).
     compat = {
-        r["stream"]: r for r in queue.blocked(traces, QueueOptions(hta_compat=True, max_queue_length=2)).to_dicts()
+        r["stream"]: r
+        for r in queue.blocked(traces, QueueOptions(scope=Scope(hta_compat=True), max_queue_length=2)).to_dicts()
     }
     assert compat[7]["blocked_us"] == 34.0 and compat[7]["blocked_pct"] == pytest.approx(100 * 34 / 140)
     assert compat[20]["blocked_us"] == 0.0
@@ -138,7 +140,7 @@ def test_equal_timestamps(tmp_path: Path) -> None:
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     assert points(queue.series(traces, QueueOptions()), 7, 300.0) == [(300.0, 1), (310.0, 1), (320.0, 0)]
-    compat = points(queue.series(traces, QueueOptions(hta_compat=True)), 7, 300.0)
+    compat = points(queue.series(traces, QueueOptions(scope=Scope(hta_compat=True))), 7, 300.0)
     assert len(compat) == 4 and compat[0] == (300.0, 1) and compat[-1] == (320.0, 0)
     assert compat[1][1] in (0, 2) and compat[2] == (310.0, 1)
 
@@ -160,7 +162,7 @@ def test_hip_stream_zero(tmp_path: Path) -> None:
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        frame = queue.series(traces, QueueOptions(hta_compat=compat))
+        frame = queue.series(traces, QueueOptions(scope=Scope(hta_compat=compat)))
         assert points(frame, 0) == [(100.0, 1), (120.0, 0)]
 
 
@@ -174,7 +176,7 @@ def test_hta_partner_index_zero_quirk(tmp_path: Path) -> None:
         kernel("second", 220, 10, corr=2),
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    assert points(queue.series(traces, QueueOptions(hta_compat=True)), 7) == [(200.0, 1), (220.0, 0)]
+    assert points(queue.series(traces, QueueOptions(scope=Scope(hta_compat=True))), 7) == [(200.0, 1), (220.0, 0)]
     assert len(points(queue.series(traces, QueueOptions()), 7)) == 4
 
 
@@ -182,7 +184,7 @@ def test_empty(tmp_path: Path) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
-        options = QueueOptions(hta_compat=compat)
+        options = QueueOptions(scope=Scope(hta_compat=compat))
         assert queue.series(traces, options).schema == pl.Schema(queue.SERIES_COLUMNS)
         assert queue.compute(traces, options).schema == pl.Schema(queue.COLUMNS)
         blocked = queue.blocked(traces, options)
@@ -217,7 +219,7 @@ def scenario_points(traces: TraceSet, frame: pl.DataFrame, rank: int, stream: in
 @pytest.mark.parametrize("compat", [False, True])
 def test_small_expected(small: TraceSet, which: str, compat: bool) -> None:
     truth = expected.SMALL_EXPECTED
-    options = QueueOptions(hta_compat=compat, include_last_step=which == "all")
+    options = QueueOptions(scope=Scope(steps=Steps("all") if which == "all" else Steps(), hta_compat=compat))
     frame = queue.series(small, options)
     summary = queue.summarize(frame)
     for rank in truth["ranks"]:
@@ -239,7 +241,7 @@ def test_edge_cuda_graph(tmp_path: Path) -> None:
     traces = load(tmp_path / "cuda_graph")
     truth = expected.EDGE_EXPECTED["cuda_graph"]
     offset = traces.ranks[0].shift_us + expected.SMALL_EXPECTED["origin_us"]
-    compat = queue.series(traces, QueueOptions(hta_compat=True))
+    compat = queue.series(traces, QueueOptions(scope=Scope(hta_compat=True)))
     assert [(t - offset, q) for t, q in compat.select("ts_us", "queue_length").rows()] == truth["hta_queue_length"][7]
     # Corrected: + the graph launch at 1210, one entry until its first kernel starts at 1300.
     corrected = queue.series(traces, QueueOptions())
@@ -262,7 +264,7 @@ SHARED = {"cpu_only": 0, "rank_non_gpu": 0, "amd_trace": 1, "mtia_inference_trac
 def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
-        options = QueueOptions(hta_compat=compat)
+        options = QueueOptions(scope=Scope(hta_compat=compat))
         assert queue.series(traces, options).schema == pl.Schema(queue.SERIES_COLUMNS)
         summary = queue.compute(traces, options)
         assert summary.schema == pl.Schema(queue.COLUMNS) and summary.height == SHARED[folder], (
@@ -276,7 +278,9 @@ def test_shared_traces(load_shared: Any, folder: str) -> None:
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2: stream 7 count 9752, mean 812.41, std 306.06, p25 764.75, p50 973,
     p75 1020, max 1022 (HTA 0.6.1)."""
-    summary = queue.compute(load_shared("ns_resolution_trace"), QueueOptions(hta_compat=True)).row(0, named=True)
+    summary = queue.compute(load_shared("ns_resolution_trace"), QueueOptions(scope=Scope(hta_compat=True))).row(
+        0, named=True
+    )
     assert summary["stream"] == 7 and summary["count"] == 9752
     assert summary["mean"] == pytest.approx(812.41, abs=0.005)
     assert summary["std"] == pytest.approx(306.06, abs=0.005)

@@ -17,6 +17,7 @@ from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 from htatui.analysis import ranks
 from htatui.analysis.common import CommonOptions, Prepared
 from htatui.analysis.ranks import RanksOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet
 
 
@@ -160,7 +161,7 @@ def test_one_rank_says_so(tmp_path: Path) -> None:
 
 def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
-    compat = ranks.stragglers(traces, RanksOptions(hta_compat=True))
+    compat = ranks.stragglers(traces, RanksOptions(scope=Scope(hta_compat=True)))
     # HTA's method looks at ncclKernel* only: on gloo it finds nothing.
     assert compat.frame.columns == ["rank", "straggler_score", "is_straggler"]
     assert compat.message == "no communication kernels long enough in the chosen steps"
@@ -228,8 +229,8 @@ def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str],
     from htatui.analysis import steps
 
     traces = load_shared("trace_filter")
-    ours = ranks.stragglers(traces, RanksOptions(hta_compat=True))
-    theirs = steps.stragglers(traces, steps.StragglerOptions(hta_compat=True))  # the HTA parity path
+    ours = ranks.stragglers(traces, RanksOptions(scope=Scope(hta_compat=True)))
+    theirs = steps.stragglers(traces, steps.StragglerOptions(scope=Scope(hta_compat=True)))  # the HTA parity path
     assert ours.frame.equals(theirs.frame) and ours.message == theirs.message
     assert ours.frame["is_straggler"].to_list() == [True, True]  # both ranks, k = 2 (HTA's answer)
 
@@ -369,14 +370,14 @@ def test_analyse_needs_only_its_columns(
 ) -> None:
     """analyse reads ANALYSE_READS only; with every column prepared it must give the same result."""
     traces = load_shared(folder)
-    narrow = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(hta_compat=compat))
+    narrow = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))
     real_prepare = ranks.prepare
 
     def every_column(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
         return real_prepare(traces, options)
 
     monkeypatch.setattr(ranks, "prepare", every_column)
-    wide = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(hta_compat=compat))
+    wide = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))
     assert _same(narrow, wide)
     assert wide.rank_count >= 1 and wide.calls.height + wide.matrix.height > 0
 

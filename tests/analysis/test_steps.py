@@ -10,6 +10,7 @@ import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
 from htatui.analysis import steps
+from htatui.analysis.scope import Scope, Steps
 from htatui.analysis.steps import StepsOptions, StragglerOptions
 from htatui.trace import TraceSet, load_traces
 
@@ -46,9 +47,9 @@ def test_steps_used_flag(tmp_path: Path) -> None:
         (2, 100.0, 100.0, True),
         (3, 200.0, 100.0, False),  # last step dropped
     ]
-    assert steps.compute(traces, StepsOptions(include_last_step=True))["used"].to_list() == [True, True, True]
+    assert steps.compute(traces, StepsOptions(scope=Scope(steps=Steps("all"))))["used"].to_list() == [True, True, True]
     assert steps.profiler_steps(traces, StepsOptions()) == [1, 2]
-    assert steps.compute(traces, StepsOptions(hta_compat=True))["used"].to_list() == [True, True, False]
+    assert steps.compute(traces, StepsOptions(scope=Scope(hta_compat=True)))["used"].to_list() == [True, True, False]
 
 
 def test_one_step_is_used_and_no_steps_is_empty(tmp_path: Path) -> None:
@@ -103,14 +104,14 @@ def test_stragglers_corrected_finds_nccl_dev_kernels(tmp_path: Path) -> None:
     only2 = steps.stragglers(traces, StragglerOptions(profiler_steps=(2,))).frame
     assert only2.rows() == [(0, 0, False), (1, 1, True), (2, 0, False), (3, 1, True)]
     # HTA matches only names starting with "ncclKernel" (issue #360): nothing found, no crash.
-    compat = steps.stragglers(traces, StragglerOptions(hta_compat=True))
+    compat = steps.stragglers(traces, StragglerOptions(scope=Scope(hta_compat=True)))
     assert compat.frame.height == 0 and compat.message is not None
 
 
 def test_stragglers_compat_with_old_nccl_names(tmp_path: Path) -> None:
     traces = load(write_job(tmp_path, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"))
     for compat in (False, True):
-        frame = steps.stragglers(traces, StragglerOptions(hta_compat=compat)).frame
+        frame = steps.stragglers(traces, StragglerOptions(scope=Scope(hta_compat=compat))).frame
         assert frame.filter(pl.col("is_straggler"))["rank"].to_list() == [1, 3]
 
 
@@ -139,8 +140,8 @@ def test_stragglers_without_steps_or_comm(tmp_path: Path) -> None:
 def test_empty_cpu_only(tmp_path: Path, compat: bool) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
-    assert steps.compute(traces, StepsOptions(hta_compat=compat)).schema == pl.Schema(steps.COLUMNS)
-    assert steps.stragglers(traces, StragglerOptions(hta_compat=compat)).frame.height == 0
+    assert steps.compute(traces, StepsOptions(scope=Scope(hta_compat=compat))).schema == pl.Schema(steps.COLUMNS)
+    assert steps.stragglers(traces, StragglerOptions(scope=Scope(hta_compat=compat))).frame.height == 0
 
 
 # ---- generated fixtures (fixtures/expected.py, fixtures/demo) ---------------------------------
@@ -159,7 +160,7 @@ def test_small_expected(tmp_path: Path, compat: bool) -> None:
     generate.write_scenario("small", tmp_path)
     traces = load(tmp_path)
     truth = expected.SMALL_EXPECTED["steps"]
-    frame = steps.compute(traces, StepsOptions(hta_compat=compat))
+    frame = steps.compute(traces, StepsOptions(scope=Scope(hta_compat=compat)))
     for rank in expected.SMALL_EXPECTED["ranks"]:
         rows = frame.filter(pl.col("rank") == rank)
         assert rows["step"].to_list() == truth["all"]
@@ -168,8 +169,8 @@ def test_small_expected(tmp_path: Path, compat: bool) -> None:
         for step_number, start, dur in rows.select("step", "start_us", "dur_us").rows():
             assert start - shift == pytest.approx(truth["start_us"][step_number])
             assert dur == pytest.approx(truth["dur"][step_number])
-    assert steps.profiler_steps(traces, StepsOptions(hta_compat=compat)) == truth["kept"]
-    every = steps.compute(traces, StepsOptions(hta_compat=compat, include_last_step=True))
+    assert steps.profiler_steps(traces, StepsOptions(scope=Scope(hta_compat=compat))) == truth["kept"]
+    every = steps.compute(traces, StepsOptions(scope=Scope(steps=Steps("all"), hta_compat=compat)))
     assert every["used"].all()
 
 
@@ -195,9 +196,9 @@ SHARED = {"cpu_only": 1, "rank_non_gpu": 1, "amd_trace": 2, "mtia_inference_trac
 def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
-        frame = steps.compute(traces, StepsOptions(hta_compat=compat))
+        frame = steps.compute(traces, StepsOptions(scope=Scope(hta_compat=compat)))
         assert frame.schema == pl.Schema(steps.COLUMNS) and frame.height == SHARED[folder]
-        result = steps.stragglers(traces, StragglerOptions(hta_compat=compat))
+        result = steps.stragglers(traces, StragglerOptions(scope=Scope(hta_compat=compat)))
         assert result.frame.height == 0 and result.message == steps.NOT_ENOUGH_RANKS
 
 

@@ -10,6 +10,7 @@ import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
 from htatui.analysis import temporal
+from htatui.analysis.scope import Scope, Steps
 from htatui.analysis.temporal import SCHEMA, TemporalOptions
 from htatui.trace import load_traces
 
@@ -43,7 +44,7 @@ def row(frame: pl.DataFrame, rank: int) -> dict[str, Any]:
 @pytest.mark.parametrize("compat", [False, True])
 def test_two_streams_comm_and_memcpy(tmp_path: Path, compat: bool) -> None:
     traces = traces_of(tmp_path, job_a())
-    got = row(temporal.compute(traces, TemporalOptions(hta_compat=compat)), 0)
+    got = row(temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=compat))), 0)
     # union of GPU intervals: [100,200) ∪ [250,260) ∪ [400,450) = 100 + 10 + 50 = 160 busy
     # span = 450 − 100 = 350; idle = 350 − 160 = 190
     # compute = [100,150) ∪ [160,180) ∪ [400,450) = 50 + 20 + 50 = 120
@@ -64,7 +65,7 @@ def test_cuda_sync_rows_count_only_in_compat(tmp_path: Path) -> None:
     # gemm [100,150) then an "Event Sync" cuda_sync row [150,170) on stream 7.
     sync = device("cuda_sync", "Event Sync", 150, 20, stream=7, corr=9)
     traces = traces_of(tmp_path, [kernel("gemm_kernel", 100, 50, corr=1), sync])
-    compat = row(temporal.compute(traces, TemporalOptions(hta_compat=True)), 0)
+    compat = row(temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=True))), 0)
     corrected = row(temporal.compute(traces, TemporalOptions()), 0)
     # HTA's S1 counts the sync row (stream 7): span 70, busy 70, compute 50, non-compute 20.
     assert (compat["span_us"], compat["compute_us"], compat["non_compute_us"], compat["idle_us"]) == (
@@ -82,7 +83,7 @@ def test_triton_launcher_cpu_op_counts_only_in_compat(tmp_path: Path) -> None:
     launcher = cpu_op("triton_poi_fused_add_0", 100, 94)
     launcher["args"] = {"stream": 0}
     traces = traces_of(tmp_path, [launcher, kernel("triton_poi_fused_add_0", 150, 2, corr=1)])
-    compat = row(temporal.compute(traces, TemporalOptions(hta_compat=True)), 0)
+    compat = row(temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=True))), 0)
     corrected = row(temporal.compute(traces, TemporalOptions()), 0)
     # compat: [100,194) ∪ [150,152) → span 94, all compute (HTA's 100 % on triton_example)
     assert (compat["span_us"], compat["compute_us"], compat["compute_pct"]) == (94, 94, 100.0)
@@ -93,7 +94,7 @@ def test_triton_launcher_cpu_op_counts_only_in_compat(tmp_path: Path) -> None:
 def test_compat_rounds_fractional_timestamps_like_hta(tmp_path: Path) -> None:
     # kernel [100.4, 110.6): HTA ceils the start (101) and floors the end (110) → 9 µs.
     traces = traces_of(tmp_path, [kernel("gemm_kernel", 100.4, 10.2, corr=1)])
-    assert row(temporal.compute(traces, TemporalOptions(hta_compat=True)), 0)["compute_us"] == 9
+    assert row(temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=True))), 0)["compute_us"] == 9
     assert row(temporal.compute(traces, TemporalOptions()), 0)["compute_us"] == pytest.approx(10.2)
 
 
@@ -107,7 +108,7 @@ def test_amd_stream_zero(tmp_path: Path) -> None:
     ]
     traces = traces_of(tmp_path, events)
     for compat in (False, True):
-        got = row(temporal.compute(traces, TemporalOptions(hta_compat=compat)), 0)
+        got = row(temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=compat))), 0)
         # span 35, busy 25, idle 10, compute 20, non-compute 5
         assert (got["span_us"], got["idle_us"], got["compute_us"], got["non_compute_us"]) == (35, 10, 20, 5)
 
@@ -116,7 +117,7 @@ def test_cpu_only_and_mixed_ranks(tmp_path: Path) -> None:
     cpu_only = [cpu_op("aten::add", 0, 10), step(1, 0, 20)]
     traces = traces_of(tmp_path, cpu_only)
     for compat in (False, True):
-        out = temporal.compute(traces, TemporalOptions(hta_compat=compat))
+        out = temporal.compute(traces, TemporalOptions(scope=Scope(hta_compat=compat)))
         assert out.height == 0 and out.schema == pl.Schema(SCHEMA)
     # Rank 0 has a kernel, rank 1 none: one row, for rank 0.
     mixed = tmp_path / "mixed"
@@ -142,14 +143,14 @@ def test_last_step_is_dropped(tmp_path: Path) -> None:
     got = row(temporal.compute(traces, TemporalOptions()), 0)
     # kept: [20,50) and [120,150) → span 130, compute 60, idle 70
     assert (got["span_us"], got["compute_us"], got["idle_us"]) == (130, 60, 70)
-    full = row(temporal.compute(traces, TemporalOptions(include_last_step=True)), 0)
+    full = row(temporal.compute(traces, TemporalOptions(scope=Scope(steps=Steps("all")))), 0)
     assert (full["span_us"], full["compute_us"]) == (230, 90)
 
 
 def test_ranks_option(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, [kernel("a", 0, 5, corr=1)], [kernel("a", 0, 7, corr=1)])
     assert temporal.compute(traces, TemporalOptions())["rank"].to_list() == [0, 1]
-    out = temporal.compute(traces, TemporalOptions(ranks=(1,)))
+    out = temporal.compute(traces, TemporalOptions(scope=Scope(ranks=(1,))))
     assert out["rank"].to_list() == [1] and out["span_us"].to_list() == [7]
 
 
@@ -183,7 +184,7 @@ def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
     from fixtures.expected import SMALL_EXPECTED
 
     traces = load_traces([generated / "small"], use_cache=False, max_workers=1)
-    options = TemporalOptions(hta_compat=compat, include_last_step=steps == "all")
+    options = TemporalOptions(scope=Scope(steps=Steps("all") if steps == "all" else Steps(), hta_compat=compat))
     out = temporal.compute(traces, options)
     assert out["rank"].to_list() == SMALL_EXPECTED["ranks"]
     for rank, expected in SMALL_EXPECTED["temporal"][steps].items():
@@ -199,7 +200,7 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
         assert out.height == 1
         return out.to_dicts()[0]
 
-    options = TemporalOptions(hta_compat=compat)
+    options = TemporalOptions(scope=Scope(hta_compat=compat))
     assert (
         temporal.compute(load_traces([generated / "edge" / "cpu_only"], use_cache=False, max_workers=1), options).height
         == 0
@@ -238,7 +239,7 @@ EDGE_FOLDERS = [
 @pytest.mark.parametrize("folder", EDGE_FOLDERS)
 @pytest.mark.parametrize("compat", [False, True])
 def test_shared_edge_folders(load_shared: Any, folder: str, compat: bool) -> None:
-    out = temporal.compute(load_shared(folder), TemporalOptions(hta_compat=compat))
+    out = temporal.compute(load_shared(folder), TemporalOptions(scope=Scope(hta_compat=compat)))
     assert out.schema == pl.Schema(SCHEMA)
     if folder in ("cpu_only", "rank_non_gpu"):
         assert out.height == 0
@@ -257,7 +258,7 @@ GOLDEN = {
 
 @pytest.mark.parametrize("folder", sorted(GOLDEN))
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
-    out = temporal.compute(load_shared(folder), TemporalOptions(hta_compat=True))
+    out = temporal.compute(load_shared(folder), TemporalOptions(scope=Scope(hta_compat=True)))
     assert out.drop("rank").rows() == [GOLDEN[folder]]
 
 
@@ -265,10 +266,10 @@ def test_prepared_events_are_reused_per_rank_and_mode(tmp_path: Path) -> None:
     from htatui.analysis.common import CommonOptions, prepare
 
     traces = traces_of(tmp_path, job_a(), job_a())
-    first = prepare(traces, CommonOptions(ranks=(0,)))
-    again = prepare(traces, TemporalOptions(ranks=(0,)))
+    first = prepare(traces, CommonOptions(scope=Scope(ranks=(0,))))
+    again = prepare(traces, TemporalOptions(scope=Scope(ranks=(0,))))
     assert again.events.equals(first.events)
-    compat = prepare(traces, CommonOptions(ranks=(0,), hta_compat=True))
+    compat = prepare(traces, CommonOptions(scope=Scope(ranks=(0,), hta_compat=True)))
     both = prepare(traces, CommonOptions())
     assert both.events.height == 2 * first.events.height and compat.hta_compat
     # Results do not depend on what was cached: a fresh trace set gives the same temporal rows.

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from htatui.analysis.diff import DiffOptions, compare, hta_counts_change
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet
 
 hta_trace_diff = pytest.importorskip(
@@ -74,7 +75,7 @@ def test_counts_and_totals_match_hta(
 ) -> None:
     base_folder, test_folder = PAIRS[pair]
     expected = hta_frame(labeled(base_folder), labeled(test_folder), steps, by, short)
-    options = DiffOptions(hta_compat=True, steps=steps, by=by, short_names=short)  # type: ignore[arg-type]
+    options = DiffOptions(scope=Scope(steps=Steps.parse(str(steps)), hta_compat=True), by=by, short_names=short)  # type: ignore[arg-type]
     ours = compare(load_shared(base_folder), load_shared(test_folder), options).frame
     assert ours.height == expected.height
     ours = ours.with_columns(hta_change=hta_counts_change(ours))
@@ -85,7 +86,7 @@ def test_counts_and_totals_match_hta(
 def test_reference_numbers_trace_compare(load_shared: Callable[[str], TraceSet]) -> None:
     """§F.1: rank 1, iteration 1010, short names."""
     base, test = load_shared("trace_compare/base"), load_shared("trace_compare/test")
-    options = DiffOptions(hta_compat=True, rank=1, steps=1010, short_names=True)
+    options = DiffOptions(scope=Scope(steps=Steps.parse("1010"), hta_compat=True), rank=1, short_names=True)
     cpu = compare(base, test, dataclasses.replace(options, by="op")).frame
     gpu = compare(base, test, dataclasses.replace(options, by="kernel")).frame
     assert hta_counts_change(cpu).value_counts().sort("counts_change").rows() == [

@@ -18,7 +18,11 @@ import pytest
 
 from htatui.analysis import op_tree, ops
 from htatui.analysis.op_events import DEVICE_KINDS
+from htatui.analysis.scope import Scope, Steps
 from htatui.trace import TraceSet
+
+EVERY_STEP = Scope(steps=Steps("all"))
+"""key_averages counts every event of the run: the scope that keeps the whole trace."""
 
 ORACLES = ("h100_resnet_eager", "h100_resnet_memory_profile")
 FIELDS = (
@@ -52,7 +56,7 @@ def is_device_row(row: dict[str, Any], ours: pl.DataFrame) -> bool:
 @pytest.mark.parametrize("name", ORACLES)
 def test_ops_equal_key_averages(name: str, shared_traces: Path, load_shared: Callable[[str], TraceSet]) -> None:
     expected = oracle(shared_traces, name)
-    ours = ops.compute(load_shared(name), ops.OpsOptions(kinds="all"))
+    ours = ops.compute(load_shared(name), ops.OpsOptions(EVERY_STEP, kinds="all"))
     matched: set[tuple[str, str]] = set()
     mismatches: list[str] = []
     for row in expected:
@@ -80,7 +84,7 @@ def test_ops_host_rows_are_the_cpu_rows_of_key_averages(
 ) -> None:
     """The default (host) table has exactly key_averages' rows with CPU time, and every kind."""
     expected = {r["name"] for r in oracle(shared_traces, name) if r["cpu_total_us"] > 0}
-    ours = ops.compute(load_shared(name), ops.OpsOptions())
+    ours = ops.compute(load_shared(name), ops.OpsOptions(EVERY_STEP))
     assert set(ours["name"].to_list()) >= expected
     assert set(ours["kind"].unique().to_list()) == {"op", "annotation", "runtime", "driver"}
     zero_cpu = ours.filter(pl.col("cpu_total_us") == 0)["name"].to_list()

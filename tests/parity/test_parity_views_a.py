@@ -17,6 +17,7 @@ import pytest
 from parity_folders import FOLDERS
 
 from htatui.analysis import idle, kernels, overlap, temporal
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet
 
 pytest.importorskip("hta", reason="HTA is not installed (pip install 'traceinsight==0.6.1' 'pandas<3')")
@@ -91,7 +92,7 @@ class Hta:
 
 def test_temporal(pair: tuple[str, Hta, TraceSet]) -> None:
     folder, hta, traces = pair
-    ours = temporal.compute(traces, temporal.TemporalOptions(hta_compat=True))
+    ours = temporal.compute(traces, temporal.TemporalOptions(scope=Scope(hta_compat=True)))
     theirs = hta.call("get_temporal_breakdown")
     if theirs is None:  # HTA raises on a rank without GPU rows; we give no row for it
         assert ours["rank"].to_list() != traces.rank_ids
@@ -110,7 +111,7 @@ def test_temporal(pair: tuple[str, Hta, TraceSet]) -> None:
 
 def test_idle(pair: tuple[str, Hta, TraceSet]) -> None:
     folder, hta, traces = pair
-    options = idle.IdleOptions(hta_compat=True)
+    options = idle.IdleOptions(scope=Scope(hta_compat=True))
     ours = idle.compute(traces, options)
     ours_stats = idle.interval_stats(traces, options)
     theirs = hta.call("get_idle_time_breakdown", ranks=hta.analysis.t.get_ranks(), show_idle_interval_stats=True)
@@ -138,7 +139,7 @@ def test_idle(pair: tuple[str, Hta, TraceSet]) -> None:
 def test_kernel_types_and_kernels(pair: tuple[str, Hta, TraceSet]) -> None:
     folder, hta, traces = pair
     type_df, kernel_df = hta.call("get_gpu_kernel_breakdown")
-    ours_types = kernels.compute_types(traces, kernels.KernelTypesOptions(hta_compat=True))
+    ours_types = kernels.compute_types(traces, kernels.KernelTypesOptions(scope=Scope(hta_compat=True)))
     overall = ours_types.filter(pl.col("rank") == kernels.ALL_RANKS)
     _compare(
         _rows(overall, lambda r: r["kernel_type"]),
@@ -156,7 +157,7 @@ def test_kernel_types_and_kernels(pair: tuple[str, Hta, TraceSet]) -> None:
         {"duration_us": ("duration_us", True)},
         f"{folder} kernel types per rank",
     )
-    ours = kernels.compute(traces, kernels.KernelsOptions(hta_compat=True))
+    ours = kernels.compute(traces, kernels.KernelsOptions(scope=Scope(hta_compat=True)))
     key = lambda r: (int(r["rank"]), r["kernel_type"], r["name"])  # noqa: E731
     columns = {
         "sum_us": ("sum (us)", True),
@@ -170,12 +171,12 @@ def test_kernel_types_and_kernels(pair: tuple[str, Hta, TraceSet]) -> None:
 
 def test_overlap(pair: tuple[str, Hta, TraceSet]) -> None:
     folder, hta, traces = pair
-    ours = overlap.compute(traces, overlap.OverlapOptions(hta_compat=True))
+    ours = overlap.compute(traces, overlap.OverlapOptions(scope=Scope(hta_compat=True)))
     theirs = hta.call("get_comm_comp_overlap")
     assert theirs is not None
     # HTA gives every rank a row (NaN without communication); we give no row to a rank without
     # any GPU activity, so HTA's rows for those ranks must be NaN.
-    active = set(temporal.compute(traces, temporal.TemporalOptions(hta_compat=True))["rank"].to_list())
+    active = set(temporal.compute(traces, temporal.TemporalOptions(scope=Scope(hta_compat=True)))["rank"].to_list())
     their_rows = _rows(theirs, lambda r: r["rank"])
     for rank in set(their_rows) - active:
         assert _missing(their_rows.pop(rank)["comp_comm_overlap_pctg"])

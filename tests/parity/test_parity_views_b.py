@@ -21,6 +21,7 @@ import pytest
 from parity_folders import FOLDERS
 
 from htatui.analysis import annotations, launch, membw, queue, steps
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet, load_traces
 
 pytest.importorskip("hta", reason="HTA 0.6.1 not installed: pip install traceinsight==0.6.1 'pandas<3'")
@@ -96,7 +97,7 @@ def pair(
 
 def test_launch(pair: Pair) -> None:
     theirs_by_rank = pair.analysis.get_cuda_kernel_launch_stats(ranks=pair.hta_ranks, visualize=False)
-    ours_frame = launch.compute(pair.traces, launch.LaunchOptions(hta_compat=True))
+    ours_frame = launch.compute(pair.traces, launch.LaunchOptions(scope=Scope(hta_compat=True)))
     for hta_rank, rank in pair.rank.items():
         theirs = theirs_by_rank[hta_rank].sort_values(["correlation", "cpu_duration", "gpu_duration", "launch_delay"])
         mine = ours_frame.filter(pl.col("rank") == rank).sort(
@@ -123,7 +124,7 @@ def test_launch(pair: Pair) -> None:
 def test_queue_summary(pair: Pair) -> None:
     summary = pair.analysis.get_queue_length_summary(ranks=pair.hta_ranks)
     theirs = _describe_rows(summary, ["rank", "stream"], pair.rank)
-    frame = queue.compute(pair.traces, queue.QueueOptions(hta_compat=True))
+    frame = queue.compute(pair.traces, queue.QueueOptions(scope=Scope(hta_compat=True)))
     ours = {(r["rank"], r["stream"]): r for r in frame.to_dicts()}
     _compare(
         ours,
@@ -149,7 +150,7 @@ def test_queue_blocked(pair: Pair) -> None:
     series = pair.analysis.get_queue_length_time_series(ranks=pair.hta_ranks)
     for limit in BLOCKED_LIMITS:
         theirs = pair.analysis.get_time_spent_blocked_on_full_queue(series, max_queue_length=limit)
-        ours = queue.blocked(pair.traces, queue.QueueOptions(hta_compat=True, max_queue_length=limit))
+        ours = queue.blocked(pair.traces, queue.QueueOptions(scope=Scope(hta_compat=True), max_queue_length=limit))
         ours_rows = {(r["rank"], r["stream"]): r for r in ours.to_dicts()}
         for r in theirs.to_dict("records"):
             key = (pair.rank[int(r["rank"])], int(r["stream"]))
@@ -169,7 +170,7 @@ def test_queue_blocked(pair: Pair) -> None:
 
 def test_membw_summary(pair: Pair) -> None:
     theirs = _describe_rows(pair.analysis.get_memory_bw_summary(ranks=pair.hta_ranks), ["rank", "name"], pair.rank)
-    frame = membw.compute(pair.traces, membw.MemoryBandwidthOptions(hta_compat=True))
+    frame = membw.compute(pair.traces, membw.MemoryBandwidthOptions(scope=Scope(hta_compat=True)))
     ours = {(r["rank"], r["copy_kind"]): r for r in frame.to_dicts()}
     _compare(
         ours,
@@ -197,20 +198,20 @@ def test_annotations(pair: Pair, use_gpu: bool) -> None:
         if theirs_frame is None
         else {(pair.rank[int(r["rank"])], r["name"]): r for r in theirs_frame.to_dict("records")}
     )
-    options = annotations.AnnotationOptions(hta_compat=True, use_gpu_annotation=use_gpu)
+    options = annotations.AnnotationOptions(scope=Scope(hta_compat=True), use_gpu_annotation=use_gpu)
     ours = {(r["rank"], r["name"]): r for r in annotations.compute(pair.traces, options).to_dicts()}
     _compare(ours, theirs, {"sum_us": "sum (us)", "mean_us": "mean (us)"}, 1.0, "annotations")
 
 
 def test_profiler_steps(pair: Pair) -> None:
     theirs = [int(s) for s in pair.analysis.get_profiler_steps()]
-    assert steps.profiler_steps(pair.traces, steps.StepsOptions(hta_compat=True)) == theirs
+    assert steps.profiler_steps(pair.traces, steps.StepsOptions(scope=Scope(hta_compat=True))) == theirs
 
 
 def test_stragglers_trace_filter(hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]) -> None:
     analysis = hta_analysis("trace_filter")
     theirs = sorted(int(r) for r in analysis.get_potential_stragglers())
-    frame = steps.stragglers(load_shared("trace_filter"), steps.StragglerOptions(hta_compat=True)).frame
+    frame = steps.stragglers(load_shared("trace_filter"), steps.StragglerOptions(scope=Scope(hta_compat=True))).frame
     assert frame.filter(pl.col("is_straggler"))["rank"].to_list() == theirs
 
 
@@ -281,7 +282,7 @@ def test_stragglers_generated(
     )
     for compat in (True, False):  # the old ncclKernel names: both modes agree with HTA
         options = steps.StragglerOptions(
-            hta_compat=compat, num_candidates=num_candidates, profiler_steps=profiler_steps
+            scope=Scope(hta_compat=compat), num_candidates=num_candidates, profiler_steps=profiler_steps
         )
         frame = steps.stragglers(traces, options).frame
         assert sorted(frame.filter(pl.col("is_straggler"))["rank"].to_list()) == sorted(int(r) for r in theirs)

@@ -16,6 +16,7 @@ from tui_helpers import make_app, press, ready
 
 from htatui.analysis import idle, kernels, launch, membw, ops, overlap, patterns, queue, temporal
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import LoadCancelled, LoadProgress, TraceSet, load_traces
 from htatui.tui import theming
 from htatui.tui.app import VIEWS, HtaTuiApp, Settings
@@ -50,7 +51,7 @@ async def test_loads_files_and_opens_temporal(trace_root: Path) -> None:
         assert app.current_mode == "temporal"
         assert app.traces is not None and app.traces.rank_ids == [0, 1]
         assert app.ranks_label == "all (2)"
-        assert app.steps_label == "1-2"
+        assert app.steps_label == "steps 1-2 (last step 3 left out)"
 
 
 async def test_load_error_says_so_and_q_exits_2(tmp_path: Path) -> None:
@@ -193,7 +194,7 @@ async def test_rank_picker_changes_every_view(small_traces: TraceSet) -> None:
         await press(pilot, "j", "o", "enter")  # highlight rank 1, keep only it, apply
         assert app.selected_ranks == (1,)
         assert app.ranks_label == "1 (1/2)"
-        only_rank_1 = CommonOptions(ranks=(1,))
+        only_rank_1 = CommonOptions(scope=Scope(ranks=(1,)))
         for number, mode in enumerate(MODES, start=1):
             await press(pilot, str(number))
             for table in app.screen.query(ViewTable):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tui_helpers import press, ready
 
+from htatui.analysis.common import CommonOptions
 from htatui.store.ingest import ingest
 from htatui.trace import load_traces
 from htatui.tui.app import HtaTuiApp, Settings
@@ -74,5 +75,5 @@ async def test_per_rank_screens_keep_no_rank_of_a_dataset(trace_root: Path, tmp_
             await press(pilot, key)
             screen = app.screen
             assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values()), key
-            expected = screen.analyse(direct, app.common_options())  # type: ignore[attr-defined]
+            expected = screen.analyse(direct, CommonOptions(app.scope()))  # type: ignore[attr-defined]
             assert _same(screen._result, expected), key  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet, load_traces
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.memory import (
@@ -145,4 +146,4 @@ def test_the_memory_page_reads_every_chosen_rank(tmp_path: Path) -> None:
     assert [rank for rank, _path in files] == [0, 1]
     result = memory_result(files)
     assert result.devices == ("rank 0 cuda:0", "rank 1 cuda:0")
-    assert memory_rank_files(traces, CommonOptions(ranks=(1,)))[0][0] == 1
+    assert memory_rank_files(traces, CommonOptions(scope=Scope(ranks=(1,))))[0][0] == 1

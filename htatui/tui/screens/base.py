@@ -112,7 +112,7 @@ class ViewScreen(JobRunner, Screen[None]):
     def view_options(self, common: CommonOptions) -> Any:
         """`options` for the app's ranks and mode."""
         assert self.options is not None
-        return dataclasses.replace(self.options, **vars(common))
+        return dataclasses.replace(self.options, scope=common.scope)
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> Any:
         """Run the view's analysis (on a worker thread, so no widget access here)."""
@@ -123,7 +123,7 @@ class ViewScreen(JobRunner, Screen[None]):
         raise NotImplementedError
 
     def analysis_key(self) -> Hashable:
-        return (self.hta.selected_ranks, self.option_values())
+        return (self.hta.scope(), self.option_values())
 
     # ---- the worker pattern -------------------------------------------------------------
     def on_mount(self) -> None:
@@ -158,7 +158,7 @@ class ViewScreen(JobRunner, Screen[None]):
         self.set_state("computing… (esc cancels)")
         if self._shown_key is None:
             self.query_one(Body).loading = True
-        common = self.hta.common_options()
+        common = CommonOptions(self.hta.scope())
         self.request_id = self.start_job("analysis", lambda _cancel: self.analyse(traces, common), "view analysis")
 
     def job_done(self, job: str, result: Any) -> None:

@@ -123,9 +123,7 @@ class CountersScreen(ViewScreen):
         queue_options = self.view_options(common)
 
         def per_rank(part: TraceSet, options: queue.QueueOptions) -> list[pl.DataFrame]:
-            bandwidth = membw.MemoryBandwidthOptions(
-                ranks=options.ranks, hta_compat=options.hta_compat, include_last_step=options.include_last_step
-            )
+            bandwidth = membw.MemoryBandwidthOptions(options.scope)
             return [queue.series(part, options), queue.blocked(part, options), membw.series(part, bandwidth)]
 
         # Over a dataset, a rank at a time: the view's memory is one rank's, not the job's.

@@ -90,11 +90,10 @@ class KernelsScreen(ViewScreen):
         yield TablePane("Kernel-type states", id="kernels-types")
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> KernelsResult:
-        base = vars(common)
         return KernelsResult(
-            types=kernels.compute_types(traces, kernels.KernelTypesOptions(**base)),
+            types=kernels.compute_types(traces, kernels.KernelTypesOptions(common.scope)),
             top=kernels.compute(traces, self.view_options(common)),
-            spread=kernels.spread(traces, kernels.KernelSpreadOptions(**base, top_k=None)),
+            spread=kernels.spread(traces, kernels.KernelSpreadOptions(common.scope, top_k=None)),
         )
 
     def show_result(self, result: KernelsResult) -> None:

@@ -99,10 +99,10 @@ class OpsScreen(ViewScreen):
         return (self.by_shape,)
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> OpsResult:
-        options = ops.OpsOptions(**vars(common))
+        options = ops.OpsOptions(common.scope)
         built = ops.tree(traces, options)
         group = "shape" if self.by_shape else "name"
-        every = ops.table(traces, built, ops.OpsOptions(**vars(common), kinds=WITH_DEVICE_ROWS, group_by=group))
+        every = ops.table(traces, built, ops.OpsOptions(common.scope, kinds=WITH_DEVICE_ROWS, group_by=group))
         host = every.filter(pl.col("kind").is_in(ops.chosen_kinds("host")))
         return OpsResult(host=host, every=every, nodes=op_tree.build(built))
 

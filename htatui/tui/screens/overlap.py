@@ -50,7 +50,7 @@ class OverlapScreen(ViewScreen):
         yield Chart("Communication overlapped by computation (%)", id="overlap-chart")
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> OverlapResult:
-        frame = overlap.compute(traces, overlap.OverlapOptions(**vars(common)))
+        frame = overlap.compute(traces, overlap.OverlapOptions(common.scope))
         no_comm = frame.height > 0 and frame["overlap_pct"].null_count() == frame.height
         return OverlapResult(frame, no_comm and ranks.has_cpu_collectives(traces, common))
 

@@ -134,7 +134,7 @@ class PatternsScreen(ViewScreen):
         traces = self.hta.traces
         if traces is None:
             return
-        options: patterns.PatternsOptions = self.view_options(self.hta.common_options())
+        options: patterns.PatternsOptions = self.view_options(CommonOptions(self.hta.scope()))
         rank = patterns.chosen_rank(traces, options)
         if rank is None:
             self.notify("None of the chosen ranks is loaded.", severity="warning")

@@ -149,7 +149,7 @@ class RanksScreen(ViewScreen):
         yield TablePane("Collectives", id="ranks-collectives")
 
     def analyse(self, traces: TraceSet, common: CommonOptions) -> ranks.RanksResult:
-        return ranks.analyse(traces, ranks.RanksOptions(**vars(common)))
+        return ranks.analyse(traces, ranks.RanksOptions(common.scope))
 
     def metrics(self) -> list[str]:
         if self._result is None:

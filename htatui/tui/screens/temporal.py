@@ -53,7 +53,7 @@ class TemporalResult:
 def deferred_stragglers(traces: TraceSet, common: CommonOptions) -> bool:
     """Whether detecting stragglers waits to be asked: it would read ranks that the breakdown did not need."""
     chosen = common.ranks if common.ranks is not None else traces.rank_ids
-    answered = summary_rows(traces, temporal.TemporalOptions(**vars(common))) is not None
+    answered = summary_rows(traces, temporal.TemporalOptions(common.scope)) is not None
     return answered and not all(traces.ranks[rank].loaded for rank in chosen if rank in traces.ranks)
 
 
@@ -87,8 +87,8 @@ class TemporalScreen(ViewScreen):
     def analyse(self, traces: TraceSet, common: CommonOptions) -> TemporalResult:
         deferred = deferred_stragglers(traces, common)
         return TemporalResult(
-            breakdown=temporal.compute(traces, temporal.TemporalOptions(**vars(common))),
-            stragglers=None if deferred else steps.stragglers(traces, steps.StragglerOptions(**vars(common))),
+            breakdown=temporal.compute(traces, temporal.TemporalOptions(common.scope)),
+            stragglers=None if deferred else steps.stragglers(traces, steps.StragglerOptions(common.scope)),
         )
 
     def action_stragglers(self) -> None:
@@ -96,10 +96,10 @@ class TemporalScreen(ViewScreen):
         traces = self.hta.traces
         if traces is None:
             return
-        common = self.hta.common_options()
+        common = CommonOptions(self.hta.scope())
         self.set_state("reading every chosen rank for stragglers… (esc cancels)")
         self.start_job(
-            "stragglers", lambda _cancel: steps.stragglers(traces, steps.StragglerOptions(**vars(common))), "stragglers"
+            "stragglers", lambda _cancel: steps.stragglers(traces, steps.StragglerOptions(common.scope)), "stragglers"
         )
 
     def job_done(self, job: str, result: Any) -> None:
@@ -113,7 +113,7 @@ class TemporalScreen(ViewScreen):
         pane = self.query_one("#temporal-stragglers", TablePane)
         if found is None:
             traces = self.hta.traces
-            ranks = len(self.hta.common_options().ranks or (traces.rank_ids if traces is not None else ()))
+            ranks = len(CommonOptions(self.hta.scope()).ranks or (traces.rank_ids if traces is not None else ()))
             pane.show(
                 pl.DataFrame(schema={c.key: pl.Utf8 for c in STRAGGLER_COLUMNS}),
                 STRAGGLER_COLUMNS,

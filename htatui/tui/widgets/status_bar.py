@@ -67,7 +67,7 @@ class StatusBar(Widget):
         if isinstance(app, AnalysisHost):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
-            text.append(f" │ steps {app.steps_label}")
+            text.append(f" │ {app.steps_label}")
             if app.load_notes:
                 count = len(app.load_notes)
                 text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")

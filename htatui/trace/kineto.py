@@ -1,0 +1,103 @@
+"""Kineto's vocabulary: event categories, what is device work, and what a ProfilerStep is.
+
+Every layer asks here instead of spelling a category set or the step pattern again: the loader
+(which categories carry which args, each row's step), the scope (which rows a step holds), the
+views, the diff, the timeline and the memory readers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+CATEGORY_ALIASES = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "Operator": "cpu_op",
+    "Driver": "cuda_driver",
+    "User Annotation": "user_annotation",
+    "gpu_user_Annotation": "gpu_user_annotation",
+}
+"""2021-era Kineto wrote capitalised categories; they are stored under today's names."""
+
+PROFILER_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+"""A ProfilerStep's name; group 1 is the step number (HTA allows spaces around '#')."""
+
+GPU_ANNOTATION = "gpu_user_annotation"
+"""The GPU-side copy of a `record_function` range: it starts when its first kernel runs, later
+than the host range, so a `ProfilerStep#N` of this category is not a step span."""
+
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+"""GPU work: kernels, copies, memsets, and MTIA's device events (HTA's idle-time selector S3).
+Syncs are waits, not work, so they are left out."""
+
+DEVICE_CATS = (*GPU_ACTIVITY_CATS, "cuda_sync")
+"""Rows that run on a device stream: GPU work and the syncs it waits on."""
+
+HOST_ARG_CATS = frozenset(
+    {
+        "cpu_op",
+        "cuda_runtime",
+        "cuda_driver",
+        "user_annotation",
+        GPU_ANNOTATION,
+        "mtia_runtime",
+        "xpu_runtime",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+        "Runtime",
+        "Operator",
+        "Driver",
+    }
+)
+"""Host categories whose args carry correlation / External id / stream (raw spellings too)."""
+
+DEVICE_ARG_CATS = frozenset({*DEVICE_CATS, "Kernel", "Memcpy", "Memset"})
+"""Device categories whose args carry the kernel and copy details (raw spellings too)."""
+
+HOST_WORK_CATS = (
+    "cpu_op",
+    "user_annotation",
+    "cuda_runtime",
+    "cuda_driver",
+    "mtia_runtime",
+    "xpu_runtime",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+)
+"""Host work: operators, annotations and runtime/driver calls (launches, syncs, copies issued).
+python_function frames, flows and GPU-side annotations are not host work."""
+
+
+def step_number(name: pl.Expr) -> pl.Expr:
+    """The step number of a ProfilerStep name (null for any other name); `name` as text."""
+    return name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
+
+
+def is_device_row() -> pl.Expr:
+    """A row that ran on a device and names the host call that launched it (its correlation)."""
+    return pl.col("cat").is_in(DEVICE_CATS) & pl.col("correlation").is_not_null()
+
+
+def is_step_row(*, with_gpu_copies: bool = False) -> pl.Expr:
+    """A complete-event ProfilerStep span; HTA also counts the GPU-side copies (`with_gpu_copies`)."""
+    step = (pl.col("ph") == "X") & pl.col("name").cast(pl.Utf8).str.contains(PROFILER_STEP.pattern)
+    return step if with_gpu_copies else step & (pl.col("cat") != GPU_ANNOTATION)
+
+
+def step_spans(events: pl.DataFrame, *, with_gpu_copies: bool = False) -> pl.DataFrame:
+    """step, ts, end, dur of every ProfilerStep span, by start (and `rank` first when `events` has it).
+
+    The step pattern runs on the distinct names only, and rows are picked by category code.
+    """
+    names = events["name"].unique()
+    step_names = names.filter(names.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False))
+    keys = ["rank"] if "rank" in events.columns else []
+    rows = events.filter(pl.col("name").is_in(step_names.implode()) & is_step_row(with_gpu_copies=with_gpu_copies))
+    dur = pl.col("dur") if "dur" in events.columns else pl.col("end") - pl.col("ts")
+    return rows.select(*keys, step=step_number(pl.col("name").cast(pl.Utf8)), ts="ts", end="end", dur=dur).sort(
+        [*keys, "ts"], maintain_order=True
+    )
