@@ -38,6 +38,12 @@ def event_at(index: RankIndex, row: int, start_us: float, end_us: float) -> dict
     return best.row(0, named=True)
 
 
+def overlaps_cell(event: dict[str, Any], row: int, start_us: float, end_us: float) -> bool:
+    """Whether `event` is on `row` and overlaps [start_us, end_us) (the test `event_at` filters by)."""
+    ts, end = float(event["ts"]), float(event["end"])
+    return int(event["row"]) == row and ts < end_us and (end > start_us or ts >= start_us)
+
+
 def launch_of(index: RankIndex, event: dict[str, Any]) -> dict[str, Any] | None:
     """The runtime call that launched a GPU event (same correlation id on a thread row)."""
     corr = event.get("correlation")

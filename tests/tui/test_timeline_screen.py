@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis import timeline as tl
@@ -185,3 +186,65 @@ async def test_t_on_a_kernel_row_opens_its_longest_instance(small_traces: TraceS
         assert details_text(screen).startswith(row["name"][:20])
         index, shown_row = screen.rows[screen.cursor_row]
         assert index.rows[shown_row].key == longest["stream"][0]
+
+
+def middle_kernel(index: tl.RankIndex) -> dict[str, Any]:
+    """The launched compute kernel that starts nearest the middle of the rank's trace."""
+    middle = (index.first_us + index.last_us) / 2
+    kernels = index.events.filter(
+        (pl.col("kind") == tl.STREAM) & (pl.col("type") == tl.COMPUTE) & pl.col("correlation").is_not_null()
+    )
+    return kernels.sort((pl.col("ts") - middle).abs()).row(0, named=True)
+
+
+def selected(screen: TimelineScreen) -> dict[str, Any]:
+    assert screen._selected is not None, "nothing selected"
+    return screen._selected[1]
+
+
+async def go_to(pilot: Pilot[Any], window: str) -> None:
+    """`g`, then the window filled in at once (typing it key by key costs seconds) and submitted."""
+    await press(pilot, "g")
+    pilot.app.screen.query_one("#time", Input).value = window
+    await press(pilot, "enter")
+
+
+def busiest_under_cursor(screen: TimelineScreen) -> dict[str, Any] | None:
+    """What the cursor's cell alone would select: the event covering most of it."""
+    index, row = screen.rows[screen.cursor_row]
+    per_cell = (screen.end_us - screen.start_us) / screen._cells
+    cell_start = screen.start_us + (screen.cursor_us - screen.start_us) // per_cell * per_cell
+    return tle.event_at(index, row, cell_start, cell_start + per_cell)
+
+
+async def test_follow_keeps_the_followed_event_at_every_zoom(load_shared: Callable[[str], TraceSet]) -> None:
+    """A coarse cell holds many events; `f` selects the launch it jumped to (and then the kernel),
+    not whichever event covers most of the cell it landed in."""
+    app = make_app(load_shared("h100_resnet_eager"), "h100_resnet_eager")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "t")
+        screen = timeline(pilot)
+        index = screen.rows[screen.cursor_row][0]
+        kernel = middle_kernel(index)
+        whole = index.last_us - index.first_us
+        crowded = []
+        # From the whole trace (~840 µs a cell) down to ~0.01 µs a cell.
+        for fraction in (1, 1 / 16, 1 / 256, 1 / 4096, 1 / 65536):
+            # The window starts at the kernel: the cursor's cell holds it, or a busier kernel.
+            await go_to(pilot, f"{kernel['ts']} {kernel['ts'] + whole * fraction}")
+            zoom = f"{(screen.end_us - screen.start_us) / screen._cells:.3g} µs/cell"
+            start = selected(screen)
+            assert start["kind"] == tl.STREAM and start["correlation"] is not None, zoom
+            await press(pilot, "f")
+            launch = selected(screen)
+            assert (launch["kind"], launch["type"]) == (tl.THREAD, tl.RUNTIME), (zoom, launch["name"])
+            assert launch["correlation"] == start["correlation"], zoom
+            assert details_text(screen).startswith(str(launch["name"])), zoom
+            crowded.append(busiest_under_cursor(screen) != launch)
+            await press(pilot, "f")
+            back = selected(screen)
+            assert back["index"] == tle.kernels_of(index, launch)["index"][0], (zoom, back["name"])
+            assert back["correlation"] == start["correlation"], zoom
+        # The coarsest zoom is the case the fix is for: there the busiest event is not the launch.
+        assert crowded[0]

@@ -185,6 +185,7 @@ class TimelineScreen(ViewScreen):
         self.rows: list[tuple[tl.RankIndex, int]] = []
         self._cells = 1
         self._selected: tuple[tl.RankIndex, dict[str, Any]] | None = None
+        self._followed: tuple[tl.RankIndex, dict[str, Any]] | None = None
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="timeline-canvas")
@@ -375,13 +376,25 @@ class TimelineScreen(ViewScreen):
         index, row = self.rows[self.cursor_row]
         step = (self.end_us - self.start_us) / self._cells
         cell_start = self.start_us + self._cursor_cell() * step
-        event = tle.event_at(index, row, cell_start, cell_start + step)
+        event = self._followed_at(index, row, cell_start, cell_start + step)
+        if event is None:
+            event = tle.event_at(index, row, cell_start, cell_start + step)
         if event is None:
             where = f"{index.rows[row].label} · {tl.fmt_us(self.cursor_us)} µs: nothing here"
             details.update(Text(f"{where}\n{LEGEND}", no_wrap=True, overflow="ellipsis"))
             return
         self._selected = (index, event)
         details.update(Text("\n".join(tle.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
+
+    def _followed_at(self, index: tl.RankIndex, row: int, start_us: float, end_us: float) -> dict[str, Any] | None:
+        """The event `f` jumped to while it is still under the cursor, else None (and forgotten):
+        a coarse cell holds many events, and the busiest of them need not be the one followed."""
+        if self._followed is not None:
+            followed_index, event = self._followed
+            if followed_index is index and tle.overlaps_cell(event, row, start_us, end_us):
+                return event
+        self._followed = None
+        return None
 
     # ---- moving around ------------------------------------------------------------------
     def _set_window(self, start: float, end: float) -> None:
@@ -463,6 +476,7 @@ class TimelineScreen(ViewScreen):
         if not self.start_us <= center < self.end_us or span != self.end_us - self.start_us:
             self._set_window(center - span / 2, center + span / 2)
         self.cursor_us = center
+        self._followed = (index, linked)
         self.redraw()
 
     def action_overview(self) -> None:
