@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from htatui.fit import FitColumn, Fitted, fit_columns, table_width
+from htatui.numbers import cell_text
 
 Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")
@@ -26,23 +27,11 @@ MAX_TABLE_CELL_CHARS = 2_000
 
 
 def _table_cell(value: object) -> str:
-    text = _cell(value)
+    text = cell_text(value)
     if len(text) <= MAX_TABLE_CELL_CHARS:
         return text
     half = (MAX_TABLE_CELL_CHARS - 1) // 2
     return f"{text[:half]}…{text[-half:]}"
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.3g}"
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
 
 
 def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:

@@ -83,12 +83,20 @@ def add_report_parser(
     )
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
+    # A knob not given leaves no attribute (SUPPRESS), so a value of None ("--top all") is a value.
     for option in OPTION_FLAGS:
         if option.kind == "switch":  # present = True
-            report.add_argument(option.flag, dest=option.field, action="store_const", const=True, help=option.help)
+            report.add_argument(
+                option.flag,
+                dest=option.field,
+                action="store_const",
+                const=True,
+                default=argparse.SUPPRESS,
+                help=option.help,
+            )
             continue
         report.add_argument(
-            option.flag, dest=option.field, type=_parser_of(option.kind), default=None, help=option.help
+            option.flag, dest=option.field, type=_parser_of(option.kind), default=argparse.SUPPRESS, help=option.help
         )
     report.set_defaults(run=lambda args: run_report(args, load))
 
@@ -112,9 +120,9 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     names = {f.name for f in dataclasses.fields(options_class)}
     values: dict[str, Any] = {}
     for option in OPTION_FLAGS:
-        value = getattr(args, option.field, None)
-        if value is None:
+        if not hasattr(args, option.field):
             continue
+        value = getattr(args, option.field)
         if option.field not in names:
             print(f"htatui: {option.flag} does not apply to --view {args.view}", file=sys.stderr)
             return 2

@@ -16,6 +16,7 @@ from typing import Any, Self, TypeVar
 
 import polars as pl
 
+from htatui.analysis import cancel
 from htatui.analysis.comm_rules import comm_categories, is_comm_kernel
 from htatui.analysis.scope import RankSteps, Scope, scope_mask
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
@@ -50,6 +51,14 @@ class CommonOptions:
     def with_ranks(self, ranks: tuple[int, ...] | None) -> Self:
         """The same options over other ranks."""
         return dataclasses.replace(self, scope=self.scope.with_ranks(ranks))
+
+
+@dataclass(frozen=True)
+class NotedTable:
+    """A table and the sentence that goes with it: why it is empty, or how it was made."""
+
+    frame: pl.DataFrame
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] |
     frames: list[pl.DataFrame] = []
     steps: dict[int, RankSteps] = {}
     for rank in chosen_ranks(traces, options):
+        cancel.check()
         if columns is None:
             events, steps[rank] = _prepared_rank(traces, rank, scope)
         else:
@@ -202,6 +212,7 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
     alone = options.with_ranks(None)
     results: list[_T] = []
     for rank in chosen:
+        cancel.check()
         # The rank's summary row goes along, so a view that answers from it still does.
         summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
         results.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
@@ -366,6 +377,7 @@ def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) 
     """
     found = traces.derived.get(key, _MISSING)
     if found is _MISSING:
+        cancel.check()
         found = compute()
         traces.derived[key] = found
     return found  # type: ignore[no-any-return]

@@ -88,7 +88,9 @@ class KernelsOptions(CommonOptions):
     sums are folded into ``others`` too (HTA's rule; only applied when folding happens).
     """
 
-    top_k: int | None = knob(10, flag="--top", help="how many names to keep", kind="int", label="top-k", minimum=1)
+    top_k: int | None = knob(
+        10, flag="--top", help="how many names to keep (all: every name)", kind="int", label="top-k", minimum=1
+    )
     duration_ratio: float = knob(
         0.8,
         flag="--duration-ratio",
@@ -104,7 +106,9 @@ class KernelsOptions(CommonOptions):
 class KernelSpreadOptions(CommonOptions):
     """``top_k``: kernels per type, by total time over all ranks (None = all kernels)."""
 
-    top_k: int | None = knob(10, flag="--top", help="how many names to keep", kind="int", label="top-k", minimum=1)
+    top_k: int | None = knob(
+        10, flag="--top", help="how many names to keep (all: every name)", kind="int", label="top-k", minimum=1
+    )
 
 
 def typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:

@@ -53,7 +53,8 @@ def knobs_of(options: type[Any] | Any) -> dict[str, Knob]:
 def parse(kind: Kind, text: str) -> Any:
     """A typed value from what a user typed; ValueError when it is not of that kind."""
     if kind == "int":
-        return int(text)
+        # "all" lifts a limit such as a top-k (None in the options).
+        return None if text.strip().lower() == "all" else int(text)
     if kind == "float":
         return float(text)
     if kind == "ints":

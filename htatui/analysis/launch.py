@@ -17,7 +17,7 @@ from typing import Literal
 
 import polars as pl
 
-from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
+from htatui.analysis.common import CommonOptions, memoised, prepare, rank_by_rank, selection_key
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
@@ -316,5 +316,6 @@ def histograms_of(frame: pl.DataFrame, bins: int = HISTOGRAM_BINS) -> pl.DataFra
 
 
 def histograms(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
-    """The Launch screen's histograms of launch delay, CPU call time and GPU time (`histograms_of`)."""
-    return histograms_of(compute(traces, options))
+    """The Launch screen's histograms of launch delay, CPU call time and GPU time (`histograms_of`);
+    over a dataset the launches are gathered a rank at a time."""
+    return histograms_of(rank_by_rank(traces, options, compute))

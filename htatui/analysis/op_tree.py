@@ -120,7 +120,7 @@ def launcher_of(nodes: pl.DataFrame, rank: int, name: str, kind: str) -> int | N
 
 @dataclass(frozen=True)
 class OpTreeOptions(CommonOptions):
-    """Call-tree knobs: none beyond the common ones (every step is kept, as in the ops table)."""
+    """Call-tree knobs: none beyond the scope (its steps, as in the ops table)."""
 
 
 TABLE_COLUMNS: dict[str, pl.DataType] = {
@@ -157,6 +157,11 @@ def depth_first(nodes: pl.DataFrame) -> pl.DataFrame:
     return (
         nodes.with_columns(_order=pl.col("node").replace_strict(position, default=None)).sort("_order").drop("_order")
     )
+
+
+def nodes_of(table: pl.DataFrame) -> pl.DataFrame:
+    """The nodes (`NODE_SCHEMA`) of a `compute` table: each `call_path` without its indent is the name."""
+    return table.with_columns(name=pl.col("call_path").str.slice(2 * pl.col("depth"))).select(list(NODE_SCHEMA))
 
 
 def compute(traces: TraceSet, options: OpTreeOptions) -> pl.DataFrame:

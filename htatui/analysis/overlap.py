@@ -15,10 +15,19 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, CommonOptions, busy_time
+from htatui.analysis.common import (
+    COMMUNICATION,
+    COMPUTATION,
+    CommonOptions,
+    NotedTable,
+    busy_time,
+    prepare,
+    rank_by_rank,
+)
 from htatui.analysis.kernels import state_durations
 from htatui.analysis.stored import summary_rows
 from htatui.analysis.temporal import round_like_numpy, typed_gpu
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 from htatui.trace.model import TraceSet
 
 SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
@@ -30,6 +39,36 @@ _BOTH = 3
 @dataclass(frozen=True)
 class OverlapOptions(CommonOptions):
     """The overlap view has no knobs of its own."""
+
+
+NO_COMM = "no communication kernels on the chosen ranks: overlap is undefined (a single-GPU job?)"
+CPU_COLLECTIVES = (
+    "no communication kernels on the chosen ranks: the collectives run on the CPU (gloo:/c10d ops), "
+    "so there is no GPU communication to overlap; the Ranks view shows their cost and waits"
+)
+
+
+def table(traces: TraceSet, options: OverlapOptions) -> NotedTable:
+    """`compute`, and why every rank's overlap is undefined when no rank has communication kernels.
+
+    Over a dataset a rank at a time, as a per-rank table is: only the rows are held together."""
+    frame = rank_by_rank(traces, options, compute)
+    if frame.height == 0 or frame["overlap_pct"].null_count() < frame.height:
+        return NotedTable(frame)
+    return NotedTable(frame, CPU_COLLECTIVES if has_cpu_collectives(traces, options) else NO_COMM)
+
+
+def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
+    """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
+
+    def names_of(part: TraceSet, part_options: CommonOptions) -> pl.DataFrame:
+        events = prepare(part, part_options, columns=("cat", "name")).events
+        host = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))
+        return host.select(pl.col("name").cast(pl.Utf8).unique())
+
+    # Over a dataset a rank at a time: only the ranks' distinct op names are kept together.
+    names = rank_by_rank(traces, options, names_of)["name"]
+    return bool(names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any())
 
 
 def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis import callstack, ops
-from htatui.analysis.common import CommonOptions, chosen_ranks, memoised, prepare, selection_key
+from htatui.analysis.common import CommonOptions, NotedTable, chosen_ranks, memoised, prepare, selection_key
 from htatui.analysis.knobs import knob
 from htatui.trace.model import TraceSet
 
@@ -228,6 +228,24 @@ def compute(traces: TraceSet, options: PatternsOptions) -> pl.DataFrame:
     if options.top_k is not None:
         table = table.head(max(options.top_k, 0))
     return _typed(table, COLUMNS)
+
+
+def table(traces: TraceSet, options: PatternsOptions) -> NotedTable:
+    """`compute`, with the rank it is about; when nothing matched, why, and the operators to try."""
+    rank = chosen_rank(traces, options)
+    if rank is None:
+        return NotedTable(pl.DataFrame(schema=COLUMNS), "none of the chosen ranks is loaded")
+    frame = compute(traces, options)
+    if frame.height:
+        return NotedTable(frame, f"rank {rank}")
+    # The operator just tried matched nothing: suggest only others (it was among them before).
+    names = operators(traces, options, count=8)["name"].to_list()
+    suggestions = [name for name in names if not options.operator or options.operator not in name][:4]
+    message = (
+        f"no call of an operator matching {options.operator!r} launched {options.min_len} or more GPU "
+        f"operations on rank {rank}"
+    )
+    return NotedTable(frame, message + (f". Frequent here: {', '.join(suggestions)}" if suggestions else ""))
 
 
 def pattern_indices(traces: TraceSet, options: PatternsOptions) -> pl.DataFrame:

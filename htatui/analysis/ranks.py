@@ -21,31 +21,33 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from htatui.analysis import steps as steps_view
 from htatui.analysis.common import (
     COMMUNICATION,
     COMPUTATION,
-    CommonOptions,
+    NotedTable,
     Prepared,
     busy_time,
     chosen_ranks,
     each_rank,
+    memoised,
+    merge_intervals,
     prepare,
-    rank_by_rank,
+    selection_key,
     shorten_name,
 )
+from htatui.analysis.knobs import knob
 from htatui.analysis.temporal import typed_gpu_events
-from htatui.trace.kineto import PROFILER_STEP
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, PROFILER_STEP
 from htatui.trace.model import TraceSet
 
 KERNELS = "communication kernels"
 CPU_OPS = "collective CPU ops"
 C10D_OPS = "c10d CPU ops"
 
-CPU_COLLECTIVE = r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl):"
-C10D_COLLECTIVE = r"^c10d::(?:_?all|reduce|broadcast|barrier|send|recv|gather|scatter|alltoall)"
 
 MATRIX_BASE: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -60,13 +62,27 @@ MATRIX_BASE: dict[str, pl.DataType] = {
 
 STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
+    "is_straggler": pl.Boolean(),
     "steps": pl.Utf8(),
     "delay_us": pl.Float64(),
+    "delay_pct": pl.Float64(),
+    "calls_last": pl.Int64(),
     "cause": pl.Utf8(),
     "cause_phase": pl.Utf8(),
     "cause_excess_us": pl.Float64(),
-    "calls_last": pl.Int64(),
+    "cause_pct": pl.Float64(),
 }
+"""`is_straggler`: the rank held up at least one step most; `delay_pct`: its share of the job's
+delay; `cause_pct`: the share of its delay its cause phase explains (at most 100)."""
+
+VIEW_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {**STRAGGLER_COLUMNS, "hta_late_starts": pl.Int64()}
+"""The `stragglers` view: the analysis's columns and HTA's late-start score as one more signal."""
+
+METHOD = "who the others waited for at collectives"
+"""htatui's straggler method, named with every answer."""
+
+EXPLAINS = 50.0
+"""A phase is the cause when its excess explains at least this % of the delay ("most of it")."""
 
 COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
     "pg": pl.Utf8(),
@@ -91,6 +107,7 @@ STEP_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
     "cause": pl.Utf8(),
     "cause_phase": pl.Utf8(),
     "cause_excess_us": pl.Float64(),
+    "cause_pct": pl.Float64(),
 }
 
 PHASE_COLUMNS: dict[str, pl.DataType] = {
@@ -176,7 +193,14 @@ def collective_kind(name: str) -> str:
 
 @dataclass(frozen=True)
 class RanksOptions(steps_view.StragglerOptions):
-    """The Ranks views' knobs: the common ones, plus HTA's straggler knobs for `--hta-compat`."""
+    """The Ranks views' knobs: whose phases to compare, plus HTA's straggler knobs (its late starts)."""
+
+    straggler: int | None = knob(
+        None,
+        flag="--straggler",
+        help="stragglers --phases: the rank whose phases to compare (default: the top straggler)",
+        kind="int",
+    )
 
 
 @dataclass(frozen=True)
@@ -187,7 +211,8 @@ class RanksResult:
     phases: pl.DataFrame
     """rank, step, phase, dur_us: CPU phases, GPU compute and kernel names (the cause candidates)."""
     calls: pl.DataFrame
-    """rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes, group_size, arrival_last_us, wait_us."""
+    """rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes, group_size, arrival_last_us, wait_us,
+    exposed_wait_us."""
     stragglers: pl.DataFrame
     step_stragglers: pl.DataFrame
     """step, rank, delay_us, cause…: per step, the rank the others waited for most."""
@@ -199,14 +224,6 @@ class RanksResult:
     @property
     def frame(self) -> pl.DataFrame:
         return self.stragglers
-
-
-@dataclass(frozen=True)
-class ViewResult:
-    """One table of the Ranks analysis and, when it is empty or partial, why."""
-
-    frame: pl.DataFrame
-    message: str | None = None
 
 
 # ---- meeting points --------------------------------------------------------------------------
@@ -287,19 +304,6 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
     return calls, source
 
 
-def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
-    """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
-
-    def names_of(part: TraceSet, part_options: CommonOptions) -> pl.DataFrame:
-        events = prepare(part, part_options, columns=("cat", "name")).events
-        host = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))
-        return host.select(pl.col("name").cast(pl.Utf8).unique())
-
-    # Over a dataset a rank at a time: only the ranks' distinct op names are kept together.
-    names = rank_by_rank(traces, options, names_of)["name"]
-    return bool(names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any())
-
-
 def _empty_calls() -> pl.DataFrame:
     return pl.DataFrame(
         schema={
@@ -328,9 +332,46 @@ def with_waits(calls: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(wait_us=pl.when(pl.col("call_ranks") > 1).then(pl.col("arrival_last_us") - pl.col("ts")))
 
 
+def with_exposed_waits(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """`exposed_wait_us`: the part of each call's wait during which the rank's own GPU did no
+    other work (computation, copies, memsets).
+
+    A rank waiting in a collective while its GPU still runs its own kernels loses nothing: with
+    DDP's buckets the comm stream waits while backward goes on, and summing raw waits counted
+    that time (on fixtures/demo, twice the straggler's real lag).
+    """
+    work = gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end")
+    busy = merge_intervals(work, ["rank"]).sort("rank", "ts")
+    parts = []
+    for (rank,), rank_calls in calls.with_row_index("_call").group_by(["rank"], maintain_order=True):
+        rank_busy = busy.filter(pl.col("rank") == rank)
+        starts = rank_calls["ts"].to_numpy()
+        ends = rank_calls["arrival_last_us"].fill_null(rank_calls["ts"]).to_numpy()
+        covered = _busy_before(rank_busy, ends) - _busy_before(rank_busy, starts)
+        parts.append(rank_calls.select("_call", _covered=pl.Series(covered, dtype=pl.Float64)))
+    covered = pl.concat(parts) if parts else pl.DataFrame(schema={"_call": pl.UInt32(), "_covered": pl.Float64()})
+    return (
+        calls.with_row_index("_call")
+        .join(covered, on="_call", how="left")
+        .with_columns(exposed_wait_us=(pl.col("wait_us") - pl.col("_covered").fill_null(0.0)).clip(lower_bound=0.0))
+        .drop("_call", "_covered")
+    )
+
+
+def _busy_before(merged: pl.DataFrame, times: np.ndarray) -> np.ndarray:
+    """For each time t, the busy time of `merged` (disjoint, sorted intervals) before t."""
+    if merged.height == 0:
+        return np.zeros(len(times))
+    starts, ends = merged["ts"].to_numpy(), merged["end"].to_numpy()
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    i = np.searchsorted(starts, times, side="right")  # intervals starting at or before t
+    inside = np.clip(times - starts[np.maximum(i - 1, 0)], 0.0, (ends - starts)[np.maximum(i - 1, 0)])
+    return np.where(i > 0, before[np.maximum(i - 1, 0)] + inside, 0.0)
+
+
 def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per matched call with ≥ 2 ranks: the last rank, its step, and the delay it caused
-    (the median of the other ranks' waits)."""
+    """Per matched call with ≥ 2 ranks: the last rank, its step, and the delay it caused (the
+    median of the other ranks' exposed waits: the time their GPUs idled waiting for it)."""
     matched = calls.filter(pl.col("call_ranks") > 1)
     if matched.height == 0:
         return pl.DataFrame(
@@ -351,7 +392,7 @@ def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
         .agg(rank=pl.col("rank").first())
     )
     others = matched.join(last, on=CALL_KEY, suffix="_last").filter(pl.col("rank") != pl.col("rank_last"))
-    delays = others.group_by(CALL_KEY).agg(delay_us=pl.col("wait_us").median(), skew_us=pl.col("wait_us").max())
+    delays = others.group_by(CALL_KEY).agg(delay_us=pl.col("exposed_wait_us").median(), skew_us=pl.col("wait_us").max())
     return last.join(delays, on=CALL_KEY).select(*CALL_KEY, "rank", "delay_us", "skew_us")
 
 
@@ -437,14 +478,21 @@ def _fmt_us(value: float) -> str:
 
 
 def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
-    """The rank × step matrix, the collective calls and their waits, stragglers and collectives."""
+    """The rank × step matrix, the collective calls and their waits, stragglers and collectives.
+
+    Made once per job and scope: the Ranks page and each of its report tables read the same result.
+    """
+    return memoised(traces, ("ranks.analyse", *selection_key(traces, options)), lambda: _analyse(traces, options))
+
+
+def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     prepared, step_table = _rank_inputs(traces, options)
     events = prepared.events
     rank_count = len(prepared.steps_used)
     step_table = step_table.filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
     calls, source = meeting_points(events, options.hta_compat)
-    calls = with_waits(_in_used_steps(calls, prepared.steps_used))
+    calls = with_exposed_waits(with_waits(_in_used_steps(calls, prepared.steps_used)), gpu)
     phases_cpu = _in_used_steps(cpu_phases(events), prepared.steps_used)
     gpu_steps = _in_used_steps(gpu_phases(gpu), prepared.steps_used)
     # group_by gives no row order: sorted, so the table and its ties read the same every time.
@@ -548,31 +596,48 @@ def _step_leaders(delays: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _cause(phases: pl.DataFrame, rank: int, steps: list[int]) -> tuple[str, str | None, float | None]:
-    """The cause text, phase and excess µs of `rank` over `steps` (the most-exceeding phase)."""
+@dataclass(frozen=True)
+class Cause:
+    """What made a rank late: its phase with the most excess over the others' median, and the
+    share of the delay that excess explains."""
+
+    text: str
+    phase: str | None = None
+    excess_us: float | None = None
+    pct: float | None = None
+
+
+def _cause(phases: pl.DataFrame, rank: int, steps: list[int], delay_us: float) -> Cause:
+    """The cause of `rank`'s `delay_us` over `steps`; "no phase explains this delay" when the
+    phase with the most excess explains less than EXPLAINS % of it."""
     best = phase_excess(phases, rank, steps).filter(pl.col("excess_us") > 0).head(1)
     if best.height == 0:
-        return "no phase longer than on the other ranks", None, None
+        return Cause("no phase explains this delay (none is longer than on the other ranks)")
     phase, excess = str(best["phase"][0]), float(best["excess_us"][0])
-    text = (
+    pct = min(100.0, 100.0 * excess / delay_us) if delay_us > 0 else None
+    detail = (
         f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median {_fmt_us(best['others_median_us'][0])})"
     )
-    return text, phase, excess
+    if pct is None or pct < EXPLAINS:
+        share = "" if pct is None else f", {pct:.0f} % of it"
+        return Cause(f"no phase explains this delay (largest: {detail}{share})", phase, excess, pct)
+    return Cause(f"{detail}, {pct:.0f} % of the delay", phase, excess, pct)
 
 
 def _per_step(delays: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
     """step, rank, delay_us, cause…: each step's straggler and the phase that made it late."""
     rows = []
     for step_number, rank, delay in _step_leaders(delays).iter_rows():
-        cause, phase, excess = _cause(phases, rank, [step_number]) if step_number is not None else ("", None, None)
+        cause = _cause(phases, rank, [step_number], float(delay)) if step_number is not None else Cause("")
         rows.append(
             {
                 "step": step_number,
                 "rank": rank,
                 "delay_us": float(delay),
-                "cause": cause,
-                "cause_phase": phase,
-                "cause_excess_us": excess,
+                "cause": cause.text,
+                "cause_phase": cause.phase,
+                "cause_excess_us": cause.excess_us,
+                "cause_pct": cause.pct,
             }
         )
     return pl.DataFrame(rows, schema=STEP_STRAGGLER_COLUMNS)
@@ -591,6 +656,7 @@ def _stragglers(
     # Per step, the rank that made the others wait longest is that step's straggler.
     step_top = _step_leaders(delays)
     totals = delays.group_by("rank").agg(delay_us=pl.col("delay_us").sum(), calls_last=pl.len())
+    job_delay = float(totals.filter(pl.col("delay_us") > 0)["delay_us"].sum())
     rows = []
     for rank, delay, calls_last in totals.sort(["delay_us", "rank"], descending=[True, False]).iter_rows():
         if not delay or delay <= 0:
@@ -600,16 +666,19 @@ def _stragglers(
         late_steps = its_steps or sorted(
             {s for s in delays.filter(pl.col("rank") == rank)["step"].to_list() if s is not None}
         )
-        cause, phase, excess = _cause(phases, rank, late_steps) if late_steps else ("", None, None)
+        cause = _cause(phases, rank, late_steps, float(delay)) if late_steps else Cause("")
         rows.append(
             {
                 "rank": rank,
+                "is_straggler": bool(its_steps),
                 "steps": ",".join(map(str, its_steps)) or None,
                 "delay_us": float(delay),
-                "cause": cause,
-                "cause_phase": phase,
-                "cause_excess_us": excess,
+                "delay_pct": 100.0 * float(delay) / job_delay,
                 "calls_last": calls_last,
+                "cause": cause.text,
+                "cause_phase": cause.phase,
+                "cause_excess_us": cause.excess_us,
+                "cause_pct": cause.pct,
             }
         )
     frame = pl.DataFrame(rows, schema=STRAGGLER_COLUMNS) if rows else empty
@@ -657,34 +726,71 @@ def _world_size(traces: TraceSet) -> int | None:
 # ---- the report views ------------------------------------------------------------------------
 
 
-def stragglers(traces: TraceSet, options: RanksOptions) -> ViewResult | steps_view.StragglerResult:
-    """rank, steps, delay_us, cause…: who the others waited for; HTA's score table in compat mode."""
+def stragglers(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """The one straggler answer, its method named: who the others waited for at collectives and
+    why, with HTA's late-start score beside it as one more signal (`hta_late_starts`). In compat
+    mode, HTA 0.6.1's own table (its late-start method), named as such."""
+    late = steps_view.stragglers(traces, options)
     if options.hta_compat:
-        return steps_view.stragglers(traces, options)
+        method = "method: HTA 0.6.1's late starts (per step, the ranks that start its most variable collective last)"
+        return NotedTable(late.frame, f"{method}; {late.message}" if late.message else method)
     result = analyse(traces, options)
-    return ViewResult(result.stragglers, _with_source(result.message, result.source))
+    scores = late.frame.filter(pl.col("straggler_score") > 0).select("rank", hta_late_starts="straggler_score")
+    frame = (
+        result.stragglers.join(scores, on="rank", how="full", coalesce=True)
+        .with_columns(
+            pl.col("is_straggler").fill_null(False),
+            pl.col("delay_us", "delay_pct").fill_null(0.0),
+            pl.col("calls_last").fill_null(0),
+            pl.col("hta_late_starts").fill_null(0),
+        )
+        .sort(["delay_us", "hta_late_starts", "rank"], descending=[True, True, False])
+        .select([pl.col(c).cast(t) for c, t in VIEW_STRAGGLER_COLUMNS.items()])
+    )
+    if result.message is not None:
+        return NotedTable(frame, result.message)
+    note = f"method: {METHOD} (meeting points: {result.source}); hta_late_starts: HTA's late-start score"
+    return NotedTable(frame, f"{note} ({late.message})" if late.message else note)
 
 
-def straggler_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:
+def straggler_phases(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """phase, rank_us, others_median_us, excess_us: a straggler's phases against the other ranks'
+    median over the steps it held up (`options.straggler`, by default the top straggler)."""
+    result = analyse(traces, options)
+    empty = pl.DataFrame(schema=PHASE_COLUMNS)
+    if result.stragglers.height == 0:
+        return NotedTable(empty, result.message or "no straggler")
+    rank = options.straggler if options.straggler is not None else int(result.stragglers["rank"][0])
+    row = result.stragglers.filter(pl.col("rank") == rank)
+    if row.height == 0:
+        return NotedTable(empty, f"rank {rank} made no other rank wait")
+    steps = [int(s) for s in (row["steps"][0] or "").split(",") if s] or sorted(
+        s for s in result.matrix["step"].unique().to_list() if s is not None
+    )
+    where = f"rank {rank} against the other ranks' median, steps {','.join(map(str, steps))}"
+    return NotedTable(phase_excess(result.phases, rank, steps), where)
+
+
+def straggler_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """Per step: the rank the others waited for most, how long, and the phase that made it late."""
     result = analyse(traces, options)
-    return ViewResult(result.step_stragglers, _with_source(result.message, result.source))
+    return NotedTable(result.step_stragglers, _with_source(result.message, result.source))
 
 
-def rank_steps(traces: TraceSet, options: RanksOptions) -> ViewResult:
+def rank_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """The rank × step matrix: step, GPU busy/idle, comm and wait time, and one column per CPU phase."""
     result = analyse(traces, options)
     message = None if result.matrix.height else "no ProfilerStep markers on the chosen ranks"
-    return ViewResult(result.matrix, message)
+    return NotedTable(result.matrix, message)
 
 
-def collectives(traces: TraceSet, options: RanksOptions) -> ViewResult:
+def collectives(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """Per process group and kind: calls, message bytes, duration, algbw/busbw, cross-rank skew."""
     result = analyse(traces, options)
     if result.collectives.height == 0:
-        return ViewResult(result.collectives, "no collectives found on the chosen ranks")
+        return NotedTable(result.collectives, "no collectives found on the chosen ranks")
     note = None if result.rank_count > 1 else "one rank: cross-rank skew needs two or more"
-    return ViewResult(result.collectives, _with_source(note, result.source))
+    return NotedTable(result.collectives, _with_source(note, result.source))
 
 
 def _with_source(message: str | None, source: str | None) -> str | None:

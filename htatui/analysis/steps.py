@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.common import COMMUNICATION, CommonOptions, kernel_type, prepare, round_like_hta
+from htatui.analysis.common import COMMUNICATION, CommonOptions, NotedTable, kernel_type, prepare, round_like_hta
 from htatui.analysis.knobs import knob
 from htatui.trace.kineto import step_spans
 from htatui.trace.model import TraceSet
@@ -55,12 +55,8 @@ class StragglerOptions(CommonOptions):
     """Ignore communication kernels shorter than this fraction of the mean step time."""
 
 
-@dataclass(frozen=True)
-class StragglerResult:
-    """Straggler scores per rank, or an empty frame and the reason."""
-
-    frame: pl.DataFrame
-    message: str | None = None
+StragglerResult = NotedTable
+"""Straggler scores per rank, or an empty frame and the reason."""
 
 
 def _empty_stragglers(message: str) -> StragglerResult:

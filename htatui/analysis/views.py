@@ -7,14 +7,15 @@ module plus one `View(...)` entry below (docs/contributing-views.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol
 
 import polars as pl
 
 from htatui.analysis import annotations as user_annotations
 from htatui.analysis import (
+    cancel,
     idle,
     kernels,
     launch,
@@ -28,7 +29,7 @@ from htatui.analysis import (
     steps,
     temporal,
 )
-from htatui.analysis.common import OptionsT, rank_by_rank
+from htatui.analysis.common import CommonOptions, OptionsT, chosen_ranks, each_rank, rank_by_rank
 from htatui.trace import TraceSet
 
 
@@ -79,17 +80,42 @@ class View(Generic[OptionsT]):
 
 
 @dataclass(frozen=True)
+class PageTable:
+    """One table a page shows: a view's registered table (`report --view VIEW --TABLE`)."""
+
+    view: str
+    table: str = "main"
+
+    def __str__(self) -> str:
+        return self.view if self.table == "main" else f"{self.view} --{self.table}"
+
+
+@dataclass(frozen=True)
 class Page:
-    """A TUI screen: its mode id (the key order is the order here) and the views it shows."""
+    """A TUI screen: its mode id (the key order is the order here) and the registered tables it shows."""
 
     id: str
     title: str
-    views: tuple[str, ...]
+    tables: tuple[PageTable, ...]
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The views of its tables, in order, once each."""
+        return tuple(dict.fromkeys(table.view for table in self.tables))
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """A registered table as made for a page: its frame and, when it has one, its sentence."""
+
+    frame: pl.DataFrame
+    message: str | None = None
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
     """`table.compute`; a `per_rank` table over a dataset whose ranks are not read yet is made a
     rank at a time (`rank_by_rank`), so memory holds one rank, not all."""
+    cancel.check()
     if not table.per_rank:
         return table.compute(traces, options)
 
@@ -131,7 +157,7 @@ VIEWS: tuple[View[Any], ...] = (
     View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
     View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute),)),
     View("kernel-spread", "Kernel spread", kernels.KernelSpreadOptions, (Table("main", kernels.spread),)),
-    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.compute, per_rank=True),), headline=True),
+    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.table),), headline=True),
     View(
         "launch",
         "Launch",
@@ -164,12 +190,21 @@ VIEWS: tuple[View[Any], ...] = (
         (Table("main", membw.compute, per_rank=True), Table("series", membw.series, per_rank=True)),
     ),
     View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True),)),
-    View("late-starts", "Late starts (HTA's stragglers)", steps.StragglerOptions, (Table("main", steps.stragglers),)),
+    View(
+        "late-starts",
+        "Late starts (HTA's straggler method)",
+        steps.StragglerOptions,
+        (Table("main", steps.stragglers),),
+    ),
     View(
         "stragglers",
         "Stragglers",
         ranks.RanksOptions,
-        (Table("main", ranks.stragglers), Table("per-step", ranks.straggler_steps)),
+        (
+            Table("main", ranks.stragglers),
+            Table("per-step", ranks.straggler_steps),
+            Table("phases", ranks.straggler_phases),
+        ),
     ),
     View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
     View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
@@ -183,31 +218,103 @@ VIEWS: tuple[View[Any], ...] = (
         "patterns",
         "Patterns",
         patterns.PatternsOptions,
-        (Table("main", patterns.compute), Table("operators", patterns.operators)),
+        (Table("main", patterns.table), Table("operators", patterns.operators)),
     ),
     View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
     View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
 )
 
 PAGES: tuple[Page, ...] = (
-    Page("temporal", "Temporal", ("temporal", "late-starts")),
-    Page("idle", "Idle", ("idle",)),
-    Page("kernels", "Kernels", ("kernel-types", "kernels", "kernel-spread")),
-    Page("overlap", "Overlap", ("overlap",)),
-    Page("launch", "Launch", ("launch",)),
-    Page("counters", "Counters", ("queue", "membw")),
-    Page("ops", "Ops", ("ops", "op-tree")),
-    Page("patterns", "Patterns", ("patterns",)),
-    Page("ranks", "Ranks", ("rank-steps", "stragglers", "collectives")),
+    Page("temporal", "Temporal", (PageTable("temporal"),)),
+    Page("idle", "Idle", (PageTable("idle", "by-stream"), PageTable("idle", "interval-stats"))),
+    Page("kernels", "Kernels", (PageTable("kernels"), PageTable("kernel-spread"), PageTable("kernel-types"))),
+    Page("overlap", "Overlap", (PageTable("overlap"),)),
+    Page(
+        "launch",
+        "Launch",
+        (
+            PageTable("launch", "summary"),
+            PageTable("launch", "short-kernels"),
+            PageTable("launch", "runtime-outliers"),
+            PageTable("launch", "delay-outliers"),
+            PageTable("launch", "histograms"),
+        ),
+    ),
+    Page(
+        "counters",
+        "Counters",
+        (
+            PageTable("queue", "overview"),
+            PageTable("membw"),
+            PageTable("queue", "series"),
+            PageTable("membw", "series"),
+        ),
+    ),
+    Page("ops", "Ops", (PageTable("ops"), PageTable("ops", "top-bars"), PageTable("op-tree"))),
+    Page("patterns", "Patterns", (PageTable("patterns"),)),
+    Page(
+        "ranks",
+        "Ranks",
+        (
+            PageTable("rank-steps"),
+            PageTable("stragglers"),
+            PageTable("stragglers", "per-step"),
+            PageTable("stragglers", "phases"),
+            PageTable("collectives"),
+        ),
+    ),
     Page("memory", "Memory", ()),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 
 BY_ID: dict[str, View[Any]] = {view.id: view for view in VIEWS}
+PAGE_BY_ID: dict[str, Page] = {page.id: page for page in PAGES}
+
+
+def page(page_id: str) -> Page:
+    return PAGE_BY_ID[page_id]
 
 
 def view(view_id: str) -> View[Any]:
     return BY_ID[view_id]
+
+
+def make_page_tables(
+    traces: TraceSet, tables: Sequence[PageTable], options: Mapping[str, Any]
+) -> dict[PageTable, TableOutput]:
+    """Each of a page's tables, made as `report` makes it with `options[view id]` (the scope and
+    the view's knob values); the work between tables stops when the analysis is cancelled.
+
+    Over a dataset, the page's per-rank tables are made together a rank at a time, so each rank
+    is read once for all of them (and dropped), not once per table.
+    """
+    out: dict[PageTable, TableOutput] = {}
+    together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
+    if len(together) > 1 and options:
+        any_options = options[together[0].view]
+        unread = [rank for rank in chosen_ranks(traces, any_options) if not traces.ranks[rank].loaded]
+        if len(unread) >= 2:
+
+            def build(part: TraceSet, alone: CommonOptions) -> list[pl.DataFrame]:
+                return [
+                    _frame(BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope)))
+                    for w in together
+                ]
+
+            parts = each_rank(traces, any_options, build)
+            for index, wanted in enumerate(together):
+                out[wanted] = TableOutput(pl.concat([part[index] for part in parts], how="vertical"))
+    for wanted in tables:
+        if wanted not in out:
+            view = BY_ID[wanted.view]
+            frame, message = frame_of(make_table(view.table(wanted.table), traces, options[wanted.view]))
+            out[wanted] = TableOutput(frame, message)
+    return {wanted: out[wanted] for wanted in tables}
+
+
+def _frame(result: TableResult) -> pl.DataFrame:
+    assert isinstance(result, pl.DataFrame), "per_rank tables are plain frames"
+    return result
 
 
 def frame_of(result: TableResult) -> tuple[pl.DataFrame, str | None]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from kineto_util import kernel, runtime, step, traces_of
+from kineto_util import cpu_op, kernel, runtime, step, traces_of
 from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 
 from htatui.analysis import ranks
@@ -27,21 +27,25 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
     assert result.source == ranks.CPU_OPS
     # Per step the three fast ranks wait 700 − 400 = 300 µs for rank 2; delay = median(300, 300, 300).
     # Two steps: 600 µs. Its data_loader: 2 × 400 = 800 vs the others' 2 × 100 = 200 → +600.
+    # No GPU work, so every wait is exposed. The excess explains all of the delay.
     assert result.stragglers.to_dicts() == [
         {
             "rank": 2,
+            "is_straggler": True,
             "steps": "1,2",
             "delay_us": 600.0,
-            "cause": "data_loader +600 µs (800 µs vs median 200 µs)",
+            "delay_pct": 100.0,
+            "calls_last": 2,
+            "cause": "data_loader +600 µs (800 µs vs median 200 µs), 100 % of the delay",
             "cause_phase": "data_loader",
             "cause_excess_us": 600.0,
-            "calls_last": 2,
+            "cause_pct": 100.0,
         }
     ]
     # Per step: rank 2, 300 µs, data_loader 400 vs median 100.
-    assert result.step_stragglers.select("step", "rank", "delay_us", "cause").rows() == [
-        (1, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
-        (2, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs)"),
+    assert result.step_stragglers.select("step", "rank", "delay_us", "cause", "cause_pct").rows() == [
+        (1, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay", 100.0),
+        (2, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay", 100.0),
     ]
     matrix = result.matrix
     assert matrix.height == 8  # 4 ranks × steps 1, 2
@@ -164,7 +168,10 @@ def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
     compat = ranks.stragglers(traces, RanksOptions(scope=Scope(hta_compat=True)))
     # HTA's method looks at ncclKernel* only: on gloo it finds nothing.
     assert compat.frame.columns == ["rank", "straggler_score", "is_straggler"]
-    assert compat.message == "no communication kernels long enough in the chosen steps"
+    assert compat.message == (
+        "method: HTA 0.6.1's late starts (per step, the ranks that start its most variable collective last); "
+        "no communication kernels long enough in the chosen steps"
+    )
 
 
 @pytest.mark.parametrize(
@@ -218,11 +225,36 @@ def test_trace_filter_send_recv(load_shared: Callable[[str], TraceSet]) -> None:
     # Step 551 (552 is the last): 5 SendRecv kernels per rank; rank 1 starts each one later.
     # Rank 0's waits from the files' ts: 129911−94377, 234342−125052, 298964−295662,
     # 512687−348496, 585405−585321 = 35534 + 109290 + 3302 + 164191 + 84 = 312401.
+    waits = result.calls.filter(pl.col("rank") == 0).sort("ts")["wait_us"].to_list()
+    assert waits == [35534.0, 109290.0, 3302.0, 164191.0, 84.0]
+    # Rank 0's GPU ran its own kernels during part of those waits: only the rest delayed it.
     top = result.stragglers.to_dicts()[0]
-    assert (top["rank"], top["steps"], top["delay_us"], top["calls_last"]) == (1, "551", 312401.0, 5)
+    own_work = _own_gpu_work_inside(traces, 0, result.calls.filter(pl.col("rank") == 0))
+    assert (top["rank"], top["steps"], top["calls_last"]) == (1, "551", 5)
+    assert top["delay_us"] == pytest.approx(312401.0 - own_work) and own_work > 0
     coll = result.collectives.to_dicts()[0]
     assert (coll["kind"], coll["calls"], coll["group_size"], coll["skew_max_us"]) == ("send/recv", 5, 128, 164191.0)
     assert coll["skew_mean_us"] == pytest.approx(312401 / 5)
+
+
+def _own_gpu_work_inside(traces: TraceSet, rank: int, calls: pl.DataFrame) -> float:
+    """Brute force: the union of the rank's non-communication GPU work, intersected with each call's wait."""
+    events = traces.ranks[rank].events.filter(pl.col("cat").cast(pl.Utf8).is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
+    work = sorted(
+        (ts, end)
+        for name, ts, end in events.select(pl.col("name").cast(pl.Utf8), "ts", "end").iter_rows()
+        if "nccl" not in name.lower()
+    )
+    merged: list[list[float]] = []
+    for ts, end in work:
+        if merged and ts <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([ts, end])
+    total = 0.0
+    for start, stop in calls.select("ts", "arrival_last_us").iter_rows():
+        total += sum(max(0.0, min(stop, b) - max(start, a)) for a, b in merged)
+    return total
 
 
 def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str], TraceSet]) -> None:
@@ -231,7 +263,8 @@ def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str],
     traces = load_shared("trace_filter")
     ours = ranks.stragglers(traces, RanksOptions(scope=Scope(hta_compat=True)))
     theirs = steps.stragglers(traces, steps.StragglerOptions(scope=Scope(hta_compat=True)))  # the HTA parity path
-    assert ours.frame.equals(theirs.frame) and ours.message == theirs.message
+    assert ours.frame.equals(theirs.frame) and theirs.message is None
+    assert ours.message is not None and ours.message.startswith("method: HTA 0.6.1's late starts")
     assert ours.frame["is_straggler"].to_list() == [True, True]  # both ranks, k = 2 (HTA's answer)
 
 
@@ -263,8 +296,8 @@ def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "meeting points: collective CPU ops" in out.err
     assert main(["report", str(tmp_path), "--view", "stragglers", "--per-step", "--format", "csv", "--no-cache"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
-        "1,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
-        "2,2,300.0,data_loader +300 µs (400 µs vs median 100 µs),data_loader,300.0",
+        '1,2,300.0,"data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay",data_loader,300.0,100.0',
+        '2,2,300.0,"data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay",data_loader,300.0,100.0',
     ]
     assert main(["report", str(tmp_path), "--view", "rank-steps", "--format", "csv", "--no-cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -403,3 +436,32 @@ def test_phases_come_in_one_order(load_shared: Callable[[str], TraceSet]) -> Non
     runs = [ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions()).phases for _ in range(3)]
     assert runs[0].height > 0 and runs[0].equals(runs[0].sort("rank", "step", "phase"))
     assert all(run.equals(runs[0]) for run in runs)
+
+
+def test_a_delay_no_phase_explains_says_so(tmp_path: Path) -> None:
+    """Two ranks, gloo, two analysed steps of 1000 µs. data_loader lasts 100 µs (110 on rank 1),
+    then rank 1 stalls outside any range until B+600 before its gloo:all_reduce; rank 0 arrives at
+    B+200. Rank 0 waits 600 − 200 = 400 µs per step: delay 800 µs over steps 1-2. The largest
+    excess is data_loader's 2 × 10 = 20 µs: 2.5 % of the delay, so no phase explains it."""
+
+    def rank_events(rank: int) -> list[dict[str, object]]:
+        loader, arrival = (110.0, 600.0) if rank == 1 else (100.0, 200.0)
+        events: list[dict[str, object]] = []
+        for n in (1, 2, 3):
+            base = (n - 1) * 1000.0
+            events += [
+                step(n, base, 1000),
+                cpu_op("data_loader", base, loader, cat="user_annotation"),
+                cpu_op("gloo:all_reduce", base + arrival, 700 - arrival, tid=2, cat="user_annotation"),
+            ]
+        return events
+
+    traces = traces_of(tmp_path, rank_events(0), rank_events(1))
+    view = ranks.stragglers(traces, RanksOptions())
+    row = view.frame.row(0, named=True)
+    assert (row["rank"], row["is_straggler"], row["delay_us"], row["cause_phase"]) == (1, True, 800.0, "data_loader")
+    assert row["cause_excess_us"] == 20.0 and row["cause_pct"] == pytest.approx(2.5)
+    assert row["cause"] == (
+        "no phase explains this delay (largest: data_loader +20 µs (220 µs vs median 200 µs), 2 % of it)"
+    )
+    assert view.message is not None and view.message.startswith("method: who the others waited for at collectives")

@@ -14,7 +14,7 @@ from textual.coordinate import Coordinate
 from textual.widgets import Input, ProgressBar, Static
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis import idle, kernels, launch, membw, ops, overlap, patterns, queue, temporal
+from htatui.analysis import idle, kernels, ops, overlap, patterns, temporal
 from htatui.analysis.common import CommonOptions
 from htatui.analysis.scope import Scope
 from htatui.trace import LoadCancelled, LoadProgress, TraceSet, load_traces
@@ -117,62 +117,38 @@ async def test_the_bar_and_the_list_follow_a_file_s_bytes(trace_root: Path, monk
 
 # ---- every view shows its analysis ----------------------------------------------------------
 async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_traces: TraceSet) -> None:
+    """The number keys open the pages; each table is the registry's (tests/tui/test_pages_equal_report.py
+    compares every table with `report` on three jobs), written as `report` writes its cells."""
     app = make_app(small_traces)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        table = pane(app, "#temporal-table").table
+        table = pane(app, "#temporal-main").table
         expected = temporal.compute(small_traces, temporal.TemporalOptions())
         assert_frame_equal(table.source, expected)
-        assert cell_text(table, 0, "idle_us") == f"{expected['idle_us'][0]:,.1f}"
-        assert cell_text(table, 1, "compute_pct") == f"{expected['compute_pct'][1]:.1f}"
+        assert cell_text(table, 0, "idle_us") == f"{expected['idle_us'][0]:,.2f}"
+        assert cell_text(table, 1, "compute_pct") == f"{expected['compute_pct'][1]:.2f}"
 
         await press(pilot, "2")
-        idle_options = idle.IdleOptions()
-        breakdown = idle.compute(small_traces, idle_options)
-        assert_frame_equal(pane(app, "#idle-table").table.source, idle.widen(breakdown))
-        stats = pane(app, "#idle-stats").table.source
-        assert_frame_equal(stats.drop("category"), idle.interval_stats(small_traces, idle_options).drop("category"))
+        assert_frame_equal(pane(app, "#idle-by-stream").table.source, idle.by_stream(small_traces, idle.IdleOptions()))
 
         await press(pilot, "3")
-        top = pane(app, "#kernels-table").table.source
-        assert_frame_equal(top.drop("type"), kernels.compute(small_traces, kernels.KernelsOptions()))
-        assert_frame_equal(
-            pane(app, "#kernels-types").table.source,
-            kernels.compute_types(small_traces, kernels.KernelTypesOptions()),
-        )
-        highlighted = pane(app, "#kernels-table").table.selected_row()
+        highlighted = pane(app, "#kernels-main").table.selected_row()
         assert highlighted is not None
-        spread = pane(app, "#kernels-spread").table.source
-        assert set(spread["name"]) == {highlighted["name"]}
-
-        await press(pilot, "4")
-        assert_frame_equal(
-            pane(app, "#overlap-table").table.source, overlap.compute(small_traces, overlap.OverlapOptions())
+        spread = pane(app, "#kernel-spread-main").table.source
+        expected_spread = kernels.spread(small_traces, kernels.KernelSpreadOptions(top_k=None)).filter(
+            (pl.col("name") == highlighted["name"]) & (pl.col("kernel_type") == highlighted["kernel_type"])
         )
-
-        await press(pilot, "5")
-        launch_options = launch.LaunchOptions()
-        assert_frame_equal(pane(app, "#launch-summary").table.source, launch.summary(small_traces, launch_options))
-        for kind in launch.OUTLIER_KINDS:
-            assert_frame_equal(
-                pane(app, f"#launch-{kind}").table.source, launch.outliers(small_traces, launch_options, kind)
-            )
+        assert_frame_equal(spread, expected_spread.drop("name", "kernel_type"))
 
         await press(pilot, "6")
-        shown = pane(app, "#counters-queue").table.source
-        assert_frame_equal(shown, queue.overview(small_traces, queue.QueueOptions()))
-        assert_frame_equal(
-            pane(app, "#counters-membw").table.source,
-            membw.summary(small_traces, membw.MemoryBandwidthOptions()),
-        )
         screen = app.screen
         assert isinstance(screen, ViewScreen)
-        assert isinstance(screen._result, CountersResult)  # type: ignore[attr-defined]
+        assert isinstance(screen.result, CountersResult)
 
         await press(pilot, "7")
         assert app.current_mode == MODES[6] == "ops"
-        assert_frame_equal(pane(app, "#ops-table").table.source, ops.compute(small_traces, ops.OpsOptions()))
-        assert pane(app, "#ops-table").table.sort_key == "gpu_self_us"
+        assert_frame_equal(pane(app, "#ops-main").table.source, ops.compute(small_traces, ops.OpsOptions()))
+        assert pane(app, "#ops-main").table.sort_key == "gpu_self_us"
         await press(pilot, "right_square_bracket")
         assert app.current_mode == MODES[7] == "patterns"
         for _later_view in MODES[8:]:
@@ -202,10 +178,10 @@ async def test_rank_picker_changes_every_view(small_traces: TraceSet) -> None:
                     assert set(table.source["rank"].cast(pl.Utf8)) <= {"1", "all"}, (mode, table.id)
         await press(pilot, "1")
         expected = temporal.compute(small_traces, temporal.TemporalOptions(**vars(only_rank_1)))
-        assert_frame_equal(pane(app, "#temporal-table").table.source, expected)
+        assert_frame_equal(pane(app, "#temporal-main").table.source, expected)
         app.set_ranks(None)
         await press(pilot, "2")
-        assert set(pane(app, "#idle-table").table.source["rank"]) == {0, 1}
+        assert set(pane(app, "#idle-by-stream").table.source["rank"]) == {0, 1}
 
 
 # ---- options, filter, sort, copy -----------------------------------------------------------
@@ -216,12 +192,12 @@ async def test_editing_an_option_reruns_the_analysis(small_traces: TraceSet) -> 
         await press(pilot, "2")
         app.screen.query_one("#input-consecutive_kernel_delay_us").focus()
         await press(pilot, *"5", "enter")
-        expected = idle.compute(small_traces, idle.IdleOptions(consecutive_kernel_delay_us=5.0))
-        assert_frame_equal(pane(app, "#idle-table").table.source, idle.widen(expected))
+        expected = idle.by_stream(small_traces, idle.IdleOptions(consecutive_kernel_delay_us=5.0))
+        assert_frame_equal(pane(app, "#idle-by-stream").table.source, expected)
         assert isinstance(app.focused, ViewTable)
         app.screen.query_one("#input-consecutive_kernel_delay_us").focus()
         await press(pilot, "minus", "1", "enter")  # refused: below the minimum
-        assert app.screen.options.consecutive_kernel_delay_us == 5.0  # type: ignore[attr-defined]
+        assert app.screen.view_options["idle"].consecutive_kernel_delay_us == 5.0  # type: ignore[attr-defined]
 
 
 async def test_filter_sort_and_copy(small_traces: TraceSet) -> None:
@@ -229,7 +205,7 @@ async def test_filter_sort_and_copy(small_traces: TraceSet) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await press(pilot, "3")
-        table = pane(app, "#kernels-table").table
+        table = pane(app, "#kernels-main").table
         await press(pilot, "slash", *"nccl")
         assert table.row_count > 0
         assert all("nccl" in name.lower() for name in table.shown["name"])
@@ -261,7 +237,7 @@ async def test_idle_toggles_percent_and_absolute(small_traces: TraceSet) -> None
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, "2")
-        table = pane(app, "#idle-table").table
+        table = pane(app, "#idle-by-stream").table
         assert "host_wait_pct" in [c.key for c in table.columns_spec]
         await press(pilot, "a")
         assert "host_wait_us" in [c.key for c in table.columns_spec]
@@ -354,10 +330,10 @@ async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
         await ready(pilot)
         screen = app.screen
         assert isinstance(screen, ViewScreen)
-        before = pane(app, "#temporal-table").table.source
+        before = pane(app, "#temporal-main").table.source
         screen.post_message(JobDone("analysis", screen.request_id - 1, temporal.empty()))
         await pilot.pause()
-        assert_frame_equal(pane(app, "#temporal-table").table.source, before)
+        assert_frame_equal(pane(app, "#temporal-main").table.source, before)
 
 
 # ---- traces without the data a view needs -------------------------------------------------
@@ -368,7 +344,7 @@ async def test_cpu_only_views_say_so_in_a_sentence(cpu_only_traces: TraceSet) ->
         for number, mode in enumerate(MODES, start=1):
             await press(pilot, str(number))
             if mode == "ops":  # CPU operators exist; only their GPU time is missing
-                assert pane(app, "#ops-table").table.source.height > 0
+                assert pane(app, "#ops-main").table.source.height > 0
                 chart = app.screen.query_one("#ops-chart", Chart)
                 assert chart._draw is None and "launched GPU work" in str(chart.render())
                 continue
@@ -386,14 +362,14 @@ async def test_patterns_for_a_typed_operator(small_traces: TraceSet) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, str(MODES.index("patterns") + 1))
-        assert pane(app, "#patterns-table").has_class("-empty")
-        note = str(pane(app, "#patterns-table").query_one(".empty-note").render())
+        assert pane(app, "#patterns-main").has_class("-empty")
+        note = str(pane(app, "#patterns-main").query_one(".empty-note").render())
         assert "aten::linear" in note and "aten::mm" in note
         app.screen.query_one("#input-operator").focus()
         await press(pilot, *"forward", "enter")
         expected = patterns.compute(small_traces, patterns.PatternsOptions(operator="forward"))
         assert expected.height > 0
-        assert_frame_equal(pane(app, "#patterns-table").table.source, expected)
+        assert_frame_equal(pane(app, "#patterns-main").table.source, expected)
         detail = str(app.screen.query_one("#patterns-detail").render())
         assert "ampere_sgemm_128x64_tn" in detail
 
@@ -403,14 +379,14 @@ async def test_patterns_do_not_suggest_the_operator_just_tried(small_traces: Tra
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, str(MODES.index("patterns") + 1))
-        before = str(pane(app, "#patterns-table").query_one(".empty-note").render()).split("Frequent here:")[1]
+        before = str(pane(app, "#patterns-main").query_one(".empty-note").render()).split("Frequent here:")[1]
         assert "aten::mm" in before  # a frequent operator: one kernel per call, too few for a pattern
         field = app.screen.query_one("#input-operator", Input)
         field.focus()
         field.value = ""
         await press(pilot, *"aten::mm", "enter")
-        assert pane(app, "#patterns-table").has_class("-empty")
-        note = str(pane(app, "#patterns-table").query_one(".empty-note").render())
+        assert pane(app, "#patterns-main").has_class("-empty")
+        note = str(pane(app, "#patterns-main").query_one(".empty-note").render())
         assert "matching 'aten::mm'" in note
         assert "aten::mm" not in note.split("Frequent here:")[1]
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from tui_helpers import press, ready
 
-from htatui.analysis.common import CommonOptions
 from htatui.store.ingest import ingest
 from htatui.trace import load_traces
 from htatui.tui.app import HtaTuiApp, Settings
@@ -25,10 +24,7 @@ async def test_app_opens_a_dataset_with_the_traces_numbers(trace_root: Path, tmp
 
 
 async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp_path: Path) -> None:
-    """The breakdown comes from the summary; stragglers read the ranks only when asked (L)."""
-    from textual.widgets import Static
-
-    from htatui.analysis import steps
+    """The breakdown comes from the summary; the ranks are read when a page needs their events."""
     from htatui.tui.widgets.table_pane import TablePane
 
     ingest([trace_root / "small"], tmp_path / "ds", max_workers=1)
@@ -36,16 +32,10 @@ async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values())
-        table = app.screen.query_one("#temporal-table", TablePane)
+        table = app.screen.query_one("#temporal-main", TablePane)
         assert table.table.row_count == 2
-        pane = app.screen.query_one("#temporal-stragglers", TablePane)
-        note = str(pane.query_one(".empty-note", Static).render())
-        assert pane.has_class("-empty") and "press L" in note and "(2 ranks)" in note
-        await press(pilot, "L")
-        assert all(r.loaded for r in app.traces.ranks.values())
-        direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
-        expected = steps.stragglers(direct, steps.StragglerOptions())
-        assert pane.table.row_count == expected.frame.height > 0
+        assert app.steps_label == "steps 1-2 (last step 3 left out)"  # from the summary, no rank read
+        assert not any(r.loaded for r in app.traces.ranks.values())
 
 
 def _same(got: object, expected: object) -> bool:
@@ -75,5 +65,5 @@ async def test_per_rank_screens_keep_no_rank_of_a_dataset(trace_root: Path, tmp_
             await press(pilot, key)
             screen = app.screen
             assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values()), key
-            expected = screen.analyse(direct, CommonOptions(app.scope()))  # type: ignore[attr-defined]
-            assert _same(screen._result, expected), key  # type: ignore[attr-defined]
+            expected = screen.analyse(direct, app.scope())  # type: ignore[attr-defined]
+            assert _same(screen.result, expected), key  # type: ignore[attr-defined]

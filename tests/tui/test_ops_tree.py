@@ -25,7 +25,7 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, OPS_KEY)
-        table = app.screen.query_one("#ops-table", TablePane).table
+        table = app.screen.query_one("#ops-main", TablePane).table
         assert set(table.source["kind"].unique().to_list()) <= set(ops.chosen_kinds("host"))
         # `a`: the device rows too, as `report --view ops --kinds host,kernel,memcpy,memset`.
         await press(pilot, "a")
@@ -38,7 +38,7 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
         table.move_cursor(row=kernel_row)
         await press(pilot, "o")
         tree = app.screen.query_one(OpTree)
-        assert tree.display and tree.has_focus and not app.screen.query_one("#ops-table", TablePane).display
+        assert tree.display and tree.has_focus and not app.screen.query_one("#ops-main", TablePane).display
         selected = tree.selected_row()
         assert selected is not None and (selected["rank"], selected["name"]) == (0, "record_param_comms")
         nodes = op_tree.build(ops.tree(small_traces, ops.OpsOptions()))
@@ -52,7 +52,7 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
         back = tree.selected_row()
         assert back is not None and back["node"] == selected["node"]
         await press(pilot, "e")
-        assert app.screen.query_one("#ops-table", TablePane).display and not tree.display
+        assert app.screen.query_one("#ops-main", TablePane).display and not tree.display
 
 
 async def test_shapes_key_groups_by_input_shape(small_traces: TraceSet) -> None:
@@ -60,7 +60,7 @@ async def test_shapes_key_groups_by_input_shape(small_traces: TraceSet) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, OPS_KEY, "i")
-        table = app.screen.query_one("#ops-table", TablePane).table
+        table = app.screen.query_one("#ops-main", TablePane).table
         expected = ops.compute(small_traces, ops.OpsOptions(group_by="shape"))
         assert_frame_equal(table.source, expected)
         assert "input_dims" in [c.key for c in table.columns_spec]

@@ -40,9 +40,11 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         await press(pilot, RANKS_KEY)
         assert isinstance(app.screen, RanksScreen)
         expected = ranks.analyse(gloo_job, ranks.RanksOptions())
-        stragglers = app.screen.query_one("#ranks-stragglers", TablePane).table
-        assert_frame_equal(stragglers.source, expected.stragglers)
-        assert_frame_equal(app.screen.query_one("#ranks-collectives", TablePane).table.source, expected.collectives)
+        stragglers = app.screen.query_one("#stragglers-main", TablePane).table
+        assert_frame_equal(stragglers.source, ranks.stragglers(gloo_job, ranks.RanksOptions()).frame)
+        assert stragglers.source.drop("hta_late_starts").equals(expected.stragglers)
+        assert "method: who the others waited for at collectives" in str(stragglers.title)
+        assert_frame_equal(app.screen.query_one("#collectives-main", TablePane).table.source, expected.collectives)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms; rank 2 leads
         assert "step 1" in heat and " · 1.00" in heat
@@ -51,10 +53,11 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         await press(pilot, "m", "m", "m")  # wait at collectives: fast ranks 0.30 ms (█), rank 2 0 (·)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         assert "wait at collectives" in heat and "█ 0.30" in heat and "· 0.00" in heat
+        phases = app.screen.query_one("#stragglers-phases", TablePane).table
+        assert "rank 2 against the other ranks' median, steps 1,2" in str(phases.title)  # the top straggler
         stragglers.focus()
-        await press(pilot, "enter")
-        phases = app.screen.query_one("#ranks-phases", TablePane).table
-        assert phases.title.startswith("Phases of rank 2")
+        await press(pilot, "enter")  # rank 2 again: `report --view stragglers --phases --straggler 2`
+        assert app.screen.view_options["stragglers"].straggler == 2  # type: ignore[attr-defined]
         top = phases.shown.row(0, named=True)
         assert (top["phase"], top["rank_us"], top["others_median_us"], top["excess_us"]) == (
             "data_loader",
@@ -70,7 +73,7 @@ async def test_ranks_screen_one_rank_says_so(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, RANKS_KEY)
-        note = app.screen.query_one("#ranks-stragglers .empty-note", Static)
+        note = app.screen.query_one("#stragglers-main .empty-note", Static)
         assert str(note.render()) == "The job has one rank: stragglers need two or more."
 
 
@@ -85,8 +88,9 @@ def test_ranks_snapshot_80x24(snap_compare: Callable[..., bool], gloo_job: Trace
 async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -> None:
     from kineto_util import kernel, runtime
 
-    from htatui.tui.screens.overlap import CPU_COLLECTIVES
+    from htatui.analysis.overlap import CPU_COLLECTIVES
     from htatui.tui.widgets.chart import Chart
+    from htatui.tui.widgets.table_pane import sentence
 
     # GPU compute but no communication kernel: the all_reduce is a gloo CPU op.
     gpu = [runtime("cudaLaunchKernel", 10, 5, 1), kernel("sm80_xmma_gemm_f32", 20, 50, corr=1)]
@@ -97,4 +101,4 @@ async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -
         await press(pilot, str([mode for mode, _ in VIEWS].index("overlap") + 1))
         chart = app.screen.query_one("#overlap-chart", Chart)
         assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
-        assert chart._empty == CPU_COLLECTIVES
+        assert chart._empty == sentence(CPU_COLLECTIVES)

@@ -145,7 +145,7 @@ async def test_t_on_a_launch_outlier_opens_its_launch_and_kernel(small_traces: T
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, "5")
-        app.screen.query_one("#launch-delay", TablePane).table.focus()
+        app.screen.query_one("#launch-delay-outliers", TablePane).table.focus()
         await press(pilot, "t")
         screen = timeline(pilot)
         # The first delay outlier is rank 0's correlation 104: cudaMemsetAsync at 245 µs (10 µs),
@@ -173,7 +173,7 @@ async def test_t_on_a_kernel_row_opens_its_longest_instance(small_traces: TraceS
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         await press(pilot, "3")
-        table = app.screen.query_one("#kernels-table", TablePane).table
+        table = app.screen.query_one("#kernels-main", TablePane).table
         table.focus()
         row = table.selected_row()
         assert row is not None

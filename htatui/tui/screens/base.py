@@ -1,42 +1,46 @@
 """ViewScreen: the one pattern every view follows for running its analysis in the background.
 
-request_analysis() → the screen's "analysis" job (htatui/tui/jobs.py: a thread worker, exclusive
-per screen) runs `analyse()` → `JobDone` with the request id → `show_result()` draws on the main
-thread. A result whose request id is not the latest is dropped, and a failure becomes a
-notification.
+A screen shows one page of the registry (`analysis/views.py` PAGES): registered tables only,
+each made as `report` makes it for the app's scope and the page's knob values. request_analysis()
+→ the screen's "analysis" job (htatui/tui/jobs.py: a thread worker, exclusive per screen) runs
+`analyse()` inside `cancellable` (Esc stops it between ranks and tables) → `JobDone` with the
+request id and a `PageResult` → `show_result()` fills each table's pane and `draw()` the rest on
+the main thread. A result whose request id is not the latest is dropped, and a failure becomes
+a notification.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import threading
 from collections.abc import Hashable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.knobs import knobs_of
+from htatui.analysis.cancel import cancellable
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet
 from htatui.tui.host import AnalysisHost
 from htatui.tui.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
-from htatui.tui.widgets.options import Kind as OptionKind
-from htatui.tui.widgets.options import OptionField
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
 from htatui.tui.widgets.table_pane import TablePane
+
+ResultT = TypeVar("ResultT")
+"""What a view's analysis returns to draw."""
 
 
 class Body(VerticalScroll, can_focus=False):
     """The view's panes, scrolled so the focused one is in sight (tab moves between them)."""
 
 
-class ViewScreen(JobRunner, Screen[None]):
-    """A view: its own widgets, options and analysis worker; follows the app's rank selection."""
+class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
+    """A view: its own widgets and analysis worker; follows the app's scope. Registry pages
+    are `PageScreen`s (page.py); the timeline and the memory page draw their own results."""
 
     VIEW_TITLE: ClassVar[str] = ""
     HELP: ClassVar[str] = ""
@@ -80,45 +84,15 @@ class ViewScreen(JobRunner, Screen[None]):
         return type(self).__name__.removesuffix("Screen").lower()
 
     # ---- what to compute ----------------------------------------------------------------
-    options: CommonOptions | None = None
-    """The view's options (ranks and mode come from the app); its knobs are the screen's inputs."""
-
     def option_values(self) -> Hashable:
         """The view's own knobs; a change means the result must be computed again."""
-        return self.options
+        return None
 
-    def option_fields(self, *names: str) -> list[OptionField]:
-        """Inputs for these knob fields of `options`, labelled and bounded as the knobs say."""
-        assert self.options is not None
-        specs = knobs_of(self.options)
-        fields = []
-        for name in names:
-            spec = specs[name]
-            kind: OptionKind = "int" if spec.kind == "int" else "float" if spec.kind == "float" else "text"
-            value = getattr(self.options, name)
-            fields.append(
-                OptionField(
-                    name,
-                    spec.label,
-                    "" if value is None else value,
-                    kind=kind,
-                    minimum=spec.minimum,
-                    maximum=spec.maximum,
-                    wide=kind == "text",
-                )
-            )
-        return fields
-
-    def view_options(self, common: CommonOptions) -> Any:
-        """`options` for the app's ranks and mode."""
-        assert self.options is not None
-        return dataclasses.replace(self.options, scope=common.scope)
-
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> Any:
+    def analyse(self, traces: TraceSet, scope: Scope) -> ResultT:
         """Run the view's analysis (on a worker thread, so no widget access here)."""
         raise NotImplementedError
 
-    def show_result(self, result: Any) -> None:
+    def show_result(self, result: ResultT) -> None:
         """Draw the result (main thread)."""
         raise NotImplementedError
 
@@ -158,8 +132,13 @@ class ViewScreen(JobRunner, Screen[None]):
         self.set_state("computing… (esc cancels)")
         if self._shown_key is None:
             self.query_one(Body).loading = True
-        common = CommonOptions(self.hta.scope())
-        self.request_id = self.start_job("analysis", lambda _cancel: self.analyse(traces, common), "view analysis")
+        scope = self.hta.scope()
+
+        def work(cancel_event: threading.Event) -> ResultT:
+            with cancellable(cancel_event):
+                return self.analyse(traces, scope)
+
+        self.request_id = self.start_job("analysis", work, "view analysis")
 
     def job_done(self, job: str, result: Any) -> None:
         self.query_one(Body).loading = False
@@ -238,19 +217,6 @@ class ViewScreen(JobRunner, Screen[None]):
 
     def action_open_timeline(self) -> None:
         self.hta.open_timeline(*self.timeline_target())
-
-    def apply_option(self, name: str, value: int | float | str) -> None:
-        """Store an edited option (the analysis re-runs right after)."""
-        if self.options is not None:
-            changes: dict[str, Any] = {name: value}
-            self.options = dataclasses.replace(self.options, **changes)
-
-    @on(OptionField.Applied)
-    def _option_applied(self, event: OptionField.Applied) -> None:
-        event.stop()
-        self.apply_option(event.name, event.value)
-        self.set_focus(None)
-        self.request_analysis()
 
     def charts(self) -> list[Chart]:
         return list(self.query(Chart))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import polars as pl
@@ -10,60 +10,34 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from htatui.analysis import membw, queue
-from htatui.analysis.common import CommonOptions, tables_rank_by_rank
+from htatui.analysis.scope import Scope
+from htatui.analysis.views import PageTable
 from htatui.trace import TraceSet
-from htatui.tui.screens.base import ViewScreen
+from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import Chart, lines, step_points
 from htatui.tui.widgets.options import OptionsBar
-from htatui.tui.widgets.table import Column, ViewTable
+from htatui.tui.widgets.table import ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 
 POINTS = 400
 """A series is reduced to at most this many time buckets (keeping each bucket's peak)."""
 
-QUEUE_COLUMNS = [
-    Column("rank", "rank", "int", width=4),
-    Column("stream", "stream", "int", width=6),
-    Column("count", "points", "int"),
-    Column("mean", "mean", "float"),
-    Column("time_weighted_mean", "time-wtd mean", "float"),
-    Column("max", "max", "float"),
-    Column("p50", "p50", "float"),
-    Column("p75", "p75", "float"),
-    Column("std", "std", "float"),
-    Column("min", "min", "float"),
-    Column("p25", "p25", "float"),
-    Column("blocked_us", "blocked (µs)", "us"),
-    Column("blocked_pct", "blocked %", "pct"),
-]
-
-MEMBW_COLUMNS = [
-    Column("rank", "rank", "int", width=4),
-    Column("copy_kind", "copy kind", "text", width=14),
-    Column("count", "points", "int"),
-    Column("mean_gbps", "mean (GB/s)", "float"),
-    Column("max_gbps", "max (GB/s)", "float"),
-    Column("p50_gbps", "p50 (GB/s)", "float"),
-    Column("p75_gbps", "p75 (GB/s)", "float"),
-    Column("std_gbps", "std (GB/s)", "float"),
-    Column("min_gbps", "min (GB/s)", "float"),
-    Column("p25_gbps", "p25 (GB/s)", "float"),
-]
+QUEUE = PageTable("queue", "overview")
+MEMBW = PageTable("membw")
+QUEUE_SERIES = PageTable("queue", "series")
+MEMBW_SERIES = PageTable("membw", "series")
 
 NO_QUEUE = "No kernel launches on the chosen ranks, so there is no launch queue to show."
 NO_MEMBW = "No memory copies or memsets with a bandwidth on the chosen ranks."
 
 
 @dataclass(frozen=True)
-class CountersResult:
-    queue_summary: pl.DataFrame
-    """queue.summarize joined with queue.blocked_from_series (blocked_us, blocked_pct)."""
-    membw_summary: pl.DataFrame
-    """membw.summarize of the bandwidth series."""
-    queue_series: pl.DataFrame
-    """rank, stream, t_ms (since the rank's first point), value: bucket peaks for the chart."""
-    membw_series: pl.DataFrame
+class CountersResult(PageResult):
+    """The page's tables and the series reduced for the charts (bucket peaks, ms from the rank's first point)."""
+
+    queue_chart: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """rank, stream, t_ms, value."""
+    membw_chart: pl.DataFrame = field(default_factory=pl.DataFrame)
     """rank, copy_kind, t_ms, value."""
 
 
@@ -86,7 +60,12 @@ def reduce_series(frame: pl.DataFrame, keys: list[str], value: str, points: int 
     )
 
 
-class CountersScreen(ViewScreen):
+class CountersScreen(PageScreen):
+    PAGE: ClassVar[str] = "counters"
+    PANES: ClassVar[dict[PageTable, Pane]] = {
+        QUEUE: Pane("Launch queue per stream", NO_QUEUE, sort="rank", descending=False),
+        MEMBW: Pane("Memory bandwidth per copy kind", NO_MEMBW, sort="rank", descending=False),
+    }
     VIEW_TITLE: ClassVar[str] = "Counters"
     HELP: ClassVar[str] = (
         "**Queue length**: per stream, how many launched operations wait to start on the GPU; a "
@@ -106,56 +85,36 @@ class CountersScreen(ViewScreen):
         ),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.options: queue.QueueOptions = queue.QueueOptions()
-        self._result: CountersResult | None = None
-
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield from self.option_fields("max_queue_length")
-        yield TablePane("Launch queue per stream", id="counters-queue")
+            yield from self.option_fields("queue", "max_queue_length")
+        yield self.pane(QUEUE)
         yield Chart("Queue length", id="counters-queue-chart")
-        yield TablePane("Memory bandwidth per copy kind", id="counters-membw")
+        yield self.pane(MEMBW)
         yield Chart("Memory bandwidth", id="counters-membw-chart")
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> CountersResult:
-        queue_options = self.view_options(common)
-
-        def per_rank(part: TraceSet, options: queue.QueueOptions) -> list[pl.DataFrame]:
-            bandwidth = membw.MemoryBandwidthOptions(options.scope)
-            return [queue.series(part, options), queue.blocked(part, options), membw.series(part, bandwidth)]
-
-        # Over a dataset, a rank at a time: the view's memory is one rank's, not the job's.
-        queue_series, blocked, membw_series = tables_rank_by_rank(traces, queue_options, per_rank)
-        queue_summary = queue.with_blocked(queue.summarize(queue_series), blocked)
+    def analyse(self, traces: TraceSet, scope: Scope) -> CountersResult:
+        tables = super().analyse(traces, scope).tables
+        # Reduced on the worker: a series can hold millions of points.
         return CountersResult(
-            queue_summary=queue_summary,
-            membw_summary=membw.summarize(membw_series),
-            queue_series=reduce_series(queue_series, ["rank", "stream"], "queue_length"),
-            membw_series=reduce_series(membw_series, ["rank", "copy_kind"], "memory_bw_gbps"),
+            tables,
+            queue_chart=reduce_series(tables[QUEUE_SERIES].frame, ["rank", "stream"], "queue_length"),
+            membw_chart=reduce_series(tables[MEMBW_SERIES].frame, ["rank", "copy_kind"], "memory_bw_gbps"),
         )
 
-    def show_result(self, result: CountersResult) -> None:
-        self._result = result
-        self.query_one("#counters-queue", TablePane).show(
-            result.queue_summary, QUEUE_COLUMNS, empty=NO_QUEUE, sort="rank", descending=False
-        )
-        self.query_one("#counters-membw", TablePane).show(
-            result.membw_summary, MEMBW_COLUMNS, empty=NO_MEMBW, sort="rank", descending=False
-        )
+    def draw(self, result: PageResult) -> None:
         self._plot_queue()
         self._plot_membw()
 
-    @on(ViewTable.RowHighlighted, "#counters-queue ViewTable")
+    @on(ViewTable.RowHighlighted, "#queue-overview ViewTable")
     def _plot_queue(self) -> None:
         chart = self.query_one("#counters-queue-chart", Chart)
-        row = self.query_one("#counters-queue", TablePane).table.selected_row()
-        if self._result is None or row is None:
+        row = self.query_one("#queue-overview", TablePane).table.selected_row()
+        if not isinstance(self.result, CountersResult) or row is None:
             chart.show(None, "")
             return
         rank, stream = row["rank"], row["stream"]
-        points = self._result.queue_series.filter((pl.col("rank") == rank) & (pl.col("stream") == stream))
+        points = self.result.queue_chart.filter((pl.col("rank") == rank) & (pl.col("stream") == stream))
         chart.title = f"Queue length · rank {rank} stream {stream}"
         xs, ys = step_points(points["t_ms"].to_list(), points["value"].to_list())
         chart.show(
@@ -167,15 +126,15 @@ class CountersScreen(ViewScreen):
             NO_QUEUE,
         )
 
-    @on(ViewTable.RowHighlighted, "#counters-membw ViewTable")
+    @on(ViewTable.RowHighlighted, "#membw-main ViewTable")
     def _plot_membw(self) -> None:
         chart = self.query_one("#counters-membw-chart", Chart)
-        row = self.query_one("#counters-membw", TablePane).table.selected_row()
-        if self._result is None or row is None:
+        row = self.query_one("#membw-main", TablePane).table.selected_row()
+        if not isinstance(self.result, CountersResult) or row is None:
             chart.show(None, "")
             return
         rank, kind = row["rank"], row["copy_kind"]
-        points = self._result.membw_series.filter((pl.col("rank") == rank) & (pl.col("copy_kind") == kind))
+        points = self.result.membw_chart.filter((pl.col("rank") == rank) & (pl.col("copy_kind") == kind))
         chart.title = f"Memory bandwidth · rank {rank} {kind}"
         xs, ys = step_points(points["t_ms"].to_list(), points["value"].to_list())
         chart.show(

@@ -28,10 +28,11 @@ from htatui.analysis import diff, diff_summary
 from htatui.analysis.diff import DiffOptions, DiffResult, Selection
 from htatui.analysis.ranges import format_ranges
 from htatui.names import fit_names
+from htatui.numbers import cell_text
 from htatui.sources import SourcePath
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.jobs import JobRunner
-from htatui.tui.widgets.table import Column, default_label, fmt_float, fmt_pct, middle_truncate
+from htatui.tui.widgets.table import Column, default_label, middle_truncate
 from htatui.tui.widgets.table_pane import TablePane
 
 GLYPHS = {"added": "+", "removed": "−", "slower": "▲", "faster": "▼", "unchanged": "="}
@@ -78,7 +79,7 @@ def fmt_count(value: Any) -> str:
 
 def fmt_whole(value: float) -> str:
     """Whole numbers (counts, whole µs) without decimals; others with two."""
-    return f"{int(value):,}" if value.is_integer() else fmt_float(value)
+    return f"{int(value):,}" if value.is_integer() else cell_text(value)
 
 
 def fmt_compact(value: float) -> str:
@@ -123,7 +124,7 @@ class StyledColumn(Column):
         if self.fmt == "text":
             return Text(middle_truncate(str(value), self.width or 36))
         try:
-            text = {"us": fmt_compact, "pct": fmt_pct, "float": fmt_float}.get(self.fmt, fmt_float)(value)
+            text = fmt_compact(float(value)) if self.fmt == "us" else cell_text(float(value))
         except (TypeError, ValueError):
             text = str(value)
         return Text(text, justify="right")

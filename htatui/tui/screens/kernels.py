@@ -2,49 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar
 
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
 
 from htatui.analysis import kernels
-from htatui.analysis.common import CommonOptions
-from htatui.trace import TraceSet
-from htatui.tui.screens.base import ViewScreen
+from htatui.analysis.views import PageTable
+from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series, grouped_bars
 from htatui.tui.widgets.options import OptionsBar
-from htatui.tui.widgets.table import Column, ViewTable, short_kernel_name
+from htatui.tui.widgets.table import ColumnHint, ViewTable, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
 
+TOP = PageTable("kernels")
+SPREAD = PageTable("kernel-spread")
+TYPES = PageTable("kernel-types")
+
 TYPE_SHORT = {"COMPUTATION": "comp", "COMMUNICATION": "comm", "MEMORY": "mem"}
-
-KERNEL_COLUMNS = [
-    Column("name", "kernel", "text", width=32, short_names=True),
-    Column("rank", "rank", "int", width=4),
-    Column("type", "type", "text", width=4),
-    Column("count", "count", "int"),
-    Column("sum_us", "total (µs)", "us"),
-    Column("mean_us", "mean (µs)", "us"),
-    Column("min_us", "min (µs)", "us"),
-    Column("max_us", "max (µs)", "us"),
-    Column("std_us", "std (µs)", "us"),
-]
-
-SPREAD_COLUMNS = [
-    Column("rank", "rank", "int", width=4),
-    Column("mean_us", "mean (µs)", "us"),
-    Column("min_us", "min (µs)", "us"),
-    Column("max_us", "max (µs)", "us"),
-]
-
-TYPE_COLUMNS = [
-    Column("rank", "rank", "text", width=4),
-    Column("kernel_type", "state", "text", width=40),
-    Column("duration_us", "time (µs)", "us"),
-    Column("pct", "%", "pct"),
-]
 
 NO_KERNELS = "No GPU kernels, copies or memsets on the chosen ranks (CPU-only and MTIA traces have none)."
 
@@ -54,17 +31,24 @@ def short_type(label: str) -> str:
     return "+".join(TYPE_SHORT.get(part, part.lower()) for part in label.split(" overlapping "))
 
 
-@dataclass(frozen=True)
-class KernelsResult:
-    types: pl.DataFrame
-    """kernels.compute_types: rank ('all' first), kernel_type state, duration_us, pct."""
-    top: pl.DataFrame
-    """kernels.compute with the chosen top-k and duration ratio."""
-    spread: pl.DataFrame
-    """kernels.spread over every kernel: name, kernel_type, rank, mean/min/max µs."""
-
-
-class KernelsScreen(ViewScreen):
+class KernelsScreen(PageScreen):
+    PAGE: ClassVar[str] = "kernels"
+    PANES: ClassVar[dict[PageTable, Pane]] = {
+        TOP: Pane(
+            "Top kernels",
+            NO_KERNELS,
+            sort="sum_us",
+            row_limit=500,
+            columns={
+                "name": ColumnHint(width=32, short_names=True),
+                "kernel_type": ColumnHint(width=4, transform=short_type),
+                "sum_us": ColumnHint(priority=0),
+            },
+        ),
+        TYPES: Pane("Kernel-type states", "", columns={"kernel_type": ColumnHint(width=40)}),
+    }
+    KNOBS: ClassVar[dict[str, dict[str, object]]] = {"kernel-spread": {"top_k": None}}
+    """Every kernel's spread, so the highlighted one is always there (`report --view kernel-spread --top all`)."""
     VIEW_TITLE: ClassVar[str] = "Kernels"
     HELP: ClassVar[str] = (
         "The bars give the share of GPU time in each kernel-type state over the chosen ranks "
@@ -72,36 +56,24 @@ class KernelsScreen(ViewScreen):
         "rank's kernels with launch count and duration statistics; per rank and type only the "
         "**top-k** kernels are named and the tail beyond the **duration ratio** of the cumulative "
         "time is folded into `others` (HTA's rule). Highlight a kernel to see its mean, min and "
-        "max duration on every rank below."
+        "max duration on every rank below (the rows of `report --view kernel-spread --top all`)."
     )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.options: kernels.KernelsOptions = kernels.KernelsOptions()
-        self._result: KernelsResult | None = None
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield from self.option_fields("top_k", "duration_ratio")
-        yield TablePane("Top kernels", id="kernels-table", row_limit=500)
-        yield TablePane("Selected kernel across ranks", id="kernels-spread")
+            yield from self.option_fields("kernels", "top_k", "duration_ratio")
+        yield self.pane(TOP)
+        yield TablePane("Selected kernel across ranks", id="kernel-spread-main")
         yield Chart("Selected kernel across ranks", id="kernels-spread-chart")
         yield Chart("GPU time by kernel type (%)", id="kernels-types-chart")
-        yield TablePane("Kernel-type states", id="kernels-types")
+        yield self.pane(TYPES)
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> KernelsResult:
-        return KernelsResult(
-            types=kernels.compute_types(traces, kernels.KernelTypesOptions(common.scope)),
-            top=kernels.compute(traces, self.view_options(common)),
-            spread=kernels.spread(traces, kernels.KernelSpreadOptions(common.scope, top_k=None)),
-        )
+    def set_knob(self, name: str, value: Any) -> None:
+        # The top-k and ratio inputs shape the kernels table; the spread keeps every kernel.
+        self.view_options["kernels"] = replace(self.view_options["kernels"], **{name: value})
 
-    def show_result(self, result: KernelsResult) -> None:
-        self._result = result
-        top = result.top.with_columns(type=pl.col("kernel_type").replace(TYPE_SHORT))
-        self.query_one("#kernels-table", TablePane).show(top, KERNEL_COLUMNS, empty=NO_KERNELS, sort="sum_us")
-        self.query_one("#kernels-types", TablePane).show(result.types, TYPE_COLUMNS, empty="")
-        overall = result.types.filter(pl.col("rank") == kernels.ALL_RANKS)
+    def draw(self, result: PageResult) -> None:
+        overall = result.frame("kernel-types").filter(pl.col("rank") == kernels.ALL_RANKS)
         chart = self.query_one("#kernels-types-chart", Chart)
         if overall.height == 0:
             chart.show(None, "")
@@ -116,33 +88,34 @@ class KernelsScreen(ViewScreen):
             )
         self._show_spread()
 
-    @on(ViewTable.RowHighlighted, "#kernels-table ViewTable")
-    @on(ViewTable.Changed, "#kernels-table ViewTable")
+    @on(ViewTable.RowHighlighted, "#kernels-main ViewTable")
+    @on(ViewTable.Changed, "#kernels-main ViewTable")
     def _kernel_highlighted(self) -> None:
         """The pane follows the highlighted kernel, also when a filter or sort changes the rows."""
         self._show_spread()
 
     def _show_spread(self) -> None:
-        result = self._result
-        pane = self.query_one("#kernels-spread", TablePane)
+        """The highlighted kernel's rows of the spread table (a filter of it, as `/` filters)."""
+        result = self.result
+        pane = self.query_one("#kernel-spread-main", TablePane)
         chart = self.query_one("#kernels-spread-chart", Chart)
-        row = self.query_one("#kernels-table", TablePane).table.selected_row()
+        row = self.query_one("#kernels-main", TablePane).table.selected_row()
+        spread = result.frame("kernel-spread") if result is not None else pl.DataFrame(schema=kernels.SPREAD_SCHEMA)
         if result is None or row is None:
-            hint = "Highlight a kernel above." if result is not None and result.top.height else ""
-            pane.show(pl.DataFrame(schema=kernels.SPREAD_SCHEMA), SPREAD_COLUMNS, empty=hint)
+            hint = "Highlight a kernel above." if result is not None and result.frame("kernels").height else ""
+            pane.show(spread.clear(), empty=hint)
             chart.show(None, "")
             return
         name = row["name"]
         if name == kernels.OTHERS:
             message = "'others' folds many kernels together; highlight a named kernel to see it across ranks."
-            pane.show(pl.DataFrame(schema=kernels.SPREAD_SCHEMA), SPREAD_COLUMNS, empty=message)
+            pane.show(spread.clear(), empty=message)
             chart.show(None, "")
             return
-        rows = result.spread.filter((pl.col("name") == name) & (pl.col("kernel_type") == row["kernel_type"]))
+        rows = spread.filter((pl.col("name") == name) & (pl.col("kernel_type") == row["kernel_type"]))
         pane.table.title = f"{short_kernel_name(name)} across ranks"
         pane.show(
-            rows,
-            SPREAD_COLUMNS,
+            rows.drop("name", "kernel_type"),
             empty="This kernel has no per-rank statistics.",
             sort="rank",
             descending=False,

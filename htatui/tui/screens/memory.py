@@ -21,7 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
 from htatui.analysis import memory
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.analysis.stored import stored_memory_events
 from htatui.trace import TraceSet
 from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_traces
@@ -329,10 +329,10 @@ class FramesScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def memory_rank_files(traces: TraceSet, common: CommonOptions) -> list[tuple[int, Path]]:
+def memory_rank_files(traces: TraceSet, scope: Scope) -> list[tuple[int, Path]]:
     """The chosen ranks' trace files that hold [memory] events (local files only)."""
     files = []
-    for rank in common.ranks or tuple(sorted(traces.ranks)):
+    for rank in scope.ranks or tuple(sorted(traces.ranks)):
         trace = traces.ranks.get(rank)
         if trace is not None and has_memory_rows(trace.events):
             if not isinstance(trace.path, Path):
@@ -360,7 +360,7 @@ def memory_page_shown(traces: TraceSet | None) -> bool:
     return bool(shown)
 
 
-class MemoryScreen(ViewScreen):
+class MemoryScreen(ViewScreen["MemoryResult | str"]):
     """The Memory page of a trace folder recorded with profile_memory=True."""
 
     VIEW_TITLE: ClassVar[str] = "Memory"
@@ -380,9 +380,9 @@ class MemoryScreen(ViewScreen):
     def compose_body(self) -> ComposeResult:
         yield MemoryBody()
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> MemoryResult | str:
+    def analyse(self, traces: TraceSet, scope: Scope) -> MemoryResult | str:
         try:
-            return memory_result(memory_rank_files(traces, common))
+            return memory_result(memory_rank_files(traces, scope))
         except MemoryInputError as exc:
             return str(exc)
 

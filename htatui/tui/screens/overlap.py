@@ -2,42 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
 from textual.app import ComposeResult
 
-from htatui.analysis import overlap, ranks
-from htatui.analysis.common import CommonOptions
-from htatui.trace import TraceSet
-from htatui.tui.screens.base import ViewScreen
+from htatui.analysis.views import PageTable
+from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import Chart, Series, grouped_bars
-from htatui.tui.widgets.table import Column
-from htatui.tui.widgets.table_pane import TablePane
+from htatui.tui.widgets.table_pane import sentence
 
-COLUMNS = [
-    Column("rank", "rank", "int", width=4),
-    Column("overlap_pct", "comm overlapped by compute (%)", "pct"),
-]
+OVERLAP = PageTable("overlap")
 
 NO_GPU = "No GPU kernels on the chosen ranks (CPU-only and MTIA traces have none), so there is nothing to overlap."
-NO_COMM = "No communication kernels on the chosen ranks: overlap is undefined (a single-GPU job?)."
-CPU_COLLECTIVES = (
-    "No communication kernels on the chosen ranks: the collectives run on the CPU (gloo:/c10d ops), "
-    "so there is no GPU communication to overlap. The Ranks view shows their cost and waits."
-)
 
 
-@dataclass(frozen=True)
-class OverlapResult:
-    frame: pl.DataFrame
-    """overlap.compute as returned."""
-    cpu_collectives: bool
-    """Whether the ranks run collectives as CPU ops (gloo), which explains no communication kernels."""
-
-
-class OverlapScreen(ViewScreen):
+class OverlapScreen(PageScreen):
+    PAGE: ClassVar[str] = "overlap"
+    PANES: ClassVar[dict[PageTable, Pane]] = {OVERLAP: Pane("Overlap per rank", NO_GPU, sort="rank", descending=False)}
     VIEW_TITLE: ClassVar[str] = "Overlap"
     HELP: ClassVar[str] = (
         "Per rank: the time when a communication kernel and a computation kernel run at once, as "
@@ -46,23 +28,18 @@ class OverlapScreen(ViewScreen):
     )
 
     def compose_body(self) -> ComposeResult:
-        yield TablePane("Overlap per rank", id="overlap-table")
+        yield self.pane(OVERLAP)
         yield Chart("Communication overlapped by computation (%)", id="overlap-chart")
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> OverlapResult:
-        frame = overlap.compute(traces, overlap.OverlapOptions(common.scope))
-        no_comm = frame.height > 0 and frame["overlap_pct"].null_count() == frame.height
-        return OverlapResult(frame, no_comm and ranks.has_cpu_collectives(traces, common))
-
-    def show_result(self, outcome: OverlapResult) -> None:
-        result = outcome.frame
-        self.query_one("#overlap-table", TablePane).show(result, COLUMNS, empty=NO_GPU, sort="rank", descending=False)
+    def draw(self, result: PageResult) -> None:
+        output = result.output("overlap")
+        frame = output.frame
         chart = self.query_one("#overlap-chart", Chart)
-        defined = result.filter(pl.col("overlap_pct").is_not_null())
-        if result.height == 0:
+        defined = frame.filter(pl.col("overlap_pct").is_not_null())
+        if frame.height == 0:
             chart.show(None, "")
         elif defined.height == 0:
-            chart.show(None, CPU_COLLECTIVES if outcome.cpu_collectives else NO_COMM)
+            chart.show(None, sentence(output.message or "no communication kernels on the chosen ranks"))
         else:
             chart.show(
                 grouped_bars(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-import polars as pl
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -15,12 +14,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from htatui.analysis import export, patterns
-from htatui.analysis.common import CommonOptions
-from htatui.trace import TraceSet
-from htatui.tui.screens.base import ViewScreen
+from htatui.analysis.views import PageTable
 from htatui.tui.screens.export_modal import ExportModal
+from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.options import OptionsBar
-from htatui.tui.widgets.table import Column, ViewTable, middle_truncate, short_kernel_name
+from htatui.tui.widgets.table import ColumnHint, ViewTable, middle_truncate, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
 
 SEPARATOR = "|"
@@ -37,25 +35,18 @@ def pattern_label(pattern: str) -> str:
     return f"{steps[0]} → {count} op{'s' if count != 1 else ''}: " + " › ".join(steps[1:])
 
 
-@dataclass(frozen=True)
-class PatternsResult:
-    rank: int | None
-    """The rank analysed (the first chosen one)."""
-    table: pl.DataFrame
-    """patterns.compute as returned."""
-    suggestions: list[str]
-    """When nothing matched: the rank's most frequent operator names, to try instead."""
+PATTERNS = PageTable("patterns")
 
 
-COLUMNS = [
-    Column("pattern", "pattern", "text", width=44, transform=pattern_label, cut_end=True),
-    Column("count", "count", "int"),
-    Column("gpu_sum_us", "gpu Σ (µs)", "us"),
-    Column("cpu_sum_us", "cpu Σ (µs)", "us"),
-]
-
-
-class PatternsScreen(ViewScreen):
+class PatternsScreen(PageScreen):
+    PAGE: ClassVar[str] = "patterns"
+    PANES: ClassVar[dict[PageTable, Pane]] = {
+        PATTERNS: Pane(
+            "Frequent patterns",
+            columns={"pattern": ColumnHint(width=44, transform=pattern_label, cut_end=True)},
+            hint="Type another operator above (tab, then enter).",
+        ),
+    }
     VIEW_TITLE: ClassVar[str] = "Patterns"
     HELP: ClassVar[str] = (
         "Type an operator name (a substring, case-sensitive) and press enter: each outermost call "
@@ -75,47 +66,29 @@ class PatternsScreen(ViewScreen):
         ),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.options: patterns.PatternsOptions = patterns.PatternsOptions()
-        self._rank: int | None = None
+    @property
+    def options(self) -> patterns.PatternsOptions:
+        found = self.view_options["patterns"]
+        assert isinstance(found, patterns.PatternsOptions)
+        return found
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
-            yield from self.option_fields("operator", "min_len", "top_k")
-        yield TablePane("Frequent patterns", id="patterns-table")
+            yield from self.option_fields("patterns", "operator", "min_len", "top_k")
+        yield self.pane(PATTERNS)
         yield Static("", id="patterns-detail")
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> PatternsResult:
-        options: patterns.PatternsOptions = self.view_options(common)
-        rank = patterns.chosen_rank(traces, options)
-        table = patterns.compute(traces, options)
-        suggestions: list[str] = []
-        if table.height == 0:
-            # The operator just tried matched nothing: suggest only others (it was among them before).
-            names = patterns.operators(traces, options, count=8)["name"].to_list()
-            suggestions = [name for name in names if not options.operator or options.operator not in name][:4]
-        return PatternsResult(rank, table, suggestions)
+    def pane_spec(self, table: PageTable) -> Pane:
+        spec = super().pane_spec(table)
+        return replace(spec, title=f"Frequent patterns under {self.options.operator!r}")
 
-    def show_result(self, result: PatternsResult) -> None:
-        rank, table = result.rank, result.table
-        self._rank = rank
-        pane = self.query_one("#patterns-table", TablePane)
-        pane.table.title = f"Frequent patterns under {self.options.operator!r} · rank {rank}"
-        empty = (
-            f"No call of an operator matching {self.options.operator!r} launched {self.options.min_len} or more GPU "
-            f"operations on rank {rank}; type another operator above (tab, then enter)."
-            + (f" Frequent here: {', '.join(result.suggestions)}." if result.suggestions else "")
-            if rank is not None
-            else "None of the chosen ranks is loaded."
-        )
-        pane.show(table, COLUMNS, empty=empty)
+    def draw(self, result: PageResult) -> None:
         self._show_detail()
 
-    @on(ViewTable.RowHighlighted, "#patterns-table ViewTable")
+    @on(ViewTable.RowHighlighted, "#patterns-main ViewTable")
     def _show_detail(self) -> None:
         detail = self.query_one("#patterns-detail", Static)
-        row = self.query_one("#patterns-table", TablePane).table.selected_row()
+        row = self.query_one("#patterns-main", TablePane).table.selected_row()
         if row is None:
             detail.update("")
             return
@@ -134,7 +107,7 @@ class PatternsScreen(ViewScreen):
         traces = self.hta.traces
         if traces is None:
             return
-        options: patterns.PatternsOptions = self.view_options(CommonOptions(self.hta.scope()))
+        options = replace(self.options, scope=self.hta.scope())
         rank = patterns.chosen_rank(traces, options)
         if rank is None:
             self.notify("None of the chosen ranks is loaded.", severity="warning")

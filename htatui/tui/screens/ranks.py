@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 import polars as pl
@@ -11,40 +12,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from htatui.analysis import ranks
-from htatui.analysis.common import CommonOptions
-from htatui.trace import TraceSet
-from htatui.tui.screens.base import ViewScreen
-from htatui.tui.widgets.table import Column, ViewTable
-from htatui.tui.widgets.table_pane import TablePane
+from htatui.analysis.views import PageTable
+from htatui.tui.screens.page import PageResult, PageScreen, Pane
+from htatui.tui.widgets.table import ColumnHint, ViewTable
 
-STRAGGLER_COLUMNS = [
-    Column("rank", "rank", "int", width=4),
-    Column("steps", "steps", "text", width=10),
-    Column("delay_us", "others waited (µs)", "us"),
-    Column("cause", "cause", "text", width=60, cut_end=True),
-]
-
-COLLECTIVE_COLUMNS = [
-    Column("kind", "kind", "text", width=14),
-    Column("pg", "pg", "text", width=4),
-    Column("ranks", "ranks", "int", width=5),
-    Column("calls", "calls", "int", width=5),
-    Column("dur_us", "mean (µs)", "us"),
-    Column("skew_mean_us", "skew mean (µs)", "us"),
-    Column("skew_max_us", "skew max (µs)", "us"),
-    Column("msg_bytes", "msg (B)", "int"),
-    Column("algbw_gbps", "algbw (GB/s)", "float"),
-    Column("busbw_gbps", "busbw (GB/s)", "float"),
-    Column("total_dur_us", "total (µs)", "us"),
-]
-
-PHASE_COLUMNS = [
-    Column("phase", "phase", "text", width=32),
-    Column("rank_us", "this rank (µs)", "us"),
-    Column("others_median_us", "others' median (µs)", "us"),
-    Column("excess_us", "longer by (µs)", "us"),
-]
+MATRIX = PageTable("rank-steps")
+STRAGGLERS = PageTable("stragglers")
+PER_STEP = PageTable("stragglers", "per-step")
+PHASES = PageTable("stragglers", "phases")
+COLLECTIVES = PageTable("collectives")
 
 METRIC_LABELS = {
     "step_us": "step time",
@@ -61,7 +37,6 @@ LEVEL_COLORS = ("success", "success", "warning", "warning", "error")
 LEADER = "▲"
 CELL_WIDTH = 11
 MAX_HEAT_RANKS = 64
-PHASES_HINT = "Press Enter on a straggler to compare its phases with the other ranks' median."
 
 
 def heat_level(value: float, low: float, high: float) -> int:
@@ -116,21 +91,40 @@ def heat_map_text(
     return text
 
 
-def _sentence(text: str) -> str:
-    """The analysis' lower-case message as the sentence the empty notes use."""
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
-
-
-class RanksScreen(ViewScreen):
+class RanksScreen(PageScreen):
+    PAGE: ClassVar[str] = "ranks"
+    PANES: ClassVar[dict[PageTable, Pane]] = {
+        STRAGGLERS: Pane(
+            "Stragglers",
+            "No rank made the others wait.",
+            columns={
+                "delay_us": ColumnHint(priority=0),
+                "cause": ColumnHint(width=48, cut_end=True, priority=0),
+                "steps": ColumnHint(width=10, priority=2),
+                "delay_pct": ColumnHint(priority=2),
+                **{name: ColumnHint(priority=3) for name in ("calls_last", "cause_phase", "cause_excess_us")},
+            },
+        ),
+        PHASES: Pane("Phases", "", sort="excess_us", columns={"phase": ColumnHint(width=32)}),
+        COLLECTIVES: Pane(
+            "Collectives",
+            "No collectives on the chosen ranks (no communication kernels, no gloo:/nccl:/c10d ops).",
+            sort="total_dur_us",
+            columns={"kind": ColumnHint(width=14)},
+        ),
+    }
     VIEW_TITLE: ClassVar[str] = "Ranks"
     HELP: ClassVar[str] = (
         "Ranks side by side. The heat map shows one number per rank and step (`m` picks step "
         "time, GPU busy, GPU idle, communication, wait at collectives, or a CPU phase such as "
-        "data_loader or forward). **Stragglers**: where ranks meet (communication kernels, else "
-        "the gloo:/nccl: CPU ops), the rank that arrived last made the others wait; its cause is "
-        "the phase longer on it than the other ranks' median. Enter on a straggler compares its "
-        "phases with the others'. **Collectives** per process group and kind: calls, duration, "
-        "cross-rank skew (the longest wait per call), message size and algorithm/bus bandwidth."
+        "data_loader or forward). **Stragglers**, htatui's one answer to who is slow: where ranks "
+        "meet (communication kernels, else the gloo:/nccl: CPU ops), the rank that arrived last "
+        "made the others wait; its *delay* is the time their GPUs sat idle waiting for it, and its "
+        "cause the phase longer on it than the other ranks' median, with the share of the delay "
+        "that explains (under half: no phase explains it). *hta late starts* is HTA's own score "
+        "beside it. Enter on a straggler compares its phases with the others'. **Collectives** per "
+        "process group and kind: calls, duration, cross-rank skew (the longest wait per call), "
+        "message size and algorithm/bus bandwidth."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -140,50 +134,43 @@ class RanksScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.metric = "step_us"
-        self._result: ranks.RanksResult | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="ranks-heat")
-        yield TablePane("Stragglers", id="ranks-stragglers")
-        yield TablePane("Phases", id="ranks-phases")
-        yield TablePane("Collectives", id="ranks-collectives")
-
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> ranks.RanksResult:
-        return ranks.analyse(traces, ranks.RanksOptions(common.scope))
+        yield self.pane(STRAGGLERS)
+        yield self.pane(PHASES)
+        yield self.pane(COLLECTIVES)
 
     def metrics(self) -> list[str]:
-        if self._result is None:
+        if self.result is None:
             return list(METRIC_LABELS)
-        return [c for c in self._result.matrix.columns if c.endswith("_us")]
+        return [c for c in self.result.frame("rank-steps").columns if c.endswith("_us")]
 
-    def show_result(self, result: ranks.RanksResult) -> None:
-        self._result = result
+    def pane_spec(self, table: PageTable) -> Pane:
+        spec = super().pane_spec(table)
+        if table == PHASES and self.view_options["stragglers"].straggler is None:  # type: ignore[attr-defined]
+            return replace(spec, title="Phases of the top straggler (enter on another to compare it)")
+        return spec
+
+    def draw(self, result: PageResult) -> None:
         if self.metric not in self.metrics():
             self.metric = "step_us"
         self._draw_heat()
-        empty = _sentence(result.message) if result.message else "No rank made the others wait."
-        stragglers = self.query_one("#ranks-stragglers", TablePane)
-        stragglers.table.title = f"Stragglers (meeting points: {result.source})" if result.source else "Stragglers"
-        stragglers.show(result.stragglers, STRAGGLER_COLUMNS, empty=empty)
-        self.query_one("#ranks-collectives", TablePane).show(
-            result.collectives,
-            COLLECTIVE_COLUMNS,
-            empty="No collectives on the chosen ranks (no communication kernels, no gloo:/nccl:/c10d ops).",
-            sort="total_dur_us",
-        )
-        self._show_phases(None)
 
     def _draw_heat(self) -> None:
-        result = self._result
+        result = self.result
         if result is None:
             return
         heat = self.query_one("#ranks-heat", Static)
-        if result.matrix.height == 0:
+        matrix = result.frame("rank-steps")
+        if matrix.height == 0:
             heat.update("No ProfilerStep markers on the chosen ranks: the rank × step map needs steps.")
             return
         colors = self.app.get_css_variables()
-        leaders = frozenset((int(r), int(s)) for s, r in result.step_stragglers.select("step", "rank").iter_rows())
-        heat.update(heat_map_text(result.matrix, self.metric, colors, self.size.width or 80, leaders))
+        leaders = frozenset(
+            (int(r), int(s)) for s, r in result.frame("stragglers", "per-step").select("step", "rank").iter_rows()
+        )
+        heat.update(heat_map_text(matrix, self.metric, colors, self.size.width or 80, leaders))
 
     def on_resize(self) -> None:
         # The heat map shows as many steps as fit the width.
@@ -195,28 +182,12 @@ class RanksScreen(ViewScreen):
         self.metric = choices[(position + 1) % len(choices)]
         self._draw_heat()
 
-    @on(DataTable.RowSelected, "#ranks-stragglers ViewTable")
+    @on(DataTable.RowSelected, "#stragglers-main ViewTable")
     def _straggler_chosen(self, event: DataTable.RowSelected) -> None:
+        """Compare the chosen straggler's phases (`report --view stragglers --phases --straggler R`)."""
         table = event.data_table
         assert isinstance(table, ViewTable)
         row = table.selected_row()
-        self._show_phases(None if row is None else int(row["rank"]))
-
-    def _show_phases(self, rank: int | None) -> None:
-        pane = self.query_one("#ranks-phases", TablePane)
-        result = self._result
-        empty_frame = pl.DataFrame(schema=ranks.PHASE_COLUMNS)
-        if result is None or result.stragglers.height == 0:
-            pane.show(empty_frame, PHASE_COLUMNS, empty="")
-            return
-        if rank is None:
-            pane.table.title = "Phases"
-            pane.show(empty_frame, PHASE_COLUMNS, empty=PHASES_HINT)
-            return
-        row = result.stragglers.filter(pl.col("rank") == rank).to_dicts()[0]
-        steps = [int(s) for s in (row["steps"] or "").split(",") if s] or sorted(
-            s for s in result.matrix["step"].unique().to_list() if s is not None
-        )
-        frame = ranks.phase_excess(result.phases, rank, steps)
-        pane.table.title = f"Phases of rank {rank} vs the other ranks' median (steps {','.join(map(str, steps))})"
-        pane.show(frame, PHASE_COLUMNS, empty="No phases recorded in those steps.", sort="excess_us")
+        if row is not None:
+            self.set_knob("straggler", int(row["rank"]))
+            self.request_analysis()

@@ -27,7 +27,7 @@ from textual.widgets import Input, Label, Static
 
 from htatui.analysis import timeline as tl
 from htatui.analysis import timeline_events as tle
-from htatui.analysis.common import CommonOptions
+from htatui.analysis.scope import Scope
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 
@@ -118,7 +118,7 @@ class TimelineCanvas(Widget, can_focus=True):
         return Text()
 
 
-class TimelineScreen(ViewScreen):
+class TimelineScreen(ViewScreen["TimelineData"]):
     VIEW_TITLE: ClassVar[str] = "Timeline"
     HELP: ClassVar[str] = (
         "The chosen ranks' CPU threads (top-level ops and annotations, one row per nesting depth) "
@@ -202,8 +202,8 @@ class TimelineScreen(ViewScreen):
     def option_values(self) -> tuple[bool]:
         return (self.counters,)
 
-    def analyse(self, traces: TraceSet, common: CommonOptions) -> TimelineData:
-        ranks = list(common.ranks) if common.ranks is not None else traces.rank_ids
+    def analyse(self, traces: TraceSet, scope: Scope) -> TimelineData:
+        ranks = list(scope.ranks) if scope.ranks is not None else traces.rank_ids
         wanted = self.target[0]
         if wanted in traces.ranks and wanted not in ranks:
             ranks = [wanted, *ranks]

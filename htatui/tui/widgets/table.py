@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 
 from htatui.analysis.common import shorten_name
 from htatui.names import SHORT_LEVEL, fit_names
+from htatui.numbers import cell_text
 
 ROW_LIMIT = 200
 """Rows built at most; the rest stay in polars and the title says how many were left out."""
@@ -24,37 +25,10 @@ ROW_LIMIT = 200
 NAME_WIDTH = 36
 """Text cells longer than this are shortened in the middle (the full text is copied with y)."""
 
-Formatter = Callable[[Any], str]
-
 
 def fmt_us(value: Any) -> str:
-    return f"{value:,.1f}"
-
-
-def fmt_pct(value: Any) -> str:
-    return f"{value:.1f}"
-
-
-def fmt_int(value: Any) -> str:
-    return f"{int(value):,}"
-
-
-def fmt_float(value: Any) -> str:
-    return f"{value:,.2f}"
-
-
-def fmt_ratio(value: Any) -> str:
-    return f"{value:.3f}"
-
-
-FORMATS: dict[str, Formatter] = {
-    "us": fmt_us,
-    "pct": fmt_pct,
-    "int": fmt_int,
-    "float": fmt_float,
-    "ratio": fmt_ratio,
-    "text": str,
-}
+    """A µs figure in a label (the op tree's node labels), as table cells write it."""
+    return cell_text(float(value))
 
 
 MAX_CELL_SOURCE_CHARS = 4_096
@@ -75,6 +49,17 @@ def middle_truncate(text: str, width: int) -> str:
     head = (width - 1) // 2
     tail = width - 1 - head
     return f"{text[:head]}…{text[-tail:]}"
+
+
+@dataclass(frozen=True)
+class ColumnHint:
+    """How a screen wants one of a table's columns shown (the label and values are the table's)."""
+
+    width: int | None = None
+    short_names: bool = False
+    transform: Callable[[str], str] | None = None
+    cut_end: bool = False
+    priority: int = 1
 
 
 @dataclass(frozen=True)
@@ -104,11 +89,8 @@ class Column:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return Text("–", justify="right" if self.numeric else "left", style="dim")
         if self.numeric:
-            try:
-                return Text(FORMATS[self.fmt](value), justify="right")
-            except (TypeError, ValueError):
-                return Text(str(value), justify="right")
-        text = str(value)
+            return Text(cell_text(value), justify="right")
+        text = value if isinstance(value, str) else cell_text(value)
         if len(text) > MAX_CELL_SOURCE_CHARS:
             # Shortening nested templates is quadratic in the name's length and no cell shows
             # that much: a huge name is only cut in its middle.
@@ -126,7 +108,7 @@ class Column:
         """The cells of a whole column (text cells are shortened together to stay distinct)."""
         if self.numeric or self.transform is not None or self.cut_end:
             return [self.cell(value) for value in values]
-        present = [str(value) for value in values if value is not None]
+        present = [value if isinstance(value, str) else cell_text(value) for value in values if value is not None]
         start = SHORT_LEVEL if self.short_names else 0
         fitted = iter(fit_names(present, self.width or NAME_WIDTH, start=start))
         return [Text("–", style="dim") if value is None else Text(next(fitted)) for value in values]
@@ -139,18 +121,26 @@ def fitted_width(column: Column, cells: Sequence[Text]) -> int | None:
     return max([column.width, *(cell.cell_len for cell in cells)])
 
 
-def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None) -> list[Column]:
-    """Columns for every field of `frame`: units from name suffixes (`_us`, `_pct`, `_gbps`)."""
-    labels = labels or {}
+def auto_columns(frame: pl.DataFrame, hints: Mapping[str, ColumnHint] | None = None) -> list[Column]:
+    """Every column of `frame`, in its order, labelled from its name (units from the suffix:
+    `_us`, `_pct`, `_gbps`), numbers written as `report` writes them; `hints` only shape the display."""
+    hints = hints or {}
     columns: list[Column] = []
     for name, dtype in frame.schema.items():
-        if dtype.is_integer():
-            fmt = "int"
-        elif dtype.is_float():
-            fmt = "us" if name.endswith("_us") else "pct" if name.endswith("_pct") else "float"
-        else:
-            fmt = "text"
-        columns.append(Column(name, labels.get(name, default_label(name)), fmt))
+        fmt = "int" if dtype.is_integer() else "float" if dtype.is_numeric() else "text"
+        hint = hints.get(name, ColumnHint())
+        columns.append(
+            Column(
+                name,
+                default_label(name),
+                fmt,
+                width=hint.width,
+                short_names=hint.short_names,
+                transform=hint.transform,
+                cut_end=hint.cut_end,
+                priority=hint.priority,
+            )
+        )
     return columns
 
 
@@ -427,7 +417,8 @@ class ViewTable(DataTable[Text]):
         row = self.selected_row()
         if row is None or not self.columns_spec:
             return
-        text = _plain(row[self.columns_spec[0].key])
+        names = [c for c in self.columns_spec if not c.numeric] or self.columns_spec
+        text = _plain(row[names[0].key])
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied {middle_truncate(text, 40)}", timeout=2)
 

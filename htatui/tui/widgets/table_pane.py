@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
 from textual import on
@@ -11,7 +12,16 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from htatui.tui.widgets.filter_bar import FilterBar
-from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable
+from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable, auto_columns
+
+if TYPE_CHECKING:
+    from htatui.analysis.views import TableOutput
+    from htatui.tui.screens.page import Pane
+
+
+def sentence(text: str) -> str:
+    """An analysis' lower-case message as a sentence: 'no rows' → 'No rows.'"""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 class TablePane(Vertical):
@@ -67,6 +77,22 @@ class TablePane(Vertical):
         note.update(empty)
         self.table.set_frame(frame, columns, sort=sort, descending=descending)
         note.border_title = self.table.title
+
+    def show_table(self, output: TableOutput, pane: Pane) -> None:
+        """Show a registered table: every column, labelled from its name; its sentence says why
+        it is empty, or stands in the title beside it."""
+        title = pane.title if output.frame.height == 0 or not output.message else f"{pane.title} · {output.message}"
+        self.table.title = title
+        empty = sentence(output.message) if output.message else pane.empty
+        if pane.hint and output.frame.height == 0:
+            empty = f"{empty} {pane.hint}"
+        self.show(
+            output.frame,
+            auto_columns(output.frame, pane.columns),
+            empty=empty,
+            sort=pane.sort,
+            descending=pane.descending,
+        )
 
     def open_filter(self) -> None:
         if not self.has_class("-empty"):

@@ -1,0 +1,153 @@
+"""PageScreen: a registry page (`analysis/views.py` PAGES) drawn from registered tables only.
+
+Each table is made as `report` makes it, for the app's scope and the page's knob values
+(`make_page_tables`), and shown with every column, labelled from its name, numbers written as
+`report` writes them (`htatui/numbers.py`); charts are drawn from the same tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import polars as pl
+from textual import on
+
+from htatui.analysis.common import CommonOptions
+from htatui.analysis.knobs import knobs_of
+from htatui.analysis.scope import Scope
+from htatui.analysis.views import PageTable, TableOutput, make_page_tables, page, view
+from htatui.trace import TraceSet
+from htatui.tui.screens.base import ViewScreen
+from htatui.tui.widgets.options import Kind as OptionKind
+from htatui.tui.widgets.options import OptionField
+from htatui.tui.widgets.table import ROW_LIMIT, ColumnHint
+from htatui.tui.widgets.table_pane import TablePane
+
+
+@dataclass(frozen=True)
+class PageResult:
+    """A page's registered tables as `report` makes them for the page's scope and knobs."""
+
+    tables: dict[PageTable, TableOutput]
+
+    def output(self, view: str, table: str = "main") -> TableOutput:
+        return self.tables[PageTable(view, table)]
+
+    def frame(self, view: str, table: str = "main") -> pl.DataFrame:
+        return self.output(view, table).frame
+
+
+@dataclass(frozen=True)
+class Pane:
+    """How a screen shows one of its page's tables: title, the sentence when it is empty, the
+    initial sort, and display hints per column (the columns and values are the table's own)."""
+
+    title: str
+    empty: str = "Nothing to show."
+    sort: str | None = None
+    descending: bool = True
+    columns: Mapping[str, ColumnHint] = field(default_factory=dict)
+    row_limit: int = ROW_LIMIT
+    hint: str = ""
+    """What the user can do about an empty table, after the table's own sentence."""
+
+
+def pane_id(table: PageTable) -> str:
+    """The id of the pane that shows a page table: 'launch-short-kernels', 'temporal-main'."""
+    return f"{table.view}-{table.table}"
+
+
+class PageScreen(ViewScreen["PageResult"]):
+    """A page: its registered tables, its knobs and its analysis worker; follows the app's scope."""
+
+    PAGE: ClassVar[str] = ""
+    """The registry page this screen shows (`analysis/views.py` PAGES)."""
+    PANES: ClassVar[dict[PageTable, Pane]] = {}
+    """How each table of the page is shown; a table without a pane feeds a chart only."""
+    KNOBS: ClassVar[dict[str, dict[str, Any]]] = {}
+    """Knob values the page uses instead of the view's defaults, by view id (`report` takes the
+    same as flags; the page says so in its help)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.page = page(self.PAGE)
+        self.view_options: dict[str, CommonOptions] = {
+            view_id: view(view_id).options(**self.KNOBS.get(view_id, {})) for view_id in self.page.views
+        }
+        self.result: PageResult | None = None
+
+    # ---- what to compute ----------------------------------------------------------------
+    def options_of(self, view_id: str) -> Any:
+        """The page's options of one view (its knob values; the scope is set when it runs)."""
+        return self.view_options[view_id]
+
+    def option_values(self) -> Hashable:
+        """The page's knob values; a change means the tables must be made again."""
+        return tuple(sorted(self.view_options.items()))
+
+    def option_fields(self, view_id: str, *names: str) -> list[OptionField]:
+        """Inputs for these knob fields of a view's options, labelled and bounded as the knobs say."""
+        options = self.view_options[view_id]
+        specs = knobs_of(options)
+        fields = []
+        for name in names:
+            spec = specs[name]
+            kind: OptionKind = "int" if spec.kind == "int" else "float" if spec.kind == "float" else "text"
+            value = getattr(options, name)
+            fields.append(
+                OptionField(
+                    name,
+                    spec.label,
+                    "" if value is None else value,
+                    kind=kind,
+                    minimum=spec.minimum,
+                    maximum=spec.maximum,
+                    wide=kind == "text",
+                )
+            )
+        return fields
+
+    def set_knob(self, name: str, value: Any) -> None:
+        """Set a knob on every view of the page that has it (the Counters page's views share theirs)."""
+        for view_id, options in self.view_options.items():
+            if name in {f.name for f in dataclasses.fields(options)}:
+                self.view_options[view_id] = dataclasses.replace(options, **{name: value})
+
+    def analyse(self, traces: TraceSet, scope: Scope) -> PageResult:
+        """The page's tables for `scope` (on a worker thread, so no widget access here)."""
+        options = {view_id: dataclasses.replace(o, scope=scope) for view_id, o in self.view_options.items()}
+        return PageResult(make_page_tables(traces, self.page.tables, options))
+
+    def show_result(self, result: PageResult) -> None:
+        """Fill each table's pane, then `draw` what else the page shows (main thread)."""
+        self.result = result
+        for table in self.PANES:
+            self.show_table(table)
+        self.draw(result)
+
+    def show_table(self, table: PageTable) -> None:
+        """(Re)fill one table's pane from the last result."""
+        if self.result is not None:
+            self.query_one(f"#{pane_id(table)}", TablePane).show_table(self.result.tables[table], self.pane_spec(table))
+
+    def pane_spec(self, table: PageTable) -> Pane:
+        """How the table is shown now (a screen with a display toggle gives other hints)."""
+        return self.PANES[table]
+
+    def draw(self, result: PageResult) -> None:
+        """Charts and other widgets drawn from the page's tables."""
+
+    def pane(self, table: PageTable) -> TablePane:
+        """The pane a PANES table is shown in, for compose_body."""
+        spec = self.PANES[table]
+        return TablePane(spec.title, row_limit=spec.row_limit, id=pane_id(table))
+
+    @on(OptionField.Applied)
+    def _option_applied(self, event: OptionField.Applied) -> None:
+        event.stop()
+        self.set_knob(event.name, event.value)
+        self.set_focus(None)
+        self.request_analysis()

@@ -1,0 +1,124 @@
+"""Every table on every page is the table `report` prints: same rows, columns and values, same cell text.
+
+One app per (job, mode) visits each registry page; each of the page's tables (the ones in a
+pane and the ones behind a chart) is compared with `htatui report --view V [--TABLE] --format
+json` run with the page's knob values as flags, and each pane's first row is checked to read as
+`report`'s table writes its cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tui_helpers import press, ready
+
+from htatui.analysis.knobs import knobs_of
+from htatui.analysis.scope import Steps
+from htatui.analysis.views import PAGES, PageTable, view
+from htatui.cli import main
+from htatui.numbers import cell_text
+from htatui.trace import load_traces
+from htatui.tui.app import HtaTuiApp, Settings
+from htatui.tui.screens.page import PageScreen, pane_id
+from htatui.tui.widgets.table_pane import TablePane
+
+ROOT = Path(__file__).resolve().parents[2]
+
+JOBS = ["demo", "h100_ddp_gloo_2rank", "trace_filter"]
+"""The bundled demo (4 ranks, NCCL) and two shared jobs: 2 ranks on gloo, 2 ranks with NCCL send/recv."""
+
+
+def knob_flags(view_id: str, options: Any) -> list[str]:
+    """The `report` flags that give a view the page's scope and knob values (the defaults need none)."""
+    defaults = view(view_id).options()
+    scope = options.scope
+    flags: list[str] = ["--hta-compat"] if scope.hta_compat else []
+    flags += ["--steps", str(scope.steps)] if scope.steps != Steps() else []
+    flags += ["--ranks", ",".join(map(str, scope.ranks))] if scope.ranks is not None else []
+    for name, spec in knobs_of(options).items():
+        value = getattr(options, name)
+        if value == getattr(defaults, name):
+            continue
+        if spec.kind == "switch":
+            flags += [spec.flag] if value else []
+        elif value is None:
+            flags += [spec.flag, "all"]
+        elif isinstance(value, tuple):
+            flags += [spec.flag, ",".join(map(str, value))]
+        else:
+            flags += [spec.flag, str(value)]
+    return flags
+
+
+def _rows(frame: Any) -> list[dict[str, Any]]:
+    """A frame's rows as report's JSON gives them (NaN and inf as null)."""
+    rows: list[dict[str, Any]] = frame.to_dicts()
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                row[key] = None
+    return rows
+
+
+def report_rows(path: Path, table: PageTable, flags: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
+    args = ["report", str(path), "--view", table.view, "--format", "json", *flags]
+    if table.table != "main":
+        args.append(f"--{table.table}")
+    capsys.readouterr()
+    assert main(args) == 0, f"report failed for {table}"
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("compat", [False, True], ids=["default", "hta-compat"])
+@pytest.mark.parametrize("job", JOBS)
+async def test_every_page_table_is_reports_table(
+    job: str,
+    compat: bool,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))  # each report after the first reads it
+    path = ROOT / "fixtures" / "demo" if job == "demo" else request.getfixturevalue("shared_traces") / job
+    traces = load_traces([path], use_cache=False, max_workers=1)
+    app = HtaTuiApp(Settings(paths=(path,), use_cache=False, hta_compat=compat, max_workers=1), traces=traces)
+    shown: list[tuple[str, PageTable, list[str], list[dict[str, Any]]]] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        for number, page in enumerate(PAGES, start=1):
+            if not page.tables:
+                continue  # Memory: not a registry page (`htatui memory` prints its tables)
+            await press(pilot, str(number % 10))
+            screen = app.screen
+            assert isinstance(screen, PageScreen) and screen.PAGE == page.id
+            assert screen.result is not None, f"{page.id}: no result on {job}"
+            for table in page.tables:
+                options = dataclasses.replace(screen.view_options[table.view], scope=app.scope())
+                rows = _rows(screen.result.frame(table.view, table.table))
+                shown.append((page.id, table, knob_flags(table.view, options), rows))
+                if table in screen.PANES:
+                    pane = screen.query_one(f"#{pane_id(table)}", TablePane).table
+                    assert _rows(pane.source) == rows, f"{page.id}: {table} pane"
+                    _check_first_row_cells(pane, f"{page.id}: {table}")
+    # `report` runs after the app: a running app holds stdout.
+    for page_id, table, flags, rows in shown:
+        assert rows == report_rows(path, table, flags, capsys), f"{page_id}: {table} on {job}"
+    assert len(shown) == sum(len(page.tables) for page in PAGES)
+
+
+def _check_first_row_cells(table: Any, where: str) -> None:
+    """The first row's numbers read as `report`'s table cells read (a missing value is a dim –)."""
+    if not table.row_count:
+        return
+    row = table.shown.row(0, named=True)
+    visible = [str(column.key.value) for column in table.ordered_columns]
+    for column in table.columns_spec:
+        if column.numeric and column.key in visible:
+            cell = table.get_cell_at((0, visible.index(column.key)))
+            assert cell.plain == (cell_text(row[column.key]) or "–"), f"{where}: {column.key}"
