@@ -1,9 +1,11 @@
 """Digests of what the decoder makes of every shared trace, saved once so a rewrite can be held to them.
 
-`tests/golden/decoded_traces.json` was written by the code that still had two event decoders
-(a whole-document one and a piece-by-piece one, which a test kept equal); it holds, per file,
-each frame column's digest, the metadata, the warnings, the op-argument rows and the `[memory]`
-recording. Run `python -m tests.decode_golden` to write it again (only on purpose: it is the guard).
+`tests/golden/decoded_traces.json` was written (commit bf6f526) by the code that still had two
+event decoders, a whole-document one and a piece-by-piece one that a test kept equal on every
+shared trace; since there is one decoder, tests/test_decode_golden.py holds it to those figures.
+Per file: each frame column's digest, the metadata, the warnings, the op-argument rows and the
+`[memory]` recording; per odd hand-made document, what decoding it whole gave. Run
+`python -m tests.decode_golden` to write it again, only on purpose (a deliberate change of output).
 """
 
 from __future__ import annotations
@@ -11,14 +13,29 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "decoded_traces.json"
+DECODED = ("frame", "meta", "warnings")
+"""The parts of a file's figures that `decode_frame` gives."""
+
+
+def expected(name: str) -> dict[str, Any]:
+    """The saved figures of one shared trace (its path under the shared folder), or of the odd documents."""
+    figures: dict[str, Any] = json.loads(GOLDEN.read_text())[name]
+    return figures
+
+
+def expected_names() -> list[str]:
+    return sorted(name for name in json.loads(GOLDEN.read_text()) if name != "odd documents")
 
 
 def shared_trace_files(folder: Path = SHARED_TRACES) -> list[Path]:
@@ -47,13 +64,31 @@ def meta_digest(meta: Any) -> str:
 
 def decoded(path: Path) -> dict[str, Any]:
     """The digest of `decode_frame` on the file streamed block by block, as the loader reads it."""
-    from htatui.trace.columns import decode_frame
     from htatui.trace.read import open_trace
 
-    warnings: list[str] = []
     with open_trace(path) as source:
-        frame, meta = decode_frame(source, warnings)
+        return decoded_bytes(source)
+
+
+def decoded_bytes(raw: Any, chunk_bytes: int | None = None) -> dict[str, Any]:
+    """The digest of `decode_frame` on JSON bytes (or an opened file)."""
+    from htatui.trace.columns import decode_frame
+
+    warnings: list[str] = []
+    frame, meta = decode_frame(raw, warnings, chunk_bytes=chunk_bytes)
     return {"frame": frame_digest(frame), "meta": meta_digest(meta), "warnings": warnings}
+
+
+@contextmanager
+def decoded_whole() -> Iterator[None]:
+    """Every document decoded whole, as one piece, as if the cutter could not find its events."""
+    from htatui.trace.chunks import NotChunkable
+
+    def refuse(*_: Any) -> Any:
+        raise NotChunkable("decoded whole for the test")
+
+    with mock.patch("htatui.trace.events.locate_in", refuse):
+        yield
 
 
 def op_args(path: Path) -> dict[str, Any]:
@@ -187,27 +222,13 @@ def odd_documents() -> dict[str, bytes]:
     }
 
 
-def whole_document(raw: bytes) -> dict[str, Any]:
-    """The digest of decoding `raw` as one document (the loader's path for a file it cannot cut)."""
-    from htatui.trace.decode import decode_trace
-    from htatui.trace.frame import build_frame, build_meta
-
-    doc, warnings = decode_trace(raw)
-    assert doc.traceEvents is not None
-    meta = build_meta(doc, doc.traceEvents)
-    return {
-        "frame": frame_digest(build_frame(doc.traceEvents, warnings)),
-        "meta": meta_digest(meta),
-        "warnings": warnings,
-    }
-
-
 def main() -> int:
     golden: dict[str, Any] = {str(path.relative_to(SHARED_TRACES)): digests(path) for path in shared_trace_files()}
-    golden["odd documents"] = {name: whole_document(raw) for name, raw in odd_documents().items()}
+    with decoded_whole():
+        golden["odd documents"] = {name: decoded_bytes(raw) for name, raw in odd_documents().items()}
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
-    print(f"{len(golden)} traces written to {GOLDEN}")
+    print(f"{len(golden) - 1} traces and {len(golden['odd documents'])} odd documents written to {GOLDEN}")
     return 0
 
 

@@ -71,6 +71,14 @@ HOST_WORK_CATS = (
 """Host work: operators, annotations and runtime/driver calls (launches, syncs, copies issued).
 python_function frames, flows and GPU-side annotations are not host work."""
 
+MEMORY_EVENT = "[memory]"
+"""The name of the allocator's instant events that profile_memory=True records (bytes, totals, device)."""
+
+
+def spellings(*categories: str) -> frozenset[str]:
+    """The categories under every name Kineto wrote them: today's and the 2021-era capitalised one."""
+    return frozenset(categories) | {raw for raw, today in CATEGORY_ALIASES.items() if today in categories}
+
 
 def step_number(name: pl.Expr) -> pl.Expr:
     """The step number of a ProfilerStep name (null for any other name); `name` as text."""

@@ -18,11 +18,11 @@ import polars as pl
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
 from htatui.trace import cache, chunks
-from htatui.trace.columns import NotChunkable, decode_columns
-from htatui.trace.decode import TraceFormatError, decode_trace
+from htatui.trace.columns import decode_columns
+from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
-from htatui.trace.frame import build_frame, build_meta, finish_pieces
+from htatui.trace.frame import finish_pieces
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
@@ -81,7 +81,7 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
 
     A regular file is read as its pieces are decoded, so its JSON is never whole in memory;
     `byte_progress` gets (bytes of the file read, the file's size; compressed bytes for gzip).
-    A pipe, or a file whose layout the piece decoder does not understand, is read whole.
+    A pipe, or a file the piece decoder cannot cut, is read whole (events.py).
     """
     try:
         with open_trace(path) as source:
@@ -100,22 +100,10 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
     gc.disable()
     try:
         warnings: list[str] = []
-        # A pipe cannot be read twice: its bytes are kept for the whole-file decoder.
-        raw = None if source.regular else source.whole()
-        try:
-            # A piece of the events array at a time (bounded memory); odd files decode whole.
-            columns, meta = decode_columns(source if raw is None else raw, warnings, progress=byte_progress)
-        except NotChunkable:
-            doc, warnings = decode_trace(source.whole() if raw is None else raw)
-            del raw
-            if doc.traceEvents is None:
-                raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
-            meta = build_meta(doc, doc.traceEvents)
-            events = build_frame(doc.traceEvents, warnings)
-        else:
-            del raw  # before the columns are finished: the JSON and the frame are not both alive
-            events = finish_pieces(columns)
-            del columns
+        columns, meta = decode_columns(source, warnings, progress=byte_progress)
+        # Finished once the JSON is let go: the JSON and the frame are not both alive.
+        events = finish_pieces(columns)
+        del columns
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
