@@ -176,7 +176,7 @@ def load_traces(
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
     notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
-    ranks, rank_notes = _assign_ranks(parsed)
+    ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = _align(ranks)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
@@ -365,10 +365,13 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def _assign_ranks(
+def assign_ranks(
     parsed: Sequence[_Parsed],
 ) -> tuple[dict[int, tuple[_Parsed, str]], list[str]]:
-    """distributedInfo.rank first, then the file name, then distinct ranks in name order."""
+    """Each parsed file's rank: distributedInfo.rank first, then the file name, then distinct ranks in name order.
+
+    Raises LoadError when two files claim one rank; the notes say which files got a rank by order.
+    """
     claimed: dict[int, tuple[_Parsed, str]] = {}
     unclaimed: list[_Parsed] = []
     for item in parsed:
