@@ -117,13 +117,13 @@ class TraceHeader(msgspec.Struct):
 
 
 class TraceDoc(TraceHeader):
-    """A whole trace (or its tail from the last piece on) with typed events."""
+    """A trace's tail from its last piece on (`{"traceEvents":[` + the rest), events typed."""
 
     traceEvents: list[Event] | None = None
 
 
 class RawTraceDoc(TraceHeader):
-    """A whole trace (or its tail) with raw args."""
+    """A whole trace (`decode_document`), its tail or its header (chunks.py), args left raw."""
 
     traceEvents: list[RawEvent] | None = None
 

@@ -93,9 +93,11 @@ def _read(
     chunk_bytes: int | None,
     progress: Callable[[int, int], None] | None,
 ) -> tuple[AnySinkT, TraceHeader]:
-    streamed = isinstance(source, TraceSource) and source.regular
-    # A pipe cannot be read twice: its bytes are kept for the whole-document decode.
-    raw = None if streamed else source.whole() if isinstance(source, TraceSource) else source
+    if isinstance(source, TraceSource):
+        # A pipe cannot be read twice: its bytes are read now, for the pieces or the whole document.
+        raw = None if source.regular else source.whole()
+    else:
+        raw = source
     # The cyclic GC would re-scan every fresh object of a piece; decoded events hold no cycles.
     gc_was_enabled = gc.isenabled()
     gc.disable()
