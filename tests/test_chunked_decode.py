@@ -1,4 +1,4 @@
-"""The piece-by-piece decoder gives exactly what the whole-document decoder gives, piece size aside."""
+"""Cutting: pieces of any size give exactly what the whole document decoded as one piece gives."""
 
 from __future__ import annotations
 
@@ -10,21 +10,22 @@ import msgspec
 import polars as pl
 import pytest
 
-from htatui.trace.chunks import NotChunkable, decode_pieces, locate_events
+from htatui.trace import events as events_module
+from htatui.trace.chunks import decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
-from htatui.trace.decode import decode_trace
-from htatui.trace.frame import build_frame, build_meta
+from htatui.trace.decode import TraceFormatError
 from htatui.trace.loader import LoadProgress, load_traces
 from htatui.trace.model import TraceMeta
-from htatui.trace.read import read_trace_bytes
+from tests.decode_golden import decoded_whole
 from tests.kineto_util import kernel, runtime, step, write_trace
 
 
 def whole(raw: bytes) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
-    doc, warnings = decode_trace(raw)
-    assert doc.traceEvents is not None
-    meta = build_meta(doc, doc.traceEvents)  # before build_frame, which drops the raw args
-    return build_frame(doc.traceEvents, warnings), meta, warnings
+    """The document decoded whole, as one piece (the route for a file the cutter refuses)."""
+    warnings: list[str] = []
+    with decoded_whole():
+        frame, meta = decode_frame(raw, warnings)
+    return frame, meta, warnings
 
 
 def pieces(raw: bytes, chunk_bytes: int) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
@@ -112,29 +113,40 @@ def test_pieces_are_bounded_and_progress_reaches_the_end() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "outcome"),
     [
-        b"",
-        b"   ",
-        b'{"schemaVersion": 1}',
-        b'{"a": "\\"traceEvents\\": [", "traceEvents": 5}',
-        b'{"traceEvents": [{"ph": "X", "ts": "late"}]}',  # an event field of the wrong type
-        b'{"traceEvents": [{"ph": "X", "name": "bad\xff"}]}',
+        (b"", "empty file"),
+        (b"   ", "empty file"),
+        (b'{"schemaVersion": 1}', "not a Chrome trace (no traceEvents)"),
+        (b'{"a": "\\"traceEvents\\": [", "traceEvents": 5}', "traceEvents is not a list"),
+        # An event field of the wrong type: the event is dropped, the rest read.
+        (b'{"traceEvents": [{"ph": "X", "ts": "late"}, {"ph": "X", "ts": 1}]}', "1 malformed events skipped"),
+        (b'{"traceEvents": [{"ph": "X", "name": "bad\xff", "ts": 1}]}', "invalid UTF-8 replaced with U+FFFD"),
     ],
 )
-def test_what_cannot_be_cut_is_left_to_the_whole_decoder(raw: bytes) -> None:
-    with pytest.raises(NotChunkable):
-        decode_frame(raw, [], chunk_bytes=16)
+def test_what_cannot_be_cut_is_decoded_whole(raw: bytes, outcome: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole_reads: list[int] = []
+    decode_document = events_module.decode_document
+    monkeypatch.setattr(
+        events_module, "decode_document", lambda data: whole_reads.append(len(data)) or decode_document(data)
+    )
+    warnings: list[str] = []
+    try:
+        frame, _ = decode_frame(raw, warnings, chunk_bytes=16)
+    except TraceFormatError as exc:
+        assert str(exc) == outcome
+    else:
+        assert outcome in warnings and frame.height == 1
+    assert whole_reads == [len(raw)]
 
 
-def test_real_traces_decode_the_same_in_pieces(shared_traces: Path) -> None:
-    for name in ("df_index_resolver", "cpu_only", "nccl_parser_config", "ns_resolution_trace", "amd_trace"):
-        for path in sorted((shared_traces / name).glob("*.json*")):
-            raw = read_trace_bytes(path)[0]
-            frame, meta, warnings = pieces(bytes(raw), 256 << 10)
-            expected = whole(bytes(raw))
-            assert frame.equals(expected[0]), path
-            assert (meta, warnings) == expected[1:], path
+def test_args_with_invalid_utf8_are_dropped_not_fatal() -> None:
+    # msgspec leaves raw args unchecked, so the bytes decode; the event keeps its fields, not its args.
+    events = [runtime("launch", 1, 2, corr=5), kernel("k", 3, 4, corr=5)]
+    raw = write({"traceEvents": events}).replace(b'"External id": 5', b'"External id": "\xff"')
+    frame, _, warnings = pieces(raw, 1 << 20)
+    assert frame["correlation"].to_list() == [None, 5] and frame["name"].to_list() == ["launch", "k"]
+    assert whole(raw)[0].equals(frame)
 
 
 def test_load_progress_counts_bytes_within_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

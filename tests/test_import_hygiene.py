@@ -103,3 +103,51 @@ def test_no_import_circles() -> None:
         if name not in index:
             visit(name)
     assert circles == [], f"import circles: {circles}"
+
+
+def _private_imports(source: str, package: str) -> list[str]:
+    """`name from module` for each name starting with `_` that `source`, a module of `package`, imports
+    from an htatui module; dunder names (`__version__`) and `from __future__` are fine."""
+    import ast
+
+    found: list[str] = []
+    parts = package.split(".")
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+            continue
+        # `from .x import y` is package.x; each further dot goes one package up.
+        base = parts[: len(parts) - node.level + 1] if node.level else []
+        origin = ".".join([*base, *([node.module] if node.module else [])])
+        if origin.split(".")[0] != "htatui":
+            continue
+        for alias in node.names:
+            name = alias.name
+            if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+                found.append(f"{name} from {origin}")
+    return found
+
+
+def test_the_private_import_check_sees_every_form() -> None:
+    source = """
+from __future__ import annotations
+from htatui import __version__
+from htatui.trace.frame import _ints, finish_rows
+from .loader import _assign_ranks
+from . import _helpers
+from polars import _private
+"""
+    assert _private_imports(source, "htatui.trace") == [
+        "_ints from htatui.trace.frame",
+        "_assign_ranks from htatui.trace.loader",
+        "_helpers from htatui.trace",
+    ]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name starting with `_` belongs to its module: one another module needs is given a public name."""
+    found = [
+        f"{path.relative_to(ROOT)}: {imported}"
+        for path in sorted((ROOT / "htatui").rglob("*.py"))
+        for imported in _private_imports(path.read_text(), ".".join(path.parent.relative_to(ROOT).parts))
+    ]
+    assert found == []

@@ -1,4 +1,4 @@
-"""A regular trace file streamed block by block gives exactly what reading it whole gives.
+"""A regular trace file streamed block by block gives exactly what decoding it whole gives.
 
 Block and piece sizes are made tiny here (a few bytes of file read or gunzip output, a few
 hundred bytes of JSON per piece), so events, byte-order marks, gzip members and the `},{` cut
@@ -14,7 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pytest
 
 from htatui.trace import LoadError, load_traces
@@ -23,6 +22,7 @@ from htatui.trace.columns import decode_frame
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.loader import parse_file
 from htatui.trace.read import open_trace, read_trace_bytes
+from tests.decode_golden import DECODED, decoded_bytes, expected
 from tests.kineto_util import kernel, runtime, step
 from tests.test_chunked_decode import tricky_events, whole
 
@@ -178,19 +178,14 @@ def test_odd_layout_falls_back_to_the_whole_file(tmp_path: Path, tiny_blocks: No
     assert any("slower fallback" in w for w in parsed.warnings)
 
 
-def test_shared_traces_stream_to_the_whole_buffer_frame(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shared_traces_stream_in_tiny_blocks_as_before(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 4 KB gunzip steps and 32 KB pieces: blocks and pieces end anywhere; figures of tests/decode_golden.py.
     monkeypatch.setattr("htatui.trace.read._GUNZIP_STEP", 4 << 10)
     for name in ("h100_resnet_eager", "amd_trace", "ns_resolution_trace"):
         for path in sorted((shared_traces / name).glob("*.json*")):
-            raw = read_trace_bytes(path)[0]
-            expected_frame, expected_meta, expected_warnings = whole(bytes(raw))
-            warnings: list[str] = []
             with open_trace(path) as source:
-                frame, meta = decode_frame(source, warnings, chunk_bytes=32 << 10)
-            assert frame.equals(expected_frame), path
-            assert frame.schema == expected_frame.schema
-            assert (meta, warnings) == (expected_meta, expected_warnings), path
-            assert frame.select(pl.col("ts").is_not_null().all()).item()
+                got = decoded_bytes(source, chunk_bytes=32 << 10)
+            assert got == {key: expected(str(path.relative_to(shared_traces)))[key] for key in DECODED}, path
 
 
 def test_pipe_with_an_odd_layout_is_decoded_whole_from_what_was_read(tmp_path: Path) -> None:

@@ -209,7 +209,8 @@ def counter_events(
 # ----------------------------------------------------------------------------- raw splicing
 
 
-def _read_source(rank_trace: RankTrace) -> bytes:
+def read_source(rank_trace: RankTrace) -> bytes:
+    """The rank's original trace file's JSON bytes, read again; any failure is a one-line ExportError."""
     try:
         return bytes(read_source_bytes(rank_trace.path))
     except FileNotFoundError:
@@ -224,7 +225,7 @@ def _read_source(rank_trace: RankTrace) -> bytes:
         raise ExportError(f"{rank_trace.path}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _split_document(data: bytes, path: SourcePath) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:
+def split_document(data: bytes, path: SourcePath) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:
     """The top-level keys with their raw JSON values (byte-exact, in file order) and the raw
     traceEvents array; (None, the array) for a trace written as a bare JSON array."""
     try:
@@ -238,7 +239,7 @@ def _split_document(data: bytes, path: SourcePath) -> tuple[dict[str, msgspec.Ra
     return top, top["traceEvents"]
 
 
-def _join_document(top: dict[str, msgspec.Raw] | None, events: list[bytes | memoryview]) -> bytes:
+def join_document(top: dict[str, msgspec.Raw] | None, events: list[bytes | memoryview]) -> bytes:
     """The document again: each top-level key with its raw value, `events` (buffer parts) as
     the traceEvents value (or as the whole document for a bare-array trace)."""
     if top is None:
@@ -292,7 +293,8 @@ def _encode_events(events: list[dict[str, Any]]) -> bytes:
 # ----------------------------------------------------------------------------- safe writing
 
 
-def _check_out_dir(out_dir: Path) -> Path:
+def check_out_dir(out_dir: Path) -> Path:
+    """`out_dir` (user-expanded) when it is an existing, writable folder; else a one-line ExportError."""
     folder = Path(out_dir).expanduser()
     if not folder.exists():
         raise ExportError(f"{folder}: output folder does not exist")
@@ -314,7 +316,8 @@ def _inputs(traces: TraceSet) -> set[Path]:
     return out
 
 
-def _target(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
+def output_path(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
+    """Where to write `name` in `folder`: never an input trace or a folder, an existing file only with `force`."""
     target = folder / name
     if target.resolve() in _inputs(traces):
         raise ExportError(f"{target}: is one of the input traces; choose another output folder")
@@ -325,7 +328,7 @@ def _target(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
     return target
 
 
-def _write_atomic(target: Path, payload: bytes, force: bool) -> None:
+def write_atomic(target: Path, payload: bytes, force: bool) -> None:
     """Write `payload` (gzip when the name ends in .gz) to a temp file beside `target`, then move
     it into place: replace only with `force`, else fail if the name appeared meanwhile."""
     tmp = _write_temp(target, payload)
@@ -419,13 +422,13 @@ def export_counters(
     `kinds` picks the series (`queue_length`, `memory_bw`). Raises ExportError (one line) for
     a bad folder or an unreadable input, ExportExistsError when a file exists without `force`.
     """
-    folder = _check_out_dir(Path(out_dir))
+    folder = check_out_dir(Path(out_dir))
     _check_not_input_folder(folder, traces)
     chosen = traces.rank_ids if ranks is None else list(dict.fromkeys(ranks))
     missing = [r for r in chosen if r not in traces.ranks]
     if missing:
         raise ExportError(f"rank {missing[0]} is not loaded (loaded: {', '.join(map(str, traces.rank_ids))})")
-    targets = {rank: _target(folder, counters_file_name(traces.ranks[rank].path), traces, force) for rank in chosen}
+    targets = {rank: output_path(folder, counters_file_name(traces.ranks[rank].path), traces, force) for rank in chosen}
     clashes = [r for r in chosen if list(targets.values()).count(targets[r]) > 1]
     if clashes:
         raise ExportError(
@@ -440,9 +443,9 @@ def export_counters(
         for done, rank in enumerate(chosen, start=1):
             rank_trace = traces.ranks[rank]
             events = _encode_events(counter_events(traces, rank, options, kinds))
-            data = _read_source(rank_trace)
-            top, array = _split_document(data, rank_trace.path)
-            payload = _join_document(top, _append_events(array, events, rank_trace.path))
+            data = read_source(rank_trace)
+            top, array = split_document(data, rank_trace.path)
+            payload = join_document(top, _append_events(array, events, rank_trace.path))
             del data, top, array
             temps[rank] = _write_temp(targets[rank], payload)
             del payload
@@ -509,20 +512,20 @@ def export_patterns(
     here) every other complete event loses its args and its name becomes a number; the
     number → name table goes into the args of the "PyTorch Profiler" span event.
     """
-    folder = _check_out_dir(Path(out_dir))
+    folder = check_out_dir(Path(out_dir))
     _check_not_input_folder(folder, traces)
     rank = patterns.chosen_rank(traces, options)
     if rank is None:
         raise ExportError("no rank to export: the chosen rank is not loaded")
     rank_trace = traces.ranks[rank]
-    target = _target(folder, overlay_file_name(rank_trace.path), traces, force)
+    target = output_path(folder, overlay_file_name(rank_trace.path), traces, force)
     table = patterns.pattern_indices(traces, options)
     involved: dict[int, dict[str, int]] = {}
     for pattern, count, indices in table.iter_rows():
         for index in indices:
             involved.setdefault(index, {})[pattern] = count
-    data = _read_source(rank_trace)
-    top, array = _split_document(data, rank_trace.path)
+    data = read_source(rank_trace)
+    top, array = split_document(data, rank_trace.path)
     try:
         raw_events = msgspec.json.decode(array, type=list[msgspec.Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -567,7 +570,7 @@ def export_patterns(
 
             out[spans] = _with_args(raw_events[spans], span_args)
     joined = b"[\n" + b",\n".join(out) + b"\n]" if out else b"[]"
-    payload = _join_document(top, [joined])
+    payload = join_document(top, [joined])
     del data, top, array, raw_events, out
-    _write_atomic(target, payload, force)
+    write_atomic(target, payload, force)
     return target

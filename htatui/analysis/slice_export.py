@@ -20,12 +20,12 @@ import orjson
 
 from htatui.analysis.export import (
     ExportError,
-    _check_out_dir,
-    _join_document,
-    _read_source,
-    _split_document,
-    _target,
-    _write_atomic,
+    check_out_dir,
+    join_document,
+    output_path,
+    read_source,
+    split_document,
+    write_atomic,
 )
 from htatui.trace.model import TraceSet
 
@@ -95,16 +95,16 @@ def export_slice(
     if not chosen:
         raise ExportError("no rank to export")
     target_path = Path(out).expanduser()
-    folder = _check_out_dir(target_path.parent)
-    target = _target(folder, target_path.name, traces, force)
+    folder = check_out_dir(target_path.parent)
+    target = output_path(folder, target_path.name, traces, force)
     several = len(chosen) > 1
     parts: list[bytes | memoryview] = []
     top: dict[str, msgspec.Raw] | None = None
     count = 0
     for rank in chosen:
         rank_trace = traces.ranks[rank]
-        data = _read_source(rank_trace)
-        rank_top, array = _split_document(data, rank_trace.path)
+        data = read_source(rank_trace)
+        rank_top, array = split_document(data, rank_trace.path)
         if top is None:
             top = rank_top
         try:
@@ -127,6 +127,6 @@ def export_slice(
             joined.append(b",\n")
         joined.append(part)
     joined.append(b"\n]")
-    payload = _join_document(top, [b"".join(joined)])
-    _write_atomic(target, payload, force)
+    payload = join_document(top, [b"".join(joined)])
+    write_atomic(target, payload, force)
     return target, count

@@ -29,7 +29,7 @@ import orjson
 import polars as pl
 
 from htatui.store.layout import MANIFEST, SUMMARY, is_dataset
-from htatui.trace.cache import LOADER_VERSION, _meta_from_json, _meta_to_json
+from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
 from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
 
 FORMAT = "htatui-dataset"
@@ -92,7 +92,7 @@ def open_dataset(folder: Path) -> Dataset:
             StoredRank(
                 source=Path(entry["source"]),
                 events_file=folder / entry["events"],
-                meta=_meta_from_json(orjson.dumps(entry["meta"]))[0],
+                meta=meta_from_json(orjson.dumps(entry["meta"]))[0],
                 warnings=list(entry["warnings"]),
                 start_ns=int(entry["start_ns"]),
             )
@@ -126,7 +126,7 @@ def write_rank(folder: Path, index: int, events: pl.DataFrame) -> str:
 
 
 def meta_json(meta: TraceMeta, warnings: list[str]) -> bytes:
-    return _meta_to_json(meta, warnings)
+    return meta_to_json(meta, warnings)
 
 
 @dataclass(frozen=True)

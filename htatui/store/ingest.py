@@ -25,10 +25,10 @@ import polars as pl
 
 from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_rank
 from htatui.store.summary import SUMMARY_COLUMNS, rank_summary, summary_frame
-from htatui.trace.cache import _meta_from_json
+from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
-from htatui.trace.loader import LoadError, ParsedFile, _assign_ranks, aligned_events, parse_file, shifts_us, start_ns
+from htatui.trace.loader import LoadError, ParsedFile, aligned_events, assign_ranks, parse_file, shifts_us, start_ns
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
@@ -70,7 +70,7 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
 def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:
     """Task 2: the summary row of a written rank file, aligned as loading the dataset will align it."""
     events = pl.read_ipc(folder / record.events_name, columns=list(SUMMARY_COLUMNS))
-    meta = _meta_from_json(record.meta_json)[0]
+    meta = meta_from_json(record.meta_json)[0]
     return rank_summary(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
 
 
@@ -130,10 +130,9 @@ def ingest(
 def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:
     """The rank the loader will give each file and each rank's time shift (same rules, same order)."""
     stand_ins = [
-        ParsedFile(path=f.source, events=pl.DataFrame(), meta=_meta_from_json(f.meta_json)[0], warnings=[])
-        for f in done
+        ParsedFile(path=f.source, events=pl.DataFrame(), meta=meta_from_json(f.meta_json)[0], warnings=[]) for f in done
     ]
-    assigned, _ = _assign_ranks(stand_ins)
+    assigned, _ = assign_ranks(stand_ins)
     rank_of = {item.path: rank for rank, (item, _) in assigned.items()}
     starts = {rank_of[f.source]: f.start_ns for f in done}
     bases = {rank: item.meta.base_time_ns for rank, (item, _) in assigned.items()}

@@ -62,7 +62,8 @@ def cache_key(path: SourcePath, file_identity: FileIdentity | None = None) -> st
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _meta_to_json(meta: TraceMeta, warnings: list[str]) -> bytes:
+def meta_to_json(meta: TraceMeta, warnings: list[str]) -> bytes:
+    """A parsed file's metadata and warnings as the JSON record a cache entry (and a job dataset) keeps."""
     payload: dict[str, Any] = {
         "schema_version": meta.schema_version,
         "device_properties": list(meta.device_properties),
@@ -79,8 +80,8 @@ def _meta_to_json(meta: TraceMeta, warnings: list[str]) -> bytes:
     return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
 
 
-def _meta_from_json(raw: bytes) -> tuple[TraceMeta, list[str]]:
-    """The metadata back; wrong types raise (and the entry is rebuilt) instead of failing later."""
+def meta_from_json(raw: bytes) -> tuple[TraceMeta, list[str]]:
+    """A `meta_to_json` record back as (metadata, warnings); wrong types raise (and a cache entry is rebuilt)."""
     data = orjson.loads(raw)
     _check_types(data)
     meta = TraceMeta(
@@ -137,7 +138,7 @@ def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] |
     try:
         key = cache_key(path)
         folder = cache_dir()
-        meta, warnings = _meta_from_json(_regular(folder / f"{key}.json").read_bytes())
+        meta, warnings = meta_from_json(_regular(folder / f"{key}.json").read_bytes())
         events = pl.read_ipc(_regular(folder / f"{key}.arrow"))
     except Exception:  # noqa: BLE001 - any failure means "rebuild"
         return None
@@ -162,7 +163,7 @@ def store(
         key = cache_key(path, file_identity)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        meta_json = _meta_to_json(meta, warnings)
+        meta_json = meta_to_json(meta, warnings)
         _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="zstd"))
         _atomic_write(folder / f"{key}.json", lambda f: f.write(meta_json))
         evict(folder, max_cache_bytes())

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import msgspec
 
-from htatui.trace.decode import TraceDoc
+from htatui.trace.decode import RawTraceDoc, TraceHeader
 
 CHUNK_BYTES = 4 << 20
 """Bytes of JSON per piece: ~15-30k events, a few tens of MB of decoded objects at most."""
@@ -35,7 +35,8 @@ _LOOKAHEAD = 64 << 10
 _MAX_GROWTH = 16
 """A piece that still fails after this many extra cuts is not a cutting problem: decode whole."""
 _MAX_HEADER_BYTES = 64 << 20
-_HEADER_DECODER = msgspec.json.Decoder(TraceDoc)
+# With the events struct, a header holding a "traceEvents" that is not the array is refused, not skipped.
+_HEADER_DECODER = msgspec.json.Decoder(RawTraceDoc)
 
 T = TypeVar("T")
 Buffer = bytes | bytearray | memoryview
@@ -50,7 +51,7 @@ class EventsSpan:
     """Where the events array starts (just after its `[`), and the top-level fields before it."""
 
     start: int
-    header: TraceDoc
+    header: TraceHeader
     list_form: bool
 
 
@@ -135,7 +136,7 @@ def locate_in(window: Window) -> EventsSpan:
         if not window.fill():
             raise NotChunkable("empty")
     if window.buf[first.start()] == ord("["):
-        return EventsSpan(first.start() + 1, TraceDoc(), list_form=True)
+        return EventsSpan(first.start() + 1, TraceHeader(), list_form=True)
     if window.buf[first.start()] != ord("{"):
         raise NotChunkable("not an object")
     key = _find_key(window, 0)

@@ -1,293 +1,196 @@
-"""JSON bytes → the event frame a piece at a time: typed decode, then whole-column conversions.
+"""Events → the event frame's columns, a piece at a time: whole-column conversions, no per-event loop.
 
-Each piece of `traceEvents` (see chunks.py) is decoded into `FlatEvent`s whose `args` are decoded
-in the same pass into one struct holding every key htatui reads (host, device and metadata keys
-together), and turned into columns with C-level `map`/`compress` passes — no per-event Python loop.
-Only the piece's objects are alive at once; the columns of all pieces are concatenated at the end.
-
-Per-category semantics are those of `frame.build_frame` (host keys on host rows, device keys on
-device rows, a row whose args fail to decode gets none of them): a piece whose args do not fit
-the combined struct is decoded again with raw args and each event's args by its category's
-decoder, and a file this module cannot cut is decoded whole by the caller (`NotChunkable`).
+`read_events` (events.py) hands each piece's typed events to a `FrameColumns`, which turns them into
+columns with C-level `map`/`compress` passes: host keys on host rows, device keys on device rows
+(HOST_ARG_CATS, DEVICE_ARG_CATS), `ph: M` events into the metadata labels. Only the piece's objects
+are alive at once; the columns of all pieces are concatenated at the end.
 """
 
 from __future__ import annotations
 
-import gc
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import attrgetter
 from typing import Any
 
-import msgspec
 import polars as pl
 from msgspec.structs import astuple
 
-from htatui.trace import chunks
-from htatui.trace.chunks import Buffer, NotChunkable, Window, decode_window, locate_in
-from htatui.trace.decode import (
-    DEVICE_ARGS_DECODER,
-    HOST_ARGS_DECODER,
-    META_ARGS_DECODER,
-    DeviceArgs,
-    Event,
-    Number,
-    Scalar,
-    TraceDoc,
-)
-from htatui.trace.frame import (
-    _DEVICE_COLUMNS,
-    _categories,
-    _floats,
-    _ints,
-    _stream_ints,
-    _texts,
-    finish_pieces,
-    finish_rows,
-)
-from htatui.trace.frame import _dims as frame_dims
+from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader
+from htatui.trace.events import TraceInput, read_events
+from htatui.trace.frame import finish_pieces, finish_rows
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
 from htatui.trace.model import TraceMeta
-from htatui.trace.read import TraceSource
 
-__all__ = ["NotChunkable", "decode_columns", "decode_frame"]
-
-
-class EventArgs(DeviceArgs, frozen=True, gc=False):
-    """Every `args` key htatui reads, whatever the category (HostArgs ∪ DeviceArgs ∪ MetaArgs)."""
-
-    # Tuples, not lists: hashable, so each distinct launch shape is turned into text once.
-    grid: tuple[Number, ...] | Scalar = None  # type: ignore[assignment]
-    block: tuple[Number, ...] | Scalar = None  # type: ignore[assignment]
-    kernel: Scalar = None
-    name: Scalar = None
-    labels: Scalar = None
-
-
-NO_EVENT_ARGS = EventArgs()
-
-
-class FlatEvent(msgspec.Struct, gc=False):
-    """One trace event with its args already decoded."""
-
-    ph: str = ""
-    cat: Scalar = None
-    name: Scalar = None
-    pid: Scalar = None
-    tid: Scalar = None
-    ts: Number | None = None
-    dur: Number | None = None
-    id: Scalar = None
-    args: EventArgs = NO_EVENT_ARGS
-
-
-class FlatTail(msgspec.Struct):
-    """The last events and the top-level fields after the array (TraceDoc's, with typed events)."""
-
-    traceEvents: list[FlatEvent] | None = None
-    schemaVersion: Scalar = None
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
-    baseTimeNanoseconds: Scalar = None
-    displayTimeUnit: Scalar = None
-    traceName: Scalar = None
-
-
-_FLAT_DECODER = msgspec.json.Decoder(list[FlatEvent])
-_RAW_DECODER = msgspec.json.Decoder(list[Event])
-_TAIL_DECODER = msgspec.json.Decoder(FlatTail)
-_RAW_TAIL_DECODER = msgspec.json.Decoder(TraceDoc)
-
-
-def _decode_piece(piece: Buffer) -> list[FlatEvent]:
-    """The fast typed decode; on args that do not fit, each event's args by its own category."""
-    try:
-        return _FLAT_DECODER.decode(piece)
-    except msgspec.ValidationError:
-        pass
-    try:
-        events = _RAW_DECODER.decode(bytes(piece))  # raw args would otherwise pin the window's buffer
-    except msgspec.ValidationError as exc:
-        raise NotChunkable(str(exc)) from None  # an event-level oddity: the whole-file fallback
-    return [_tolerant(event) for event in events]
-
-
-def _decode_tail(piece: bytes, list_form: bool) -> tuple[list[FlatEvent], TraceDoc]:
-    """The rest of the document from the last piece on: its events and the fields after the array."""
-    if list_form:
-        return _decode_piece(piece), TraceDoc()
-    try:
-        tail = _TAIL_DECODER.decode(piece)
-        events = tail.traceEvents or []
-    except msgspec.ValidationError:
-        try:
-            raw_tail = _RAW_TAIL_DECODER.decode(piece)
-        except msgspec.ValidationError as exc:
-            raise NotChunkable(str(exc)) from None
-        events = [_tolerant(event) for event in raw_tail.traceEvents or []]
-        raw_tail.traceEvents = None
-        return events, raw_tail
-    fields = {name: getattr(tail, name) for name in TraceDoc.__struct_fields__ if name != "traceEvents"}
-    return events, TraceDoc(**fields)
-
-
-def _tolerant(event: Event) -> FlatEvent:
-    args = NO_EVENT_ARGS
-    if event.args:
-        decoder: msgspec.json.Decoder[Any] | None = None
-        if event.ph == "M":
-            decoder = META_ARGS_DECODER
-        elif event.cat in HOST_ARG_CATS:
-            decoder = HOST_ARGS_DECODER
-        elif event.cat in DEVICE_ARG_CATS:
-            decoder = DEVICE_ARGS_DECODER
-        if decoder is not None:
-            try:
-                args = EventArgs(**msgspec.structs.asdict(decoder.decode(event.args)))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                pass
-    return FlatEvent(event.ph, event.cat, event.name, event.pid, event.tid, event.ts, event.dur, event.id, args)
-
-
-@dataclass
-class _Accumulated:
-    """What the pieces add up to: frames, metadata labels, and values lost per column."""
-
-    frames: list[pl.DataFrame] = field(default_factory=list)
-    events_seen: int = 0
-    fractional_ts: bool = False
-    process_names: dict[str, str] = field(default_factory=dict)
-    process_labels: dict[str, str] = field(default_factory=dict)
-    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
-    lost: dict[str, int] = field(default_factory=dict)
+__all__ = ["FrameColumns", "decode_columns", "decode_frame"]
 
 
 def decode_frame(
-    raw: bytes | bytearray | TraceSource,
+    raw: TraceInput,
     warnings: list[str],
     *,
     chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
-    """The rank's event frame and metadata, as `build_frame`/`build_meta` give them for the whole doc."""
+    """The rank's event frame (EVENT_SCHEMA) and metadata."""
     columns, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
     return finish_pieces(columns), meta
 
 
 def decode_columns(
-    raw: bytes | bytearray | TraceSource,
+    raw: TraceInput,
     warnings: list[str],
     *,
     chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
-    """The events' columns before `finish_frame` (so the caller can free `raw` first), and the metadata.
+    """The events' columns before `finish_pieces` (so the caller can free `raw` first), and the metadata.
 
-    `raw` is the JSON bytes, or a regular file's source read block by block as pieces are cut
-    (progress then counts the file's bytes). The frame is left in one chunk per piece: joining
-    them would copy every column once more. Raises NotChunkable when the file must be decoded
-    whole (odd layout, invalid UTF-8, event fields of unexpected types); nothing is half-done then.
-    Warnings about dropped values are appended to `warnings`.
+    `raw` is the JSON bytes, or an opened file read block by block as pieces are cut (progress then
+    counts the file's bytes). The frame is left in one chunk per piece: joining them would copy
+    every column once more. Warnings about the document and about dropped values are appended to
+    `warnings`; a file that is no Chrome trace raises TraceFormatError.
     """
-    if isinstance(raw, TraceSource):
-        source = raw
-        window = Window(source.blocks(), lambda: (source.file_done, source.file_bytes))
-    else:
-        window = Window.whole(raw)
+    columns, header = read_events(raw, FrameColumns, warnings, chunk_bytes=chunk_bytes, progress=progress)
     del raw
-    # The cyclic GC would re-scan every fresh object of a piece; decoded events hold no cycles.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _decode_window(window, warnings, chunk_bytes or chunks.CHUNK_BYTES, progress)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    frame = columns.frame()
+    warnings.extend(columns.lost_warnings())
+    return frame, columns.meta(header)
 
 
-def _decode_window(
-    window: Window, warnings: list[str], chunk_bytes: int, progress: Callable[[int, int], None] | None
-) -> tuple[pl.DataFrame, TraceMeta]:
-    span = locate_in(window)
-    window.at = span.start
-    acc = _Accumulated()
-    after = TraceDoc()
-
-    def decode_tail(piece: bytes) -> list[FlatEvent]:
-        nonlocal after
-        events, after = _decode_tail(piece, span.list_form)
-        return events
-
-    for events in decode_window(window, span, _decode_piece, decode_tail, chunk_bytes=chunk_bytes, progress=progress):
-        _add_piece(acc, events)
-        del events
-    if not acc.frames:
-        frame = _empty_piece()
-    else:
-        frame = pl.concat(acc.frames, how="vertical", rechunk=False)
-    acc.frames.clear()
-    # One warning per column, in the column order build_frame reports them.
-    order = ["correlation", "external_id", *_DEVICE_COLUMNS]
-    warnings.extend(_lost_message(col, acc.lost[col]) for col in order if acc.lost.get(col))
-    meta = _meta(_merge(span.header, after), acc)
-    return frame, meta
+def _ints(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Int64, strict=False)
 
 
-def _merge(before: TraceDoc, after: TraceDoc) -> TraceDoc:
-    """The top-level fields from both sides of the array (a key given twice: the later wins)."""
-    fields = {
-        name: getattr(after, name) if getattr(after, name) is not None else getattr(before, name)
-        for name in TraceDoc.__struct_fields__
-        if name != "traceEvents"
-    }
-    return TraceDoc(**fields)
+def _floats(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Float64, strict=False)
 
 
-def _meta(doc: TraceDoc, acc: _Accumulated) -> TraceMeta:
-    base = doc.baseTimeNanoseconds
-    return TraceMeta(
-        schema_version=doc.schemaVersion if isinstance(doc.schemaVersion, int) else None,
-        device_properties=tuple(doc.deviceProperties or ()),
-        distributed_info=doc.distributedInfo,
-        base_time_ns=int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
-        display_time_unit=str(doc.displayTimeUnit) if doc.displayTimeUnit is not None else None,
-        trace_name=str(doc.traceName) if doc.traceName is not None else None,
-        process_names=acc.process_names,
-        process_labels=acc.process_labels,
-        thread_names=acc.thread_names,
-        fractional_ts=acc.fractional_ts,
-    )
+def _texts(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Utf8, strict=False)
 
 
-def _lost_message(name: str, lost: int) -> str:
-    return f"{lost} value(s) of '{name}' did not fit a 64-bit number and were dropped"
+def _categories(values: Sequence[Any]) -> pl.Series:
+    return pl.Series(values, dtype=pl.Categorical, strict=False)
 
 
-_HOST_KEYS = attrgetter("correlation", "external_id", "stream", "kernel")
+def _dims(values: Sequence[Any]) -> pl.Series:
+    """grid/block launch shapes as 'x,y,z' text (anything but a list of numbers: null)."""
+    is_tuple = list(map(operator.is_, map(type, values), repeat(tuple)))
+    shapes: list[tuple[Any, ...]] = list(compress(values, is_tuple))
+    if set(map(type, chain.from_iterable(shapes))) <= {int}:
+        # Only integer shapes are keyed: (1, 1) and (1.0, 1) are equal keys but different texts.
+        text = {shape: ",".join(map(str, shape)) for shape in set(shapes)}
+        return _texts(list(map(text.get, values)))
+    return _texts([",".join(map(str, x)) if type(x) is tuple else None for x in values])
+
+
+_DEVICE_COLUMNS: dict[str, tuple[str, Callable[[Sequence[Any]], pl.Series]]] = {
+    "device": ("device", _ints),
+    "bytes": ("nbytes", _ints),
+    "memory_bw_gbps": ("memory_bw", _floats),
+    "collective_name": ("collective_name", _texts),
+    "in_msg_nelems": ("in_msg_nelems", _ints),
+    "out_msg_nelems": ("out_msg_nelems", _ints),
+    "in_msg_size": ("in_msg_size", _ints),
+    "out_msg_size": ("out_msg_size", _ints),
+    "group_size": ("group_size", _ints),
+    "pg_name": ("pg_name", _texts),
+    "msg_dtype": ("msg_dtype", _texts),
+    "grid": ("grid", _dims),
+    "block": ("block", _dims),
+    "occupancy_pct": ("occupancy", _floats),
+    "blocks_per_sm": ("blocks_per_sm", _floats),
+    "warps_per_sm": ("warps_per_sm", _floats),
+    "registers_per_thread": ("registers", _ints),
+    "shared_memory": ("shared_memory", _ints),
+    "wait_on_stream": ("wait_on_stream", _ints),
+}
+"""Each device-only column: the EventArgs key it is made of, and its conversion."""
+
+_HOST_KEYS = attrgetter(*HOST_KEYS)
 _ARG_FIELDS = {name: i for i, name in enumerate(EventArgs.__struct_fields__)}
+_EVENT_WIDTH = len(Event.__struct_fields__)
 
 
-def _add_piece(acc: _Accumulated, events: list[FlatEvent]) -> None:
-    offset = acc.events_seen
-    acc.events_seen += len(events)
-    if not events:
-        return
-    # One C-level pass makes a tuple per event, and zip turns them into columns.
-    columns = _transpose(map(astuple, events), len(FlatEvent.__struct_fields__))
-    ph = columns[0]
-    if not acc.fractional_ts and float in set(map(type, columns[5])):
-        acc.fractional_ts = True
-    positions: Sequence[int] = range(offset, offset + len(events))
-    if "M" in ph:
-        _add_metadata(acc, list(compress(events, map("M".__eq__, ph))))
-        keep = list(map("M".__ne__, ph))
-        positions = list(compress(positions, keep))
-        columns = [list(compress(column, keep)) for column in columns]
-    del events
-    if positions:
-        acc.frames.append(finish_rows(_piece_frame(columns, positions, acc.lost)))
+class FrameColumns:
+    """A trace's events as frame columns (one frame per piece), its metadata labels, and lost values."""
+
+    def __init__(self) -> None:
+        self.frames: list[pl.DataFrame] = []
+        self.events_seen = 0
+        self.fractional_ts = False
+        self.process_names: dict[str, str] = {}
+        self.process_labels: dict[str, str] = {}
+        self.thread_names: dict[tuple[str, str], str] = {}
+        self.lost: dict[str, int] = {}
+        """Values per column that did not fit it (an integer wider than 64 bits, text for a number)."""
+
+    def add(self, events: list[Event]) -> None:
+        """One piece's events, in file order (their `index` counts on from the last piece's)."""
+        offset = self.events_seen
+        self.events_seen += len(events)
+        if not events:
+            return
+        # One C-level pass makes a tuple per event, and zip turns them into columns.
+        columns = _transpose(map(astuple, events), _EVENT_WIDTH)
+        ph = columns[0]
+        if not self.fractional_ts and float in set(map(type, columns[5])):
+            self.fractional_ts = True
+        positions: Sequence[int] = range(offset, offset + len(events))
+        if "M" in ph:
+            self._add_metadata(list(compress(events, map("M".__eq__, ph))))
+            keep = list(map("M".__ne__, ph))
+            positions = list(compress(positions, keep))
+            columns = [list(compress(column, keep)) for column in columns]
+        del events
+        if positions:
+            self.frames.append(finish_rows(_piece_frame(columns, positions, self.lost)))
+
+    def _add_metadata(self, events: list[Event]) -> None:
+        """Process and thread labels from `ph: M` events (few: a Python loop is fine here)."""
+        for event in events:
+            payload = event.args
+            pid = str(event.pid)
+            if event.name == "process_name" and payload.name is not None:
+                self.process_names[pid] = str(payload.name)
+            elif event.name == "process_labels" and payload.labels is not None:
+                self.process_labels[pid] = str(payload.labels)
+            elif event.name == "thread_name" and payload.name is not None:
+                self.thread_names[(pid, str(event.tid))] = str(payload.name)
+
+    def frame(self) -> pl.DataFrame:
+        """The pieces' frames as one, a chunk per piece (the pieces are let go)."""
+        if not self.frames:
+            return finish_rows(_piece_frame([()] * _EVENT_WIDTH, [], {}))
+        frame = pl.concat(self.frames, how="vertical", rechunk=False)
+        self.frames.clear()
+        return frame
+
+    def lost_warnings(self) -> list[str]:
+        """One warning per column that lost values, in the frame's column order."""
+        order = ["correlation", "external_id", *_DEVICE_COLUMNS]
+        return [
+            f"{self.lost[col]} value(s) of '{col}' did not fit a 64-bit number and were dropped"
+            for col in order
+            if self.lost.get(col)
+        ]
+
+    def meta(self, header: TraceHeader) -> TraceMeta:
+        """The metadata record: the document's top-level fields and the labels of its `ph: M` events."""
+        return TraceMeta(
+            schema_version=header.schemaVersion if isinstance(header.schemaVersion, int) else None,
+            device_properties=tuple(header.deviceProperties or ()),
+            distributed_info=header.distributedInfo,
+            base_time_ns=header.base_time_ns,
+            display_time_unit=str(header.displayTimeUnit) if header.displayTimeUnit is not None else None,
+            trace_name=str(header.traceName) if header.traceName is not None else None,
+            process_names=self.process_names,
+            process_labels=self.process_labels,
+            thread_names=self.thread_names,
+            fractional_ts=self.fractional_ts,
+        )
 
 
 def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
@@ -295,21 +198,8 @@ def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any
     return list(zip(*rows, strict=True)) or [()] * width
 
 
-def _add_metadata(acc: _Accumulated, events: list[FlatEvent]) -> None:
-    """Process and thread labels from `ph: M` events (few: a Python loop is fine here)."""
-    for event in events:
-        payload = event.args
-        pid = str(event.pid)
-        if event.name == "process_name" and payload.name is not None:
-            acc.process_names[pid] = str(payload.name)
-        elif event.name == "process_labels" and payload.labels is not None:
-            acc.process_labels[pid] = str(payload.labels)
-        elif event.name == "thread_name" and payload.name is not None:
-            acc.thread_names[(pid, str(event.tid))] = str(payload.name)
-
-
 def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: dict[str, int]) -> pl.DataFrame:
-    """A piece's columns (FlatEvent's fields, in order) as the frame `build_frame` makes of them."""
+    """A piece's columns (Event's fields, in order) as frame columns; values that did not fit added to `lost`."""
     phs, cats, names, pids, tids, ts, dur, ids, args = columns
     is_host = list(map(HOST_ARG_CATS.__contains__, cats))
     is_device = list(map(DEVICE_ARG_CATS.__contains__, cats))
@@ -343,7 +233,7 @@ def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: d
 
 
 def _labels(values: Sequence[Any]) -> pl.Series:
-    """pid/tid as categorical text, exactly `str(value)` (None → "None") as build_frame writes them."""
+    """pid/tid as categorical text, exactly `str(value)` (None → "None")."""
     kinds = set(map(type, values))
     if kinds == {int}:
         return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).cast(pl.Categorical)
@@ -355,9 +245,10 @@ def _labels(values: Sequence[Any]) -> pl.Series:
 
 
 def _streams(values: Sequence[Any]) -> pl.Series:
+    """Stream numbers; AMD runtime events carry hex strings ("0x0"): HTA treats them as no stream, and so do we."""
     if set(map(type, values)) <= {int, type(None)}:
         return _ints(values)
-    return _stream_ints(values)
+    return _ints([v if type(v) is int else None for v in values])
 
 
 def _lost_where(values: Sequence[Any], series: pl.Series, mask: pl.Series) -> int:
@@ -373,26 +264,13 @@ def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: d
     fields = _transpose(map(astuple, device_args), len(_ARG_FIELDS))
     frame = pl.DataFrame(
         {
-            col: _device_column(col, _dims if convert is frame_dims else convert, fields[_ARG_FIELDS[name]], lost)
+            col: _device_column(col, convert, fields[_ARG_FIELDS[name]], lost)
             for col, (name, convert) in _DEVICE_COLUMNS.items()
         }
     )
     mask = pl.Series(is_device, dtype=pl.Boolean)
     position = pl.when(mask).then(mask.cum_sum() - 1)
     return frame.select(pl.all().gather(pl.select(position).to_series()))
-
-
-def _dims(values: Sequence[Any]) -> pl.Series:
-    """grid/block as `frame._dims` writes them ('x,y,z'), from tuples (or lists, on the slow path)."""
-    is_tuple = list(map(operator.is_, map(type, values), repeat(tuple)))
-    if not any(is_tuple):
-        return frame_dims(values)
-    shapes: list[tuple[Any, ...]] = list(compress(values, is_tuple))
-    if set(map(type, chain.from_iterable(shapes))) <= {int}:
-        # Only integer shapes are keyed: (1, 1) and (1.0, 1) are equal keys but different texts.
-        text = {shape: ",".join(map(str, shape)) for shape in set(shapes)}
-        return _texts(list(map(text.get, values)))
-    return _texts([",".join(map(str, x)) if type(x) is tuple else None for x in values])
 
 
 def _device_column(
@@ -402,9 +280,3 @@ def _device_column(
     if convert is not _texts and (n := series.null_count() - values.count(None)):
         lost[col] = lost.get(col, 0) + n
     return series
-
-
-def _empty_piece() -> pl.DataFrame:
-    """A frame with the piece columns and no rows (a trace whose events are all metadata)."""
-    empty: list[Sequence[Any]] = [()] * len(FlatEvent.__struct_fields__)
-    return finish_rows(_piece_frame(empty, [], {}))

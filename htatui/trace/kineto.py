@@ -71,6 +71,14 @@ HOST_WORK_CATS = (
 """Host work: operators, annotations and runtime/driver calls (launches, syncs, copies issued).
 python_function frames, flows and GPU-side annotations are not host work."""
 
+MEMORY_EVENT = "[memory]"
+"""The name of the allocator's instant events that profile_memory=True records (bytes, totals, device)."""
+
+
+def spellings(*categories: str) -> frozenset[str]:
+    """The categories under every name Kineto wrote them: today's and the 2021-era capitalised one."""
+    return frozenset(categories) | {raw for raw, today in CATEGORY_ALIASES.items() if today in categories}
+
 
 CPU_COLLECTIVE = r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl):"
 """A collective's host-side range (`record_function` by the process group): gloo:all_reduce, nccl:…"""

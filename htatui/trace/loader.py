@@ -18,11 +18,11 @@ import polars as pl
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
 from htatui.trace import cache, chunks
-from htatui.trace.columns import NotChunkable, decode_columns
-from htatui.trace.decode import TraceFormatError, decode_trace
+from htatui.trace.columns import decode_columns
+from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
-from htatui.trace.frame import build_frame, build_meta, finish_pieces
+from htatui.trace.frame import finish_pieces
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
@@ -81,7 +81,7 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
 
     A regular file is read as its pieces are decoded, so its JSON is never whole in memory;
     `byte_progress` gets (bytes of the file read, the file's size; compressed bytes for gzip).
-    A pipe, or a file whose layout the piece decoder does not understand, is read whole.
+    A pipe, or a file the piece decoder cannot cut, is read whole (events.py).
     """
     try:
         with open_trace(path) as source:
@@ -100,22 +100,10 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
     gc.disable()
     try:
         warnings: list[str] = []
-        # A pipe cannot be read twice: its bytes are kept for the whole-file decoder.
-        raw = None if source.regular else source.whole()
-        try:
-            # A piece of the events array at a time (bounded memory); odd files decode whole.
-            columns, meta = decode_columns(source if raw is None else raw, warnings, progress=byte_progress)
-        except NotChunkable:
-            doc, warnings = decode_trace(source.whole() if raw is None else raw)
-            del raw
-            if doc.traceEvents is None:
-                raise TraceFormatError("not a Chrome trace (no traceEvents)") from None
-            meta = build_meta(doc, doc.traceEvents)
-            events = build_frame(doc.traceEvents, warnings)
-        else:
-            del raw  # before the columns are finished: the JSON and the frame are not both alive
-            events = finish_pieces(columns)
-            del columns
+        columns, meta = decode_columns(source, warnings, progress=byte_progress)
+        # Finished once the JSON is let go: the JSON and the frame are not both alive.
+        events = finish_pieces(columns)
+        del columns
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
@@ -188,7 +176,7 @@ def load_traces(
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
     notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
-    ranks, rank_notes = _assign_ranks(parsed)
+    ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = _align(ranks)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
@@ -377,10 +365,13 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def _assign_ranks(
+def assign_ranks(
     parsed: Sequence[_Parsed],
 ) -> tuple[dict[int, tuple[_Parsed, str]], list[str]]:
-    """distributedInfo.rank first, then the file name, then distinct ranks in name order."""
+    """Each parsed file's rank: distributedInfo.rank first, then the file name, then distinct ranks in name order.
+
+    Raises LoadError when two files claim one rank; the notes say which files got a rank by order.
+    """
     claimed: dict[int, tuple[_Parsed, str]] = {}
     unclaimed: list[_Parsed] = []
     for item in parsed:

@@ -23,6 +23,11 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from htatui.trace.decode import MEMORY_ARGS_DECODER, MemoryArgs, RawEvent, TraceFormatError
+from htatui.trace.events import read_raw_events
+from htatui.trace.kineto import MEMORY_EVENT, PROFILER_STEP, spellings
+from htatui.trace.read import gunzip_bounded
+
 MAX_INPUT_BYTES = 2 << 30
 """Inputs larger than this (on disk, or after gunzip) are refused before they are parsed."""
 
@@ -171,7 +176,7 @@ def looks_like_snapshot(path: Path) -> bool:
     return len(head) == 2 and head[:1] == _PICKLE_PROTOCOL_2_PLUS and 2 <= head[1] <= 5
 
 
-def _read_capped(path: Path, max_bytes: int) -> bytes:
+def _read_capped(path: Path, max_bytes: int) -> bytes | bytearray:
     try:
         size = path.stat().st_size
         if not path.is_file():
@@ -188,15 +193,11 @@ def _read_capped(path: Path, max_bytes: int) -> bytes:
         raise MemoryInputError(f"{path}: over the {max_bytes}-byte limit for memory inputs")
     if raw[:2] == b"\x1f\x8b":
         try:
-            inflater = zlib.decompressobj(wbits=31)
-            out = inflater.decompress(raw, max_bytes + 1)
-        except zlib.error as exc:
-            raise MemoryInputError(f"{path}: corrupt gzip ({exc})") from None
-        if len(out) > max_bytes or inflater.unconsumed_tail:
-            raise MemoryInputError(f"{path}: over the {max_bytes}-byte limit once decompressed")
-        if not inflater.eof:
-            raise MemoryInputError(f"{path}: truncated gzip")
-        return out
+            return gunzip_bounded(raw, max_bytes)
+        except TraceFormatError:
+            raise MemoryInputError(f"{path}: over the {max_bytes}-byte limit once decompressed") from None
+        except (EOFError, zlib.error) as exc:
+            raise MemoryInputError(f"{path}: corrupt or truncated gzip ({exc})") from None
     return raw
 
 
@@ -253,7 +254,7 @@ def _ranks_together(recordings: list[MemoryRecording], ranks: Sequence[int] | No
 # Snapshots
 
 
-def read_snapshot_bytes(path: Path, raw: bytes) -> MemoryRecording:
+def read_snapshot_bytes(path: Path, raw: bytes | bytearray) -> MemoryRecording:
     """Unpickle a CUDA caching-allocator snapshot (any layout since PyTorch 1.13) without running code."""
     try:
         obj = SafeUnpickler(io.BytesIO(raw)).load()
@@ -501,37 +502,10 @@ def _frame_text(frame: dict[str, Any]) -> str:
 # JSON inputs: Kineto traces with [memory] events, export_memory_timeline files
 
 
-class _TraceEvent(msgspec.Struct):
-    ph: str = ""
-    cat: Any = None
-    name: Any = None
-    tid: Any = None
-    ts: float | None = None
-    dur: float | None = None
-    args: msgspec.Raw = msgspec.Raw(b"")
-
-
-class _TraceDoc(msgspec.Struct):
-    traceEvents: list[_TraceEvent] | None = None
-    baseTimeNanoseconds: int | None = None
-    distributedInfo: Any = None
-
-
-class _MemoryArgs(msgspec.Struct):
-    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
-    bytes_: int | None = msgspec.field(default=None, name="Bytes")
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
-    device_id: int | None = msgspec.field(default=None, name="Device Id")
-    addr: int | None = msgspec.field(default=None, name="Addr")
-
-
-_DOC = msgspec.json.Decoder(_TraceDoc)
-_MEMORY_ARGS = msgspec.json.Decoder(_MemoryArgs)
 _DEVICE_TYPES = {0: "cpu", 1: "cuda"}
 
 
-def _read_json(path: Path, raw: bytes) -> MemoryRecording:
+def _read_json(path: Path, raw: bytes | bytearray) -> MemoryRecording:
     head = raw.lstrip()[:1]
     if head == b"{":
         return _read_trace(path, raw)
@@ -563,49 +537,65 @@ def _read_json(path: Path, raw: bytes) -> MemoryRecording:
     )
 
 
-def _read_trace(path: Path, raw: bytes) -> MemoryRecording:
+class _MemoryEvents:
+    """A trace's `[memory]` events and its step and annotation spans, a piece at a time (a `read_raw_events` sink).
+
+    Times are the file's own µs: baseTimeNanoseconds may come after the events.
+    """
+
+    def __init__(self) -> None:
+        self.memory: list[tuple[float, MemoryArgs]] = []
+        self.spans: list[tuple[str, str, float, float, Any]] = []
+
+    def add(self, events: list[RawEvent]) -> None:
+        for event in events:
+            if event.name == MEMORY_EVENT and event.ts is not None:
+                try:
+                    args = MEMORY_ARGS_DECODER.decode(event.args) if event.args else _NO_MEMORY_ARGS
+                except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+                    continue
+                self.memory.append((float(event.ts), args))
+            elif event.ph == "X" and event.ts is not None and event.dur is not None and isinstance(event.name, str):
+                start = float(event.ts)
+                end = start + float(event.dur)
+                if event.cat in _STEP_CATS and PROFILER_STEP.match(event.name):
+                    self.spans.append(("step", event.name, start, end, event.tid))
+                elif event.cat in _ANNOTATION_CATS:
+                    self.spans.append(("annotation", event.name, start, end, event.tid))
+
+
+_NO_MEMORY_ARGS = MemoryArgs()
+_STEP_CATS = spellings("user_annotation", "cpu_op")
+_ANNOTATION_CATS = spellings("user_annotation")
+
+
+def _read_trace(path: Path, raw: bytes | bytearray) -> MemoryRecording:
     try:
-        if raw.lstrip()[:1] == b"[":
-            doc = _TraceDoc(traceEvents=msgspec.json.decode(raw, type=list[_TraceEvent]))
-        else:
-            doc = _DOC.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        found, header = read_raw_events(raw, _MemoryEvents, [])
+    except TraceFormatError as exc:
         raise MemoryInputError(f"{path}: not a trace htatui can read for memory ({exc})") from None
-    events = doc.traceEvents or []
-    base_us = (doc.baseTimeNanoseconds or 0) / 1000.0
+    base_us = (header.base_time_ns or 0) / 1000.0
     rows: dict[str, list[Any]] = {name: [] for name in EVENT_SCHEMA}
-    spans: list[tuple[str, str, float, float, Any]] = []
-    seq = 0
-    for event in events:
-        if event.name == "[memory]" and event.ts is not None:
-            try:
-                args = _MEMORY_ARGS.decode(event.args) if event.args else _MemoryArgs()
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-            kind = _DEVICE_TYPES.get(args.device_type or 0, f"device_type_{args.device_type}")
-            device = kind if kind == "cpu" else f"{kind}:{args.device_id or 0}"
-            delta = args.bytes_ or 0
-            for name, value in (
-                ("device", device),
-                ("seq", seq),
-                ("time_us", event.ts + base_us),
-                ("action", "alloc" if delta >= 0 else "free_completed"),
-                ("addr", args.addr),
-                ("size_bytes", abs(delta)),
-                ("stream", None),
-                ("site", None),
-                ("device_free_bytes", None),
-                ("allocated_bytes", args.total_allocated),
-                ("reserved_bytes", args.total_reserved),
-            ):
-                rows[name].append(value)
-            seq += 1
-        elif event.ph == "X" and event.ts is not None and event.dur is not None and isinstance(event.name, str):
-            if event.cat in ("user_annotation", "cpu_op") and event.name.startswith("ProfilerStep#"):
-                spans.append(("step", event.name, event.ts + base_us, event.ts + event.dur + base_us, event.tid))
-            elif event.cat == "user_annotation":
-                spans.append(("annotation", event.name, event.ts + base_us, event.ts + event.dur + base_us, event.tid))
-    if seq == 0:
+    for seq, (ts, args) in enumerate(found.memory):
+        kind = _DEVICE_TYPES.get(args.device_type or 0, f"device_type_{args.device_type}")
+        device = kind if kind == "cpu" else f"{kind}:{args.device_id or 0}"
+        delta = args.bytes_delta or 0
+        for name, value in (
+            ("device", device),
+            ("seq", seq),
+            ("time_us", ts + base_us),
+            ("action", "alloc" if delta >= 0 else "free_completed"),
+            ("addr", args.addr),
+            ("size_bytes", abs(delta)),
+            ("stream", None),
+            ("site", None),
+            ("device_free_bytes", None),
+            ("allocated_bytes", args.total_allocated),
+            ("reserved_bytes", args.total_reserved),
+        ):
+            rows[name].append(value)
+    spans = [(kind, name, start + base_us, end + base_us, tid) for kind, name, start, end, tid in found.spans]
+    if not found.memory:
         raise MemoryInputError(f"{path}: a trace without [memory] events (record it with profile_memory=True)")
     try:
         frame = pl.DataFrame(rows, schema=EVENT_SCHEMA).sort("time_us", "seq", maintain_order=True)
@@ -613,7 +603,7 @@ def _read_trace(path: Path, raw: bytes) -> MemoryRecording:
         raise MemoryInputError(f"{path}: a [memory] event holds a number that does not fit in 64 bits") from None
     frame = frame.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
     top = _top_level(spans)
-    info = doc.distributedInfo
+    info = header.distributedInfo
     rank = info.get("rank") if isinstance(info, dict) else None
     return MemoryRecording(
         path, "trace", _annotation_sites(frame, top), spans=top, rank=rank if type(rank) is int else None

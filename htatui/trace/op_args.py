@@ -9,14 +9,15 @@ as in the event frame), instead of widening every loaded (and cached) frame.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import msgspec
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
-from htatui.trace.decode import TraceFormatError, decode_trace
+from htatui.trace.decode import OPERATOR_ARGS_DECODER, RawEvent, TraceFormatError
+from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
+from htatui.trace.kineto import spellings
 
 OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
     "index": pl.Int64(),
@@ -27,17 +28,9 @@ OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
 shapes (Python's `str` of the list of lists, "[[64, 100], []]"); `flops` the profiler's
 estimate for the call (null when the trace has none)."""
 
-HOST_CATS = frozenset({"cpu_op", "user_annotation", "Operator", "User Annotation"})
+OP_CATS = spellings("cpu_op", "user_annotation")
+"""The categories whose events carry shapes and flops."""
 
-
-class OpArgs(msgspec.Struct, frozen=True):
-    """The args keys read here."""
-
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    flops: Any = None
-
-
-_DECODER = msgspec.json.Decoder(OpArgs)
 _CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
 _CACHE_LIMIT = 16
 
@@ -65,27 +58,40 @@ def read_op_args(path: SourcePath) -> pl.DataFrame:
     if cached is not None:
         return cached
     try:
-        doc, _ = decode_trace(read_source_bytes(path))
+        rows, _ = read_raw_events(read_source_bytes(path), OpArgRows, [])
     except (OSError, TraceFormatError) as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc})") from None
-    index: list[int] = []
-    dims: list[str | None] = []
-    flops: list[float | None] = []
-    for position, event in enumerate(doc.traceEvents or []):
-        if event.cat not in HOST_CATS or not event.args:
-            continue
-        try:
-            args = _DECODER.decode(event.args)
-        except msgspec.DecodeError:
-            continue  # malformed args of one event: it simply has no shapes
-        if args.input_dims is None and args.flops is None:
-            continue
-        index.append(position)
-        dims.append(None if args.input_dims is None else str(args.input_dims))
-        count = args.flops
-        flops.append(float(count) if isinstance(count, int | float) and not isinstance(count, bool) else None)
-    frame = pl.DataFrame({"index": index, "input_dims": dims, "flops": flops}, schema=OP_ARGS_SCHEMA)
+    frame = rows.frame()
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = frame
     return frame
+
+
+class OpArgRows:
+    """The shapes and flops of a trace's ops, gathered a piece at a time (a `read_raw_events` sink)."""
+
+    def __init__(self) -> None:
+        self.events_seen = 0
+        self.index: list[int] = []
+        self.dims: list[str | None] = []
+        self.flops: list[float | None] = []
+
+    def add(self, events: list[RawEvent]) -> None:
+        for position, event in enumerate(events, start=self.events_seen):
+            if event.cat not in OP_CATS or not event.args:
+                continue
+            try:
+                args = OPERATOR_ARGS_DECODER.decode(event.args)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                continue  # malformed args of one event: it simply has no shapes
+            if args.input_dims is None and args.flops is None:
+                continue
+            self.index.append(position)
+            self.dims.append(None if args.input_dims is None else str(args.input_dims))
+            count = args.flops
+            self.flops.append(float(count) if isinstance(count, int | float) and not isinstance(count, bool) else None)
+        self.events_seen += len(events)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame({"index": self.index, "input_dims": self.dims, "flops": self.flops}, schema=OP_ARGS_SCHEMA)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,20 @@ def test_largest_64_bit_address_is_still_read(tmp_path: Path) -> None:
     path = write_pickle(tmp_path / "edge.pickle", _snapshot_with_address(2**63 - 1))
     events = read_memory(path).events
     assert events["addr"].to_list() == [2**63 - 1]
+
+
+def test_gzip_is_read_by_the_trace_reader_bounded_gunzip(tmp_path: Path) -> None:
+    # Two members (as `cat a.gz b.gz` makes) read as one; past the limit, or cut short, one line.
+    trace = json.dumps({"traceEvents": [memory_event(5, 512, 1024, 1)]}).encode()
+    path = tmp_path / "rank-0.json.gz"
+    path.write_bytes(gzip.compress(trace[:20]) + gzip.compress(trace[20:]))
+    assert read_memory(path).events["size_bytes"].to_list() == [512]
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 100_000 + trace))
+    with pytest.raises(MemoryInputError, match=r"bomb\.json\.gz: over the 50000-byte limit once decompressed$"):
+        read_memory(bomb, max_bytes=50_000)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(trace)[:-12])
+    with pytest.raises(MemoryInputError, match=r"cut\.json\.gz: corrupt or truncated gzip \(") as raised:
+        read_memory(cut)
+    assert "\n" not in str(raised.value)
