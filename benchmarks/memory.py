@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from htatui.analysis import memory  # noqa: E402
+from htatui.analysis.memory import usage as memory  # noqa: E402
 from htatui.trace.memory_inputs import read_memory  # noqa: E402
 
 CPP = [

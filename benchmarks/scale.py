@@ -44,7 +44,7 @@ print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "ranks": report.rank
 CHILD_VIEW = """
 import json, resource, sys, time
 from pathlib import Path
-from htatui.analysis.views import BY_ID
+from htatui.analysis.registry import BY_ID
 from htatui.trace import load_traces
 view = BY_ID[sys.argv[2]]
 start = time.perf_counter()

@@ -27,8 +27,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from htatui.analysis import timeline as tl  # noqa: E402
-from htatui.analysis import timeline_events as tle  # noqa: E402
+from htatui.analysis.timeline import events as tle  # noqa: E402
+from htatui.analysis.timeline import index as tl  # noqa: E402
 from htatui.trace import TraceSet, load_traces  # noqa: E402
 
 TARGET_MS = 50.0

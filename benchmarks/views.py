@@ -45,20 +45,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from htatui.analysis import annotations as user_annotations  # noqa: E402
-from htatui.analysis import (  # noqa: E402
-    idle,
-    kernels,
-    launch,
-    membw,
-    ops,
-    overlap,
-    patterns,
-    queue,
-    steps,
-    temporal,
-)
-from htatui.analysis.scope import Scope  # noqa: E402
+from htatui.analysis.core.scope import Scope  # noqa: E402
+from htatui.analysis.views import annotations as user_annotations  # noqa: E402
+from htatui.analysis.views import idle, kernels, launch, membw, ops, overlap, patterns, queue, steps, temporal  # noqa: E402
 from htatui.trace import load_traces  # noqa: E402
 
 DEFAULT_FOLDERS = [

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from htatui.analysis.scope import Scope
+    from htatui.analysis.core.scope import Scope
 
 
 def parse_ranks(text: str | None) -> tuple[int, ...] | None:
@@ -42,7 +42,7 @@ def add_scope_flags(parser: argparse.ArgumentParser, *, ranks: bool = True) -> N
 
 def scope_from_args(args: argparse.Namespace, *, ranks: tuple[int, ...] | None = None) -> Scope:
     """The scope the flags of `add_scope_flags` name; argparse.ArgumentTypeError on a bad value."""
-    from htatui.analysis.scope import Scope, Steps
+    from htatui.analysis.core.scope import Scope, Steps
 
     if ranks is None and isinstance(getattr(args, "ranks", None), str):
         ranks = parse_ranks(args.ranks)

@@ -61,7 +61,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    from htatui.analysis.diff import DiffOptions
+    from htatui.analysis.diff.compare import DiffOptions
     from htatui.cli_args import scope_from_args
 
     try:
@@ -117,7 +117,8 @@ def run_diff(args: argparse.Namespace) -> int:
     except LoadError as exc:
         _err(str(exc))
         return 2
-    from htatui.analysis import diff, diff_summary
+    from htatui.analysis.diff import compare as diff
+    from htatui.analysis.diff import summary as diff_summary
 
     try:
         selection = diff.select_sides(base, test, options)

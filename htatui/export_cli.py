@@ -41,9 +41,9 @@ def add_export_commands(
 
 
 def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.common import CommonOptions
-    from htatui.analysis.export import ExportError, ExportExistsError, export_counters, export_patterns
-    from htatui.analysis.patterns import PatternsOptions
+    from htatui.analysis.core.options import CommonOptions
+    from htatui.analysis.export.traces import ExportError, ExportExistsError, export_counters, export_patterns
+    from htatui.analysis.views.patterns import PatternsOptions
     from htatui.cli_args import scope_from_args
     from htatui.trace import LoadError
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from htatui.analysis.ranges import format_ranges
-from htatui.analysis.rank_figures import rank_figures
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.rank_figures import rank_figures
 from htatui.trace import TraceSet
 
 INFO_COLUMNS = (

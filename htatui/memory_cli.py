@@ -17,7 +17,7 @@ import orjson
 if TYPE_CHECKING:
     import polars as pl
 
-    from htatui.analysis.memory import MemoryAnalysis
+    from htatui.analysis.memory.usage import MemoryAnalysis
 
 TABLES = ("sites", "summary", "allocator", "oom", "growth", "spans", "series")
 
@@ -65,7 +65,7 @@ def _err(message: str) -> None:
 
 
 def run_memory(args: argparse.Namespace) -> int:
-    from htatui.analysis.memory import analyse
+    from htatui.analysis.memory.usage import analyse
     from htatui.trace.memory_inputs import MemoryInputError, read_memory
 
     try:
@@ -101,7 +101,7 @@ def table(analysis: MemoryAnalysis, name: str, devices: list[str], top: int) -> 
     """One of TABLES for the chosen devices, each row naming its device."""
     import polars as pl
 
-    from htatui.analysis import memory
+    from htatui.analysis.memory import usage as memory
 
     if name == "sites":
         frames = [analysis.sites_at_peak(d, top).select(pl.lit(d).alias("device"), pl.all()) for d in devices]
@@ -124,7 +124,7 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
     """The `--format json` object for one device."""
     import polars as pl
 
-    from htatui.analysis import memory
+    from htatui.analysis.memory import usage as memory
 
     summary = analysis.summary.filter(pl.col("device") == device).to_dicts()[0]
     growth = memory.growth(analysis)
@@ -152,7 +152,7 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
 def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int) -> None:
     import polars as pl
 
-    from htatui.analysis import memory
+    from htatui.analysis.memory import usage as memory
     from htatui.report import render_frame
 
     recording = analysis.recording
@@ -200,7 +200,7 @@ def _print_frames(analysis: MemoryAnalysis, text: str) -> int:
 
 
 def _print_comparison(a: MemoryAnalysis, b: MemoryAnalysis, args: argparse.Namespace) -> int:
-    from htatui.analysis import memory
+    from htatui.analysis.memory import usage as memory
     from htatui.report import render_frame
 
     sites = memory.compare_sites(a, b)

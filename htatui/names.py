@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from htatui.analysis.common import shorten_name
+from htatui.analysis.core.names import shorten_name
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
 _EMPTY_SCOPE = re.compile(r"(::)+(?=::)")

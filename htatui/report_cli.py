@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from htatui.analysis.knobs import Kind, Knob, knobs_of, parse
-from htatui.analysis.views import BY_ID, VIEWS, View, frame_of, make_table
+from htatui.analysis.core.knobs import Kind, Knob, knobs_of, parse
+from htatui.analysis.registry import BY_ID, VIEWS, View, frame_of, make_table
 from htatui.cli_args import add_scope_flags
 from htatui.report import render_frame
 
@@ -102,7 +102,7 @@ def add_report_parser(
 
 
 def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.describe import describe_scope, missing_steps
+    from htatui.analysis.core.describe import describe_scope, missing_steps
     from htatui.cli_args import scope_from_args
     from htatui.trace import LoadError
 
@@ -133,7 +133,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     ranks = scope.ranks
-    from htatui.analysis.comm_rules import CommRulesError, add_user_rule_file
+    from htatui.analysis.core.comm_rules import CommRulesError, add_user_rule_file
 
     try:
         for rules_file in getattr(args, "comm_rules", []):
@@ -179,7 +179,7 @@ def add_export_parser(
     load_flags: Callable[[argparse.ArgumentParser], None],
     load: Callable[[list[Path], bool], Any],
 ) -> None:
-    """`export counters` / `export patterns` are registered by htatui.analysis.export's CLI face."""
+    """`export counters` / `export patterns` are registered by htatui.analysis.export.traces's CLI face."""
     try:
         from htatui.export_cli import add_export_commands
     except ImportError:

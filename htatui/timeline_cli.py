@@ -18,7 +18,7 @@ def _fail(message: str) -> int:
 
 
 def _row_kinds(text: str) -> tuple[str, ...]:
-    from htatui.analysis.timeline import ROW_KINDS
+    from htatui.analysis.timeline.index import ROW_KINDS
 
     kinds = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [k for k in kinds if k not in ROW_KINDS]
@@ -46,7 +46,7 @@ def add_timeline_parser(
 
 
 def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis import timeline
+    from htatui.analysis.timeline import index as timeline
     from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
 
@@ -100,8 +100,8 @@ def add_slice_command(
 
 
 def run_slice(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.export import ExportError, ExportExistsError
-    from htatui.analysis.slice_export import export_slice
+    from htatui.analysis.export.traces import ExportError, ExportExistsError
+    from htatui.analysis.export.slice import export_slice
     from htatui.cli_args import parse_ranks
     from htatui.trace import LoadError
 

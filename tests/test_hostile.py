@@ -305,7 +305,7 @@ def test_negative_and_absurd_times_are_dropped_with_one_warning(
 def test_export_failure_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], phase: str
 ) -> None:
-    from htatui.analysis import export
+    from htatui.analysis.export import traces as export
 
     job, out_dir = tmp_path / "job", tmp_path / "out"
     out_dir.mkdir()

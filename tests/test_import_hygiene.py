@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import importlib, pkgutil, sys
 import htatui.analysis as analysis
-names = [m.name for m in pkgutil.iter_modules(analysis.__path__, "htatui.analysis.")]
+names = [m.name for m in pkgutil.walk_packages(analysis.__path__, "htatui.analysis.")]
 for name in names:
     importlib.import_module(name)
 import htatui.trace, htatui.tui

@@ -8,9 +8,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from htatui.analysis import diff_summary, views
-from htatui.analysis.scope import Scope
-from htatui.analysis.views import PAGES, VIEWS, frame_of
+from htatui.analysis import registry as views
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.diff import summary as diff_summary
+from htatui.analysis.registry import PAGES, VIEWS, frame_of
 from htatui.cli import main
 from htatui.trace import TraceSet, load_traces
 

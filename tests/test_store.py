@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
 from htatui.cli import main
 from htatui.store.dataset import DatasetError, open_dataset
 from htatui.store.ingest import RAY_DID_NOT_START, ingest
@@ -118,7 +118,7 @@ def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path)
     ingest([job], tmp_path / "ds", max_workers=1)
     stored = load_traces([tmp_path / "ds"])
     assert stored.summary is not None and not any(r.loaded for r in stored.ranks.values())
-    from htatui.analysis import overlap, temporal
+    from htatui.analysis.views import overlap, temporal
     from htatui.info import info_frame
 
     answers = [temporal.compute(stored, temporal.TemporalOptions()), overlap.compute(stored, overlap.OverlapOptions())]
@@ -139,7 +139,7 @@ def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path)
 
 
 def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from htatui.analysis import temporal
+    from htatui.analysis.views import temporal
 
     ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     # Other options: computed from the events.

@@ -15,10 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis import overlap, steps, temporal
-from htatui.analysis.comm_rules import comm_rules
-from htatui.analysis.common import CommonOptions, prepare
-from htatui.analysis.rank_figures import rank_figures
+from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.rank_figures import rank_figures
+from htatui.analysis.views import overlap, steps, temporal
 from htatui.store.summary_table import SUMMARY_SCHEMA
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 

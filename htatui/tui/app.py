@@ -12,13 +12,13 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 
-from htatui.analysis import export
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.describe import scope_steps
-from htatui.analysis.diff import DiffOptions
-from htatui.analysis.ranges import format_ranges
-from htatui.analysis.scope import Scope, Steps, describe
-from htatui.analysis.views import PAGES
+from htatui.analysis.core.describe import scope_steps
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.scope import Scope, Steps, describe
+from htatui.analysis.diff.compare import DiffOptions
+from htatui.analysis.export import traces as export
+from htatui.analysis.registry import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
 from htatui.tui.commands import HtaCommands

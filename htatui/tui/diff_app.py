@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
-from htatui.analysis.diff import DiffOptions
+from htatui.analysis.diff.compare import DiffOptions
 from htatui.sources import SourcePath
 from htatui.tui.screens.diff import DiffScreen
 from htatui.tui.themed_app import ThemedApp

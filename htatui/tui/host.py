@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from textual.screen import Screen
 from textual.signal import Signal
 
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from htatui.analysis.scope import Steps
+from htatui.analysis.core.scope import Steps
 from htatui.sources import SourcePath
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.loading import LoadingScreen

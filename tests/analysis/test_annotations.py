@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
-from htatui.analysis import annotations
-from htatui.analysis.annotations import AnnotationOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import annotations
+from htatui.analysis.views.annotations import AnnotationOptions
 from htatui.trace import TraceSet, load_traces
 
 

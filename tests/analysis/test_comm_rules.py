@@ -8,10 +8,11 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, traces_of
 
-from htatui.analysis import comm_rules, overlap, temporal
-from htatui.analysis.common import COMMUNICATION, COMPUTATION, kernel_type
-from htatui.analysis.scope import Scope
-from htatui.analysis.temporal import TemporalOptions
+from htatui.analysis.core import comm_rules
+from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, kernel_type
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import overlap, temporal
+from htatui.analysis.views.temporal import TemporalOptions
 
 COMM_NAMES = {
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": "NCCL",  # NCCL < 2.19

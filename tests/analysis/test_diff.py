@@ -8,12 +8,12 @@ from typing import Any
 
 import polars as pl
 import pytest
+from htatui.analysis.diff.summary import summary
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
-from htatui.analysis import diff
-from htatui.analysis.diff import DIFF_COLUMNS, DiffOptions, compare
-from htatui.analysis.diff_summary import summary
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.diff import compare as diff
+from htatui.analysis.diff.compare import DIFF_COLUMNS, DiffOptions, compare
 from htatui.trace import TraceSet, load_traces
 
 Op = tuple[str, str | None, float]

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from kineto_util import cpu_op, kernel, runtime, write_trace
 
-from htatui.analysis import export
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.export import ExportError, ExportExistsError
-from htatui.analysis.patterns import PatternsOptions
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.export import traces as export
+from htatui.analysis.export.traces import ExportError, ExportExistsError
+from htatui.analysis.views.patterns import PatternsOptions
 from htatui.trace import TraceSet, load_traces
 
 

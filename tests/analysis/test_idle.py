@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
-from htatui.analysis import idle
-from htatui.analysis.idle import STATS_SCHEMA, IdleOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import idle
+from htatui.analysis.views.idle import STATS_SCHEMA, IdleOptions
 from htatui.trace import load_traces
 
 Event = dict[str, Any]

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, traces_of
 
-from htatui.analysis import kernels
-from htatui.analysis.kernels import KernelsOptions, KernelSpreadOptions, KernelTypesOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import kernels
+from htatui.analysis.views.kernels import KernelsOptions, KernelSpreadOptions, KernelTypesOptions
 from htatui.trace import TraceSet, load_traces
 
 Event = dict[str, Any]

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
-from htatui.analysis import launch
-from htatui.analysis.launch import LaunchOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import launch
+from htatui.analysis.views.launch import LaunchOptions
 from htatui.trace import TraceSet, load_traces
 
 

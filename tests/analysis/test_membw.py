@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from kineto_util import write_trace
 
-from htatui.analysis import membw
-from htatui.analysis.membw import MemoryBandwidthOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import membw
+from htatui.analysis.views.membw import MemoryBandwidthOptions
 from htatui.trace import TraceSet, load_traces
 
 

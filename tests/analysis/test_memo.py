@@ -10,10 +10,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from htatui.analysis import idle, launch, op_nesting, patterns, queue
-from htatui.analysis.common import CommonOptions, memoised, prepare, selection_key
-from htatui.analysis.scope import Scope, Steps
-from htatui.analysis.views import VIEWS, frame_of
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.model import op_nesting
+from htatui.analysis.registry import VIEWS, frame_of
+from htatui.analysis.views import idle, launch, patterns, queue
 from htatui.trace import TraceSet, load_traces
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"

@@ -21,7 +21,7 @@ from memory_util import (
     write_pickle,
 )
 
-from htatui.analysis import memory
+from htatui.analysis.memory import usage as memory
 from htatui.trace.memory_inputs import BEFORE_RECORDING_SITE, OUTSIDE_ANNOTATIONS_SITE, read_memory
 
 

@@ -205,7 +205,7 @@ def _paths(obj: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, .
 
 def test_odd_values_anywhere_are_read_or_refused_in_one_line(tmp_path: Path) -> None:
     """Every field of a snapshot replaced by a value of the wrong type: a result or a MemoryInputError."""
-    from htatui.analysis import memory
+    from htatui.analysis.memory import usage as memory
     from htatui.trace.memory_inputs import snapshot_from_object
 
     base = snapshot_a()

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from htatui.analysis import memory
+from htatui.analysis.memory import usage as memory
 from htatui.trace.memory_inputs import BEFORE_RECORDING_SITE, read_memory
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"

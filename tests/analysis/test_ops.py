@@ -10,10 +10,12 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, write_trace
 
-from htatui.analysis import callstack, ops
-from htatui.analysis.common import CommonOptions, prepare
-from htatui.analysis.ops import OpsOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.model import callstack
+from htatui.analysis.views import ops
+from htatui.analysis.views.ops import OpsOptions
 from htatui.trace import TraceSet, load_traces
 
 

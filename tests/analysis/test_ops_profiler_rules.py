@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
-from htatui.analysis import op_tree, ops
-from htatui.analysis.ops import OpsOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import op_tree, ops
+from htatui.analysis.views.ops import OpsOptions
 from htatui.cli import main
 from htatui.trace import TraceSet
 

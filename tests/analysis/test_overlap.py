@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, traces_of
 
-from htatui.analysis import overlap
-from htatui.analysis.overlap import SCHEMA, OverlapOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import overlap
+from htatui.analysis.views.overlap import SCHEMA, OverlapOptions
 from htatui.trace import load_traces
 
 Event = dict[str, Any]

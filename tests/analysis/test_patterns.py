@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, write_trace
 
-from htatui.analysis import patterns
-from htatui.analysis.patterns import PatternsOptions
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import patterns
+from htatui.analysis.views.patterns import PatternsOptions
 from htatui.trace import TraceSet, load_traces
 
 

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, write_trace
 
-from htatui.analysis import queue
-from htatui.analysis.queue import QueueOptions
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import queue
+from htatui.analysis.views.queue import QueueOptions
 from htatui.trace import TraceSet, load_traces
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from htatui.analysis.ranges import format_ranges
+from htatui.analysis.core.ranges import format_ranges
 
 
 def test_runs_fold_and_order_does_not_matter() -> None:

@@ -21,7 +21,7 @@ def memory_event(ts: float) -> dict[str, object]:
 
 
 def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:
-    from htatui.analysis.rank_figures import rank_figures
+    from htatui.analysis.core.rank_figures import rank_figures
 
     events = [
         step(1, 0, 100),
@@ -40,7 +40,7 @@ def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:
 
 
 def test_no_complete_events_has_zero_span(tmp_path: Path) -> None:
-    from htatui.analysis.rank_figures import rank_figures
+    from htatui.analysis.core.rank_figures import rank_figures
 
     figures = rank_figures(traces_of(tmp_path, [memory_event(5), memory_event(9)]).ranks[0].events)
     assert (figures.span_us, figures.kernels, figures.streams, figures.memory_events) == (0.0, 0, 0, 2)

@@ -14,10 +14,11 @@ import pytest
 from kineto_util import cpu_op, kernel, runtime, step, traces_of
 from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 
-from htatui.analysis import ranks
-from htatui.analysis.common import CommonOptions, Prepared
-from htatui.analysis.ranks import RanksOptions
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import Prepared
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import ranks
+from htatui.analysis.views.ranks import RanksOptions
 from htatui.trace import TraceSet
 
 
@@ -258,7 +259,7 @@ def _own_gpu_work_inside(traces: TraceSet, rank: int, calls: pl.DataFrame) -> fl
 
 
 def test_compat_stragglers_are_htas_on_trace_filter(load_shared: Callable[[str], TraceSet]) -> None:
-    from htatui.analysis import steps
+    from htatui.analysis.views import steps
 
     traces = load_shared("trace_filter")
     ours = ranks.stragglers(traces, RanksOptions(scope=Scope(hta_compat=True)))
@@ -312,7 +313,7 @@ def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_report_comm_rules_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from htatui.analysis.comm_rules import ENV_VAR
+    from htatui.analysis.core.comm_rules import ENV_VAR
     from htatui.cli import main
 
     monkeypatch.setenv(ENV_VAR, "")  # --comm-rules sets it for the process; monkeypatch restores it

@@ -13,11 +13,13 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
-from htatui.analysis import diff_summary, steps, temporal
-from htatui.analysis.common import CommonOptions, prepare
-from htatui.analysis.describe import describe_scope, missing_steps
-from htatui.analysis.diff import DiffOptions, select_sides
-from htatui.analysis.scope import Scope, Steps, choose_steps
+from htatui.analysis.core.describe import describe_scope, missing_steps
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.scope import Scope, Steps, choose_steps
+from htatui.analysis.diff import summary as diff_summary
+from htatui.analysis.diff.compare import DiffOptions, select_sides
+from htatui.analysis.views import steps, temporal
 from htatui.trace import TraceSet, load_traces
 
 

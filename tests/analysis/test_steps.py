@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
-from htatui.analysis import steps
-from htatui.analysis.scope import Scope, Steps
-from htatui.analysis.steps import StepsOptions, StragglerOptions
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import steps
+from htatui.analysis.views.steps import StepsOptions, StragglerOptions
 from htatui.trace import TraceSet, load_traces
 
 

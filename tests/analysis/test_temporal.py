@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
-from htatui.analysis import temporal
-from htatui.analysis.scope import Scope, Steps
-from htatui.analysis.temporal import SCHEMA, TemporalOptions
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.views import temporal
+from htatui.analysis.views.temporal import SCHEMA, TemporalOptions
 from htatui.trace import load_traces
 
 Event = dict[str, Any]
@@ -263,7 +263,8 @@ def test_golden_numbers(load_shared: Any, folder: str) -> None:
 
 
 def test_prepared_events_are_reused_per_rank_and_mode(tmp_path: Path) -> None:
-    from htatui.analysis.common import CommonOptions, prepare
+    from htatui.analysis.core.options import CommonOptions
+    from htatui.analysis.core.prepare import prepare
 
     traces = traces_of(tmp_path, job_a(), job_a())
     first = prepare(traces, CommonOptions(scope=Scope(ranks=(0,))))

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 
-from htatui.analysis import timeline as tl
-from htatui.analysis import timeline_events as tle
-from htatui.analysis.common import busy_time
+from htatui.analysis.core.intervals import busy_time
+from htatui.analysis.timeline import events as tle
+from htatui.analysis.timeline import index as tl
 from htatui.trace import TraceSet
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from htatui.analysis.diff import DiffOptions, compare, hta_counts_change
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.diff.compare import DiffOptions, compare, hta_counts_change
 from htatui.trace import TraceSet
 
 hta_trace_diff = pytest.importorskip(

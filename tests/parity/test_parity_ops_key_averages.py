@@ -16,9 +16,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from htatui.analysis import op_tree, ops
-from htatui.analysis.op_events import DEVICE_KINDS
-from htatui.analysis.scope import Scope, Steps
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.model.op_events import DEVICE_KINDS
+from htatui.analysis.views import op_tree, ops
 from htatui.trace import TraceSet
 
 EVERY_STEP = Scope(steps=Steps("all"))

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 from parity_folders import FOLDERS
 
-from htatui.analysis import idle, kernels, overlap, temporal
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import idle, kernels, overlap, temporal
 from htatui.trace import TraceSet
 
 pytest.importorskip("hta", reason="HTA is not installed (pip install 'traceinsight==0.6.1' 'pandas<3')")

@@ -20,8 +20,8 @@ import polars as pl
 import pytest
 from parity_folders import FOLDERS
 
-from htatui.analysis import annotations, launch, membw, queue, steps
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import annotations, launch, membw, queue, steps
 from htatui.trace import TraceSet, load_traces
 
 pytest.importorskip("hta", reason="HTA 0.6.1 not installed: pip install traceinsight==0.6.1 'pandas<3'")

@@ -14,9 +14,9 @@ from textual.coordinate import Coordinate
 from textual.widgets import Input, ProgressBar, Static
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis import idle, kernels, ops, overlap, patterns, temporal
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import idle, kernels, ops, overlap, patterns, temporal
 from htatui.trace import LoadCancelled, LoadProgress, TraceSet, load_traces
 from htatui.tui import theming
 from htatui.tui.app import VIEWS, HtaTuiApp, Settings

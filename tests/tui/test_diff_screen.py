@@ -16,7 +16,7 @@ from textual.widgets import Input, Static
 
 from fixtures.generate import write_scenario
 from fixtures.scenarios import GEMM, LAYER_NORM, SOFTMAX
-from htatui.analysis.diff import DiffOptions
+from htatui.analysis.diff.compare import DiffOptions
 from htatui.trace import load_traces
 from htatui.tui.diff_app import DiffApp
 from htatui.tui.jobs import JobDone

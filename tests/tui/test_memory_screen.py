@@ -15,8 +15,8 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet, load_traces
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.memory import (

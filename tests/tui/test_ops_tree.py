@@ -10,7 +10,7 @@ from polars.testing import assert_frame_equal
 from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis import op_tree, ops
+from htatui.analysis.views import op_tree, ops
 from htatui.trace import TraceSet
 from htatui.tui.app import VIEWS
 from htatui.tui.widgets.op_tree import OpTree

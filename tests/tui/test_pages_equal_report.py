@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from tui_helpers import press, ready
 
-from htatui.analysis.knobs import knobs_of
-from htatui.analysis.scope import Steps
-from htatui.analysis.views import PAGES, PageTable, view
+from htatui.analysis.core.knobs import knobs_of
+from htatui.analysis.core.scope import Steps
+from htatui.analysis.registry import PAGES, PageTable, view
 from htatui.cli import main
 from htatui.numbers import cell_text
 from htatui.trace import load_traces

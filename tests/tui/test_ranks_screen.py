@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis import ranks
+from htatui.analysis.views import ranks
 from htatui.trace import TraceSet
 from htatui.tui.app import VIEWS
 from htatui.tui.screens.ranks import RanksScreen, heat_level
@@ -88,7 +88,7 @@ def test_ranks_snapshot_80x24(snap_compare: Callable[..., bool], gloo_job: Trace
 async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -> None:
     from kineto_util import kernel, runtime
 
-    from htatui.analysis.overlap import CPU_COLLECTIVES
+    from htatui.analysis.views.overlap import CPU_COLLECTIVES
     from htatui.tui.widgets.chart import Chart
     from htatui.tui.widgets.table_pane import sentence
 

@@ -11,8 +11,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis import timeline as tl
-from htatui.analysis import timeline_events as tle
+from htatui.analysis.timeline import events as tle
+from htatui.analysis.timeline import index as tl
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window

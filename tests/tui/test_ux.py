@@ -357,7 +357,7 @@ async def test_kernels_filter_moves_the_across_ranks_pane(small_traces: TraceSet
 def test_patterns_suggests_only_operators_that_launch_gpu_work(tmp_path: Path) -> None:
     from kineto_util import cpu_op, kernel, runtime, step, traces_of
 
-    from htatui.analysis import patterns
+    from htatui.analysis.views import patterns
 
     events = [step(1, 0, 1000), step(2, 1000, 1000), step(3, 2000, 1000)]
     for n in range(6):  # a frequent operator that launches nothing

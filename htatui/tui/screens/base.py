@@ -21,8 +21,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from htatui.analysis.cancel import cancellable
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.cancel import cancellable
+from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
 from htatui.tui.host import AnalysisHost
 from htatui.tui.jobs import JobRunner
@@ -209,7 +209,7 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
 
     def timeline_target(self) -> tuple[int | None, float | None, float | None]:
         """(rank, start_us, end_us) of the highlighted row for `t` (see timeline_events.row_target)."""
-        from htatui.analysis.timeline_events import row_target
+        from htatui.analysis.timeline.events import row_target
 
         pane = self._focused_pane()
         row = pane.table.selected_row() if pane is not None else None

@@ -10,8 +10,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from htatui.analysis.scope import Scope
-from htatui.analysis.views import PageTable
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.registry import PageTable
 from htatui.trace import TraceSet
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import Chart, lines, step_points

@@ -24,9 +24,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, ProgressBar, Static
 
-from htatui.analysis import diff, diff_summary
-from htatui.analysis.diff import DiffOptions, DiffResult, Selection
-from htatui.analysis.ranges import format_ranges
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.diff import compare as diff
+from htatui.analysis.diff import summary as diff_summary
+from htatui.analysis.diff.compare import DiffOptions, DiffResult, Selection
 from htatui.names import fit_names
 from htatui.numbers import cell_text
 from htatui.sources import SourcePath

@@ -16,8 +16,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, ProgressBar, Static
 
-from htatui.analysis.export import ExportError, ExportExistsError
-from htatui.analysis.ranges import format_ranges
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.export.traces import ExportError, ExportExistsError
 from htatui.tui.jobs import JobRunner
 
 ExportProgress = Callable[[int, int, Path], None]

@@ -8,8 +8,8 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from htatui.analysis import idle
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
+from htatui.analysis.views import idle
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.options import OptionsBar

@@ -9,8 +9,8 @@ import polars as pl
 from textual import on
 from textual.app import ComposeResult
 
-from htatui.analysis import kernels
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
+from htatui.analysis.views import kernels
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series, grouped_bars
 from htatui.tui.widgets.options import OptionsBar

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext.plot import Plot
 
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.options import OptionsBar

@@ -20,9 +20,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 
-from htatui.analysis import memory
-from htatui.analysis.scope import Scope
-from htatui.analysis.stored import stored_memory_events
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.core.stored import stored_memory_events
+from htatui.analysis.memory import usage as memory
 from htatui.trace import TraceSet
 from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_traces
 from htatui.tui.jobs import JobRunner

@@ -8,8 +8,8 @@ import polars as pl
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from htatui.analysis import op_tree
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
+from htatui.analysis.views import op_tree
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.op_tree import DEVICE_KINDS, OpTree

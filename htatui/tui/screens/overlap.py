@@ -7,7 +7,7 @@ from typing import ClassVar
 import polars as pl
 from textual.app import ComposeResult
 
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import Chart, Series, grouped_bars
 from htatui.tui.widgets.table_pane import sentence

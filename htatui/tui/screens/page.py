@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import polars as pl
 from textual import on
 
-from htatui.analysis.common import CommonOptions
-from htatui.analysis.knobs import knobs_of
-from htatui.analysis.scope import Scope
-from htatui.analysis.views import PageTable, TableOutput, make_page_tables, page, view
+from htatui.analysis.core.knobs import knobs_of
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.registry import PageTable, TableOutput, make_page_tables, page, view
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.options import Kind as OptionKind

@@ -13,8 +13,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
-from htatui.analysis import export, patterns
-from htatui.analysis.views import PageTable
+from htatui.analysis.export import traces as export
+from htatui.analysis.registry import PageTable
+from htatui.analysis.views import patterns
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.options import OptionsBar

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.table import ColumnHint, ViewTable
 

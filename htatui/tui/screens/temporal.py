@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 
-from htatui.analysis.views import PageTable
+from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.table import ColumnHint

@@ -1,6 +1,6 @@
 """Timeline: CPU threads, GPU streams and counters of the chosen ranks over a time window.
 
-The first draw builds each rank's index on the worker (htatui.analysis.timeline); every redraw
+The first draw builds each rank's index on the worker (htatui.analysis.timeline.index); every redraw
 after that bins only the rows on screen into the canvas's cells, so it costs the same whatever
 the trace size. Cells carry a type letter (upper case: at least half busy), coloured by type
 where the terminal has colours.
@@ -25,9 +25,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from htatui.analysis import timeline as tl
-from htatui.analysis import timeline_events as tle
-from htatui.analysis.scope import Scope
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.timeline import events as tle
+from htatui.analysis.timeline import index as tl
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 

@@ -1,4 +1,4 @@
-"""The call tree of ops and annotations (`htatui.analysis.op_tree` nodes) as a Textual Tree.
+"""The call tree of ops and annotations (`htatui.analysis.views.op_tree` nodes) as a Textual Tree.
 
 Children are added when a node is first expanded (a real trace has thousands of nodes) and are
 sorted by GPU total time, then CPU total time. Each label shows calls, self / total GPU time

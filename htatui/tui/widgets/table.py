@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
-from htatui.analysis.common import shorten_name
+from htatui.analysis.core.names import shorten_name
 from htatui.names import SHORT_LEVEL, fit_names
 from htatui.numbers import cell_text
 

@@ -15,7 +15,7 @@ from htatui.tui.widgets.filter_bar import FilterBar
 from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable, auto_columns
 
 if TYPE_CHECKING:
-    from htatui.analysis.views import TableOutput
+    from htatui.analysis.registry import TableOutput
     from htatui.tui.screens.page import Pane
 
 

@@ -1,0 +1,54 @@
+"""The scope in words, for every header: `report`'s title, the app's status bar, the diff.
+
+Steps come from the same mask the views read (`prepare.rank_steps_of`), or from a dataset's
+stored summary when that answers without reading a rank.
+"""
+
+from __future__ import annotations
+
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import chosen_ranks, rank_steps_of
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.scope import RankSteps, choose_steps, describe
+from htatui.trace.model import TraceSet
+
+
+def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps]:
+    """How the scope's steps fall on each chosen rank."""
+    summary = traces.summary
+    chosen = chosen_ranks(traces, options)
+    if summary is not None and not options.hta_compat:
+        # A dataset lists each rank's steps (by number; steps run in number order), so the
+        # header needs no rank's events.
+        stored = dict(summary.select("rank", "iterations").iter_rows())
+        if all(rank in stored for rank in chosen):
+            return {rank: choose_steps(stored[rank], options.scope.steps) for rank in chosen}
+    return {rank: rank_steps_of(traces, rank, options.scope) for rank in chosen}
+
+
+def describe_ranks(traces: TraceSet, options: CommonOptions) -> str:
+    every = traces.rank_ids
+    if options.ranks is None:
+        return f"ranks all ({len(every)})" if len(every) != 1 else f"rank {every[0]}"
+    chosen = chosen_ranks(traces, options)
+    return f"rank{'s' if len(chosen) != 1 else ''} {format_ranges(chosen, separator=',')}"
+
+
+def describe_scope(traces: TraceSet, options: CommonOptions) -> str:
+    """'ranks all (2) · steps 2-3 (last step 4 left out)', with 'HTA 0.6.1 rules' in compat mode."""
+    parts = [describe_ranks(traces, options), describe(scope_steps(traces, options), options.scope)]
+    if options.hta_compat:
+        parts.append("HTA 0.6.1 rules")
+    return " · ".join(parts)
+
+
+def missing_steps(traces: TraceSet, options: CommonOptions) -> str | None:
+    """Why explicitly named steps select nothing on the chosen ranks, or None."""
+    if options.scope.steps.kind != "some":
+        return None
+    steps = scope_steps(traces, options)
+    if any(rank_steps.used for rank_steps in steps.values()):
+        return None
+    available = sorted({s for rank_steps in steps.values() for s in rank_steps.available})
+    have = f"steps {format_ranges(available)}" if available else "no ProfilerStep"
+    return f"--steps {options.scope.steps}: no such step on the chosen ranks ({have})"

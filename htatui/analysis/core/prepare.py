@@ -1,0 +1,185 @@
+"""The rows a view reads: the chosen ranks' complete events in the scope's steps, one rank at a time when asked.
+
+The mask of each (rank, mode, steps) is made once and kept on the loaded job (`TraceSet.derived`),
+so views that need a few columns filter only those. Over a dataset (ranks not read yet),
+`each_rank` builds a rank at a time and drops it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import polars as pl
+
+from htatui.analysis.core import cancel
+from htatui.analysis.core.options import CommonOptions, OptionsT
+from htatui.analysis.core.scope import RankSteps, Scope, scope_mask
+from htatui.trace.model import TraceSet, empty_events
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Events of the chosen ranks in the scope's steps (with HTA's rounding in compat mode)."""
+
+    events: pl.DataFrame
+    steps: dict[int, RankSteps]
+    hta_compat: bool
+
+    @property
+    def steps_used(self) -> dict[int, list[int]]:
+        """The steps each rank's numbers count."""
+        return {rank: list(steps.used) for rank, steps in self.steps.items()}
+
+
+_MASK_COLUMNS = ("ph", "cat", "name", "stream", "correlation", "ts", "end", "iteration")
+"""What the scope's row filter reads: the mask is worked out on these alone, not on the whole frame."""
+
+
+def _rounds(traces: TraceSet, rank: int, hta_compat: bool) -> bool:
+    return hta_compat and traces.ranks[rank].meta.fractional_ts
+
+
+def scope_key(scope: Scope) -> tuple[Any, ...]:
+    return (scope.hta_compat, scope.steps)
+
+
+def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series, RankSteps]:
+    """Which of the rank's rows `prepare` keeps (X events in the scope's steps), and its steps.
+
+    Kept on the loaded job (`TraceSet.derived`): a view that needs a few columns filters only
+    those by the mask, instead of every view copying all ~35 columns twice.
+    """
+    key = ("prepared_mask", rank, *scope_key(scope))
+    cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
+    if cached is not None:
+        return cached
+    narrow = traces.ranks[rank].events.select(_MASK_COLUMNS)
+    if _rounds(traces, rank, scope.hta_compat):
+        narrow = round_like_hta(narrow)
+    result = scope_mask(narrow, scope)
+    traces.derived[key] = result
+    return result
+
+
+def rank_steps_of(traces: TraceSet, rank: int, scope: Scope) -> RankSteps:
+    """How the scope's steps fall on a rank (from the same mask every view reads)."""
+    return _prepared_mask(traces, rank, scope)[1]
+
+
+def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFrame, RankSteps]:
+    """Each rank's events in scope, kept on the loaded job (`TraceSet.derived`).
+
+    Every view starts from the same filtered events, and a screen asks for several views of one
+    job, so the filter runs once per (rank, mode, steps) instead of per call.
+    """
+    key = ("prepared", rank, *scope_key(scope))
+    cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
+    if cached is not None:
+        return cached
+    keep, steps = _prepared_mask(traces, rank, scope)
+    events = traces.ranks[rank].events.filter(keep)
+    if _rounds(traces, rank, scope.hta_compat):
+        events = round_like_hta(events)
+    result = (events, steps)
+    traces.derived[key] = result
+    return result
+
+
+def _prepared_columns(
+    traces: TraceSet, rank: int, scope: Scope, columns: tuple[str, ...]
+) -> tuple[pl.DataFrame, RankSteps]:
+    """`_prepared_rank`'s frame with only `columns`, filtering just those when the whole one is not made yet."""
+    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *scope_key(scope)))
+    if whole is not None:
+        return whole[0].select(columns), whole[1]
+    keep, steps = _prepared_mask(traces, rank, scope)
+    rounds = _rounds(traces, rank, scope.hta_compat)
+    # Rounding recomputes dur from ts and end, so those come along when rounding.
+    read = tuple(dict.fromkeys((*columns, "ts", "end", "dur"))) if rounds else columns
+    events = traces.ranks[rank].events.select(read).filter(keep)
+    if rounds:
+        events = round_like_hta(events)
+    return events.select(columns), steps
+
+
+def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
+    """The chosen ranks' complete events in the scope's steps (HTA's ns rounding first in compat mode).
+
+    `columns`: only these columns of the events (cheaper on big ranks: only they are filtered).
+    """
+    scope = options.scope
+    frames: list[pl.DataFrame] = []
+    steps: dict[int, RankSteps] = {}
+    for rank in chosen_ranks(traces, options):
+        cancel.check()
+        if columns is None:
+            events, steps[rank] = _prepared_rank(traces, rank, scope)
+        else:
+            events, steps[rank] = _prepared_columns(traces, rank, scope, columns)
+        frames.append(events)
+    if frames:
+        events = pl.concat(frames, how="vertical")
+    else:
+        events = empty_events() if columns is None else empty_events().select(columns)
+    return Prepared(events=events, steps=steps, hta_compat=scope.hta_compat)
+
+
+_T = TypeVar("_T")
+
+
+def rank_by_rank(
+    traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], pl.DataFrame]
+) -> pl.DataFrame:
+    """`build(traces, options)`; over ranks not read yet (a dataset), a rank at a time instead.
+
+    `build` must give each rank's rows from that rank alone, in rank order (a per-rank extract
+    such as the typed kernels). Each unread rank is read, built and dropped, so only the extracts
+    are held together, not every rank's events.
+    """
+    return tables_rank_by_rank(traces, options, lambda part, opts: [build(part, opts)])[0]
+
+
+def tables_rank_by_rank(
+    traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], list[pl.DataFrame]]
+) -> list[pl.DataFrame]:
+    """`rank_by_rank` for a `build` that makes several per-rank tables from the same ranks."""
+    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
+    if len(unread) < 2:
+        return build(traces, options)
+    parts = each_rank(traces, options, build)
+    return [pl.concat(tables, how="vertical") for tables in zip(*parts, strict=True)]
+
+
+def chosen_ranks(traces: TraceSet, options: CommonOptions) -> list[int]:
+    """The ranks `options` names that the job has, in the order named; every rank when none is named."""
+    return traces.rank_ids if options.ranks is None else [r for r in options.ranks if r in traces.ranks]
+
+
+def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, OptionsT], _T]) -> list[_T]:
+    """`build` on each chosen rank as a job of its own (with its summary row), in order.
+
+    When two or more of those ranks are not read yet (a dataset), each is dropped again once built,
+    so only the results are held together; a single unread rank is kept, as reading it again would
+    cost more than holding it.
+    """
+    chosen = chosen_ranks(traces, options)
+    unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
+    alone = options.with_ranks(None)
+    results: list[_T] = []
+    for rank in chosen:
+        cancel.check()
+        # The rank's summary row goes along, so a view that answers from it still does.
+        summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
+        results.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
+        if len(unread) >= 2 and rank in unread:
+            traces.ranks[rank].unload()
+    return results
+
+
+def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
+    """HTA's ns rounding (docs/semantics.md, time rounding): ceil the start, floor the end, dur = end − start."""
+    return events.with_columns(ts=pl.col("ts").ceil(), end=pl.col("end").floor()).with_columns(
+        dur=pl.col("end") - pl.col("ts")
+    )

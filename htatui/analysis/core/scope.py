@@ -1,0 +1,199 @@
+"""The scope every number obeys: which ranks, which ProfilerSteps, and HTA's rules or ours.
+
+A `Scope` is made once, from the command line (`--ranks`, `--steps`, `--hta-compat`) or the
+app's pickers, and handed to every view; headers, `report` titles and the diff describe it with
+`describe`. docs/semantics.md ("Scope") states the rules; in short, outside compat mode:
+
+* `--steps default` keeps every step but the last when a rank has two or more (the profiler's
+  last step is usually cut short), the one step when it has one, and the whole trace when it has
+  none; `--steps all` is the whole trace; `--steps 3` or `--steps 2-4` those steps.
+* A step holds the host rows that start inside its host ProfilerStep span and the device rows
+  those rows launched. GPU work whose launch is not in the trace (queued before the profiler's
+  host side started) belongs to no step: any step scope leaves it out, whatever the step count.
+
+`--hta-compat` keeps HTA 0.6.1's own rules (`filter_last_step` below): its last-step cutoff, the
+GPU-side ProfilerStep copies counted as steps, and nothing filtered with fewer than two steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import polars as pl
+
+from htatui.analysis.core.ranges import format_ranges
+from htatui.trace.kineto import step_spans
+
+StepsKind = Literal["default", "all", "some"]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Which ProfilerSteps count: the default (all but the last), all (the whole trace), or some."""
+
+    kind: StepsKind = "default"
+    runs: tuple[tuple[int, int], ...] = ()
+    """With kind "some": inclusive (first, last) runs of step numbers, e.g. ((2, 4), (7, 7))."""
+
+    @classmethod
+    def parse(cls, text: str) -> Steps:
+        """'default', 'all', or step numbers and runs such as '3', '2-4' or '2-4,7'; ValueError otherwise."""
+        value = text.strip().lower()
+        # `htatui diff` spelled the default "common" (the steps both sides count).
+        if value in ("", "default", "common"):
+            return cls()
+        if value == "all":
+            return cls("all")
+        runs = []
+        for part in value.split(","):
+            first, sep, last = part.strip().partition("-")
+            try:
+                low = int(first)
+                high = int(last) if sep else low
+            except ValueError:
+                expected = "default, all, or step numbers like 3, 2-4 or 2-4,7"
+                raise ValueError(f"--steps: expected {expected}; got {text!r}") from None
+            if low < 0 or high < low:
+                raise ValueError(f"--steps: {part.strip()!r} is not a run of step numbers (N-M with N ≤ M)")
+            runs.append((low, high))
+        return cls("some", tuple(sorted(runs)))
+
+    @classmethod
+    def of(cls, numbers: Iterable[int]) -> Steps:
+        """Exactly these step numbers (a diff side's chosen steps)."""
+        return cls.parse(format_ranges(numbers, separator=",", empty="all"))
+
+    def __str__(self) -> str:
+        if self.kind != "some":
+            return self.kind
+        return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in self.runs)
+
+    def holds(self, step: int) -> bool:
+        return any(low <= step <= high for low, high in self.runs)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Ranks (None = all), steps, and whether HTA 0.6.1's rules and quirks apply."""
+
+    ranks: tuple[int, ...] | None = None
+    steps: Steps = field(default_factory=Steps)
+    hta_compat: bool = False
+
+    def with_ranks(self, ranks: tuple[int, ...] | None) -> Scope:
+        return replace(self, ranks=ranks)
+
+    @property
+    def is_default(self) -> bool:
+        """Default steps and mode (the rank choice aside): what a dataset's summary stores."""
+        return self.steps == Steps() and not self.hta_compat
+
+
+@dataclass(frozen=True)
+class RankSteps:
+    """How the scope's steps fall on one rank."""
+
+    available: tuple[int, ...]
+    """The rank's ProfilerStep numbers, in order of number."""
+    used: tuple[int, ...]
+    """The steps whose work the numbers count (every step with `--steps all`)."""
+    left_out: tuple[int, ...]
+    """Steps of the rank the scope leaves out."""
+    whole_trace: bool
+    """No step filter: rows outside every step count too (`--steps all`, or no steps at all)."""
+
+
+def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
+    """The scope's steps on a rank whose events (ph, cat, name, ts, end) are given."""
+    spans = step_spans(events, with_gpu_copies=scope.hta_compat)
+    return choose_steps(list(dict.fromkeys(spans["step"].to_list())), scope.steps)
+
+
+def choose_steps(by_start: Sequence[int], steps: Steps) -> RankSteps:
+    """How `steps` fall on a rank whose ProfilerSteps are `by_start` (their numbers, by start time)."""
+    available = tuple(sorted(set(by_start)))
+    if steps.kind == "all" or not available:
+        return RankSteps(available, available, (), True)
+    if steps.kind == "some":
+        used = tuple(s for s in available if steps.holds(s))
+    elif len(available) >= 2:
+        last = by_start[-1]
+        used = tuple(s for s in available if s != last)
+    else:
+        used = available
+    return RankSteps(available, used, tuple(s for s in available if s not in used), False)
+
+
+def scope_mask(events: pl.DataFrame, scope: Scope) -> tuple[pl.Series, RankSteps]:
+    """Which complete (ph X) rows of one rank the scope keeps, and its steps there.
+
+    `events` needs ph, cat, name, stream, correlation, ts, end, iteration.
+    """
+    steps = rank_steps(events, scope)
+    if scope.hta_compat and scope.steps.kind != "some":
+        keep = _hta_last_step_mask(events, include_last_step=scope.steps.kind == "all")
+    else:
+        keep = (pl.col("ph") == "X") & in_steps(steps)
+    return events.select(keep=keep.fill_null(False))["keep"], steps
+
+
+def in_steps(steps: RankSteps) -> pl.Expr:
+    """The rows of a rank that its scope's steps hold (by the `iteration` the loader gave each row)."""
+    if steps.whole_trace:
+        return pl.lit(True)
+    return pl.col("iteration").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()).fill_null(False)
+
+
+def is_hta_device_row() -> pl.Expr:
+    """HTA's S2 'GPU kernel' rows: stream and correlation ≥ 0, or a CUDA event/context sync."""
+    # Categorical is_in matches as the text would, without a text copy of the column.
+    return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col("name").is_in(
+        ["Event Sync", "Context Sync"]
+    )
+
+
+def _hta_last_step_mask(events: pl.DataFrame, *, include_last_step: bool) -> pl.Expr:
+    """HTA 0.6.1's last-step filter (hta-reference B.6) as a row mask over complete events.
+
+    With fewer than two steps nothing is dropped. Host rows are kept when they start before the
+    latest ProfilerStep row starts (GPU-side copies included: HTA's quirk) or, with
+    include_last_step, by its end; device rows only when a kept host row has their correlation.
+    """
+    x = pl.col("ph") == "X"
+    spans = step_spans(events, with_gpu_copies=True)
+    if spans["step"].n_unique() < 2:
+        return x
+    cutoff = pl.col("ts") <= spans["end"].max() if include_last_step else pl.col("ts") < spans["ts"].max()
+    device = is_hta_device_row()
+    kept = events.filter(x & ~device & cutoff)["correlation"].drop_nulls().unique()
+    # One mask keeps file order: host rows by time, device rows by their launch's correlation.
+    return x & pl.when(device).then(pl.col("correlation").is_in(kept.implode())).otherwise(cutoff)
+
+
+def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
+    """'steps 2-3 (last step 4 left out)', 'all steps 2-4 (whole trace)', 'whole trace (no ProfilerStep)'…"""
+    if not steps_by_rank:
+        return "no ranks"
+    used = sorted({s for r in steps_by_rank.values() for s in r.used})
+    left_out = sorted({s for r in steps_by_rank.values() for s in r.left_out} - set(used))
+    varies = len({r.used for r in steps_by_rank.values()}) > 1
+    whole = all(r.whole_trace for r in steps_by_rank.values())
+    if whole and not used:
+        return "whole trace (no ProfilerStep)"
+    if not used:
+        return f"no step of {scope.steps} on these ranks (steps {format_ranges(_available(steps_by_rank))})"
+    text = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}"
+    if varies:
+        text += " (varies by rank)"
+    if whole:
+        return f"all {text} (whole trace)"
+    if left_out:
+        what = "last step" if scope.steps.kind == "default" else "step" + ("s" if len(left_out) > 1 else "")
+        text += f" ({what} {format_ranges(left_out, separator=',')} left out)"
+    return text
+
+
+def _available(steps_by_rank: dict[int, RankSteps]) -> list[int]:
+    return sorted({s for r in steps_by_rank.values() for s in r.available})

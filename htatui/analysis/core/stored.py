@@ -1,0 +1,40 @@
+"""Answers read from a job dataset's summary rows (`TraceSet.summary`) instead of the ranks' events.
+
+An ingest stores, per rank, the figures the temporal and overlap views and the step filter give
+with their default options (`htatui.store.summary`). When a view is asked for exactly those
+options, under the same communication rules, its rows are the stored ones: a job of a thousand
+ranks answers without reading a rank. Any other option, or other rules, computes from events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+
+from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope
+from htatui.trace.model import TraceSet
+
+
+def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | None:
+    """The chosen ranks' stored rows (ranks with GPU activity) if `options` are the defaults, else None."""
+    summary = traces.summary
+    if (
+        summary is None
+        or dataclasses.replace(options, scope=Scope()) != type(options)()
+        or not options.scope.is_default
+    ):
+        return None
+    if summary.height and summary["comm_rules"][0] != comm_rules().fingerprint:
+        return None
+    rows = summary.filter(pl.col("gpu_span_us").is_not_null())
+    if options.ranks is not None:
+        rows = rows.filter(pl.col("rank").is_in(list(options.ranks)))
+    return rows.sort("rank")
+
+
+def stored_memory_events(traces: TraceSet) -> int | None:
+    """How many `[memory]` rows the job's ranks hold, if stored."""
+    return None if traces.summary is None else int(traces.summary["memory_events"].sum())

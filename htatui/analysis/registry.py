@@ -1,0 +1,329 @@
+"""The registry of views: the one place a view is named, with its options and every table it makes.
+
+`report` prints any table here, the TUI's screens show tables from here (under the page that
+groups them), and the diff compares the views marked `headline`. Adding a view is one analysis
+module plus one `View(...)` entry below (docs/contributing-views.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Protocol
+
+import polars as pl
+
+from htatui.analysis.core import cancel
+from htatui.analysis.core.options import CommonOptions, OptionsT
+from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
+from htatui.analysis.views import annotations as user_annotations
+from htatui.analysis.views import (
+    idle,
+    kernels,
+    launch,
+    membw,
+    op_tree,
+    ops,
+    overlap,
+    patterns,
+    queue,
+    ranks,
+    steps,
+    temporal,
+)
+from htatui.trace import TraceSet
+
+
+class FrameWithMessage(Protocol):
+    """A table that may come with a sentence saying why it is empty (e.g. stragglers)."""
+
+    @property
+    def frame(self) -> pl.DataFrame: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+
+TableResult = pl.DataFrame | FrameWithMessage
+
+
+@dataclass(frozen=True)
+class Table(Generic[OptionsT]):
+    """One table of a view: `report --view V --NAME` prints it (the first table needs no flag)."""
+
+    name: str
+    compute: Callable[[TraceSet, OptionsT], TableResult]
+    per_rank: bool = False
+    """Each rank's rows depend on that rank alone and come in rank order (tests/test_registry.py
+    checks it), so over a dataset `make_table` builds the table a rank at a time."""
+
+
+@dataclass(frozen=True)
+class View(Generic[OptionsT]):
+    """A view: its id (`report --view ID`), title, options class, and its tables, main one first."""
+
+    id: str
+    title: str
+    options: type[OptionsT]
+    tables: tuple[Table[OptionsT], ...]
+    headline: bool = False
+    """Compared by `htatui diff --summary` (analysis/diff_summary.py has its headline metrics)."""
+
+    @property
+    def main(self) -> Table[OptionsT]:
+        return self.tables[0]
+
+    def table(self, name: str) -> Table[OptionsT]:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(f"view {self.id} has no table {name!r}")
+
+
+@dataclass(frozen=True)
+class PageTable:
+    """One table a page shows: a view's registered table (`report --view VIEW --TABLE`)."""
+
+    view: str
+    table: str = "main"
+
+    def __str__(self) -> str:
+        return self.view if self.table == "main" else f"{self.view} --{self.table}"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A TUI screen: its mode id (the key order is the order here) and the registered tables it shows."""
+
+    id: str
+    title: str
+    tables: tuple[PageTable, ...]
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The views of its tables, in order, once each."""
+        return tuple(dict.fromkeys(table.view for table in self.tables))
+
+
+@dataclass(frozen=True)
+class TableOutput:
+    """A registered table as made for a page: its frame and, when it has one, its sentence."""
+
+    frame: pl.DataFrame
+    message: str | None = None
+
+
+def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
+    """`table.compute`; a `per_rank` table over a dataset whose ranks are not read yet is made a
+    rank at a time (`rank_by_rank`), so memory holds one rank, not all."""
+    cancel.check()
+    if not table.per_rank:
+        return table.compute(traces, options)
+
+    def frame(part_traces: TraceSet, part_options: OptionsT) -> pl.DataFrame:
+        part = table.compute(part_traces, part_options)
+        assert isinstance(part, pl.DataFrame), "per_rank tables are plain frames"
+        return part
+
+    return rank_by_rank(traces, options, frame)
+
+
+def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
+    def compute(traces: TraceSet, options: launch.LaunchOptions) -> pl.DataFrame:
+        return launch.outliers(traces, options, kind)
+
+    compute.__name__ = f"{kind}_outliers"
+    return compute
+
+
+VIEWS: tuple[View[Any], ...] = (
+    View(
+        "temporal",
+        "Temporal",
+        temporal.TemporalOptions,
+        (Table("main", temporal.compute, per_rank=True),),
+        headline=True,
+    ),
+    View(
+        "idle",
+        "Idle",
+        idle.IdleOptions,
+        (
+            Table("main", idle.compute, per_rank=True),
+            Table("by-stream", idle.by_stream, per_rank=True),
+            Table("interval-stats", idle.interval_stats, per_rank=True),
+        ),
+        headline=True,
+    ),
+    View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
+    View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute),)),
+    View("kernel-spread", "Kernel spread", kernels.KernelSpreadOptions, (Table("main", kernels.spread),)),
+    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.table),), headline=True),
+    View(
+        "launch",
+        "Launch",
+        launch.LaunchOptions,
+        (
+            Table("main", launch.compute, per_rank=True),
+            Table("summary", launch.summary, per_rank=True),
+            Table("short-kernels", _outliers("short"), per_rank=True),
+            Table("runtime-outliers", _outliers("runtime"), per_rank=True),
+            Table("delay-outliers", _outliers("delay"), per_rank=True),
+            Table("histograms", launch.histograms),
+        ),
+        headline=True,
+    ),
+    View(
+        "queue",
+        "Queue length",
+        queue.QueueOptions,
+        (
+            Table("main", queue.compute, per_rank=True),
+            Table("overview", queue.overview, per_rank=True),
+            Table("series", queue.series, per_rank=True),
+            Table("blocked", queue.blocked, per_rank=True),
+        ),
+    ),
+    View(
+        "membw",
+        "Memory bandwidth",
+        membw.MemoryBandwidthOptions,
+        (Table("main", membw.compute, per_rank=True), Table("series", membw.series, per_rank=True)),
+    ),
+    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True),)),
+    View(
+        "late-starts",
+        "Late starts (HTA's straggler method)",
+        steps.StragglerOptions,
+        (Table("main", steps.stragglers),),
+    ),
+    View(
+        "stragglers",
+        "Stragglers",
+        ranks.RanksOptions,
+        (
+            Table("main", ranks.stragglers),
+            Table("per-step", ranks.straggler_steps),
+            Table("phases", ranks.straggler_phases),
+        ),
+    ),
+    View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
+    View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
+    View(
+        "annotations",
+        "Annotations",
+        user_annotations.AnnotationOptions,
+        (Table("main", user_annotations.compute),),
+    ),
+    View(
+        "patterns",
+        "Patterns",
+        patterns.PatternsOptions,
+        (Table("main", patterns.table), Table("operators", patterns.operators)),
+    ),
+    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
+    View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
+)
+
+PAGES: tuple[Page, ...] = (
+    Page("temporal", "Temporal", (PageTable("temporal"),)),
+    Page("idle", "Idle", (PageTable("idle", "by-stream"), PageTable("idle", "interval-stats"))),
+    Page("kernels", "Kernels", (PageTable("kernels"), PageTable("kernel-spread"), PageTable("kernel-types"))),
+    Page("overlap", "Overlap", (PageTable("overlap"),)),
+    Page(
+        "launch",
+        "Launch",
+        (
+            PageTable("launch", "summary"),
+            PageTable("launch", "short-kernels"),
+            PageTable("launch", "runtime-outliers"),
+            PageTable("launch", "delay-outliers"),
+            PageTable("launch", "histograms"),
+        ),
+    ),
+    Page(
+        "counters",
+        "Counters",
+        (
+            PageTable("queue", "overview"),
+            PageTable("membw"),
+            PageTable("queue", "series"),
+            PageTable("membw", "series"),
+        ),
+    ),
+    Page("ops", "Ops", (PageTable("ops"), PageTable("ops", "top-bars"), PageTable("op-tree"))),
+    Page("patterns", "Patterns", (PageTable("patterns"),)),
+    Page(
+        "ranks",
+        "Ranks",
+        (
+            PageTable("rank-steps"),
+            PageTable("stragglers"),
+            PageTable("stragglers", "per-step"),
+            PageTable("stragglers", "phases"),
+            PageTable("collectives"),
+        ),
+    ),
+    Page("memory", "Memory", ()),
+)
+"""The TUI's screens in key order (number key n opens the n-th page)."""
+
+BY_ID: dict[str, View[Any]] = {view.id: view for view in VIEWS}
+PAGE_BY_ID: dict[str, Page] = {page.id: page for page in PAGES}
+
+
+def page(page_id: str) -> Page:
+    return PAGE_BY_ID[page_id]
+
+
+def view(view_id: str) -> View[Any]:
+    return BY_ID[view_id]
+
+
+def make_page_tables(
+    traces: TraceSet, tables: Sequence[PageTable], options: Mapping[str, Any]
+) -> dict[PageTable, TableOutput]:
+    """Each of a page's tables, made as `report` makes it with `options[view id]` (the scope and
+    the view's knob values); the work between tables stops when the analysis is cancelled.
+
+    Over a dataset, the page's per-rank tables are made together a rank at a time, so each rank
+    is read once for all of them (and dropped), not once per table.
+    """
+    out: dict[PageTable, TableOutput] = {}
+    together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
+    if len(together) > 1 and options:
+        any_options = options[together[0].view]
+        unread = [rank for rank in chosen_ranks(traces, any_options) if not traces.ranks[rank].loaded]
+        if len(unread) >= 2:
+
+            def build(part: TraceSet, alone: CommonOptions) -> list[pl.DataFrame]:
+                return [
+                    _frame(BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope)))
+                    for w in together
+                ]
+
+            parts = each_rank(traces, any_options, build)
+            for index, wanted in enumerate(together):
+                out[wanted] = TableOutput(pl.concat([part[index] for part in parts], how="vertical"))
+    for wanted in tables:
+        if wanted not in out:
+            view = BY_ID[wanted.view]
+            frame, message = frame_of(make_table(view.table(wanted.table), traces, options[wanted.view]))
+            out[wanted] = TableOutput(frame, message)
+    return {wanted: out[wanted] for wanted in tables}
+
+
+def _frame(result: TableResult) -> pl.DataFrame:
+    assert isinstance(result, pl.DataFrame), "per_rank tables are plain frames"
+    return result
+
+
+def frame_of(result: TableResult) -> tuple[pl.DataFrame, str | None]:
+    """The table of a result and, when it has one, the sentence that explains it."""
+    if isinstance(result, pl.DataFrame):
+        return result, None
+    return result.frame, result.message
+
+
+def headline_views() -> tuple[View[Any], ...]:
+    return tuple(v for v in VIEWS if v.headline)

@@ -1,0 +1,578 @@
+"""A rank's events binned into terminal cells: CPU thread rows, GPU stream rows, counter rows.
+
+`build_index` runs once per rank (the first draw): it types every event, gives host events a
+nesting depth, and merges each row's busy time per type into sorted intervals with a running
+total. `bin_window` then answers any window in O(rows × cells × log n): the busy time of a type
+up to time t is one binary search into that running total, so a cell's coverage is the
+difference at its two edges, whatever the number of events under it. A cell shows the type that
+covers most of it; its shade is the fraction of the cell that is busy.
+
+Times are µs on the job's common time base, the one of the views' `start_us` columns. The event
+under a cell, its details and links live in `timeline_events`.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from htatui.analysis.core.intervals import merge_intervals
+from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.views import membw, queue
+from htatui.trace.kineto import step_spans
+from htatui.trace.model import TraceSet
+
+THREAD = "thread"
+STREAM = "stream"
+COUNTER = "counter"
+
+COMPUTE = "compute"
+COMM = "communication"
+MEMCPY = "memcpy"
+MEMSET = "memset"
+OTHER = "other"
+OP = "op"
+ANNOTATION = "annotation"
+RUNTIME = "runtime"
+
+GLYPHS: dict[str, str] = {
+    COMPUTE: "C",
+    COMM: "N",
+    MEMCPY: "M",
+    MEMSET: "S",
+    OTHER: "X",
+    OP: "O",
+    ANNOTATION: "A",
+    RUNTIME: "R",
+}
+"""One letter per cell type: upper case when at least half the cell is busy, lower case below."""
+STREAM_IDLE = "."
+THREAD_IDLE = " "
+SPARK = "▁▂▃▄▅▆▇█"
+FULL_SHADE = 0.5
+
+COUNTER_KINDS = ("queue", "membw")
+ROW_KINDS = ("threads", "streams", *COUNTER_KINDS)
+DEFAULT_ROWS = ("threads", "streams")
+
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+_HOST_TYPES = {
+    "cpu_op": OP,
+    "user_annotation": ANNOTATION,
+    "cuda_runtime": RUNTIME,
+    "cuda_driver": RUNTIME,
+    "mtia_runtime": RUNTIME,
+    "xpu_runtime": RUNTIME,
+    "privateuse1_runtime": RUNTIME,
+    "privateuse1_driver": RUNTIME,
+}
+"""Host categories drawn on thread rows (python_function stacks are left out: too deep)."""
+
+
+class TimelineError(ValueError):
+    """A window or width that cannot be drawn; the message is one line."""
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    """Which rows to draw: CPU nesting depth shown per thread, and the row kinds."""
+
+    max_depth: int = 2
+    """Thread rows per thread: depth 0 (top-level ops and annotations) to max_depth − 1."""
+    rows: tuple[str, ...] = DEFAULT_ROWS
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One drawn row: a CPU thread at one nesting depth, a GPU stream, or a counter."""
+
+    rank: int
+    kind: str
+    key: int
+    depth: int = 0
+    counter: str = ""
+    """Counter rows: the row kind that asked for them (queue, membw)."""
+    name: str = ""
+    """Counter rows: the label ("queue s7", "bw Memcpy HtoD")."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == STREAM:
+            return f"stream {self.key}"
+        if self.kind == COUNTER:
+            return self.name
+        return f"thread {self.key}" + (f" +{self.depth}" if self.depth else "")
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """A row binned over a window: per cell the busiest type (None = idle) and busy fraction;
+    counter rows carry the per-cell maximum value instead."""
+
+    spec: RowSpec
+    types: list[str | None]
+    fractions: list[float]
+    values: list[float | None] = field(default_factory=list)
+
+
+_BIN_SCHEMA: dict[str, pl.DataType] = {
+    "row": pl.Int64(),
+    "cell": pl.Int64(),
+    "type": pl.Utf8(),
+    "busy": pl.Float64(),
+    "top": pl.Float64(),
+}
+
+
+@dataclass
+class _Coverage:
+    """Every (row, type)'s merged busy intervals in one table, laid end to end on one axis.
+
+    Group g's times are stored as (t − origin) + g × span, so the groups follow each other in
+    one sorted column and a single binary search answers every (group, cell edge) at once; the
+    busy time up to t is `before` (busy time of the group's earlier intervals) plus the part of
+    the interval found that lies before t.
+    """
+
+    groups: pl.DataFrame
+    """gid, row, type (gid = position)."""
+    starts: pl.Series
+    ends: pl.Series
+    before: pl.Series
+    gid: pl.Series
+    origin: float
+    span: float
+
+    @classmethod
+    def build(cls, merged: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
+        low, high = merged["ts"].min(), merged["end"].max()
+        origin = min(first_us, low if isinstance(low, (int, float)) else first_us) - 1.0
+        top = max(last_us, high if isinstance(high, (int, float)) else last_us) + 1.0
+        span = top - origin
+        ordered = merged.sort("row", "type", "ts")
+        groups = ordered.select("row", "type").unique(maintain_order=True).with_row_index("gid")
+        table = ordered.join(groups, on=["row", "type"], how="left", maintain_order="left").with_columns(
+            length=pl.col("end") - pl.col("ts")
+        )
+        table = table.with_columns(
+            before=(pl.col("length").cum_sum() - pl.col("length")).over("gid"),
+            s=pl.col("ts") - origin + pl.col("gid").cast(pl.Float64) * span,
+            e=pl.col("end") - origin + pl.col("gid").cast(pl.Float64) * span,
+        )
+        return cls(
+            groups=groups.with_columns(pl.col("gid").cast(pl.Int64)),
+            starts=table["s"],
+            ends=table["e"],
+            before=table["before"],
+            gid=table["gid"].cast(pl.Int64),
+            origin=origin,
+            span=span,
+        )
+
+    def bin(self, rows: list[int], edges: pl.Series) -> pl.DataFrame:
+        """row, cell, type (the busiest), busy (fraction of the cell, all types), top (the
+        busiest type's fraction) for every cell of the `rows` that have busy intervals."""
+        chosen = self.groups.filter(pl.col("row").is_in(pl.Series(rows, dtype=pl.Int64).implode()))
+        if chosen.height == 0 or self.starts.len() == 0:
+            return pl.DataFrame(schema=_BIN_SCHEMA)
+        cells = edges.len() - 1
+        width = float(edges[1] - edges[0])
+        local = pl.DataFrame(
+            {
+                "edge": pl.int_range(0, cells + 1, dtype=pl.Int64, eager=True),
+                "t": (edges - self.origin).clip(0.0, self.span),
+            }
+        )
+        queries = (
+            chosen.select("gid")
+            .join(local, how="cross")
+            .sort("gid", "edge")
+            .with_columns(q=pl.col("t") + pl.col("gid").cast(pl.Float64) * self.span)
+        )
+        position = self.starts.search_sorted(queries["q"], side="right").cast(pl.Int64) - 1
+        clipped = position.clip(0, self.starts.len() - 1)
+        found = queries.with_columns(
+            pos=position,
+            s=self.starts.gather(clipped),
+            e=self.ends.gather(clipped),
+            b=self.before.gather(clipped),
+            g=self.gid.gather(clipped),
+        )
+        busy = (
+            pl.when((pl.col("pos") >= 0) & (pl.col("g") == pl.col("gid")))
+            .then(pl.col("b") + pl.min_horizontal(pl.col("q"), pl.col("e")) - pl.col("s"))
+            .otherwise(0.0)
+        )
+        fractions = (
+            found.with_columns(busy=busy)
+            .with_columns(frac=pl.col("busy").diff().over("gid") / width)
+            .filter(pl.col("edge") > 0)
+            .join(chosen, on="gid", how="left")
+            .select("row", "type", cell=pl.col("edge") - 1, frac="frac")
+            .sort("row", "cell", "type")
+        )
+        return (
+            fractions.group_by("row", "cell", maintain_order=True)
+            .agg(
+                type=pl.col("type").sort_by("frac", descending=True, maintain_order=True).first(),
+                busy=pl.col("frac").sum().clip(0.0, 1.0),
+                top=pl.col("frac").max(),
+            )
+            .select(list(_BIN_SCHEMA))
+        )
+
+
+@dataclass
+class RankIndex:
+    """What one rank's timeline needs, computed once: rows, typed events, coverage, steps."""
+
+    rank: int
+    rows: list[RowSpec]
+    events: pl.DataFrame
+    """row, type, ts, end, dur, index, name, cat, tid, stream, correlation, external_id."""
+    coverage: _Coverage
+    """The merged busy intervals of every (row, type)."""
+    steps: pl.DataFrame
+    """step, start_us, end_us in time order."""
+    counters: dict[int, pl.DataFrame] = field(default_factory=dict)
+    """Counter row → ts_us, value (a step series)."""
+    counters_added: set[str] = field(default_factory=set)
+    first_us: float = 0.0
+    last_us: float = 0.0
+
+
+def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Complete events drawn on the timeline with their row kind, key and cell type.
+
+    Types and thread numbers are worked out once per distinct (cat, name) and tid, then joined:
+    the name rules are regexes, and a big rank has few distinct names but a million rows.
+    """
+    cat = pl.col("cat").cast(pl.Utf8)
+    is_gpu = cat.is_in(_GPU_CATS)
+    gpu_type = (
+        pl.when(cat == "gpu_memset")
+        .then(pl.lit(MEMSET))
+        .otherwise(
+            pl.col("_kernel_type").replace_strict(
+                {MEMORY: MEMCPY, COMMUNICATION: COMM, COMPUTATION: COMPUTE}, default=OTHER
+            )
+        )
+    )
+    chosen = events.filter(
+        (pl.col("ph") == "X")
+        & pl.col("ts").is_not_null()
+        & pl.col("dur").is_not_null()
+        & (pl.col("dur") >= 0)
+        & cat.is_in([*_GPU_CATS, *_HOST_TYPES])
+    )
+    types = (
+        chosen.select("cat", "name", "collective_name")
+        .unique()
+        .with_columns(_kernel_type=kernel_type(False))
+        .with_columns(
+            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)),
+            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)),
+        )
+        .drop("_kernel_type")
+    )
+    threads = chosen.select("tid").unique().with_columns(_tid=pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False))
+    joined = chosen.join(types, on=["cat", "name", "collective_name"], how="left", nulls_equal=True).join(
+        threads, on="tid", how="left"
+    )
+    return joined.select(
+        "kind",
+        key=pl.when(pl.col("kind") == STREAM)
+        .then(pl.col("stream").fill_null(pl.col("_tid")).fill_null(-1))
+        .otherwise(pl.col("_tid").fill_null(-1)),
+        type="type",
+        ts=pl.col("ts"),
+        end=pl.col("end").fill_null(pl.col("ts") + pl.col("dur")),
+        dur=pl.col("dur"),
+        index=pl.col("index"),
+        name=pl.col("name"),
+        cat=pl.col("cat"),
+        tid=pl.col("tid"),
+        stream=pl.col("stream"),
+        correlation=pl.col("correlation"),
+        external_id=pl.col("external_id"),
+    )
+
+
+def _depths(host: pl.DataFrame) -> pl.DataFrame:
+    """Nesting depth of each host event within its thread: how many events are still open at
+    its start (those that started before it, in (ts, longest first) order, minus those ended)."""
+    parts = []
+    for part in host.sort(["key", "ts", "dur", "index"], descending=[False, False, True, False]).partition_by(
+        "key", maintain_order=True
+    ):
+        ends = part["end"].sort()
+        ended = ends.search_sorted(part["ts"], side="right").cast(pl.Int64)
+        started = pl.int_range(0, part.height, dtype=pl.Int64, eager=True)
+        parts.append(part.with_columns(depth=(started - ended).clip(0, None)))
+    if not parts:
+        return host.with_columns(depth=pl.lit(0, dtype=pl.Int64))
+    return pl.concat(parts)
+
+
+def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """step, start_us, end_us of the rank's host ProfilerStep spans, by start."""
+    spans = step_spans(events).unique("step", keep="first", maintain_order=True)
+    return spans.select("step", start_us="ts", end_us="end")
+
+
+def build_index(traces: TraceSet, rank: int) -> RankIndex:
+    """Type, nest and merge one rank's events (cached per loaded trace set and rank)."""
+    per_set = _INDEXES.get(id(traces))
+    if per_set is None:
+        per_set = _INDEXES[id(traces)] = {}
+        weakref.finalize(traces, _INDEXES.pop, id(traces), None)
+    if rank in per_set:
+        return per_set[rank]
+    if rank not in traces.ranks:
+        raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
+    raw = traces.ranks[rank].events
+    typed = _typed_events(raw)
+    host = _depths(typed.filter(pl.col("kind") == THREAD))
+    device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
+    both = pl.concat([host, device.select(host.columns)])
+    keys = (
+        both.select("kind", "key", "depth")
+        .unique()
+        .sort(pl.col("kind").replace_strict({THREAD: 0, STREAM: 1}, return_dtype=pl.Int8), "key", "depth")
+    )
+    rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
+    row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
+    events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
+    merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
+    timed = raw.filter(pl.col("ph") == "X")
+    first = timed["ts"].min()
+    last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
+    first_us = float(first) if isinstance(first, (int, float)) else 0.0
+    last_us = float(last) if isinstance(last, (int, float)) else 0.0
+    index = RankIndex(
+        rank=rank,
+        rows=rows,
+        events=events,
+        coverage=_Coverage.build(merged, first_us, last_us),
+        steps=_profiler_steps(raw),
+        first_us=first_us,
+        last_us=last_us,
+    )
+    per_set[rank] = index
+    return index
+
+
+_INDEXES: dict[int, dict[int, RankIndex]] = {}
+
+
+def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]:
+    """Add `index`'s counter rows of one kind (once) and return them: the launch-queue length
+    per stream (`queue`) or the memory bandwidth in use per copy kind (`membw`), both as the
+    views compute them (corrected mode, last step dropped)."""
+    if kind not in index.counters_added:
+        index.counters_added.add(kind)
+        if kind == "queue":
+            series = queue.series(traces, queue.QueueOptions(Scope(ranks=(index.rank,))))
+            for (stream,), part in series.sort("stream", "ts_us").group_by(["stream"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, int(str(stream)), counter=kind, name=f"queue s{stream}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select(
+                    "ts_us", value=pl.col("queue_length").cast(pl.Float64)
+                )
+        elif kind == "membw":
+            series = membw.series(traces, membw.MemoryBandwidthOptions(Scope(ranks=(index.rank,))))
+            for (copy,), part in series.sort("copy_kind", "ts_us").group_by(["copy_kind"], maintain_order=True):
+                spec = RowSpec(index.rank, COUNTER, -1, counter=kind, name=f"bw {copy}")
+                index.rows.append(spec)
+                index.counters[len(index.rows) - 1] = part.select("ts_us", value=pl.col("memory_bw_gbps"))
+    return [index.rows[i] for i in sorted(index.counters) if index.rows[i].counter == kind]
+
+
+def visible_rows(traces: TraceSet, index: RankIndex, options: TimelineOptions) -> list[int]:
+    """Row numbers of `index` to draw, in order: threads (by depth), streams, then counters."""
+    unknown = [r for r in options.rows if r not in ROW_KINDS]
+    if unknown:
+        raise TimelineError(f"unknown row kind {unknown[0]!r}; choose from {', '.join(ROW_KINDS)}")
+    for kind in COUNTER_KINDS:
+        if kind in options.rows:
+            counter_rows(traces, index, kind)
+    out: list[int] = []
+    for i, spec in enumerate(index.rows):
+        if spec.kind == THREAD and "threads" in options.rows and spec.depth < options.max_depth:
+            out.append(i)
+        elif spec.kind == STREAM and "streams" in options.rows:
+            out.append(i)
+        elif spec.kind == COUNTER and spec.counter in options.rows:
+            out.append(i)
+    return out
+
+
+def cell_edges(start_us: float, end_us: float, cells: int) -> pl.Series:
+    """The cells + 1 edges of a window (cell i is [edge i, edge i + 1))."""
+    if cells < 1:
+        raise TimelineError(f"need at least one cell, got {cells}")
+    if not (math.isfinite(start_us) and math.isfinite(end_us)):
+        raise TimelineError(f"--start and --end must be finite numbers of µs, got {start_us:g} and {end_us:g}")
+    if end_us <= start_us:
+        raise TimelineError(f"the window [{start_us:g}, {end_us:g}) µs is empty: --end must be after --start")
+    step = (end_us - start_us) / cells
+    return pl.int_range(0, cells + 1, eager=True).cast(pl.Float64) * step + start_us
+
+
+def bin_row(index: RankIndex, row: int, edges: pl.Series) -> TimelineRow:
+    """One row over the cells between `edges`: busiest type and busy fraction per cell."""
+    return bin_rows(index, [row], edges)[0]
+
+
+def bin_rows(index: RankIndex, rows: list[int], edges: pl.Series) -> list[TimelineRow]:
+    """Rows of one rank over the cells between `edges`, in one pass over all of them: per cell
+    the type covering most of it (None when idle) and the busy fraction."""
+    cells = edges.len() - 1
+    plain = [row for row in rows if index.rows[row].kind != COUNTER]
+    binned = index.coverage.bin(plain, edges)
+    by_row: dict[int, tuple[list[str | None], list[float]]] = {}
+    if binned.height:
+        types = binned["type"].to_list()
+        busy = binned["busy"].to_list()
+        top = binned["top"].to_list()
+        for block, row in enumerate(binned["row"].unique(maintain_order=True).to_list()):
+            low, high = block * cells, (block + 1) * cells
+            by_row[int(row)] = (
+                [t if v > 0 else None for t, v in zip(types[low:high], top[low:high], strict=True)],
+                busy[low:high],
+            )
+    out: list[TimelineRow] = []
+    for row in rows:
+        spec = index.rows[row]
+        if spec.kind == COUNTER:
+            out.append(_bin_counter(spec, index.counters[row], edges))
+        elif row in by_row:
+            out.append(TimelineRow(spec, *by_row[row]))
+        else:
+            out.append(TimelineRow(spec, [None] * cells, [0.0] * cells))
+    return out
+
+
+def _bin_counter(spec: RowSpec, series: pl.DataFrame, edges: pl.Series) -> TimelineRow:
+    """Per cell the largest value the step series takes inside it (None before its first point)."""
+    cells = edges.len() - 1
+    start, end = float(edges[0]), float(edges[-1])
+    ts = series["ts_us"]
+    position = ts.search_sorted(edges.slice(0, cells), side="right").cast(pl.Int64) - 1
+    at_start = pl.DataFrame({"pos": position, "v": series["value"].gather(position.clip(0, max(ts.len() - 1, 0)))})
+    held = at_start.select(pl.when(pl.col("pos") >= 0).then(pl.col("v"))).to_series()
+    step = (end - start) / cells
+    inside = (
+        series.filter((pl.col("ts_us") >= start) & (pl.col("ts_us") < end))
+        .group_by(cell=((pl.col("ts_us") - start) / step).floor().cast(pl.Int64).clip(0, cells - 1))
+        .agg(peak=pl.col("value").max())
+    )
+    frame = (
+        pl.DataFrame({"cell": pl.int_range(0, cells, dtype=pl.Int64, eager=True), "held": held})
+        .join(inside, on="cell", how="left")
+        .sort("cell")
+        .select(value=pl.max_horizontal("held", "peak"))
+    )
+    values = frame["value"].to_list()
+    return TimelineRow(spec, [None] * cells, [0.0] * cells, values)
+
+
+def bin_window(
+    traces: TraceSet,
+    ranks: list[int],
+    start_us: float,
+    end_us: float,
+    cells: int,
+    options: TimelineOptions | None = None,
+) -> list[TimelineRow]:
+    """Every visible row of every chosen rank (stacked in rank order) binned into `cells`."""
+    chosen = options or TimelineOptions()
+    edges = cell_edges(start_us, end_us, cells)
+    out: list[TimelineRow] = []
+    for rank in ranks:
+        index = build_index(traces, rank)
+        out.extend(bin_rows(index, visible_rows(traces, index, chosen), edges))
+    return out
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def cell_glyph(row: TimelineRow, cell: int, scale: float | None = None) -> str:
+    """The glyph of one cell: a type letter (case = shade), an idle mark, or a sparkline bar."""
+    if row.spec.kind == COUNTER:
+        value = row.values[cell]
+        if value is None or value <= 0 or not scale:
+            return " "
+        return SPARK[min(len(SPARK) - 1, max(0, math.ceil(value / scale * len(SPARK)) - 1))]
+    kind = row.types[cell]
+    if kind is None:
+        return STREAM_IDLE if row.spec.kind == STREAM else THREAD_IDLE
+    glyph = GLYPHS[kind]
+    # A hair below one half still counts as half: the fractions are differences of float sums.
+    return glyph if row.fractions[cell] >= FULL_SHADE - 1e-9 else glyph.lower()
+
+
+def counter_scale(row: TimelineRow) -> float | None:
+    """The largest value of a counter row in the window (its sparkline's full bar)."""
+    present = [v for v in row.values if v is not None]
+    return max(present) if present else None
+
+
+def fmt_us(value: float) -> str:
+    """µs to the ns, without trailing zeros: 1250.5, 100."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def row_label(row: TimelineRow, many_ranks: bool) -> str:
+    return f"r{row.spec.rank} {row.spec.label}" if many_ranks else row.spec.label
+
+
+def render_text(rows: list[TimelineRow], start_us: float, end_us: float, width: int) -> list[str]:
+    """The rows as text, one line each: label, a space, then one glyph per cell; first a line
+    with the window. Every line is at most `width` characters (cells = width − label − 1)."""
+    many = len({row.spec.rank for row in rows}) > 1
+    labels = [row_label(row, many) for row in rows]
+    label_width = max((len(label) for label in labels), default=0)
+    cells = len(rows[0].types) if rows else 0
+    header = f"{fmt_us(start_us)}–{fmt_us(end_us)} µs · {fmt_us((end_us - start_us) / max(cells, 1))} µs/cell"
+    lines = [header[:width]]
+    for row, label in zip(rows, labels, strict=True):
+        scale = counter_scale(row) if row.spec.kind == COUNTER else None
+        glyphs = "".join(cell_glyph(row, cell, scale) for cell in range(len(row.types)))
+        lines.append(f"{label:<{label_width}} {glyphs}"[:width])
+    return lines
+
+
+def label_width(traces: TraceSet, ranks: list[int], options: TimelineOptions) -> int:
+    """Width of the widest row label (so cells = width − label width − 1)."""
+    many = len(ranks) > 1
+    widest = 0
+    for rank in ranks:
+        index = build_index(traces, rank)
+        for row in visible_rows(traces, index, options):
+            spec = index.rows[row]
+            widest = max(widest, len(f"r{spec.rank} {spec.label}" if many else spec.label))
+    return widest
+
+
+def render(
+    traces: TraceSet,
+    ranks: list[int],
+    start_us: float,
+    end_us: float,
+    width: int,
+    options: TimelineOptions | None = None,
+) -> list[str]:
+    """The timeline of `ranks` over [start_us, end_us) as text lines no wider than `width`."""
+    chosen = options or TimelineOptions()
+    labels = label_width(traces, ranks, chosen)
+    cells = width - labels - 1
+    if cells < 1:
+        raise TimelineError(f"--width {width} is too narrow: the labels need {labels + 2} columns")
+    rows = bin_window(traces, ranks, start_us, end_us, cells, chosen)
+    return render_text(rows, start_us, end_us, width)

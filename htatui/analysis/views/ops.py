@@ -1,0 +1,291 @@
+"""The operator table of `prof.key_averages().table(...)`, from the trace (no HTA counterpart).
+
+Per rank and row name, the rows key_averages lists for the host: operators, user annotations
+(`ProfilerStep#N` listed as `ProfilerStep*`), runtime and driver calls and Triton launchers,
+each with its `kind`; optionally the device rows too (kernels, copies, memsets, GPU
+annotations). Counts and times follow the profiler's own event tree (`op_events`): self CPU =
+duration minus the children's, GPU self = the work it launched itself, GPU total = its subtree's.
+docs/semantics-ops.md has the rules. Like every view, the table covers the scope's steps;
+`--steps all` keeps every event, as key_averages does. HTA-compatible mode applies HTA's ns
+rounding and last-step filter before the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.memo import gc_paused, memoised, selection_key
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import each_rank, prepare, rank_steps_of
+from htatui.analysis.core.scope import in_steps
+from htatui.analysis.model import op_events
+from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
+from htatui.trace.model import TraceSet
+from htatui.trace.op_args import read_op_args
+
+COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "name": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "count": pl.Int64(),
+    "cpu_total_us": pl.Float64(),
+    "cpu_self_us": pl.Float64(),
+    "gpu_self_us": pl.Float64(),
+    "gpu_total_us": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class OpsOptions(CommonOptions):
+    """Operator-table knobs."""
+
+    sort_by: str = knob("gpu_self_us", flag="--sort-by", help="ops: column to sort by, descending", kind="text")
+    """Any column of the table; rows are sorted within each rank."""
+    descending: bool = True
+    top_k: int | None = knob(None, flag="--top", help="how many names (ops: per rank) to keep", kind="int")
+    """Keep the first `top_k` rows of each rank; None = all (`--top`)."""
+    kinds: str = knob("host", flag="--kinds", help="ops: host, all, or e.g. op,annotation,kernel", kind="text")
+    """Which rows: "host" (what key_averages lists for the CPU), "all" (device rows too), or
+    a comma list of kinds (op, annotation, runtime, driver, kernel-launcher, kernel, memcpy,
+    memset, gpu-annotation)."""
+    group_by: str = knob("name", flag="--group-by", help="ops: name or shape (needs record_shapes)", kind="text")
+    """"name" (key_averages()) or "shape" (key_averages(group_by_input_shape=True)): one row per
+    (name, kind, input shapes), with an `input_dims` column; needs a trace recorded with
+    record_shapes=True (else every row's shapes are "[]")."""
+    flops: bool = knob(False, flag="--flops", help="ops: add flops, TFLOP/s and GB/s columns", kind="switch")
+    """Add `flop_count` (the profiler's with_flops estimate, summed), `tflop_per_s` (that over the
+    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
+
+
+GROUPS = ("name", "shape")
+SHAPE_COLUMN = "input_dims"
+RATE_COLUMNS: dict[str, pl.DataType] = {
+    "flop_count": pl.Float64(),
+    "tflop_per_s": pl.Float64(),
+    "gb_per_s": pl.Float64(),
+}
+
+
+def columns(options: OpsOptions) -> dict[str, pl.DataType]:
+    """The table's columns for these options: COLUMNS, `input_dims` after `kind` when grouped by
+    shape, the rate columns at the end with `flops`."""
+    names = list(COLUMNS)
+    out = dict(COLUMNS)
+    if options.group_by == "shape":
+        names.insert(names.index("kind") + 1, SHAPE_COLUMN)
+        out[SHAPE_COLUMN] = pl.Utf8()
+    if options.flops:
+        names.extend(RATE_COLUMNS)
+        out |= RATE_COLUMNS
+    return {name: out[name] for name in names}
+
+
+def chosen_kinds(kinds: str) -> tuple[str, ...]:
+    """The kinds a `kinds` option names; ValueError for an unknown one."""
+    known = (*HOST_KINDS, *DEVICE_KINDS)
+    chosen: list[str] = []
+    for part in (p.strip() for p in kinds.split(",")):
+        if part == "host":
+            chosen.extend(HOST_KINDS)
+        elif part == "all":
+            chosen.extend(known)
+        elif part in known:
+            chosen.append(part)
+        elif part:
+            raise ValueError(f"kinds must be host, all or some of {', '.join(known)}; got {part!r}")
+    return tuple(dict.fromkeys(chosen)) or HOST_KINDS
+
+
+_TREE_COLUMNS = (
+    "rank",
+    "index",
+    "ph",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "external_id",
+    "bytes",
+)
+"""What `op_events.build` reads: only these are copied when the X events are picked out."""
+
+
+def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    """The profiler's event tree of the chosen ranks (`op_events.build`).
+
+    The events of the scope's steps (`--steps all`: every event, as `prof.key_averages()` counts
+    them). Compat: HTA's ns rounding and last step filter (`prepare`) first. Built once per job
+    and selection, and shared by the ops table, its bars, the op tree and the patterns' operator
+    suggestions.
+    """
+    return memoised(traces, ("ops.tree", *selection_key(traces, options)), lambda: _tree(traces, options))
+
+
+def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    """The tree is built rank by rank (`each_rank`): over a dataset each rank is read, built and
+    dropped, so a thousand-rank job holds the trees, not every rank's events."""
+    with gc_paused():
+        return op_events.combine(each_rank(traces, options, _rank_tree))
+
+
+def _rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    if options.hta_compat:
+        return op_events.build(prepare(part, options).events)
+    # X events and instants (a `[memory]` instant outside every event is a row of its own), in
+    # the scope's steps.
+    (rank,) = part.ranks.values()
+    held = in_steps(rank_steps_of(part, rank.rank, options.scope))
+    events = rank.events.select(*_TREE_COLUMNS, "iteration").filter(pl.col("ph").is_in(["X", "i"]) & held)
+    return op_events.build(events.drop("iteration"))
+
+
+def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
+    """One row per host event of the profiler's tree: `op_events.EVENT_SCHEMA`."""
+    return tree(traces, options).events
+
+
+def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
+    """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
+    name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
+    each rank by `sort_by` (ties by name, kind), first `top_k` per rank."""
+    return table(traces, tree(traces, options), options)
+
+
+def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> pl.DataFrame:
+    """`compute` from an already built tree (`traces` is read again only for shapes/flops)."""
+    schema = columns(options)
+    if options.group_by not in GROUPS:
+        raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
+    if options.sort_by not in schema:
+        raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
+    kinds = chosen_kinds(options.kinds)
+    host = built.events.filter(pl.col("kind").is_in(kinds))
+    if options.group_by == "shape" or options.flops:
+        host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
+    else:
+        host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
+    host = host.select(
+        "rank",
+        "name",
+        "kind",
+        "input_dims",
+        "cpu_total_us",
+        "cpu_self_us",
+        "gpu_self_us",
+        "gpu_total_us",
+        "flops",
+        bytes=pl.lit(None, pl.Int64),
+    )
+    device = built.work.filter(pl.col("kind").is_in(kinds)).select(
+        "rank",
+        "name",
+        "kind",
+        input_dims=pl.lit(None, pl.Utf8),
+        cpu_total_us=pl.lit(0.0),
+        cpu_self_us=pl.lit(0.0),
+        gpu_self_us="dur",
+        gpu_total_us="dur",
+        flops=pl.lit(None, pl.Float64),
+        bytes="bytes",
+    )
+    memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
+        "rank",
+        name=pl.lit(op_events.MEMORY_EVENT),
+        kind=pl.lit(op_events.MEMORY_KIND),
+        input_dims=pl.lit(None, pl.Utf8),
+        count=pl.col("count"),
+    )
+    rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
+    if rows.height == 0 and memory.height == 0:
+        return pl.DataFrame(schema=schema)
+    keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
+    table = rows.group_by(keys).agg(
+        count=pl.len(),
+        cpu_total_us=pl.col("cpu_total_us").sum(),
+        cpu_self_us=pl.col("cpu_self_us").sum(),
+        gpu_self_us=pl.col("gpu_self_us").sum(),
+        gpu_total_us=pl.col("gpu_total_us").sum(),
+        # A row's flops are known when its calls carry them (null sums stay null).
+        flop_count=pl.when(pl.col("flops").is_not_null().any()).then(pl.col("flops").sum()),
+        bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
+    )
+    table = table.with_columns(
+        # flops / µs = Mflop/s; ÷ 1e6 → TFLOP/s. bytes / µs = MB/s; ÷ 1e3 → GB/s.
+        tflop_per_s=pl.when((pl.col("flop_count") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("flop_count") / pl.col("gpu_total_us") / 1e6
+        ),
+        gb_per_s=pl.when((pl.col("bytes") > 0) & (pl.col("gpu_total_us") > 0)).then(
+            pl.col("bytes") / pl.col("gpu_total_us") / 1e3
+        ),
+    )
+    if memory.height:
+        # The profiler's "[memory]" row: its loose instants, no time, no shapes.
+        expanded = memory.select(
+            "rank", "name", "kind", input_dims=pl.lit("[]"), count=pl.col("count").cast(pl.Int64)
+        ).with_columns(
+            cpu_total_us=pl.lit(0.0),
+            cpu_self_us=pl.lit(0.0),
+            gpu_self_us=pl.lit(0.0),
+            gpu_total_us=pl.lit(0.0),
+            flop_count=pl.lit(None, pl.Float64),
+            bytes=pl.lit(None, pl.Int64),
+            tflop_per_s=pl.lit(None, pl.Float64),
+            gb_per_s=pl.lit(None, pl.Float64),
+        )
+        table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
+    return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+
+def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
+    """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
+    frames = []
+    for rank in host["rank"].unique().sort().to_list():
+        args = read_op_args(traces.ranks[rank].path)
+        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "input_dims", "flops"))
+    if not frames:
+        return pl.DataFrame(
+            schema={"rank": pl.Int32(), "index": pl.Int64(), "input_dims": pl.Utf8(), "flops": pl.Float64()}
+        )
+    return pl.concat(frames, how="vertical")
+
+
+def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
+    ties = [c for c in ("name", "kind", SHAPE_COLUMN) if c != options.sort_by and c in table.columns]
+    keys = ["rank", options.sort_by, *ties]
+    order = [False, options.descending] + [False] * len(ties)
+    if options.sort_by == "rank":
+        keys, order = ["rank", *ties], [options.descending] + [False] * len(ties)
+    table = table.sort(keys, descending=order)
+    if options.top_k is not None:
+        table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))
+    return table
+
+
+TOP_COLUMNS: dict[str, pl.DataType] = {"name": pl.Utf8(), "gpu_self_us": pl.Float64()}
+
+
+def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:
+    """name, gpu_self_us: the `n` rows of an ops table with the most self GPU time, summed over
+    its ranks (names that launched no GPU work are left out; ties by name)."""
+    if table.height == 0:
+        return pl.DataFrame(schema=TOP_COLUMNS)
+    top = (
+        table.group_by("name")
+        .agg(pl.col("gpu_self_us").sum())
+        .filter(pl.col("gpu_self_us") > 0)
+        .sort(["gpu_self_us", "name"], descending=[True, False])
+        .head(n)
+    )
+    return top.select([pl.col(name).cast(dtype) for name, dtype in TOP_COLUMNS.items()])
+
+
+def top(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
+    """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks."""
+    return top_by_gpu_self(compute(traces, options))

@@ -1,0 +1,89 @@
+"""Communication/computation overlap (docs/semantics-breakdowns.md, overlap).
+
+Per rank: the time during which at least one COMMUNICATION kernel and at least one
+COMPUTATION kernel run at once, divided by the busy time of the communication kernels, ×100.
+Memory kernels and other rows are ignored.
+
+A rank with GPU activity but no communication kernels gets ``overlap_pct`` null (HTA returns
+NaN with a divide warning); a rank with no GPU activity at all gives no row. Compat mode uses
+HTA's selector S1 and name-only typing and rounds to 2 decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.intervals import busy_time
+from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
+from htatui.analysis.core.options import CommonOptions, NotedTable
+from htatui.analysis.core.prepare import prepare, rank_by_rank
+from htatui.analysis.core.stored import summary_rows
+from htatui.analysis.views.kernels import state_durations
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
+from htatui.trace.model import TraceSet
+
+SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
+
+_FLAGS = {COMMUNICATION: 1, COMPUTATION: 2}
+_BOTH = 3
+
+
+@dataclass(frozen=True)
+class OverlapOptions(CommonOptions):
+    """The overlap view has no knobs of its own."""
+
+
+NO_COMM = "no communication kernels on the chosen ranks: overlap is undefined (a single-GPU job?)"
+CPU_COLLECTIVES = (
+    "no communication kernels on the chosen ranks: the collectives run on the CPU (gloo:/c10d ops), "
+    "so there is no GPU communication to overlap; the Ranks view shows their cost and waits"
+)
+
+
+def table(traces: TraceSet, options: OverlapOptions) -> NotedTable:
+    """`compute`, and why every rank's overlap is undefined when no rank has communication kernels.
+
+    Over a dataset a rank at a time, as a per-rank table is: only the rows are held together."""
+    frame = rank_by_rank(traces, options, compute)
+    if frame.height == 0 or frame["overlap_pct"].null_count() < frame.height:
+        return NotedTable(frame)
+    return NotedTable(frame, CPU_COLLECTIVES if has_cpu_collectives(traces, options) else NO_COMM)
+
+
+def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
+    """True when the chosen ranks run collectives as CPU ops (gloo:*, nccl:*, …, or c10d::*)."""
+
+    def names_of(part: TraceSet, part_options: CommonOptions) -> pl.DataFrame:
+        events = prepare(part, part_options, columns=("cat", "name")).events
+        host = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))
+        return host.select(pl.col("name").cast(pl.Utf8).unique())
+
+    # Over a dataset a rank at a time: only the ranks' distinct op names are kept together.
+    names = rank_by_rank(traces, options, names_of)["name"]
+    return bool(names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any())
+
+
+def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
+    stored = summary_rows(traces, options)
+    if stored is not None:
+        return stored.select(pl.col(c).cast(t) for c, t in SCHEMA.items())
+    gpu = typed_gpu(traces, options).select("rank", "kind", "ts", "end")
+    if gpu.height == 0:
+        return pl.DataFrame(schema=SCHEMA)
+    ranks = gpu.select(pl.col("rank").unique())
+    comm = busy_time(gpu.filter(pl.col("kind") == COMMUNICATION), ["rank"]).rename({"busy_us": "comm_us"})
+    both = state_durations(gpu, _FLAGS, ["rank"]).filter(pl.col("state") == _BOTH).select("rank", overlap_us="duration")
+    out = (
+        ranks.join(comm, on="rank", how="left")
+        .join(both, on="rank", how="left")
+        .with_columns(
+            overlap_pct=pl.when(pl.col("comm_us") > 0).then(
+                100.0 * pl.col("overlap_us").fill_null(0.0) / pl.col("comm_us")
+            )
+        )
+    )
+    if options.hta_compat:
+        out = out.with_columns(round_like_numpy(pl.col("overlap_pct"), 2))
+    return out.select(pl.col(c).cast(t) for c, t in SCHEMA.items()).sort("rank")
