@@ -1,3 +1,3 @@
-from htatui.cli import main
+from htatui.cli.main import main
 
 raise SystemExit(main())

@@ -13,7 +13,7 @@ import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
 from htatui import __version__
-from htatui.cli import main
+from htatui.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

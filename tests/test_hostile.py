@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.trace import LoadCancelled, load_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def run_cli(*args: str | Path, timeout: float = 30, **env: str) -> subprocess.Co
 # while exec gives it a new address space whose high-water mark is its own.
 _PEAK_RSS_SCRIPT = """
 import sys
-from htatui.cli import main
+from htatui.cli.main import main
 code = main(["info", sys.argv[1]])
 with open("/proc/self/status") as status:
     print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024)

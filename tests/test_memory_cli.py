@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from memory_util import MODEL, MODEL_SITE, entry, snapshot_a, write_pickle
 
-from htatui.cli import main
+from htatui.cli.main import main
 
 
 def test_json_has_one_object_per_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from htatui.names import SHORT_LEVEL, fit_names, name_forms
+from htatui.text.names import SHORT_LEVEL, fit_names, name_forms
 
 SPLIT = (
     "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"

@@ -12,7 +12,7 @@ from htatui.analysis import registry as views
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.registry import PAGES, VIEWS, frame_of
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.trace import TraceSet, load_traces
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"

@@ -28,7 +28,7 @@ import moto.settings
 import pytest
 from moto.server import ThreadedMotoServer
 
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
 from htatui.trace import LoadCancelled, load_traces

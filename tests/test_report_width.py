@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 from fixtures.generate import write_scenario
-from htatui.fit import short_header
-from htatui.report import render_frame
+from htatui.text.fit import short_header
+from htatui.text.render import render_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG = (

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from htatui.analysis.core.scope import Scope, Steps
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.store.dataset import DatasetError, open_dataset
 from htatui.store.ingest import RAY_DID_NOT_START, ingest
 from htatui.trace import load_traces
@@ -119,7 +119,7 @@ def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path)
     stored = load_traces([tmp_path / "ds"])
     assert stored.summary is not None and not any(r.loaded for r in stored.ranks.values())
     from htatui.analysis.views import overlap, temporal
-    from htatui.info import info_frame
+    from htatui.cli.info import info_frame
 
     answers = [temporal.compute(stored, temporal.TemporalOptions()), overlap.compute(stored, overlap.OverlapOptions())]
     info = info_frame(stored)

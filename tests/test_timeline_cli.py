@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
-from htatui.cli import main
+from htatui.cli.main import main
 
 
 def job(folder: Path, ranks: int = 1) -> Path:

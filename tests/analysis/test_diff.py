@@ -8,12 +8,12 @@ from typing import Any
 
 import polars as pl
 import pytest
-from htatui.analysis.diff.summary import summary
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.diff import compare as diff
 from htatui.analysis.diff.compare import DIFF_COLUMNS, DiffOptions, compare
+from htatui.analysis.diff.summary import summary
 from htatui.trace import TraceSet, load_traces
 
 Op = tuple[str, str | None, float]
@@ -380,7 +380,7 @@ def test_scenario_summary_matches_expected(scenario: tuple[TraceSet, TraceSet]) 
 
 
 def _run(argv: list[str]) -> int:
-    from htatui.cli import main
+    from htatui.cli.main import main
 
     return main(argv)
 

@@ -11,7 +11,7 @@ import pytest
 from kineto_util import write_trace
 from memory_util import entry, memory_event, snapshot_a, write_pickle
 
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.trace.memory_inputs import MemoryInputError, read_memory
 
 DEPTH = 100_000

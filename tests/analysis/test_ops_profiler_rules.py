@@ -17,7 +17,7 @@ from kineto_util import cpu_op, kernel, runtime, step, traces_of
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import op_tree, ops
 from htatui.analysis.views.ops import OpsOptions
-from htatui.cli import main
+from htatui.cli.main import main
 from htatui.trace import TraceSet
 
 

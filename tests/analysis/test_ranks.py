@@ -288,7 +288,7 @@ def test_nccl_parser_config_one_rank(load_shared: Callable[[str], TraceSet]) -> 
 def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from htatui.cli import main
+    from htatui.cli.main import main
 
     traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
     assert main(["report", str(tmp_path), "--view", "stragglers", "--format", "json", "--no-cache"]) == 0
@@ -314,7 +314,7 @@ def test_report_comm_rules_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from htatui.analysis.core.comm_rules import ENV_VAR
-    from htatui.cli import main
+    from htatui.cli.main import main
 
     monkeypatch.setenv(ENV_VAR, "")  # --comm-rules sets it for the process; monkeypatch restores it
     (tmp_path / "job").mkdir()

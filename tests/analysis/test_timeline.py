@@ -16,6 +16,8 @@ from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
+from htatui.text import timeline as timeline_text
+from htatui.text.timeline import details_lines
 from htatui.trace import TraceSet
 
 
@@ -48,7 +50,7 @@ EXPECTED = [
 
 def test_text_rendering_cell_by_cell(tmp_path: Path) -> None:
     traces = hand_trace(tmp_path)
-    lines = tl.render(traces, [0], 0.0, 100.0, 22, tl.TimelineOptions(max_depth=3))
+    lines = timeline_text.render(traces, [0], 0.0, 100.0, 22, tl.TimelineOptions(max_depth=3))
     assert lines[0] == "0–100 µs · 10 µs/cell"
     assert lines[1:] == EXPECTED
     assert all(len(line) <= 22 for line in lines)
@@ -70,10 +72,10 @@ def test_cell_types_and_fractions(tmp_path: Path) -> None:
 def test_zoomed_window_and_depth_limit(tmp_path: Path) -> None:
     traces = hand_trace(tmp_path)
     # [20, 30) in 4 cells of 2.5 µs: the launch covers 20-25 → two full cells, then idle.
-    lines = tl.render(traces, [0], 20.0, 30.0, 16, tl.TimelineOptions(max_depth=3, rows=("threads",)))
+    lines = timeline_text.render(traces, [0], 20.0, 30.0, 16, tl.TimelineOptions(max_depth=3, rows=("threads",)))
     assert lines[1:] == ["thread 1    AAAA", "thread 1 +1 OOOO", "thread 1 +2 RR  "]
     # depth 1 shows only the top-level rows of each thread.
-    lines = tl.render(traces, [0], 0.0, 100.0, 20, tl.TimelineOptions(max_depth=1))
+    lines = timeline_text.render(traces, [0], 0.0, 100.0, 20, tl.TimelineOptions(max_depth=1))
     assert [line[:9].rstrip() for line in lines[1:]] == ["thread 1", "stream 7", "stream 20"]
 
 
@@ -86,7 +88,7 @@ def test_queue_counter_sparkline(tmp_path: Path) -> None:
     by_label = {row.spec.label: row for row in rows}
     assert by_label["queue s7"].values[1:4] == [None, 1.0, 0.0]
     assert by_label["queue s20"].values[4:8] == [None, 1.0, 1.0, 1.0]
-    text = "".join(tl.cell_glyph(by_label["queue s20"], c, 1.0) for c in range(10))
+    text = "".join(timeline_text.cell_glyph(by_label["queue s20"], c, 1.0) for c in range(10))
     assert text == "     ███  "
 
 
@@ -99,7 +101,7 @@ def test_cursor_details_and_links(tmp_path: Path) -> None:
     info = tle.details(index, gemm)
     assert (info.start_us, info.dur_us, info.stream, info.correlation) == (30.0, 40.0, 7, 1)
     assert info.launch == "cudaLaunchKernel" and info.op == "aten::mm"
-    assert info.lines() == [
+    assert details_lines(info) == [
         "gemm",
         "start 30 µs · dur 40 µs · end 70 µs",
         "stream 7 · correlation 1",
@@ -125,18 +127,18 @@ def test_steps_and_several_ranks(tmp_path: Path) -> None:
     )
     index = tl.build_index(traces, 0)
     assert index.steps.rows() == [(1, 0.0, 50.0), (2, 50.0, 100.0)]
-    lines = tl.render(traces, [0, 1], 0.0, 100.0, 20, tl.TimelineOptions(max_depth=1))
+    lines = timeline_text.render(traces, [0, 1], 0.0, 100.0, 20, tl.TimelineOptions(max_depth=1))
     assert lines[1:] == ["r0 thread 1 AAAAAAAA", "r0 stream 7 CCCCCCCC", "r1 thread 1 AAAAAAAA", "r1 stream 7 ....CCCC"]
 
 
 def test_bad_windows(tmp_path: Path) -> None:
     traces = hand_trace(tmp_path)
     with pytest.raises(tl.TimelineError, match="empty"):
-        tl.render(traces, [0], 50.0, 50.0, 40)
+        timeline_text.render(traces, [0], 50.0, 50.0, 40)
     with pytest.raises(tl.TimelineError, match="too narrow"):
-        tl.render(traces, [0], 0.0, 100.0, 10)
+        timeline_text.render(traces, [0], 0.0, 100.0, 10)
     with pytest.raises(tl.TimelineError, match="rank 3"):
-        tl.render(traces, [3], 0.0, 100.0, 40)
+        timeline_text.render(traces, [3], 0.0, 100.0, 40)
 
 
 def test_busy_time_matches_merged_kernels_on_a_real_trace(load_shared: Callable[[str], TraceSet]) -> None:

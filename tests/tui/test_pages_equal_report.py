@@ -20,8 +20,8 @@ from tui_helpers import press, ready
 from htatui.analysis.core.knobs import knobs_of
 from htatui.analysis.core.scope import Steps
 from htatui.analysis.registry import PAGES, PageTable, view
-from htatui.cli import main
-from htatui.numbers import cell_text
+from htatui.cli.main import main
+from htatui.text.numbers import cell_text
 from htatui.trace import load_traces
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.page import PageScreen, pane_id

@@ -13,6 +13,7 @@ from tui_helpers import make_app, press, ready
 
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
+from htatui.text import timeline as timeline_text
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window
@@ -164,7 +165,7 @@ async def test_screen_rows_are_the_text_rendering(small_traces: TraceSet) -> Non
         screen = timeline(pilot)
         canvas = screen.query_one("#timeline-canvas")
         shown = screen.draw(canvas.size.width, canvas.size.height).plain.splitlines()[1:]
-        printed = tl.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
+        printed = timeline_text.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
         assert shown == printed and len(printed) == 8
 
 

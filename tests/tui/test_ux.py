@@ -280,7 +280,7 @@ async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:
 def test_diff_counts_print_as_integers(diff_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from htatui.cli import main
+    from htatui.cli.main import main
 
     assert main(["diff", str(diff_root / "base"), str(diff_root / "test"), "--format", "json", "--no-cache"]) == 0
     rows = json.loads(capsys.readouterr().out)

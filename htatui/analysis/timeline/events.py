@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from htatui.analysis.core.names import shorten_name
-from htatui.analysis.timeline.index import COUNTER, OP, RUNTIME, STREAM, THREAD, RankIndex, fmt_us
+from htatui.analysis.timeline.index import COUNTER, OP, RUNTIME, STREAM, THREAD, RankIndex
 from htatui.trace.model import TraceSet
 
 
@@ -100,22 +100,6 @@ class EventDetails:
     op: str | None
     kernels: list[str]
     kernel_count: int
-
-    def lines(self) -> list[str]:
-        on_stream = self.stream is not None and not self.row.startswith(STREAM)
-        stream = f" · stream {self.stream}" if on_stream else ""
-        out = [
-            self.name,
-            f"start {fmt_us(self.start_us)} µs · dur {fmt_us(self.dur_us)} µs · "
-            f"end {fmt_us(self.start_us + self.dur_us)} µs",
-            f"{self.row}{stream} · correlation {self.correlation if self.correlation is not None else '–'}",
-        ]
-        if self.launch is not None:
-            out.append(f"launched by {self.launch}" + (f" in {self.op}" if self.op else ""))
-        if self.kernel_count:
-            more = f" (+{self.kernel_count - len(self.kernels)} more)" if self.kernel_count > len(self.kernels) else ""
-            out.append(f"kernels: {', '.join(self.kernels)}{more}")
-        return out
 
 
 def details(index: RankIndex, event: dict[str, Any], most: int = 3) -> EventDetails:

@@ -28,9 +28,9 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diff import compare as diff
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, DiffResult, Selection
-from htatui.names import fit_names
-from htatui.numbers import cell_text
 from htatui.sources import SourcePath
+from htatui.text.names import fit_names
+from htatui.text.numbers import cell_text
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
 from htatui.tui.jobs import JobRunner
 from htatui.tui.widgets.table import Column, default_label, middle_truncate

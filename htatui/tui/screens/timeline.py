@@ -28,6 +28,7 @@ from textual.widgets import Input, Label, Static
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
+from htatui.text import timeline as timeline_text
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 
@@ -311,8 +312,8 @@ class TimelineScreen(ViewScreen["TimelineData"]):
             counter = binned.spec.kind == tl.COUNTER
             text.append("\n")
             text.append(f"{self._label(index, row):<{label_width}} ", style="reverse" if is_cursor else "bold")
-            scale = tl.counter_scale(binned) if counter else None
-            glyphs = [tl.cell_glyph(binned, cell, scale) for cell in range(cells)]
+            scale = timeline_text.counter_scale(binned) if counter else None
+            glyphs = [timeline_text.cell_glyph(binned, cell, scale) for cell in range(cells)]
             # One span per run of cells that look the same (a screen has few runs per row).
             run_start = 0
             for cell in range(1, cells + 1):
@@ -347,9 +348,9 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         return out
 
     def _axis(self, label_width: int, cells: int) -> str:
-        left = tl.fmt_us(self.start_us)
-        right = tl.fmt_us(self.end_us)
-        middle = f"{tl.fmt_us((self.end_us - self.start_us) / cells)} µs/cell"
+        left = timeline_text.fmt_us(self.start_us)
+        right = timeline_text.fmt_us(self.end_us)
+        middle = f"{timeline_text.fmt_us((self.end_us - self.start_us) / cells)} µs/cell"
         room = cells - len(left) - len(right)
         if room >= len(middle) + 2:
             pad = room - len(middle)
@@ -380,11 +381,13 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         if event is None:
             event = tle.event_at(index, row, cell_start, cell_start + step)
         if event is None:
-            where = f"{index.rows[row].label} · {tl.fmt_us(self.cursor_us)} µs: nothing here"
+            where = f"{index.rows[row].label} · {timeline_text.fmt_us(self.cursor_us)} µs: nothing here"
             details.update(Text(f"{where}\n{LEGEND}", no_wrap=True, overflow="ellipsis"))
             return
         self._selected = (index, event)
-        details.update(Text("\n".join(tle.details(index, event).lines()), no_wrap=True, overflow="ellipsis"))
+        details.update(
+            Text("\n".join(timeline_text.details_lines(tle.details(index, event))), no_wrap=True, overflow="ellipsis")
+        )
 
     def _followed_at(self, index: tl.RankIndex, row: int, start_us: float, end_us: float) -> dict[str, Any] | None:
         """The event `f` jumped to while it is still under the cursor, else None (and forgotten):

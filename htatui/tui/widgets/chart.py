@@ -15,7 +15,7 @@ from textual.geometry import Size
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from htatui.names import fit_names
+from htatui.text.names import fit_names
 from htatui.tui.widgets.table import middle_truncate
 
 RGB = tuple[int, int, int]

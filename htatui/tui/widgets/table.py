@@ -16,8 +16,8 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from htatui.analysis.core.names import shorten_name
-from htatui.names import SHORT_LEVEL, fit_names
-from htatui.numbers import cell_text
+from htatui.text.names import SHORT_LEVEL, fit_names
+from htatui.text.numbers import cell_text
 
 ROW_LIMIT = 200
 """Rows built at most; the rest stay in polars and the title says how many were left out."""

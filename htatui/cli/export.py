@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from htatui.cli_args import add_scope_flags
+from htatui.cli.args import add_scope_flags
 
 DEFAULT_OUT = Path("htatui-export")
 
@@ -33,7 +33,7 @@ def add_export_commands(
     patterns.add_argument("--min-len", type=int, default=3, help="minimum kernels under the operator")
     patterns.add_argument("--top", type=int, default=5, help="how many patterns to mark")
     patterns.add_argument("--rank", type=int, default=None, help="rank to mine (default: the first)")
-    from htatui.timeline_cli import add_slice_command
+    from htatui.cli.timeline import add_slice_command
 
     add_slice_command(kinds, load_flags, load)
     counters.set_defaults(run=lambda args: _run(args, load))
@@ -44,7 +44,7 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
     from htatui.analysis.core.options import CommonOptions
     from htatui.analysis.export.traces import ExportError, ExportExistsError, export_counters, export_patterns
     from htatui.analysis.views.patterns import PatternsOptions
-    from htatui.cli_args import scope_from_args
+    from htatui.cli.args import scope_from_args
     from htatui.trace import LoadError
 
     try:

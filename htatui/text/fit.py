@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from htatui.names import fit_names
+from htatui.text.names import fit_names
 
 UNITS = (
     ("_us", "µs"),

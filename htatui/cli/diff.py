@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from htatui.cli_args import add_scope_flags
+from htatui.cli.args import add_scope_flags
 from htatui.sources import SourcePath, path_or_url
 
 STEPS_HELP = (
@@ -62,7 +62,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def options_from_args(args: argparse.Namespace) -> Any:
     from htatui.analysis.diff.compare import DiffOptions
-    from htatui.cli_args import scope_from_args
+    from htatui.cli.args import scope_from_args
 
     try:
         scope = scope_from_args(args)
@@ -152,7 +152,7 @@ def whole_counts(frame: Any) -> Any:
 
 def _render(frame: Any, fmt: str, title: str, *, wide: bool = False) -> None:
     try:
-        from htatui.report import render_frame
+        from htatui.text.render import render_frame
     except ImportError:  # pragma: no cover - report.py ships with the package
         _fallback_render(frame, fmt)
         return

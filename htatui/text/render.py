@@ -13,8 +13,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from htatui.fit import FitColumn, Fitted, fit_columns, table_width
-from htatui.numbers import cell_text
+from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
+from htatui.text.numbers import cell_text
 
 Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")
@@ -54,7 +54,7 @@ def render_frame(
 ) -> None:
     """Print `frame` in the chosen format; numbers are never rounded in CSV and JSON.
 
-    A table on a terminal fits its width (see htatui.fit) unless `wide`, leaving out the columns
+    A table on a terminal fits its width (see htatui.text.fit) unless `wide`, leaving out the columns
     not in `keep` first; piped, it keeps full rows.
     """
     stream = out or sys.stdout

@@ -17,8 +17,8 @@ from typing import Any
 
 from htatui.analysis.core.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.registry import BY_ID, VIEWS, View, frame_of, make_table
-from htatui.cli_args import add_scope_flags
-from htatui.report import render_frame
+from htatui.cli.args import add_scope_flags
+from htatui.text.render import render_frame
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def add_report_parser(
 
 def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.core.describe import describe_scope, missing_steps
-    from htatui.cli_args import scope_from_args
+    from htatui.cli.args import scope_from_args
     from htatui.trace import LoadError
 
     view: View[Any] = BY_ID[args.view]
@@ -181,7 +181,7 @@ def add_export_parser(
 ) -> None:
     """`export counters` / `export patterns` are registered by htatui.analysis.export.traces's CLI face."""
     try:
-        from htatui.export_cli import add_export_commands
+        from htatui.cli.export import add_export_commands
     except ImportError:
         return
     add_export_commands(sub, load_flags, load)

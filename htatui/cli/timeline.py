@@ -47,7 +47,8 @@ def add_timeline_parser(
 
 def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.timeline import index as timeline
-    from htatui.cli_args import parse_ranks
+    from htatui.cli.args import parse_ranks
+    from htatui.text import timeline as timeline_text
     from htatui.trace import LoadError
 
     width = args.width if args.width is not None else shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
@@ -77,7 +78,7 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
         indexes = [timeline.build_index(traces, r) for r in chosen]
         start = args.start if args.start is not None else min(i.first_us for i in indexes)
         end = args.end if args.end is not None else max(i.last_us for i in indexes)
-        lines = timeline.render(traces, chosen, start, end, width, options)
+        lines = timeline_text.render(traces, chosen, start, end, width, options)
     except timeline.TimelineError as exc:
         return _fail(str(exc))
     sys.stdout.write("\n".join(lines) + "\n")
@@ -100,9 +101,9 @@ def add_slice_command(
 
 
 def run_slice(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.export.traces import ExportError, ExportExistsError
     from htatui.analysis.export.slice import export_slice
-    from htatui.cli_args import parse_ranks
+    from htatui.analysis.export.traces import ExportError, ExportExistsError
+    from htatui.cli.args import parse_ranks
     from htatui.trace import LoadError
 
     try:

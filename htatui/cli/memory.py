@@ -88,7 +88,7 @@ def run_memory(args: argparse.Namespace) -> int:
         payload = [device_report(first, device, args.top) for device in devices]
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    from htatui.report import render_frame
+    from htatui.text.render import render_frame
 
     if args.format != "table" or args.table is not None:
         render_frame(table(first, args.table or "sites", devices, args.top), args.format)
@@ -153,7 +153,7 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int) -> None:
     import polars as pl
 
     from htatui.analysis.memory import usage as memory
-    from htatui.report import render_frame
+    from htatui.text.render import render_frame
 
     recording = analysis.recording
     print(f"{recording.path} ({recording.kind.replace('_', ' ')})")
@@ -201,7 +201,7 @@ def _print_frames(analysis: MemoryAnalysis, text: str) -> int:
 
 def _print_comparison(a: MemoryAnalysis, b: MemoryAnalysis, args: argparse.Namespace) -> int:
     from htatui.analysis.memory import usage as memory
-    from htatui.report import render_frame
+    from htatui.text.render import render_frame
 
     sites = memory.compare_sites(a, b)
     segments = memory.compare_segments(a.recording, b.recording)

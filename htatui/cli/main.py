@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
-from htatui.cli_args import add_scope_flags, scope_from_args
+from htatui.cli.args import add_scope_flags, scope_from_args
 from htatui.errors import EventsUnavailable
-from htatui.report import FORMATS
 from htatui.sources import SourcePath, path_or_url
+from htatui.text.render import FORMATS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,8 +116,8 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from htatui.info import info_frame
-    from htatui.report import render_frame
+    from htatui.cli.info import info_frame
+    from htatui.text.render import render_frame
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
 
@@ -152,23 +152,23 @@ def _build_parser() -> argparse.ArgumentParser:
     _common_load_flags(info)
     _format_flag(info)
     info.set_defaults(run=_run_info)
-    from htatui.report_cli import add_export_parser, add_report_parser
+    from htatui.cli.report import add_export_parser, add_report_parser
 
     add_report_parser(sub, _common_load_flags, _format_flag, _load)
     add_export_parser(sub, _common_load_flags, _load)
-    from htatui.timeline_cli import add_timeline_parser
+    from htatui.cli.timeline import add_timeline_parser
 
     add_timeline_parser(sub, _common_load_flags, _load)
     try:
-        from htatui.diff_cli import add_diff_parser
+        from htatui.cli.diff import add_diff_parser
     except ImportError:
         pass
     else:
         add_diff_parser(sub)
-    from htatui.memory_cli import add_memory_parser
+    from htatui.cli.memory import add_memory_parser
 
     add_memory_parser(sub)
-    from htatui.ingest_cli import add_ingest_parser
+    from htatui.cli.ingest import add_ingest_parser
 
     add_ingest_parser(sub)
     return parser
