@@ -1,4 +1,4 @@
-"""Shared fixtures: the real traces beside the checkout, generated traces, an isolated cache."""
+"""Shared fixtures: the real traces beside the checkout, generated traces, an isolated cache, no user keymap."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("HTATUI_CACHE_DIR", str(folder))
     return folder
+
+
+@pytest.fixture(autouse=True)
+def no_user_keymap(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keymap file that does not exist, so a developer's own keymap never changes what a test presses."""
+    monkeypatch.setenv("HTATUI_KEYMAP", str(tmp_path_factory.getbasetemp() / "no-keymap.toml"))
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from htatui.tui.host import PaletteHost
+from htatui.tui.host import KeymapHost, PaletteHost
+from htatui.tui.keymap import remapped
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -59,8 +60,10 @@ class HtaCommands(Provider):
         focused = screen.focused
         if isinstance(focused, ViewTable):
             targets.append(("table", focused))
+        keymap = self.app.keymap if isinstance(self.app, KeymapHost) else {}
         for prefix, node in targets:
-            for binding in bindings_of(type(node)):
+            for default in bindings_of(type(node)):
+                binding = remapped(default, keymap)
                 description = binding.tooltip or binding.description
                 key = binding.key_display or binding.key.split(",")[0]
                 yield Entry(

@@ -6,7 +6,7 @@ The app satisfies both; screens and widgets check `isinstance(self.app, …)` ag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from textual.screen import Screen
@@ -46,6 +46,16 @@ class AnalysisHost(Protocol):
     @property
     def steps_label(self) -> str:
         """The scope's steps in words (as `report` titles say them)."""
+        ...
+
+
+@runtime_checkable
+class KeymapHost(Protocol):
+    """The user's keymap, so the help and the palette name the keys that work."""
+
+    @property
+    def keymap(self) -> Mapping[str, str]:
+        """Binding id → keys (comma-separated), as Textual applies them."""
         ...
 
 

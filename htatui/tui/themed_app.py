@@ -1,20 +1,31 @@
-"""ThemedApp: the base of both apps (the views and the diff): htatui's themes registered once."""
+"""ThemedApp: the base of the apps (the views, the diff, memory): htatui's themes and the user's keymap, once."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from textual.app import App
 from textual.theme import BUILTIN_THEMES
 
 from htatui.tui import theming
+from htatui.tui.keymap import load_keymap
 
 
 class ThemedApp(App[int]):
-    """Registers the theme files, hides the pass-through themes, and reports bad theme files."""
+    """Registers the theme files, hides the pass-through themes, applies the keymap, and reports bad files."""
 
     def __init__(self, theme: str | None = None) -> None:
         super().__init__()
         self._theme_problems: list[str] = []
         self._register_themes(theme)
+        loaded = load_keymap()
+        self._keymap_problems = loaded.problems
+        self.set_keymap(loaded.keymap)
+
+    @property
+    def keymap(self) -> Mapping[str, str]:
+        """Binding id → keys as Textual applies them (normalized: "question_mark", not "?")."""
+        return self._keymap
 
     def _register_themes(self, requested: str | None) -> None:
         loaded = theming.load_themes(theming.themes_dir())
@@ -45,3 +56,6 @@ class ThemedApp(App[int]):
     def on_mount(self) -> None:
         for problem in self._theme_problems:
             self.notify(problem, title="Theme", severity="warning", timeout=8)
+        if self._keymap_problems:
+            # markup=False: the lines quote "[keys]" and the user's text, which are no Rich markup.
+            self.notify("\n".join(self._keymap_problems), title="Keymap", severity="warning", timeout=10, markup=False)

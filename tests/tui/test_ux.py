@@ -242,7 +242,7 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "p ranks" in readme and "r ranks" not in readme and "d diff" in readme
-    paragraph = readme[readme.index("**In the app.**") : readme.index("- **Loading.**")]
+    paragraph = readme[readme.index("**In the app.**") : readme.index("- **Your own keys.**")]
     names = {"esc": "escape", "/": "slash", "?": "question_mark", "[": "left_square_bracket"}
     names |= {"]": "right_square_bracket", ":": "colon", "tab": "tab"}
     bound = {"tab"}

@@ -11,6 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Markdown, Static
 
+from htatui.tui.host import KeymapHost
+from htatui.tui.keymap import remapped
 from htatui.tui.widgets.filter_bar import FilterBar
 from htatui.tui.widgets.options import OptionInput
 from htatui.tui.widgets.table import ViewTable
@@ -107,7 +109,9 @@ class HelpScreen(ModalScreen[None]):
         sections.append(HELP_FILE.read_text(encoding="utf-8"))
         return "\n\n".join(sections)
 
-    def _keys(self, binding: Binding) -> str:
+    def _keys(self, default: Binding) -> str:
+        """The keys that run the binding now: the keymap's where it names the binding's id."""
+        binding = remapped(default, self.app.keymap if isinstance(self.app, KeymapHost) else {})
         keys = [key.strip() for key in binding.key.split(",")]
         if binding.key_display and len(keys) == 1:
             return binding.key_display
