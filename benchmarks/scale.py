@@ -33,7 +33,7 @@ DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "h100_resnet_eager"
 CHILD_INGEST = """
 import json, resource, sys, time
 from pathlib import Path
-from htatui.store.ingest import ingest
+from htatui.jobs.ingest import ingest
 start = time.perf_counter()
 report = ingest([Path(sys.argv[1])], Path(sys.argv[2]), engine=sys.argv[3], max_workers=int(sys.argv[4]), force=True)
 elapsed = time.perf_counter() - start

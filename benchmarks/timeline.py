@@ -29,7 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from htatui.analysis.timeline import events as tle  # noqa: E402
 from htatui.analysis.timeline import index as tl  # noqa: E402
-from htatui.trace import TraceSet, load_traces  # noqa: E402
+from htatui.jobs.load import load_traces  # noqa: E402
+from htatui.text import timeline as timeline_text  # noqa: E402
+from htatui.trace import TraceSet  # noqa: E402
 
 TARGET_MS = 50.0
 REPEAT = 3
@@ -75,7 +77,7 @@ def analysis_redraws(traces: TraceSet, width: int, height: int) -> tuple[float, 
     def draw(start: float, end: float) -> list[str]:
         edges = tl.cell_edges(start, end, cells)
         binned = tl.bin_rows(index, rows, edges)
-        return tl.render_text(binned, start, end, width)
+        return timeline_text.render_text(binned, start, end, width)
 
     draw(index.first_us, index.last_us)
     first_s = time.perf_counter() - started

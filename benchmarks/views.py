@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from htatui.analysis.core.scope import Scope  # noqa: E402
 from htatui.analysis.views import annotations as user_annotations  # noqa: E402
 from htatui.analysis.views import idle, kernels, launch, membw, ops, overlap, patterns, queue, steps, temporal  # noqa: E402
-from htatui.trace import load_traces  # noqa: E402
+from htatui.jobs.load import load_traces  # noqa: E402
 
 DEFAULT_FOLDERS = [
     "nccl_parser_config",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"

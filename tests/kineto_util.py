@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 Event = dict[str, Any]
 

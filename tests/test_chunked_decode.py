@@ -10,11 +10,12 @@ import msgspec
 import polars as pl
 import pytest
 
+from htatui.jobs.load import load_traces
 from htatui.trace import events as events_module
 from htatui.trace.chunks import decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
 from htatui.trace.decode import TraceFormatError
-from htatui.trace.loader import LoadProgress, load_traces
+from htatui.trace.loader import LoadProgress
 from htatui.trace.model import TraceMeta
 from tests.decode_golden import decoded_whole
 from tests.kineto_util import kernel, runtime, step, write_trace

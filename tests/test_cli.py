@@ -122,7 +122,8 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from htatui.trace import LoadError, load_traces
+    from htatui.jobs.load import load_traces
+    from htatui.trace import LoadError
 
     path = good_trace(tmp_path / "rank-0.json")
 

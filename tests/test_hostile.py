@@ -18,7 +18,8 @@ import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
 from htatui.cli.main import main
-from htatui.trace import LoadCancelled, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import LoadCancelled
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -467,7 +468,7 @@ def test_odd_rank_values_are_mentioned(
 def test_closed_stdout_is_quiet_but_other_broken_pipes_fail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from htatui.trace import loader
+    from htatui.jobs import load as loader
 
     path = write_trace(tmp_path / "rank-0.json", events())
 

@@ -63,15 +63,8 @@ def _imports_of(path: Path, modules: set[str]) -> set[str]:
     return found & modules
 
 
-def test_no_import_circles() -> None:
-    """No two htatui modules import each other, directly or around a loop (lazy imports count)."""
-    root = ROOT / "htatui"
-    modules = {
-        ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f for f in root.rglob("*.py")
-    }
-    names = set(modules)
-    graph = {name: _imports_of(path, names) - {name} for name, path in modules.items()}
-    # Tarjan's strongly connected components: any component of two or more modules is a circle.
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of two or more nodes: the import circles."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -102,7 +95,49 @@ def test_no_import_circles() -> None:
     for name in sorted(graph):
         if name not in index:
             visit(name)
-    assert circles == [], f"import circles: {circles}"
+    return circles
+
+
+def _module_graph() -> tuple[dict[str, set[str]], set[str]]:
+    """Each htatui module's htatui imports (lazy ones too), and the names that are packages."""
+    root = ROOT / "htatui"
+    modules = {
+        ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f for f in root.rglob("*.py")
+    }
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    names = set(modules)
+    return {name: _imports_of(path, names) - {name} for name, path in modules.items()}, packages
+
+
+def test_no_import_circles() -> None:
+    """No two htatui modules import each other, directly or around a loop (lazy imports count)."""
+    graph, _packages = _module_graph()
+    assert _circles(graph) == [], f"import circles: {_circles(graph)}"
+
+
+def test_no_package_circles() -> None:
+    """No two packages import each other either: a module counts as its package (a package's
+    __init__ as the package). The root package is left out: its __main__ runs the CLI, which
+    reads the version from its __init__."""
+    modules, packages = _module_graph()
+
+    def package_of(name: str) -> str:
+        return name if name in packages else name.rpartition(".")[0]
+
+    graph: dict[str, set[str]] = {}
+    for name, targets in modules.items():
+        source = package_of(name)
+        if source == "htatui":
+            continue
+        edges = graph.setdefault(source, set())
+        for target in targets:
+            dest = package_of(target)
+            if dest not in (source, "htatui"):
+                edges.add(dest)
+    for package in list(graph.values()):
+        for dest in package:
+            graph.setdefault(dest, set())
+    assert _circles(graph) == [], f"package circles: {_circles(graph)}"
 
 
 def _private_imports(source: str, package: str) -> list[str]:

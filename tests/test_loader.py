@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
-from htatui.trace import LoadError, LoadProgress, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import LoadError, LoadProgress
 from htatui.trace.discover import rank_from_filename
 
 

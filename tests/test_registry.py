@@ -13,7 +13,8 @@ from htatui.analysis.core.scope import Scope
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.registry import PAGES, VIEWS, frame_of
 from htatui.cli.main import main
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
 ROUTES = [(view, table) for view in VIEWS for table in view.tables]
@@ -60,7 +61,7 @@ PER_RANK = [(view, table) for view, table in ROUTES if table.per_rank]
 
 @pytest.fixture(scope="module")
 def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from htatui.store.ingest import ingest
+    from htatui.jobs.ingest import ingest
 
     target = tmp_path_factory.mktemp("registry") / "demo.ds"
     ingest([DEMO], target, max_workers=1)

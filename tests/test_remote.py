@@ -29,9 +29,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from htatui.cli.main import main
+from htatui.jobs.load import load_traces
 from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, redact, stat
 from htatui.sources import remote as remote_module
-from htatui.trace import LoadCancelled, load_traces
+from htatui.trace import LoadCancelled
 from htatui.trace.fetch import DownloadProgress, fetched
 from tests.kineto_util import kernel, runtime, write_trace
 

@@ -10,9 +10,9 @@ import pytest
 
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.cli.main import main
+from htatui.jobs.ingest import RAY_DID_NOT_START, ingest
+from htatui.jobs.load import load_traces
 from htatui.store.dataset import DatasetError, open_dataset
-from htatui.store.ingest import RAY_DID_NOT_START, ingest
-from htatui.trace import load_traces
 from tests.kineto_util import kernel, runtime, step, write_trace
 
 
@@ -179,7 +179,7 @@ def test_a_damaged_rank_file_is_one_line_when_first_read(tmp_path: Path, capsys:
 )
 def test_the_summary_needs_only_its_columns(folder: str, shared_traces: Path) -> None:
     """Ingest reads a rank back with SUMMARY_COLUMNS only; the row must equal the one from every column."""
-    from htatui.store.summary import SUMMARY_COLUMNS, rank_summary
+    from htatui.jobs.summary import SUMMARY_COLUMNS, rank_summary
     from htatui.trace.loader import aligned_events, parse_file
 
     source = min(p for p in (shared_traces / folder).iterdir() if ".json" in p.name)

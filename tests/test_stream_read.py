@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from htatui.trace import LoadError, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import LoadError
 from htatui.trace import chunks as chunks_module
 from htatui.trace.columns import decode_frame
 from htatui.trace.decode import TraceFormatError

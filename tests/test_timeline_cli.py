@@ -104,7 +104,7 @@ def test_export_slice_several_ranks_keeps_them_apart(tmp_path: Path) -> None:
 
 
 def test_export_slice_gzip_loads_back(tmp_path: Path) -> None:
-    from htatui.trace import load_traces
+    from htatui.jobs.load import load_traces
 
     folder = job(tmp_path / "job")
     out = tmp_path / "out" / "slice.json.gz"

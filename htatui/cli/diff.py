@@ -84,7 +84,7 @@ def _err(message: str) -> None:
 
 
 def _load_side(path: SourcePath, label: str, use_cache: bool) -> Any:
-    from htatui.trace import load_traces
+    from htatui.jobs.load import load_traces
 
     traces = load_traces([path], use_cache=use_cache)
     for note in traces.notes:

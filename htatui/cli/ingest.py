@@ -25,8 +25,8 @@ def add_ingest_parser(sub: Any) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    from htatui.jobs.ingest import ingest
     from htatui.store.dataset import DatasetError
-    from htatui.store.ingest import ingest
     from htatui.trace import LoadError
 
     def progress(done: int, total: int, source: Path) -> None:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.cli.args import add_scope_flags, scope_from_args
-from htatui.errors import EventsUnavailable
 from htatui.sources import SourcePath, path_or_url
 from htatui.text.render import FORMATS
+from htatui.trace.errors import EventsUnavailable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,7 +38,7 @@ def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = Tr
 
     Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
     """
-    from htatui.trace import load_traces
+    from htatui.jobs.load import load_traces
 
     if sys.stderr.isatty():
         from rich.filesize import decimal

@@ -1,6 +1,7 @@
-"""Trace discovery, decoding and loading into polars (no Textual, no printing)."""
+"""Trace discovery, decoding and parsing into polars (no Textual, no printing); `htatui.jobs.load`
+puts a job together."""
 
-from htatui.trace.loader import LoadCancelled, LoadError, LoadProgress, load_traces
+from htatui.trace.loader import LoadCancelled, LoadError, LoadProgress
 from htatui.trace.model import EVENT_SCHEMA, LoadProblem, RankTrace, TraceMeta, TraceSet
 
 __all__ = [
@@ -12,5 +13,4 @@ __all__ = [
     "RankTrace",
     "TraceMeta",
     "TraceSet",
-    "load_traces",
 ]

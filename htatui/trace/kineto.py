@@ -80,6 +80,32 @@ def spellings(*categories: str) -> frozenset[str]:
     return frozenset(categories) | {raw for raw, today in CATEGORY_ALIASES.items() if today in categories}
 
 
+MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
+
+KERNEL_LAUNCH_APIS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    MTIA_LAUNCH,
+)
+"""Calls that launch one kernel (corrected mode)."""
+
+MEMORY_LAUNCH_APIS = (
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+)
+"""Calls that enqueue one copy or memset (corrected mode)."""
+
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "hipGraphLaunch")
+"""Calls that launch a whole graph: all its kernels share the launch's correlation id."""
+
 CPU_COLLECTIVE = r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl):"
 """A collective's host-side range (`record_function` by the process group): gloo:all_reduce, nccl:…"""
 

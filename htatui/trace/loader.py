@@ -1,4 +1,6 @@
-"""Load a job: discover files, parse ranks in parallel processes (or the cache), align ranks."""
+"""Parse trace files into ranks: in parallel processes (or from the cache), each rank placed on the job's time base.
+
+`htatui.jobs.load.load_traces` puts a job together from these and from stored datasets."""
 
 from __future__ import annotations
 
@@ -16,11 +18,10 @@ from pathlib import Path
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
-from htatui.store.layout import is_dataset
 from htatui.trace import cache, chunks
 from htatui.trace.columns import decode_columns
 from htatui.trace.decode import TraceFormatError
-from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename
+from htatui.trace.discover import rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
 from htatui.trace.frame import finish_pieces
 from htatui.trace.model import (
@@ -30,7 +31,6 @@ from htatui.trace.model import (
     LoadProblem,
     RankTrace,
     TraceMeta,
-    TraceSet,
 )
 from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
 from htatui.trace.validate import check_meta, drop_impossible_events
@@ -140,56 +140,6 @@ def _parse_or_problem(
     return parsed
 
 
-def load_traces(
-    paths: Sequence[SourcePath],
-    *,
-    use_cache: bool = True,
-    progress: ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
-    max_workers: int | None = None,
-    download_progress: DownloadCallback | None = None,
-    refresh_cache: bool = False,
-) -> TraceSet:
-    """Load every trace named by `paths` (folders or files, local or URLs) into a TraceSet.
-
-    `use_cache` reads and writes the parse cache; `refresh_cache` (with use_cache False)
-    parses every file again and overwrites its cache entry, as `--no-cache` does.
-
-    Raises LoadError when no file could be loaded or two files claim one rank; files that
-    fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
-    cache are downloaded first, reporting bytes to `download_progress`.
-    """
-    datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
-    traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
-    results: list[ParsedFile | StoredFile | LoadProblem] = [*_read_datasets(datasets, progress)]
-    try:
-        found = discover(traces) if traces else Discovered(files=[], skipped=[])
-    except DiscoveryError as exc:
-        raise LoadError(str(exc)) from None
-    results += _parse_all(
-        found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
-    )
-    parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
-    problems = tuple(r for r in results if isinstance(r, LoadProblem))
-    if not parsed:
-        if len(problems) == 1:
-            raise LoadError(str(problems[0]))
-        raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
-    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
-    ranks, rank_notes = assign_ranks(parsed)
-    notes.extend(rank_notes)
-    aligned = _align(ranks)
-    # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
-    summary = _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else None
-    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary)
-
-
-def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
-    from htatui.store.summary_table import summary_for
-
-    return summary_for(folder, {rank: trace.shift_us for rank, trace in ranks.items()})
-
-
 @dataclass(frozen=True)
 class StoredFile:
     """A parsed file kept in a job dataset: metadata now, events read when a view first asks."""
@@ -201,32 +151,11 @@ class StoredFile:
     read_events: Callable[[], pl.DataFrame]
 
 
-_Parsed = ParsedFile | StoredFile
+Parsed = ParsedFile | StoredFile
+"""A file ready to be a rank: parsed now, or stored by an ingest (events read when asked)."""
 
 
-def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:
-    """The files an ingest stored (`htatui ingest`), as if parsed now; no rank's events are read yet."""
-    from htatui.store.dataset import DatasetError, open_dataset
-
-    results: list[StoredFile | LoadProblem] = []
-    for folder in folders:
-        try:
-            dataset = open_dataset(folder)
-        except DatasetError as exc:
-            raise LoadError(str(exc)) from None
-        results.extend(LoadProblem(source, message) for source, message in dataset.problems)
-        for done, stored in enumerate(dataset.ranks, start=1):
-            try:
-                stored.check()
-                results.append(StoredFile(stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events))
-            except DatasetError as exc:
-                results.append(LoadProblem(stored.source, str(exc)))
-            if progress is not None:
-                progress(LoadProgress(done=done, total=len(dataset.ranks), path=stored.source, from_cache=True))
-    return results
-
-
-def _parse_all(
+def parse_all(
     files: list[SourcePath],
     use_cache: bool,
     write_cache: bool,
@@ -366,14 +295,14 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def assign_ranks(
-    parsed: Sequence[_Parsed],
-) -> tuple[dict[int, tuple[_Parsed, str]], list[str]]:
+    parsed: Sequence[Parsed],
+) -> tuple[dict[int, tuple[Parsed, str]], list[str]]:
     """Each parsed file's rank: distributedInfo.rank first, then the file name, then distinct ranks in name order.
 
     Raises LoadError when two files claim one rank; the notes say which files got a rank by order.
     """
-    claimed: dict[int, tuple[_Parsed, str]] = {}
-    unclaimed: list[_Parsed] = []
+    claimed: dict[int, tuple[Parsed, str]] = {}
+    unclaimed: list[Parsed] = []
     for item in parsed:
         rank, source = item.meta.claimed_rank, RANK_FROM_TRACE
         if rank is None:
@@ -423,7 +352,7 @@ def aligned_events(events: pl.DataFrame, rank: int, shift_us: float) -> pl.DataF
     )
 
 
-def _align(ranks: dict[int, tuple[_Parsed, str]]) -> dict[int, RankTrace]:
+def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
     """Every rank on one time base (`shifts_us`); a stored rank's events stay unread until asked for."""
     starts = {
         rank: item.start_ns if isinstance(item, StoredFile) else start_ns(item.events, item.meta)

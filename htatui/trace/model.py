@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from htatui.errors import EventsUnavailable as EventsUnavailable  # raised by lazily read ranks
 from htatui.sources import SourcePath
+from htatui.trace.errors import EventsUnavailable as EventsUnavailable  # raised by lazily read ranks
 
 # Where a rank number came from, in order of trust.
 RANK_FROM_TRACE = "distributedInfo"
@@ -142,7 +142,7 @@ class TraceSet:
     problems: tuple[LoadProblem, ...] = ()
     notes: tuple[str, ...] = ()
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
-    """One row per rank with the default-option figures an ingest stored (`htatui.store.summary`),
+    """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
     when the job is one dataset opened alone; views answer from it without reading any rank."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);

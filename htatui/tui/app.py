@@ -21,8 +21,8 @@ from htatui.analysis.export import traces as export
 from htatui.analysis.registry import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
+from htatui.tui.base.messages import TracesLoaded
 from htatui.tui.commands import HtaCommands
-from htatui.tui.messages import TracesLoaded
 from htatui.tui.screens.counters import CountersScreen
 from htatui.tui.screens.diff import DiffScreen
 from htatui.tui.screens.export_modal import ExportModal

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from htatui.tui.host import KeymapHost, PaletteHost
-from htatui.tui.keymap import remapped
+from htatui.tui.base.host import KeymapHost, PaletteHost
+from htatui.tui.base.keymap import remapped
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode

@@ -8,7 +8,7 @@ from textual.app import App
 from textual.theme import BUILTIN_THEMES
 
 from htatui.tui import theming
-from htatui.tui.keymap import load_keymap
+from htatui.tui.base.keymap import load_keymap
 
 
 class ThemedApp(App[int]):

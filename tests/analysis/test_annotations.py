@@ -12,7 +12,8 @@ from kineto_util import cpu_op, kernel, runtime, step, write_trace
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import annotations
 from htatui.analysis.views.annotations import AnnotationOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:

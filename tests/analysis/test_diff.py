@@ -14,7 +14,8 @@ from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.diff import compare as diff
 from htatui.analysis.diff.compare import DIFF_COLUMNS, DiffOptions, compare
 from htatui.analysis.diff.summary import summary
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 Op = tuple[str, str | None, float]
 BASE_OPS: list[Op] = [

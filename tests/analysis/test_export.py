@@ -17,7 +17,8 @@ from htatui.analysis.core.scope import Scope
 from htatui.analysis.export import traces as export
 from htatui.analysis.export.traces import ExportError, ExportExistsError
 from htatui.analysis.views.patterns import PatternsOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(*paths: Path) -> TraceSet:

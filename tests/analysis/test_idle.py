@@ -13,7 +13,7 @@ from kineto_util import cpu_op, device, kernel, runtime, traces_of
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import idle
 from htatui.analysis.views.idle import STATS_SCHEMA, IdleOptions
-from htatui.trace import load_traces
+from htatui.jobs.load import load_traces
 
 Event = dict[str, Any]
 

@@ -13,7 +13,8 @@ from kineto_util import cpu_op, device, kernel, runtime, traces_of
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import kernels
 from htatui.analysis.views.kernels import KernelsOptions, KernelSpreadOptions, KernelTypesOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 Event = dict[str, Any]
 

@@ -12,7 +12,9 @@ from kineto_util import kernel, runtime, step, write_trace
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import launch
 from htatui.analysis.views.launch import LaunchOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
+from htatui.trace.kineto import MTIA_LAUNCH
 
 
 def load(path: Path) -> TraceSet:
@@ -179,7 +181,7 @@ def test_hip_launches_on_stream_zero(tmp_path: Path) -> None:
 
 def test_mtia_launch(tmp_path: Path) -> None:
     events = [
-        host_call("mtia_runtime", launch.MTIA_LAUNCH, 100, 10, 7),
+        host_call("mtia_runtime", MTIA_LAUNCH, 100, 10, 7),
         device_op("mtia_ccp_events", "merge", 150, 40, 7, stream=101),
     ]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))

@@ -15,7 +15,8 @@ from kineto_util import write_trace
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import membw
 from htatui.analysis.views.membw import MemoryBandwidthOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:

@@ -17,7 +17,8 @@ from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.model import op_nesting
 from htatui.analysis.registry import VIEWS, frame_of
 from htatui.analysis.views import idle, launch, patterns, queue
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 ROUTES = [(view, table) for view in VIEWS for table in view.tables]

@@ -16,7 +16,8 @@ from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.model import callstack
 from htatui.analysis.views import ops
 from htatui.analysis.views.ops import OpsOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:
@@ -357,8 +358,8 @@ def test_over_a_dataset_the_tree_is_built_a_rank_at_a_time(tmp_path: Path, compa
     from kineto_util import traces_of
     from ranks_jobs import nccl_rank
 
-    from htatui.store.ingest import ingest
-    from htatui.trace import load_traces
+    from htatui.jobs.ingest import ingest
+    from htatui.jobs.load import load_traces
 
     (tmp_path / "job").mkdir()
     direct = traces_of(tmp_path / "job", *(nccl_rank(r) for r in range(3)))

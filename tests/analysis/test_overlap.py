@@ -12,7 +12,7 @@ from kineto_util import cpu_op, kernel, traces_of
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import overlap
 from htatui.analysis.views.overlap import SCHEMA, OverlapOptions
-from htatui.trace import load_traces
+from htatui.jobs.load import load_traces
 
 Event = dict[str, Any]
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"

@@ -13,7 +13,8 @@ from kineto_util import cpu_op, kernel, runtime, write_trace
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import patterns
 from htatui.analysis.views.patterns import PatternsOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:

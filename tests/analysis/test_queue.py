@@ -13,7 +13,8 @@ from kineto_util import kernel, runtime, write_trace
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import queue
 from htatui.analysis.views.queue import QueueOptions
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:

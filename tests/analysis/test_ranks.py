@@ -18,14 +18,14 @@ from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import Prepared
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import ranks
-from htatui.analysis.views.ranks import RanksOptions
+from htatui.analysis.views.ranks import RanksOptions, meeting, phases
 from htatui.trace import TraceSet
 
 
 def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
     result = ranks.analyse(traces, RanksOptions())
-    assert result.source == ranks.CPU_OPS
+    assert result.source == meeting.CPU_OPS
     # Per step the three fast ranks wait 700 − 400 = 300 µs for rank 2; delay = median(300, 300, 300).
     # Two steps: 600 µs. Its data_loader: 2 × 400 = 800 vs the others' 2 × 100 = 200 → +600.
     # No GPU work, so every wait is exposed. The excess explains all of the delay.
@@ -91,7 +91,7 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
 def test_phase_comparison_of_the_straggler(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, *(gloo_rank(r) for r in range(4)))
     result = ranks.analyse(traces, RanksOptions())
-    table = ranks.phase_excess(result.phases, 2, [1, 2])
+    table = phases.phase_excess(result.phases, 2, [1, 2])
     rows = {row["phase"]: (row["rank_us"], row["others_median_us"], row["excess_us"]) for row in table.to_dicts()}
     # backward: rank 2 2 × 200 vs 2 × 500; forward and optimizer equal.
     assert rows == {
@@ -106,7 +106,7 @@ def test_phase_comparison_of_the_straggler(tmp_path: Path) -> None:
 def test_slow_compute_kernel_on_nccl(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, *(nccl_rank(r) for r in range(3)))
     result = ranks.analyse(traces, RanksOptions())
-    assert result.source == ranks.KERNELS
+    assert result.source == meeting.KERNELS
     # Ranks 0 and 2 reach the all_reduce at B+300, rank 1 at B+600: 300 µs per step, 2 steps.
     # Its gemm: 2 × 500 = 1000 vs 2 × 200 = 400 → +600 (GPU compute is +600 too; the kernel is named).
     got = result.stragglers.to_dicts()
@@ -189,13 +189,13 @@ def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
     ],
 )
 def test_collective_kind(name: str, kind: str) -> None:
-    assert ranks.collective_kind(name) == kind
+    assert meeting.collective_kind(name) == kind
 
 
 def test_busbw_factors() -> None:
-    assert ranks.busbw_factor("all_reduce", 8) == 2 * 7 / 8
-    assert ranks.busbw_factor("all_gather", 8) == ranks.busbw_factor("reduce_scatter", 8) == 7 / 8
-    assert ranks.busbw_factor("broadcast", 8) == ranks.busbw_factor("send/recv", 8) == 1.0
+    assert meeting.busbw_factor("all_reduce", 8) == 2 * 7 / 8
+    assert meeting.busbw_factor("all_gather", 8) == meeting.busbw_factor("reduce_scatter", 8) == 7 / 8
+    assert meeting.busbw_factor("broadcast", 8) == meeting.busbw_factor("send/recv", 8) == 1.0
 
 
 # ---- real jobs ---------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_busbw_factors() -> None:
 def test_gloo_ddp_two_ranks(load_shared: Callable[[str], TraceSet]) -> None:
     traces = load_shared("h100_ddp_gloo_2rank")
     result = ranks.analyse(traces, RanksOptions())
-    assert result.source == ranks.CPU_OPS
+    assert result.source == meeting.CPU_OPS
     # Steps 2 and 3 (4 is the last): 3 all_reduces and 2 broadcasts per step per rank.
     assert sorted(map(tuple, result.collectives.select("kind", "calls", "ranks").rows())) == [
         ("all_reduce", 6, 2),
@@ -222,7 +222,7 @@ def test_gloo_ddp_two_ranks(load_shared: Callable[[str], TraceSet]) -> None:
 def test_trace_filter_send_recv(load_shared: Callable[[str], TraceSet]) -> None:
     traces = load_shared("trace_filter")
     result = ranks.analyse(traces, RanksOptions())
-    assert result.source == ranks.KERNELS
+    assert result.source == meeting.KERNELS
     # Step 551 (552 is the last): 5 SendRecv kernels per rank; rank 1 starts each one later.
     # Rank 0's waits from the files' ts: 129911−94377, 234342−125052, 298964−295662,
     # 512687−348496, 585405−585321 = 35534 + 109290 + 3302 + 164191 + 84 = 312401.
@@ -418,8 +418,8 @@ def test_analyse_needs_only_its_columns(
 
 def test_over_a_dataset_analyse_reads_a_rank_at_a_time(tmp_path: Path) -> None:
     """Over an ingested job the analysis keeps no rank's events, and its numbers are the loaded job's."""
-    from htatui.store.ingest import ingest
-    from htatui.trace import load_traces
+    from htatui.jobs.ingest import ingest
+    from htatui.jobs.load import load_traces
 
     (tmp_path / "job").mkdir()
     direct = traces_of(tmp_path / "job", *(nccl_rank(r) for r in range(3)))

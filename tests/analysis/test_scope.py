@@ -20,7 +20,8 @@ from htatui.analysis.core.scope import Scope, Steps, choose_steps
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, select_sides
 from htatui.analysis.views import steps, temporal
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 def load(path: Path) -> TraceSet:

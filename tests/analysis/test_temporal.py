@@ -12,7 +12,7 @@ from kineto_util import cpu_op, device, kernel, runtime, step, traces_of
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import temporal
 from htatui.analysis.views.temporal import SCHEMA, TemporalOptions
-from htatui.trace import load_traces
+from htatui.jobs.load import load_traces
 
 Event = dict[str, Any]
 

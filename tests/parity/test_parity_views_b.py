@@ -22,7 +22,8 @@ from parity_folders import FOLDERS
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import annotations, launch, membw, queue, steps
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 pytest.importorskip("hta", reason="HTA 0.6.1 not installed: pip install traceinsight==0.6.1 'pandas<3'")
 

@@ -9,7 +9,8 @@ import pytest
 from textual.widgets import Input
 
 from fixtures.generate import write_scenario
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ from tui_helpers import make_app, press, ready
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import idle, kernels, ops, overlap, patterns, temporal
-from htatui.trace import LoadCancelled, LoadProgress, TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import LoadCancelled, LoadProgress, TraceSet
 from htatui.tui import theming
 from htatui.tui.app import VIEWS, HtaTuiApp, Settings
 from htatui.tui.commands import HtaCommands
@@ -323,7 +324,7 @@ async def test_analysis_error_becomes_a_notification(small_traces: TraceSet, mon
 
 
 async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
-    from htatui.tui.jobs import JobDone
+    from htatui.tui.base.jobs import JobDone
 
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tui_helpers import press, ready
 
-from htatui.store.ingest import ingest
-from htatui.trace import load_traces
+from htatui.jobs.ingest import ingest
+from htatui.jobs.load import load_traces
 from htatui.tui.app import HtaTuiApp, Settings
 
 

@@ -17,9 +17,9 @@ from textual.widgets import Input, Static
 from fixtures.generate import write_scenario
 from fixtures.scenarios import GEMM, LAYER_NORM, SOFTMAX
 from htatui.analysis.diff.compare import DiffOptions
-from htatui.trace import load_traces
+from htatui.jobs.load import load_traces
+from htatui.tui.base.jobs import JobDone
 from htatui.tui.diff_app import DiffApp
-from htatui.tui.jobs import JobDone
 from htatui.tui.screens.diff import DeltaBars, DiffScreen, SideProgress
 from htatui.tui.widgets.table_pane import TablePane
 

@@ -8,7 +8,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from htatui.tui.jobs import JobRunner
+from htatui.tui.base.jobs import JobRunner
 
 
 class Runner(JobRunner, Static):

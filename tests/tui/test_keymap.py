@@ -15,10 +15,10 @@ from tui_helpers import make_app, press, ready
 
 from htatui.trace import TraceSet
 from htatui.tui.app import VIEWS, HtaTuiApp, view_key
-from htatui.tui.binding_catalog import BindingInfo, all_bindings, binding_ids, keymap_clashes
+from htatui.tui.base.binding_catalog import BindingInfo, all_bindings, binding_ids, keymap_clashes
+from htatui.tui.base.keymap import KEYMAP_ENV, keymap_path, load_keymap, parse_keymap, remapped
 from htatui.tui.commands import HtaCommands
 from htatui.tui.diff_app import DiffApp
-from htatui.tui.keymap import KEYMAP_ENV, keymap_path, load_keymap, parse_keymap, remapped
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.rank_picker import RankPicker

@@ -17,7 +17,8 @@ from tui_helpers import make_app, press, ready
 
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.scope import Scope
-from htatui.trace import TraceSet, load_traces
+from htatui.jobs.load import load_traces
+from htatui.trace import TraceSet
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.memory import (
     FramesScreen,

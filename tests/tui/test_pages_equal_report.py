@@ -21,8 +21,8 @@ from htatui.analysis.core.knobs import knobs_of
 from htatui.analysis.core.scope import Steps
 from htatui.analysis.registry import PAGES, PageTable, view
 from htatui.cli.main import main
+from htatui.jobs.load import load_traces
 from htatui.text.numbers import cell_text
-from htatui.trace import load_traces
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.page import PageScreen, pane_id
 from htatui.tui.widgets.table_pane import TablePane

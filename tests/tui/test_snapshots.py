@@ -73,8 +73,8 @@ def test_dataset_first_screen(
     snap_compare: SnapCompare, trace_root: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A dataset's first screen comes from its summary; the stragglers pane says how to read the ranks."""
-    from htatui.store.ingest import ingest
-    from htatui.trace import load_traces
+    from htatui.jobs.ingest import ingest
+    from htatui.jobs.load import load_traces
 
     target = tmp_path_factory.mktemp("snap") / "small.ds"
     ingest([trace_root / "small"], target, max_workers=1)

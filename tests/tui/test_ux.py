@@ -215,7 +215,7 @@ async def test_diff_is_in_the_footer_help_and_palette_and_every_key_is_in_the_pa
 async def test_load_notes_go_to_the_status_line_and_n(tmp_path: Path) -> None:
     from kineto_util import kernel, runtime, step, write_trace
 
-    from htatui.trace import load_traces
+    from htatui.jobs.load import load_traces
     from htatui.tui.screens.notes import NotesScreen
 
     events = [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)]
@@ -258,7 +258,7 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
 
 
 async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:
-    from htatui.trace import load_traces
+    from htatui.jobs.load import load_traces
 
     base = load_traces([diff_root / "base"], use_cache=False, max_workers=1)
     test = load_traces([diff_root / "test"], use_cache=False, max_workers=1)

@@ -1,7 +1,7 @@
 """Answers read from a job dataset's summary rows (`TraceSet.summary`) instead of the ranks' events.
 
 An ingest stores, per rank, the figures the temporal and overlap views and the step filter give
-with their default options (`htatui.store.summary`). When a view is asked for exactly those
+with their default options (`htatui.jobs.summary`). When a view is asked for exactly those
 options, under the same communication rules, its rows are the stored ones: a job of a thousand
 ranks answers without reading a rank. Any other option, or other rules, computes from events.
 """

@@ -29,10 +29,10 @@ import polars as pl
 
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.views import membw, patterns, queue
-from htatui.analysis.views.launch import DEVICE_WORK_CATS
 from htatui.sources import SourcePath
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.fetch import read_source_bytes
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import RankTrace, TraceSet
 
 QUEUE_LENGTH = "queue_length"
@@ -101,7 +101,7 @@ def _file_times(ts_us: pl.Series, shift_us: float) -> list[int | float]:
 def _stream_pids(events: pl.DataFrame) -> dict[int, int | str]:
     """The GPU pid of each stream: the most common pid of the device rows on that stream."""
     rows = events.filter(
-        pl.col("cat").cast(pl.Utf8).is_in([*DEVICE_WORK_CATS, "cuda_sync"]) & pl.col("stream").is_not_null()
+        pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync"]) & pl.col("stream").is_not_null()
     )
     if rows.height == 0:
         return {}
@@ -132,7 +132,7 @@ def _copy_pids(events: pl.DataFrame) -> dict[str, int | str]:
 
 def _device_pid(events: pl.DataFrame) -> int | str:
     """A rank's GPU pid (most common pid of its device rows), for series without a match."""
-    rows = events.filter(pl.col("cat").cast(pl.Utf8).is_in(DEVICE_WORK_CATS))
+    rows = events.filter(pl.col("cat").cast(pl.Utf8).is_in(GPU_ACTIVITY_CATS))
     if rows.height == 0:
         return 0
     counted = rows.group_by(pl.col("pid").cast(pl.Utf8)).len().sort(["len", "pid"], descending=[True, False])

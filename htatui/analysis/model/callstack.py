@@ -32,7 +32,7 @@ import polars as pl
 
 from htatui.analysis.model import op_nesting
 from htatui.analysis.model.op_nesting import Ints
-from htatui.analysis.views.launch import DEVICE_WORK_CATS
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 
 DEVICE_SIDE_CATS = (
     "kernel",
@@ -428,7 +428,7 @@ def device_links(events: pl.DataFrame, stack: pl.DataFrame, hta_compat: bool = F
     if hta_compat:
         device = x.filter(pl.col("stream").fill_null(-1) > 0)
     else:
-        device = x.filter(pl.col("cat").is_in(DEVICE_WORK_CATS))
+        device = x.filter(pl.col("cat").is_in(GPU_ACTIVITY_CATS))
     device = device.filter(pl.col("correlation").is_not_null())
     # Each correlation's first call in file order; no sort of the whole stack needed.
     calls = (

@@ -30,7 +30,7 @@ import polars as pl
 from htatui.analysis.model import op_nesting
 from htatui.analysis.model.callstack import DEVICE_SIDE_CATS
 from htatui.analysis.model.op_nesting import Floats, Ints
-from htatui.analysis.views.launch import DEVICE_WORK_CATS
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 
 FRONTEND_CATS = ("cpu_op", "user_annotation")
 """Events a launch is attributed to (the profiler's 'frontend' events: ops and annotations)."""
@@ -165,7 +165,7 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         .collect()
     )
     device = (
-        x.filter(pl.col("cat").is_in([*DEVICE_WORK_CATS, "gpu_user_annotation"]).fill_null(False))
+        x.filter(pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "gpu_user_annotation"]).fill_null(False))
         .select(
             "index",
             cat=cat,

@@ -21,39 +21,18 @@ from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare, rank_by_rank
-from htatui.trace.model import TraceSet
-
-MTIA_LAUNCH = "runFunction - job_prep_and_submit_for_execution"
-
-KERNEL_LAUNCH_APIS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipModuleLaunchKernel",
+from htatui.trace.kineto import (
+    GPU_ACTIVITY_CATS,
+    GRAPH_LAUNCH_APIS,
+    KERNEL_LAUNCH_APIS,
+    MEMORY_LAUNCH_APIS,
     MTIA_LAUNCH,
 )
-"""Calls that launch one kernel (corrected mode)."""
-
-MEMORY_LAUNCH_APIS = (
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "hipMemcpyAsync",
-    "hipMemsetAsync",
-    "hipMemcpyWithStream",
-)
-"""Calls that enqueue one copy or memset (corrected mode)."""
-
-GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "hipGraphLaunch")
-"""Calls that launch a whole graph: all its kernels share the launch's correlation id."""
+from htatui.trace.model import TraceSet
 
 HTA_KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", MTIA_LAUNCH)
 HTA_MEMORY_LAUNCH_APIS = ("cudaMemcpyAsync", "cudaMemsetAsync")
-
-DEVICE_WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
-"""Device rows a launch produces (syncs are not launched work)."""
+"""The launch calls HTA 0.6.1 counts (compat mode)."""
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -151,7 +130,7 @@ def _corrected(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
     linked = events.filter(pl.col("correlation").is_not_null()).select(
         "rank", "correlation", "name", "cat", "ts", "end", "dur", "index"
     )
-    device_mask = pl.col("cat").is_in(DEVICE_WORK_CATS)
+    device_mask = pl.col("cat").is_in(GPU_ACTIVITY_CATS)
     host = linked.filter(pl.col("name").is_in(launch_apis(options)) & ~device_mask).select(
         "rank",
         "correlation",

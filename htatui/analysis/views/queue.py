@@ -26,8 +26,8 @@ from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.scope import is_hta_device_row
-from htatui.analysis.views.launch import (
-    DEVICE_WORK_CATS,
+from htatui.trace.kineto import (
+    GPU_ACTIVITY_CATS,
     GRAPH_LAUNCH_APIS,
     KERNEL_LAUNCH_APIS,
     MEMORY_LAUNCH_APIS,
@@ -196,7 +196,7 @@ def sort_like_pandas(frame: pl.DataFrame, ts: str, integer_ts: bool) -> pl.DataF
 def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:
     names = KERNEL_LAUNCH_APIS + MEMORY_LAUNCH_APIS + (GRAPH_LAUNCH_APIS if options.include_graph_launches else ())
     linked = events.filter(pl.col("correlation").is_not_null())
-    device_mask = pl.col("cat").is_in(DEVICE_WORK_CATS)
+    device_mask = pl.col("cat").is_in(GPU_ACTIVITY_CATS)
     host = linked.filter(pl.col("name").is_in(names) & ~device_mask).select("rank", "correlation", host_ts="ts")
     device = linked.filter(device_mask & pl.col("stream").is_not_null()).select("rank", "correlation", "stream", "ts")
     # Each launch call is one queue entry: +1 when the call starts, −1 when its GPU work starts.

@@ -24,8 +24,8 @@ from textual.widgets import Footer
 from htatui.analysis.core.cancel import cancellable
 from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
-from htatui.tui.host import AnalysisHost
-from htatui.tui.jobs import JobRunner
+from htatui.tui.base.host import AnalysisHost
+from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
 from htatui.tui.widgets.table_pane import TablePane

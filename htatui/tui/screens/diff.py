@@ -28,11 +28,12 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diff import compare as diff
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, DiffResult, Selection
+from htatui.jobs.load import load_traces
 from htatui.sources import SourcePath
 from htatui.text.names import fit_names
 from htatui.text.numbers import cell_text
-from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
-from htatui.tui.jobs import JobRunner
+from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
+from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.table import Column, default_label, middle_truncate
 from htatui.tui.widgets.table_pane import TablePane
 

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, ProgressBar, Static
 
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.export.traces import ExportError, ExportExistsError
-from htatui.tui.jobs import JobRunner
+from htatui.tui.base.jobs import JobRunner
 
 ExportProgress = Callable[[int, int, Path], None]
 ExportJob = Callable[[tuple[int, ...] | None, Path, bool, ExportProgress], list[Path]]

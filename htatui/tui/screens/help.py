@@ -11,8 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Markdown, Static
 
-from htatui.tui.host import KeymapHost
-from htatui.tui.keymap import remapped
+from htatui.tui.base.host import KeymapHost
+from htatui.tui.base.keymap import remapped
 from htatui.tui.widgets.filter_bar import FilterBar
 from htatui.tui.widgets.options import OptionInput
 from htatui.tui.widgets.table import ViewTable

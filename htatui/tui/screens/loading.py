@@ -18,13 +18,14 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
+from htatui.jobs.load import load_traces
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
-from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet, load_traces
+from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
 from htatui.trace.discover import DiscoveryError, discover
 from htatui.trace.fetch import DownloadProgress
-from htatui.tui.jobs import JobRunner
-from htatui.tui.messages import FileState, LoadFailed, LoadProgressed, TracesLoaded
+from htatui.tui.base.jobs import JobRunner
+from htatui.tui.base.messages import FileState, LoadFailed, LoadProgressed, TracesLoaded
 
 MAX_LISTED = 200
 """Files listed one per line at most; a bigger job shows the first ones and a count."""

@@ -25,7 +25,7 @@ from htatui.analysis.core.stored import stored_memory_events
 from htatui.analysis.memory import usage as memory
 from htatui.trace import TraceSet
 from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_traces
-from htatui.tui.jobs import JobRunner
+from htatui.tui.base.jobs import JobRunner
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
 from htatui.tui.widgets.table import Column

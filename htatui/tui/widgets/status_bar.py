@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from htatui.tui.host import AnalysisHost
+from htatui.tui.base.host import AnalysisHost
 
 
 class ViewTabs(Widget):

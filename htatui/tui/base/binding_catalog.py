@@ -35,8 +35,8 @@ def all_bindings() -> tuple[BindingInfo, ...]:
     keymap), and a screen that only one app opens still counts.
     """
     found: list[BindingInfo] = []
-    package = Path(__file__).parent
-    for module_info in sorted(pkgutil.walk_packages([str(package)], f"{__package__}."), key=lambda m: m.name):
+    package = Path(__file__).parent.parent  # htatui/tui, this module being in htatui/tui/base
+    for module_info in sorted(pkgutil.walk_packages([str(package)], "htatui.tui."), key=lambda m: m.name):
         module = importlib.import_module(module_info.name)
         # A module's namespace keeps definition order; imported classes are skipped by their module.
         classes = [

@@ -23,8 +23,8 @@ from typing import Any
 
 import polars as pl
 
+from htatui.jobs.summary import SUMMARY_COLUMNS, rank_summary, summary_frame
 from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_rank
-from htatui.store.summary import SUMMARY_COLUMNS, rank_summary, summary_frame
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover

@@ -17,7 +17,7 @@ from typing import Any
 
 from textual.binding import Binding
 
-from htatui.tui.binding_catalog import binding_ids, keymap_clashes
+from htatui.tui.base.binding_catalog import binding_ids, keymap_clashes
 
 KEYMAP_ENV = "HTATUI_KEYMAP"
 """Names the keymap file, in place of the one under the config folder."""

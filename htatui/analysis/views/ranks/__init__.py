@@ -1,0 +1,215 @@
+"""Across ranks: the rank × step matrix, stragglers on every backend, and the collectives (the Ranks page).
+
+The parts: where ranks meet and who waited (`meeting`), what each rank spent its steps on
+(`phases`), the straggler verdict and its cause (`stragglers`), the collectives (`collectives`)
+and the matrix (`matrix`); this module runs them once per job and scope (`analyse`) and gives
+the report tables. docs/semantics-ranks.md has the rules.
+
+Corrected mode only: `stragglers` with `hta_compat` returns HTA 0.6.1's score table
+(`steps.stragglers`), named as HTA's method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.kernel_types import typed_gpu_events
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import NotedTable
+from htatui.analysis.core.prepare import Prepared, chosen_ranks, each_rank, prepare
+from htatui.analysis.views import steps as steps_view
+from htatui.analysis.views.ranks.collectives import collective_table
+from htatui.analysis.views.ranks.matrix import step_matrix
+from htatui.analysis.views.ranks.meeting import call_delays, meeting_points, with_exposed_waits, with_waits
+from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, cpu_phases, gpu_phases, phase_excess
+from htatui.analysis.views.ranks.stragglers import (
+    METHOD,
+    STEP_STRAGGLER_COLUMNS,
+    VIEW_STRAGGLER_COLUMNS,
+    find_stragglers,
+    per_step_stragglers,
+)
+from htatui.trace.model import TraceSet
+
+
+@dataclass(frozen=True)
+class RanksOptions(steps_view.StragglerOptions):
+    """The Ranks views' knobs: whose phases to compare, plus HTA's straggler knobs (its late starts)."""
+
+    straggler: int | None = knob(
+        None,
+        flag="--straggler",
+        help="stragglers --phases: the rank whose phases to compare (default: the top straggler)",
+        kind="int",
+    )
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    """Everything the Ranks screen shows, and why a part is empty."""
+
+    matrix: pl.DataFrame
+    phases: pl.DataFrame
+    """rank, step, phase, dur_us: CPU phases, GPU compute and kernel names (the cause candidates)."""
+    calls: pl.DataFrame
+    """rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes, group_size, arrival_last_us, wait_us,
+    exposed_wait_us."""
+    stragglers: pl.DataFrame
+    step_stragglers: pl.DataFrame
+    """step, rank, delay_us, cause…: per step, the rank the others waited for most."""
+    collectives: pl.DataFrame
+    source: str | None
+    message: str | None
+    rank_count: int
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        return self.stragglers
+
+
+def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
+    """The rank × step matrix, the collective calls and their waits, stragglers and collectives.
+
+    Made once per job and scope: the Ranks page and each of its report tables read the same result.
+    """
+    return memoised(traces, ("ranks.analyse", *selection_key(traces, options)), lambda: _analyse(traces, options))
+
+
+def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
+    prepared, step_table = _rank_inputs(traces, options)
+    events = prepared.events
+    rank_count = len(prepared.steps_used)
+    step_table = step_table.filter("used")
+    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
+    calls, source = meeting_points(events, options.hta_compat)
+    calls = with_exposed_waits(with_waits(_in_used_steps(calls, prepared.steps_used)), gpu)
+    phases_cpu = _in_used_steps(cpu_phases(events), prepared.steps_used)
+    gpu_steps = _in_used_steps(gpu_phases(gpu), prepared.steps_used)
+    # group_by gives no row order: sorted, so the table and its ties read the same every time.
+    phases = pl.concat([phases_cpu, gpu_steps], how="vertical_relaxed").sort("rank", "step", "phase")
+    matrix = step_matrix(step_table, gpu, calls, source, phases_cpu)
+    delays = call_delays(calls)
+    stragglers, message = find_stragglers(delays, phases, rank_count, source)
+    per_step = per_step_stragglers(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
+    collectives = collective_table(calls, delays, traces)
+    return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
+
+
+ANALYSE_READS = (
+    *("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "iteration"),
+    *("collective_name", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "out_msg_size", "group_size"),
+    *("pg_name", "msg_dtype"),
+)
+"""The event columns `analyse` reads (21 of 35); tests/analysis/test_ranks.py checks it against every column."""
+
+
+def _rank_inputs(traces: TraceSet, options: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
+    """The chosen ranks' prepared events (ANALYSE_READS only) and their step table.
+
+    Over ranks not read yet (a dataset) a rank at a time (`each_rank`), so a thousand-rank job
+    holds these columns of every rank, not every event frame.
+    """
+    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
+    if len(unread) < 2:
+        return prepare(traces, options, columns=ANALYSE_READS), steps_view.compute(traces, _steps_options(options))
+
+    def one_rank(part: TraceSet, alone: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
+        return prepare(part, alone, columns=ANALYSE_READS), steps_view.compute(part, _steps_options(alone))
+
+    parts = each_rank(traces, options, one_rank)
+    events = pl.concat([prepared.events for prepared, _ in parts], how="vertical")
+    steps = {rank: rank_steps for prepared, _ in parts for rank, rank_steps in prepared.steps.items()}
+    step_table = pl.concat([table for _, table in parts], how="vertical")
+    return Prepared(events, steps, options.hta_compat), step_table
+
+
+def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:
+    """Rows of the steps the last-step rule kept; a rank without steps keeps everything."""
+    used = pl.DataFrame(
+        [(rank, step) for rank, steps in steps_used.items() for step in steps],
+        schema={"rank": pl.Int32(), "step": pl.Int64()},
+        orient="row",
+    )
+    stepless = [rank for rank, steps in steps_used.items() if not steps]
+    kept = frame.join(used, on=["rank", "step"], how="semi")
+    return pl.concat([kept, frame.filter(pl.col("rank").is_in(stepless))]) if stepless else kept
+
+
+def _steps_options(options: RanksOptions) -> steps_view.StepsOptions:
+    return steps_view.StepsOptions(options.scope)
+
+
+def stragglers(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """The one straggler answer, its method named: who the others waited for at collectives and
+    why, with HTA's late-start score beside it as one more signal (`hta_late_starts`). In compat
+    mode, HTA 0.6.1's own table (its late-start method), named as such."""
+    late = steps_view.stragglers(traces, options)
+    if options.hta_compat:
+        method = "method: HTA 0.6.1's late starts (per step, the ranks that start its most variable collective last)"
+        return NotedTable(late.frame, f"{method}; {late.message}" if late.message else method)
+    result = analyse(traces, options)
+    scores = late.frame.filter(pl.col("straggler_score") > 0).select("rank", hta_late_starts="straggler_score")
+    frame = (
+        result.stragglers.join(scores, on="rank", how="full", coalesce=True)
+        .with_columns(
+            pl.col("is_straggler").fill_null(False),
+            pl.col("delay_us", "delay_pct").fill_null(0.0),
+            pl.col("calls_last").fill_null(0),
+            pl.col("hta_late_starts").fill_null(0),
+        )
+        .sort(["delay_us", "hta_late_starts", "rank"], descending=[True, True, False])
+        .select([pl.col(c).cast(t) for c, t in VIEW_STRAGGLER_COLUMNS.items()])
+    )
+    if result.message is not None:
+        return NotedTable(frame, result.message)
+    note = f"method: {METHOD} (meeting points: {result.source}); hta_late_starts: HTA's late-start score"
+    return NotedTable(frame, f"{note} ({late.message})" if late.message else note)
+
+
+def straggler_phases(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """phase, rank_us, others_median_us, excess_us: a straggler's phases against the other ranks'
+    median over the steps it held up (`options.straggler`, by default the top straggler)."""
+    result = analyse(traces, options)
+    empty = pl.DataFrame(schema=PHASE_COLUMNS)
+    if result.stragglers.height == 0:
+        return NotedTable(empty, result.message or "no straggler")
+    rank = options.straggler if options.straggler is not None else int(result.stragglers["rank"][0])
+    row = result.stragglers.filter(pl.col("rank") == rank)
+    if row.height == 0:
+        return NotedTable(empty, f"rank {rank} made no other rank wait")
+    steps = [int(s) for s in (row["steps"][0] or "").split(",") if s] or sorted(
+        s for s in result.matrix["step"].unique().to_list() if s is not None
+    )
+    where = f"rank {rank} against the other ranks' median, steps {','.join(map(str, steps))}"
+    return NotedTable(phase_excess(result.phases, rank, steps), where)
+
+
+def straggler_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """Per step: the rank the others waited for most, how long, and the phase that made it late."""
+    result = analyse(traces, options)
+    return NotedTable(result.step_stragglers, _with_source(result.message, result.source))
+
+
+def rank_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """The rank × step matrix: step, GPU busy/idle, comm and wait time, and one column per CPU phase."""
+    result = analyse(traces, options)
+    message = None if result.matrix.height else "no ProfilerStep markers on the chosen ranks"
+    return NotedTable(result.matrix, message)
+
+
+def collectives(traces: TraceSet, options: RanksOptions) -> NotedTable:
+    """Per process group and kind: calls, message bytes, duration, algbw/busbw, cross-rank skew."""
+    result = analyse(traces, options)
+    if result.collectives.height == 0:
+        return NotedTable(result.collectives, "no collectives found on the chosen ranks")
+    note = None if result.rank_count > 1 else "one rank: cross-rank skew needs two or more"
+    return NotedTable(result.collectives, _with_source(note, result.source))
+
+
+def _with_source(message: str | None, source: str | None) -> str | None:
+    if message is not None:
+        return message
+    return f"meeting points: {source}" if source else None

@@ -1,0 +1,62 @@
+"""Per process group and collective kind: calls, message sizes, durations, bandwidths and cross-rank skew."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from htatui.analysis.views.ranks.meeting import busbw_factor
+from htatui.trace.model import TraceSet
+
+COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
+    "pg": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "ranks": pl.Int64(),
+    "group_size": pl.Int64(),
+    "calls": pl.Int64(),
+    "msg_bytes": pl.Float64(),
+    "total_bytes": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "total_dur_us": pl.Float64(),
+    "algbw_gbps": pl.Float64(),
+    "busbw_gbps": pl.Float64(),
+    "skew_mean_us": pl.Float64(),
+    "skew_max_us": pl.Float64(),
+}
+
+
+def collective_table(calls: pl.DataFrame, delays: pl.DataFrame, traces: TraceSet) -> pl.DataFrame:
+    if calls.height == 0:
+        return pl.DataFrame(schema=COLLECTIVE_COLUMNS)
+    world = _world_size(traces)
+    per_kind = calls.group_by("pg", "kind").agg(
+        ranks=pl.col("rank").n_unique().cast(pl.Int64),
+        group_size=pl.col("group_size").max(),
+        msg_bytes=pl.col("msg_bytes").mean(),
+        total_bytes=pl.when(pl.col("msg_bytes").count() > 0).then(pl.col("msg_bytes").sum()),
+        dur_us=pl.col("dur_us").mean(),
+        total_dur_us=pl.col("dur_us").sum(),
+    )
+    per_rank_calls = (
+        calls.group_by("pg", "kind", "rank")
+        .agg(n=pl.len())
+        .group_by("pg", "kind")
+        .agg(calls=pl.col("n").max().cast(pl.Int64))
+    )
+    skew = delays.group_by("pg", "kind").agg(skew_mean_us=pl.col("skew_us").mean(), skew_max_us=pl.col("skew_us").max())
+    out = (
+        per_kind.join(per_rank_calls, on=["pg", "kind"])
+        .join(skew, on=["pg", "kind"], how="left")
+        .with_columns(group_size=pl.coalesce(pl.col("group_size"), pl.lit(world), pl.col("ranks")))
+        .with_columns(algbw_gbps=pl.col("msg_bytes") / pl.col("dur_us") / 1e3)
+    )
+    factors = [busbw_factor(kind, int(n)) for kind, n in zip(out["kind"], out["group_size"], strict=True)]
+    out = out.with_columns(busbw_gbps=pl.col("algbw_gbps") * pl.Series(factors, dtype=pl.Float64))
+    return out.select([pl.col(c).cast(t) for c, t in COLLECTIVE_COLUMNS.items()]).sort("total_dur_us", descending=True)
+
+
+def _world_size(traces: TraceSet) -> int | None:
+    for rank in traces.ranks.values():
+        value = (rank.meta.distributed_info or {}).get("world_size")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

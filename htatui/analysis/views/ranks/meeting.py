@@ -1,0 +1,266 @@
+"""Where ranks meet: every rank's collective calls, matched across ranks, and who waited for whom.
+
+The meeting points are the communication kernels when the job has any (NCCL/RCCL/DeepEP…, by the
+communication rules), else the collectives' CPU ops (`gloo:*`, `nccl:*`, `mpi:*`… record_function
+ranges), else the `c10d::*` ops. A call is matched across ranks by (process group, collective kind,
+step, k): the k-th call of that kind in that group inside ProfilerStep N on each rank. A rank
+*arrives* at a call when its op starts; it waits `last arrival − own arrival`, and the rank that
+arrived last delays the others by the median of their exposed waits (their GPU idle meanwhile).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from htatui.analysis.core.intervals import merge_intervals
+from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
+from htatui.analysis.core.names import shorten_name
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
+
+KERNELS = "communication kernels"
+
+
+CPU_OPS = "collective CPU ops"
+
+
+C10D_OPS = "c10d CPU ops"
+
+
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "int": 4,
+    "int32": 4,
+    "uint32": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "short": 2,
+    "int16": 2,
+    "uint16": 2,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
+}
+"""Bytes per element of the `dtype` arg of NCCL kernels (PyTorch's ScalarType names, any case)."""
+
+
+# (substring of the lower-cased name without '_', kind): first match wins, so longer names first.
+_KINDS = (
+    ("reducescatter", "reduce_scatter"),
+    ("allreduce", "all_reduce"),
+    ("allgather", "all_gather"),
+    ("alltoall", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("sendrecv", "send/recv"),
+    ("send", "send/recv"),
+    ("recv", "send/recv"),
+    ("barrier", "barrier"),
+    ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+)
+
+
+def busbw_factor(kind: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor for a collective over n ranks."""
+    if n <= 0:
+        return float("nan")
+    if kind == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def collective_kind(name: str) -> str:
+    """all_reduce, all_gather, … from a kernel or op name ('nccl:_all_gather_base', 'ncclDevKernel_AllReduce_…')."""
+    text = re.sub(r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl|c10d):+", "", name, flags=re.IGNORECASE)
+    squashed = text.lower().replace("_", "")
+    for needle, kind in _KINDS:
+        if needle in squashed:
+            return kind
+    return shorten_name(text)
+
+
+def _dtype_bytes() -> pl.Expr:
+    return (
+        pl.col("msg_dtype")
+        .cast(pl.Utf8)
+        .str.to_lowercase()
+        .str.replace(r"^(torch\.|at::)", "")
+        .replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    )
+
+
+def _message_bytes() -> pl.Expr:
+    """max(In, Out msg nelems) × dtype size (the total an all_gather/reduce_scatter moves), else In msg size."""
+    nelems = pl.max_horizontal(pl.col("in_msg_nelems"), pl.col("out_msg_nelems"))
+    return (nelems * _dtype_bytes()).cast(pl.Float64).fill_null(pl.col("in_msg_size").cast(pl.Float64))
+
+
+def _kinds(names: pl.Series) -> dict[str, str]:
+    return {name: collective_kind(name) for name in names.unique().drop_nulls().to_list()}
+
+
+def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame, str | None]:
+    """Every rank's collective calls (rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes,
+    group_size) from the best source the job has, and that source's name."""
+    gpu = typed_gpu_events(
+        events,
+        hta_compat,
+        "rank",
+        "ts",
+        "end",
+        "dur",
+        "iteration",
+        "collective_name",
+        "pg_name",
+        "group_size",
+        "in_msg_nelems",
+        "out_msg_nelems",
+        "in_msg_size",
+        "msg_dtype",
+    )
+    comm = gpu.filter((pl.col("kind") == COMMUNICATION) & (pl.col("cat") == "kernel"))
+    if comm.height:
+        rows, source = comm, KERNELS
+        label = pl.coalesce(pl.col("collective_name").cast(pl.Utf8), pl.col("name").cast(pl.Utf8))
+    else:
+        host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
+        names = host["name"].cast(pl.Utf8).unique()
+        cpu_names = names.filter(names.str.contains(CPU_COLLECTIVE))
+        source = CPU_OPS
+        if cpu_names.len() == 0:
+            cpu_names = names.filter(names.str.contains(C10D_COLLECTIVE))
+            source = C10D_OPS
+        if cpu_names.len() == 0:
+            return _empty_calls(), None
+        rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(cpu_names.implode()))
+        label = pl.col("name").cast(pl.Utf8)
+    labelled = rows.with_columns(_label=label)
+    kinds = _kinds(labelled["_label"])
+    calls = (
+        labelled.select(
+            "rank",
+            pg=pl.col("pg_name").cast(pl.Utf8).fill_null(""),
+            kind=pl.col("_label").replace_strict(kinds, default=None, return_dtype=pl.Utf8),
+            step=pl.col("iteration"),
+            ts="ts",
+            end="end",
+            dur_us="dur",
+            msg_bytes=_message_bytes(),
+            group_size="group_size",
+        )
+        .sort("rank", "ts")
+        .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg", "kind", "step"))
+    )
+    return calls, source
+
+
+def _empty_calls() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "rank": pl.Int32(),
+            "pg": pl.Utf8(),
+            "kind": pl.Utf8(),
+            "step": pl.Int64(),
+            "ts": pl.Float64(),
+            "end": pl.Float64(),
+            "dur_us": pl.Float64(),
+            "msg_bytes": pl.Float64(),
+            "group_size": pl.Int64(),
+            "seq": pl.Int64(),
+        }
+    )
+
+
+CALL_KEY = ["pg", "kind", "step", "seq"]
+
+
+def with_waits(calls: pl.DataFrame) -> pl.DataFrame:
+    """Each call's last arrival, how long this rank waited for it, and how many ranks made it."""
+    return calls.with_columns(
+        arrival_last_us=pl.col("ts").max().over(CALL_KEY),
+        call_ranks=pl.len().over(CALL_KEY),
+    ).with_columns(wait_us=pl.when(pl.col("call_ranks") > 1).then(pl.col("arrival_last_us") - pl.col("ts")))
+
+
+def with_exposed_waits(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """`exposed_wait_us`: the part of each call's wait during which the rank's own GPU did no
+    other work (computation, copies, memsets).
+
+    A rank waiting in a collective while its GPU still runs its own kernels loses nothing: with
+    DDP's buckets the comm stream waits while backward goes on, and summing raw waits counted
+    that time (on fixtures/demo, twice the straggler's real lag).
+    """
+    work = gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end")
+    busy = merge_intervals(work, ["rank"]).sort("rank", "ts")
+    parts = []
+    for (rank,), rank_calls in calls.with_row_index("_call").group_by(["rank"], maintain_order=True):
+        rank_busy = busy.filter(pl.col("rank") == rank)
+        starts = rank_calls["ts"].to_numpy()
+        ends = rank_calls["arrival_last_us"].fill_null(rank_calls["ts"]).to_numpy()
+        covered = _busy_before(rank_busy, ends) - _busy_before(rank_busy, starts)
+        parts.append(rank_calls.select("_call", _covered=pl.Series(covered, dtype=pl.Float64)))
+    covered = pl.concat(parts) if parts else pl.DataFrame(schema={"_call": pl.UInt32(), "_covered": pl.Float64()})
+    return (
+        calls.with_row_index("_call")
+        .join(covered, on="_call", how="left")
+        .with_columns(exposed_wait_us=(pl.col("wait_us") - pl.col("_covered").fill_null(0.0)).clip(lower_bound=0.0))
+        .drop("_call", "_covered")
+    )
+
+
+def _busy_before(merged: pl.DataFrame, times: np.ndarray) -> np.ndarray:
+    """For each time t, the busy time of `merged` (disjoint, sorted intervals) before t."""
+    if merged.height == 0:
+        return np.zeros(len(times))
+    starts, ends = merged["ts"].to_numpy(), merged["end"].to_numpy()
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    i = np.searchsorted(starts, times, side="right")  # intervals starting at or before t
+    inside = np.clip(times - starts[np.maximum(i - 1, 0)], 0.0, (ends - starts)[np.maximum(i - 1, 0)])
+    return np.where(i > 0, before[np.maximum(i - 1, 0)] + inside, 0.0)
+
+
+def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per matched call with ≥ 2 ranks: the last rank, its step, and the delay it caused (the
+    median of the other ranks' exposed waits: the time their GPUs idled waiting for it)."""
+    matched = calls.filter(pl.col("call_ranks") > 1)
+    if matched.height == 0:
+        return pl.DataFrame(
+            schema={
+                "pg": pl.Utf8(),
+                "kind": pl.Utf8(),
+                "step": pl.Int64(),
+                "seq": pl.Int64(),
+                "rank": pl.Int32(),
+                "delay_us": pl.Float64(),
+                "skew_us": pl.Float64(),
+            }
+        )
+    # The last arrival; ties go to the lower rank so the result does not depend on row order.
+    last = (
+        matched.sort([*CALL_KEY, "ts", "rank"], descending=[False] * 4 + [True, False])
+        .group_by(CALL_KEY, maintain_order=True)
+        .agg(rank=pl.col("rank").first())
+    )
+    others = matched.join(last, on=CALL_KEY, suffix="_last").filter(pl.col("rank") != pl.col("rank_last"))
+    delays = others.group_by(CALL_KEY).agg(delay_us=pl.col("exposed_wait_us").median(), skew_us=pl.col("wait_us").max())
+    return last.join(delays, on=CALL_KEY).select(*CALL_KEY, "rank", "delay_us", "skew_us")

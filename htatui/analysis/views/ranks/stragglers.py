@@ -1,0 +1,152 @@
+"""The one straggler answer: per step and over the job, the rank the others waited for most, and
+the phase that explains its delay (with the share it explains, or that none does)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.views.ranks.phases import phase_excess
+
+STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "is_straggler": pl.Boolean(),
+    "steps": pl.Utf8(),
+    "delay_us": pl.Float64(),
+    "delay_pct": pl.Float64(),
+    "calls_last": pl.Int64(),
+    "cause": pl.Utf8(),
+    "cause_phase": pl.Utf8(),
+    "cause_excess_us": pl.Float64(),
+    "cause_pct": pl.Float64(),
+}
+"""`is_straggler`: the rank held up at least one step most; `delay_pct`: its share of the job's
+delay; `cause_pct`: the share of its delay its cause phase explains (at most 100)."""
+
+
+VIEW_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {**STRAGGLER_COLUMNS, "hta_late_starts": pl.Int64()}
+"""The `stragglers` view: the analysis's columns and HTA's late-start score as one more signal."""
+
+
+METHOD = "who the others waited for at collectives"
+"""htatui's straggler method, named with every answer."""
+
+
+EXPLAINS = 50.0
+"""A phase is the cause when its excess explains at least this % of the delay ("most of it")."""
+
+
+STEP_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "rank": pl.Int32(),
+    "delay_us": pl.Float64(),
+    "cause": pl.Utf8(),
+    "cause_phase": pl.Utf8(),
+    "cause_excess_us": pl.Float64(),
+    "cause_pct": pl.Float64(),
+}
+
+
+def _fmt_us(value: float) -> str:
+    return f"{value:,.0f} µs" if abs(value) >= 10 else f"{value:,.1f} µs"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """What made a rank late: its phase with the most excess over the others' median, and the
+    share of the delay that excess explains."""
+
+    text: str
+    phase: str | None = None
+    excess_us: float | None = None
+    pct: float | None = None
+
+
+def _cause(phases: pl.DataFrame, rank: int, steps: list[int], delay_us: float) -> Cause:
+    """The cause of `rank`'s `delay_us` over `steps`; "no phase explains this delay" when the
+    phase with the most excess explains less than EXPLAINS % of it."""
+    best = phase_excess(phases, rank, steps).filter(pl.col("excess_us") > 0).head(1)
+    if best.height == 0:
+        return Cause("no phase explains this delay (none is longer than on the other ranks)")
+    phase, excess = str(best["phase"][0]), float(best["excess_us"][0])
+    pct = min(100.0, 100.0 * excess / delay_us) if delay_us > 0 else None
+    detail = (
+        f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median {_fmt_us(best['others_median_us'][0])})"
+    )
+    if pct is None or pct < EXPLAINS:
+        share = "" if pct is None else f", {pct:.0f} % of it"
+        return Cause(f"no phase explains this delay (largest: {detail}{share})", phase, excess, pct)
+    return Cause(f"{detail}, {pct:.0f} % of the delay", phase, excess, pct)
+
+
+def step_leaders(delays: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us: per step, the rank that made the others wait longest (delay > 0)."""
+    per_step = delays.group_by("step", "rank").agg(delay_us=pl.col("delay_us").sum()).filter(pl.col("delay_us") > 0)
+    return (
+        per_step.sort(["step", "delay_us", "rank"], descending=[False, True, False], nulls_last=True)
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("rank").first(), pl.col("delay_us").first())
+        .sort("step")
+    )
+
+
+def per_step_stragglers(delays: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """step, rank, delay_us, cause…: each step's straggler and the phase that made it late."""
+    rows = []
+    for step_number, rank, delay in step_leaders(delays).iter_rows():
+        cause = _cause(phases, rank, [step_number], float(delay)) if step_number is not None else Cause("")
+        rows.append(
+            {
+                "step": step_number,
+                "rank": rank,
+                "delay_us": float(delay),
+                "cause": cause.text,
+                "cause_phase": cause.phase,
+                "cause_excess_us": cause.excess_us,
+                "cause_pct": cause.pct,
+            }
+        )
+    return pl.DataFrame(rows, schema=STEP_STRAGGLER_COLUMNS)
+
+
+def find_stragglers(
+    delays: pl.DataFrame, phases: pl.DataFrame, rank_count: int, source: str | None
+) -> tuple[pl.DataFrame, str | None]:
+    empty = pl.DataFrame(schema=STRAGGLER_COLUMNS)
+    if rank_count < 2:
+        return empty, f"the job has {'one rank' if rank_count == 1 else 'no ranks'}: stragglers need two or more"
+    if source is None:
+        return empty, "no collectives found (no communication kernels, no gloo:/nccl: or c10d:: ops)"
+    if delays.height == 0:
+        return empty, f"no {source} matched across two or more ranks"
+    # Per step, the rank that made the others wait longest is that step's straggler.
+    step_top = step_leaders(delays)
+    totals = delays.group_by("rank").agg(delay_us=pl.col("delay_us").sum(), calls_last=pl.len())
+    job_delay = float(totals.filter(pl.col("delay_us") > 0)["delay_us"].sum())
+    rows = []
+    for rank, delay, calls_last in totals.sort(["delay_us", "rank"], descending=[True, False]).iter_rows():
+        if not delay or delay <= 0:
+            continue
+        its_steps = sorted(s for s in step_top.filter(pl.col("rank") == rank)["step"].to_list() if s is not None)
+        # The cause is looked for in the steps it held up (or, if it led no step, where it was ever last).
+        late_steps = its_steps or sorted(
+            {s for s in delays.filter(pl.col("rank") == rank)["step"].to_list() if s is not None}
+        )
+        cause = _cause(phases, rank, late_steps, float(delay)) if late_steps else Cause("")
+        rows.append(
+            {
+                "rank": rank,
+                "is_straggler": bool(its_steps),
+                "steps": ",".join(map(str, its_steps)) or None,
+                "delay_us": float(delay),
+                "delay_pct": 100.0 * float(delay) / job_delay,
+                "calls_last": calls_last,
+                "cause": cause.text,
+                "cause_phase": cause.phase,
+                "cause_excess_us": cause.excess_us,
+                "cause_pct": cause.pct,
+            }
+        )
+    frame = pl.DataFrame(rows, schema=STRAGGLER_COLUMNS) if rows else empty
+    return frame, None if rows else f"no rank arrived late at the {source}"

@@ -1,0 +1,97 @@
+"""Open a job: trace files (parsed, or read from the cache) and job datasets, as one TraceSet."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from htatui.sources import SourcePath
+from htatui.store.layout import is_dataset
+from htatui.trace.discover import Discovered, DiscoveryError, discover
+from htatui.trace.fetch import DownloadCallback
+from htatui.trace.loader import (
+    LoadError,
+    LoadProgress,
+    ParsedFile,
+    ProgressCallback,
+    StoredFile,
+    align,
+    assign_ranks,
+    parse_all,
+)
+from htatui.trace.model import LoadProblem, RankTrace, TraceSet
+
+
+def load_traces(
+    paths: Sequence[SourcePath],
+    *,
+    use_cache: bool = True,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    max_workers: int | None = None,
+    download_progress: DownloadCallback | None = None,
+    refresh_cache: bool = False,
+) -> TraceSet:
+    """Load every trace named by `paths` (folders or files, local or URLs) into a TraceSet.
+
+    `use_cache` reads and writes the parse cache; `refresh_cache` (with use_cache False)
+    parses every file again and overwrites its cache entry, as `--no-cache` does.
+
+    Raises LoadError when no file could be loaded or two files claim one rank; files that
+    fail among good ones are listed in `TraceSet.problems`. Remote files missing from the
+    cache are downloaded first, reporting bytes to `download_progress`.
+    """
+    datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
+    traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
+    results: list[ParsedFile | StoredFile | LoadProblem] = [*_read_datasets(datasets, progress)]
+    try:
+        found = discover(traces) if traces else Discovered(files=[], skipped=[])
+    except DiscoveryError as exc:
+        raise LoadError(str(exc)) from None
+    results += parse_all(
+        found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
+    )
+    parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
+    problems = tuple(r for r in results if isinstance(r, LoadProblem))
+    if not parsed:
+        if len(problems) == 1:
+            raise LoadError(str(problems[0]))
+        raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
+    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
+    ranks, rank_notes = assign_ranks(parsed)
+    notes.extend(rank_notes)
+    aligned = align(ranks)
+    # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
+    summary = _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else None
+    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary)
+
+
+def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
+    from htatui.store.summary_table import summary_for
+
+    return summary_for(folder, {rank: trace.shift_us for rank, trace in ranks.items()})
+
+
+def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:
+    """The files an ingest stored (`htatui ingest`), as if parsed now; no rank's events are read yet."""
+    from htatui.store.dataset import DatasetError, open_dataset
+
+    results: list[StoredFile | LoadProblem] = []
+    for folder in folders:
+        try:
+            dataset = open_dataset(folder)
+        except DatasetError as exc:
+            raise LoadError(str(exc)) from None
+        results.extend(LoadProblem(source, message) for source, message in dataset.problems)
+        for done, stored in enumerate(dataset.ranks, start=1):
+            try:
+                stored.check()
+                results.append(StoredFile(stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events))
+            except DatasetError as exc:
+                results.append(LoadProblem(stored.source, str(exc)))
+            if progress is not None:
+                progress(LoadProgress(done=done, total=len(dataset.ranks), path=stored.source, from_cache=True))
+    return results
