@@ -1,7 +1,7 @@
 """`htatui report --view VIEW` and `htatui export …`: the views' CLI faces.
 
-Views and their tables come from the registry (htatui/analysis/views.py); every knob field of a
-view's options (htatui/analysis/knobs.py) becomes a flag, its default read from the dataclass, and
+Views and their tables come from the registry (htatui/analysis/registry.py); every knob field of a
+view's options (htatui/analysis/core/knobs.py) becomes a flag, its default read from the dataclass, and
 a flag given to a view without that field is refused.
 """
 

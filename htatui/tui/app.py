@@ -66,7 +66,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "ranks": RanksScreen,
     "memory": MemoryScreen,
 }
-"""The screen that draws each page of the registry (htatui/analysis/views.py PAGES)."""
+"""The screen that draws each page of the registry (htatui/analysis/registry.py PAGES)."""
 
 VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
     (page.id, page.title, SCREENS[page.id]) for page in PAGES

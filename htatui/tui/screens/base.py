@@ -2,7 +2,7 @@
 
 A screen shows one page of the registry (`analysis/views.py` PAGES): registered tables only,
 each made as `report` makes it for the app's scope and the page's knob values. request_analysis()
-→ the screen's "analysis" job (htatui/tui/jobs.py: a thread worker, exclusive per screen) runs
+→ the screen's "analysis" job (htatui/tui/base/jobs.py: a thread worker, exclusive per screen) runs
 `analyse()` inside `cancellable` (Esc stops it between ranks and tables) → `JobDone` with the
 request id and a `PageResult` → `show_result()` fills each table's pane and `draw()` the rest on
 the main thread. A result whose request id is not the latest is dropped, and a failure becomes
