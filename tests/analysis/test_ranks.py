@@ -37,7 +37,7 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
             "delay_us": 600.0,
             "delay_pct": 100.0,
             "calls_last": 2,
-            "cause": "data_loader +600 µs (800 µs vs median 200 µs), 100 % of the delay",
+            "cause": "data_loader: 100 % of the delay (+600 µs, 800 µs vs median 200 µs)",
             "cause_phase": "data_loader",
             "cause_excess_us": 600.0,
             "cause_pct": 100.0,
@@ -45,8 +45,8 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
     ]
     # Per step: rank 2, 300 µs, data_loader 400 vs median 100.
     assert result.step_stragglers.select("step", "rank", "delay_us", "cause", "cause_pct").rows() == [
-        (1, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay", 100.0),
-        (2, 2, 300.0, "data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay", 100.0),
+        (1, 2, 300.0, "data_loader: 100 % of the delay (+300 µs, 400 µs vs median 100 µs)", 100.0),
+        (2, 2, 300.0, "data_loader: 100 % of the delay (+300 µs, 400 µs vs median 100 µs)", 100.0),
     ]
     matrix = result.matrix
     assert matrix.height == 8  # 4 ranks × steps 1, 2
@@ -297,8 +297,8 @@ def test_report_views(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "meeting points: collective CPU ops" in out.err
     assert main(["report", str(tmp_path), "--view", "stragglers", "--per-step", "--format", "csv", "--no-cache"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
-        '1,2,300.0,"data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay",data_loader,300.0,100.0',
-        '2,2,300.0,"data_loader +300 µs (400 µs vs median 100 µs), 100 % of the delay",data_loader,300.0,100.0',
+        '1,2,300.0,"data_loader: 100 % of the delay (+300 µs, 400 µs vs median 100 µs)",data_loader,300.0,100.0',
+        '2,2,300.0,"data_loader: 100 % of the delay (+300 µs, 400 µs vs median 100 µs)",data_loader,300.0,100.0',
     ]
     assert main(["report", str(tmp_path), "--view", "rank-steps", "--format", "csv", "--no-cache"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -463,6 +463,6 @@ def test_a_delay_no_phase_explains_says_so(tmp_path: Path) -> None:
     assert (row["rank"], row["is_straggler"], row["delay_us"], row["cause_phase"]) == (1, True, 800.0, "data_loader")
     assert row["cause_excess_us"] == 20.0 and row["cause_pct"] == pytest.approx(2.5)
     assert row["cause"] == (
-        "no phase explains this delay (largest: data_loader +20 µs (220 µs vs median 200 µs), 2 % of it)"
+        "no phase explains this delay (largest: data_loader, 2 % of it: +20 µs, 220 µs vs median 200 µs)"
     )
     assert view.message is not None and view.message.startswith("method: who the others waited for at collectives")

@@ -71,13 +71,13 @@ def _cause(phases: pl.DataFrame, rank: int, steps: list[int], delay_us: float) -
         return Cause("no phase explains this delay (none is longer than on the other ranks)")
     phase, excess = str(best["phase"][0]), float(best["excess_us"][0])
     pct = min(100.0, 100.0 * excess / delay_us) if delay_us > 0 else None
-    detail = (
-        f"{phase} +{_fmt_us(excess)} ({_fmt_us(best['rank_us'][0])} vs median {_fmt_us(best['others_median_us'][0])})"
-    )
+    mine, median = _fmt_us(best["rank_us"][0]), _fmt_us(best["others_median_us"][0])
+    # The share comes first: at 80 columns the end of a cause is what gets cut.
+    detail = f"+{_fmt_us(excess)}, {mine} vs median {median}"
     if pct is None or pct < EXPLAINS:
         share = "" if pct is None else f", {pct:.0f} % of it"
-        return Cause(f"no phase explains this delay (largest: {detail}{share})", phase, excess, pct)
-    return Cause(f"{detail}, {pct:.0f} % of the delay", phase, excess, pct)
+        return Cause(f"no phase explains this delay (largest: {phase}{share}: {detail})", phase, excess, pct)
+    return Cause(f"{phase}: {pct:.0f} % of the delay ({detail})", phase, excess, pct)
 
 
 def step_leaders(delays: pl.DataFrame) -> pl.DataFrame:
