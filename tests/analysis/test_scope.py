@@ -107,6 +107,10 @@ def test_steps_view_and_every_view_count_the_same_steps(tmp_path: Path) -> None:
     # launch of k3 at 210 is kept and the span runs to k3's end at 270 ([HTA quirk]).
     compat = temporal.compute(traces, temporal.TemporalOptions(Scope(hta_compat=True)))
     assert compat["span_us"][0] == 220.0
+    assert describe_scope(traces, CommonOptions(Scope(hta_compat=True))) == (
+        "rank 0 · steps 1-2 (last step 3 left out); HTA cuts at the last step's GPU-side copy, "
+        "so most of that step counts · HTA 0.6.1 rules"
+    )
     options = CommonOptions()
     assert describe_scope(traces, options) == "rank 0 · steps 1-2 (last step 3 left out)"
     assert describe_scope(traces, CommonOptions(Scope(steps=Steps("all")))) == "rank 0 · all steps 1-3 (whole trace)"

@@ -103,12 +103,20 @@ class RankSteps:
     """Steps of the rank the scope leaves out."""
     whole_trace: bool
     """No step filter: rows outside every step count too (`--steps all`, or no steps at all)."""
+    gpu_copy_cutoff: bool = False
+    """HTA's rule (compat) cuts at the GPU-side copy of the last step, which starts after the host
+    step: most of the "left out" step is kept, as HTA keeps it."""
 
 
 def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
     """The scope's steps on a rank whose events (ph, cat, name, ts, end) are given."""
     spans = step_spans(events, with_gpu_copies=scope.hta_compat)
-    return choose_steps(list(dict.fromkeys(spans["step"].to_list())), scope.steps)
+    chosen = choose_steps(list(dict.fromkeys(spans["step"].to_list())), scope.steps)
+    if scope.hta_compat and scope.steps.kind == "default" and chosen.left_out:
+        host_start = step_spans(events)["ts"].max()
+        if host_start is not None and spans["ts"].max() > host_start:  # type: ignore[operator]
+            return replace(chosen, gpu_copy_cutoff=True)
+    return chosen
 
 
 def choose_steps(by_start: Sequence[int], steps: Steps) -> RankSteps:
@@ -192,6 +200,8 @@ def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
     if left_out:
         what = "last step" if scope.steps.kind == "default" else "step" + ("s" if len(left_out) > 1 else "")
         text += f" ({what} {format_ranges(left_out, separator=',')} left out)"
+    if any(r.gpu_copy_cutoff for r in steps_by_rank.values()):
+        text += "; HTA cuts at the last step's GPU-side copy, so most of that step counts"
     return text
 
 
