@@ -30,11 +30,11 @@ from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, DiffResult, Selection
 from htatui.jobs.load import load_traces
 from htatui.sources import SourcePath
-from htatui.text.names import fit_names
+from htatui.text.names import fit_names, middle_cut
 from htatui.text.numbers import cell_text
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
 from htatui.tui.base.jobs import JobRunner
-from htatui.tui.widgets.table import Column, default_label, middle_truncate
+from htatui.tui.widgets.table import Column, default_label
 from htatui.tui.widgets.table_pane import TablePane
 
 GLYPHS = {"added": "+", "removed": "−", "slower": "▲", "faster": "▼", "unchanged": "="}
@@ -124,7 +124,7 @@ class StyledColumn(Column):
         if self.fmt == "whole":
             return Text(fmt_whole(float(value)), justify="right")
         if self.fmt == "text":
-            return Text(middle_truncate(str(value), self.width or 36))
+            return Text(middle_cut(str(value), self.width or 36))
         try:
             text = fmt_compact(float(value)) if self.fmt == "us" else cell_text(float(value))
         except (TypeError, ValueError):

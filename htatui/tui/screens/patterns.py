@@ -16,10 +16,11 @@ from textual.widgets import Static
 from htatui.analysis.export import traces as export
 from htatui.analysis.registry import PageTable
 from htatui.analysis.views import patterns
+from htatui.text.names import middle_cut
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.options import OptionsBar
-from htatui.tui.widgets.table import ColumnHint, ViewTable, middle_truncate, short_kernel_name
+from htatui.tui.widgets.table import ColumnHint, ViewTable, short_kernel_name
 from htatui.tui.widgets.table_pane import TablePane
 
 SEPARATOR = "|"
@@ -100,7 +101,7 @@ class PatternsScreen(PageScreen):
         for number, name in enumerate(work, start=1):
             text.append(f"  {number:>2}. {short_kernel_name(name)}", style="bold")
             if short_kernel_name(name) != name:
-                text.append(f"  {middle_truncate(name, 160)}", style="dim")
+                text.append(f"  {middle_cut(name, 160)}", style="dim")
             text.append("\n")
         detail.update(text)
 

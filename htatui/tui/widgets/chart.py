@@ -15,8 +15,7 @@ from textual.geometry import Size
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from htatui.text.names import fit_names
-from htatui.tui.widgets.table import middle_truncate
+from htatui.text.names import fit_names, middle_cut
 
 RGB = tuple[int, int, int]
 Draw = Callable[["Chart", Plot], None]
@@ -155,7 +154,7 @@ def _legend(series: Sequence[Series]) -> list[tuple[str, str, str]]:
 
 
 def short_labels(labels: Sequence[object], width: int = LABEL_WIDTH) -> list[str]:
-    return [middle_truncate(str(label), width) for label in labels]
+    return [middle_cut(str(label), width) for label in labels]
 
 
 def _finite(values: Sequence[float | None]) -> list[float]:

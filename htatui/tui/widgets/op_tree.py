@@ -15,7 +15,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from htatui.tui.widgets.table import fmt_us, middle_truncate
+from htatui.text.names import middle_cut
+from htatui.tui.widgets.table import fmt_us
 
 NAME_WIDTH = 32
 DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset"})
@@ -26,7 +27,7 @@ NodeData = tuple[int, int]
 
 def node_label(row: dict[str, Any]) -> Text:
     """`name ×calls  gpu self/total  cpu self/total`; device leaves dimmed, without CPU time."""
-    name = middle_truncate(str(row["name"]), NAME_WIDTH)
+    name = middle_cut(str(row["name"]), NAME_WIDTH)
     text = Text(name, style="dim" if row["kind"] in DEVICE_KINDS else "")
     if row["kind"] not in ("op", "kernel"):
         text.append(f" [{row['kind']}]", style="italic dim")

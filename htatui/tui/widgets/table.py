@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from htatui.analysis.core.names import shorten_name
-from htatui.text.names import SHORT_LEVEL, fit_names
+from htatui.text.names import SHORT_LEVEL, fit_names, middle_cut
 from htatui.text.numbers import cell_text
 
 ROW_LIMIT = 200
@@ -38,17 +38,6 @@ MAX_CELL_SOURCE_CHARS = 4_096
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
     return shorten_name(name) or name
-
-
-def middle_truncate(text: str, width: int) -> str:
-    """Shorten `text` to `width` cells by cutting its middle: kernel names differ at both ends."""
-    if width <= 0 or len(text) <= width:
-        return text
-    if width < 5:
-        return text[:width]
-    head = (width - 1) // 2
-    tail = width - 1 - head
-    return f"{text[:head]}…{text[-tail:]}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +83,7 @@ class Column:
         if len(text) > MAX_CELL_SOURCE_CHARS:
             # Shortening nested templates is quadratic in the name's length and no cell shows
             # that much: a huge name is only cut in its middle.
-            text = middle_truncate(text, MAX_CELL_SOURCE_CHARS)
+            text = middle_cut(text, MAX_CELL_SOURCE_CHARS)
         elif self.short_names:
             text = short_kernel_name(text)
         if self.transform is not None:
@@ -102,7 +91,7 @@ class Column:
         width = self.width or NAME_WIDTH
         if self.cut_end and len(text) > width:
             return Text(text[: width - 1] + "…")
-        return Text(middle_truncate(text, width))
+        return Text(middle_cut(text, width))
 
     def cells(self, values: Sequence[Any]) -> list[Text]:
         """The cells of a whole column (text cells are shortened together to stay distinct)."""
@@ -420,7 +409,7 @@ class ViewTable(DataTable[Text]):
         names = [c for c in self.columns_spec if not c.numeric] or self.columns_spec
         text = _plain(row[names[0].key])
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied {middle_truncate(text, 40)}", timeout=2)
+        self.notify(f"Copied {middle_cut(text, 40)}", timeout=2)
 
     def action_copy_row(self) -> None:
         row = self.selected_row()
