@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 
-from htatui.analysis.core.describe import scope_steps
+from htatui.analysis.core.describe import missing_steps, scope_steps
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, describe
@@ -191,6 +191,9 @@ class HtaTuiApp(ThemedApp):
         await self.switch_mode(VIEWS[0][0])
         for problem in message.traces.problems:
             self.notify(str(problem), title="Skipped a file", severity="warning", timeout=10)
+        missing = missing_steps(message.traces, CommonOptions(self.scope()))
+        if missing:
+            self.notify(missing, title="Steps", severity="warning", timeout=10)
         # Notes (e.g. ranks taken from file order) go to the status line and N, not over the panes.
         self.load_notes = tuple(message.traces.notes)
 
@@ -213,6 +216,24 @@ class HtaTuiApp(ThemedApp):
         self.selected_ranks = chosen
         self._update_steps()
         self.selection_signal.publish(chosen)
+
+    def set_steps(self, steps: Steps) -> None:
+        """Count other ProfilerSteps in every view (the palette's steps: entries, `--steps`)."""
+        if self.traces is None or steps == self.chosen_steps:
+            return
+        self.chosen_steps = steps
+        self._update_steps()
+        missing = missing_steps(self.traces, CommonOptions(self.scope()))
+        if missing:
+            self.notify(missing, title="Steps", severity="warning", timeout=10)
+        self.selection_signal.publish(self.selected_ranks)
+
+    def available_steps(self) -> list[int]:
+        """Every ProfilerStep number of the chosen ranks."""
+        if self.traces is None:
+            return []
+        found = scope_steps(self.traces, CommonOptions(Scope(ranks=self.selected_ranks)))
+        return sorted({step for rank_steps in found.values() for step in rank_steps.available})
 
     def _update_steps(self) -> None:
         if self.traces is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from htatui.analysis.core.scope import Steps
 from htatui.tui.base.host import KeymapHost, PaletteHost
 from htatui.tui.base.keymap import remapped
 
@@ -32,6 +33,7 @@ class HtaCommands(Provider):
             return
         yield from self._views(app)
         yield from self._ranks(app)
+        yield from self._steps(app)
         yield from self._exports(app)
         for name in app.theme_names():
             yield Entry(f"theme: {name}", "Switch the colour theme", partial(setattr, app, "theme", name))
@@ -84,6 +86,20 @@ class HtaCommands(Provider):
         yield Entry("rank: pick…", "Choose several ranks (key p)", app.action_pick_ranks)
         for rank in app.traces.rank_ids:
             yield Entry(f"rank: {rank}", f"Show only rank {rank}", partial(app.set_ranks, (rank,)))
+
+    def _steps(self, app: PaletteHost) -> Iterator[Entry]:
+        if app.traces is None:
+            return
+        yield Entry(
+            "steps: default",
+            "Every step but the last (the one step of a one-step trace)",
+            partial(app.set_steps, Steps()),
+        )
+        yield Entry(
+            "steps: all", "The whole trace: every step and what lies outside them", partial(app.set_steps, Steps("all"))
+        )
+        for step in app.available_steps():
+            yield Entry(f"steps: {step}", f"Only ProfilerStep {step}", partial(app.set_steps, Steps.parse(str(step))))
 
     def _exports(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:

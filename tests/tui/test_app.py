@@ -15,7 +15,7 @@ from textual.widgets import Input, ProgressBar, Static
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.scope import Scope
+from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import idle, kernels, ops, overlap, patterns, temporal
 from htatui.jobs.load import load_traces
 from htatui.trace import LoadCancelled, LoadProgress, TraceSet
@@ -455,3 +455,32 @@ async def test_patterns_overlay_export_from_the_palette(small_traces: TraceSet, 
         modal.query_one("#export-folder", Input).value = str(tmp_path)
         await press(pilot, "enter")
         assert [p.name for p in tmp_path.iterdir()] == ["overlaid_rank-0.json.gz"]
+
+
+async def test_steps_no_rank_has_are_named_at_start(small_traces: TraceSet) -> None:
+    """`htatui JOB --steps 9` on a job with steps 1-3: one warning, and the header says so."""
+    app = HtaTuiApp(
+        Settings(paths=(Path("small"),), use_cache=False, max_workers=1, steps=Steps.parse("9")), traces=small_traces
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        messages = [str(n.message) for n in app._notifications]
+        assert "--steps 9: no such step on the chosen ranks (steps 1-3)" in messages
+        assert app.steps_label == "no step of 9 on these ranks (steps 1-3)"
+
+
+async def test_palette_steps_change_every_view(small_traces: TraceSet) -> None:
+    """The palette's `steps: all` counts the whole trace in every view; `steps: 2` that step only."""
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert app.available_steps() == [1, 2, 3]
+        for steps, label in (
+            (Steps("all"), "all steps 1-3 (whole trace)"),
+            (Steps.parse("2"), "step 2 (steps 1,3 left out)"),
+        ):
+            app.set_steps(steps)
+            await press(pilot)
+            assert app.steps_label == label
+            expected = temporal.compute(small_traces, temporal.TemporalOptions(Scope(steps=steps)))
+            assert_frame_equal(pane(app, "#temporal-main").table.source, expected)

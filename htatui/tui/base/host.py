@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from textual.screen import Screen
 from textual.signal import Signal
 
-from htatui.analysis.core.scope import Scope
+from htatui.analysis.core.scope import Scope, Steps
 from htatui.trace import TraceSet
 
 
@@ -66,6 +66,10 @@ class PaletteHost(AnalysisHost, Protocol):
     def theme_names(self) -> list[str]: ...
 
     def set_ranks(self, ranks: Iterable[int] | None) -> None: ...
+
+    def set_steps(self, steps: Steps) -> None: ...
+
+    def available_steps(self) -> list[int]: ...
 
     def export_commands(self, screen: Screen[Any]) -> list[tuple[str, str, Callable[[], object]]]: ...
 
