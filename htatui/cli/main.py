@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "report", "export", "diff", "timeline", "memory", "ingest")
+SUBCOMMANDS = ("info", "check", "report", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -152,6 +152,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _common_load_flags(info)
     _format_flag(info)
     info.set_defaults(run=_run_info)
+    from htatui.cli.check import add_check_parser
+
+    add_check_parser(sub, _common_load_flags, _format_flag, _load)
     from htatui.cli.report import add_export_parser, add_report_parser
 
     add_report_parser(sub, _common_load_flags, _format_flag, _load)

@@ -25,7 +25,7 @@ from htatui.sources import RemotePath, SourcePath, cache_identity
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
 from htatui.trace.read import FileIdentity, identity
 
-LOADER_VERSION = "6"
+LOADER_VERSION = "7"
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
 
 

@@ -33,7 +33,7 @@ from htatui.trace.model import (
     TraceMeta,
 )
 from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
-from htatui.trace.validate import check_meta, drop_impossible_events
+from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 
 
 class LoadError(Exception):
@@ -110,8 +110,9 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
         if gc_was_enabled:
             gc.enable()
     events, dropped = drop_impossible_events(events)
+    events, repeated = drop_duplicate_events(events)
     meta, meta_warnings = check_meta(meta)
-    warnings.extend(meta_warnings + ([dropped] if dropped else []))
+    warnings.extend(meta_warnings + [w for w in (dropped, repeated) if w])
     if events.height == 0:
         raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
     return ParsedFile(path=source.path, events=events, meta=meta, warnings=warnings, identity=source.identity)

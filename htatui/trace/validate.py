@@ -40,6 +40,27 @@ def drop_impossible_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | No
     return events.filter(~is_bad), warning
 
 
+def drop_duplicate_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """Complete events that repeat another one exactly (every field but the file position) dropped,
+    with a warning counting them: a trace written twice into one file would double every count
+    and sum while the interval views (temporal, overlap) stay the same.
+
+    Rows are compared by a hash first, so only the few rows whose hash repeats are compared whole.
+    """
+    fields = events.drop("index")
+    repeated = (events["ph"] == "X") & fields.hash_rows().is_duplicated()
+    if not repeated.any():
+        return events, None
+    candidates = fields.with_row_index("_row").filter(repeated)
+    first = candidates.select(pl.struct(pl.all().exclude("_row")).is_first_distinct())
+    later = candidates.filter(~first.to_series())["_row"]
+    if later.len() == 0:
+        return events, None
+    keep = ~pl.Series(range(events.height)).is_in(later.implode())
+    warning = f"{later.len()} complete event(s) repeated exactly (every field but the position) dropped"
+    return events.filter(keep), warning
+
+
 def check_meta(meta: TraceMeta) -> tuple[TraceMeta, list[str]]:
     """The metadata with out-of-range values removed, and a warning for each."""
     warnings: list[str] = []

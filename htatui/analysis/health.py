@@ -1,0 +1,238 @@
+"""What a job's traces can answer, and what is odd in them: `htatui check`, and the notes every face shows.
+
+`capabilities` lists per rank what each analysis can use (steps, ranks and world size, GPU work,
+communication kernels or CPU collectives, GPU annotations, input shapes and flops, Python stacks,
+memory events, CUPTI counter ranges). `findings` names what is odd, rank by rank: the load's own
+warnings (events dropped or repeated), a rank without steps or GPU work among ranks that have
+them, kernels overlapping on one stream, a rank whose clock disagrees with the others' at the
+collectives. `view_notes` says which views will be empty or approximate, and why.
+docs/input-safety.md lists every check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.core.scope import Scope, Steps, rank_steps
+from htatui.analysis.views import ranks as ranks_view
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
+from htatui.trace.model import TraceSet
+
+CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "file": pl.Utf8(),
+    "events": pl.Int64(),
+    "steps": pl.Utf8(),
+    "world_size": pl.Int64(),
+    "gpu_rows": pl.Int64(),
+    "comm_kernels": pl.Int64(),
+    "cpu_collectives": pl.Int64(),
+    "gpu_annotations": pl.Int64(),
+    "python_frames": pl.Int64(),
+    "memory_events": pl.Int64(),
+    "cupti_ranges": pl.Int64(),
+    "input_shapes": pl.Int64(),
+    "flops": pl.Int64(),
+}
+"""Per rank: counts of what each analysis reads (0: the trace has none); `input_shapes` and
+`flops` count host ops with them (null when the file could not be read again for them)."""
+
+FINDING_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "file": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "message": pl.Utf8(),
+}
+
+OVERLAP_MIN_US = 20.0
+"""Kernels on one stream may overlap by a few µs (Hopper's programmatic dependent launch, clock
+jitter: up to 13 µs on the shared H100 traces); more than this, and more than half the kernel,
+is a merged or broken trace."""
+
+CLOCK_MIN_US = 1000.0
+"""A rank whose collective calls end this much (and more than twice their median length) away
+from the other ranks' has a clock of its own: the cross-rank views cannot be trusted."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something odd in one rank's trace (rank None: the whole job), in one sentence."""
+
+    rank: int | None
+    file: str
+    kind: str
+    message: str
+
+
+def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
+    """One row per rank (CAPABILITY_COLUMNS). `read_shapes` reads each file again for its ops'
+    input shapes and flops (the frame does not keep them)."""
+    from htatui.trace.op_args import OpArgsError, read_op_args
+
+    rows = []
+    for rank in traces.rank_ids:
+        trace = traces.ranks[rank]
+        events = trace.events
+        cat, name = pl.col("cat"), pl.col("name").cast(pl.Utf8)
+        host = cat.is_in(["user_annotation", "cpu_op"])
+        counts = events.select(
+            gpu_rows=cat.is_in(list(GPU_ACTIVITY_CATS)).sum(),
+            gpu_annotations=(cat == GPU_ANNOTATION).sum(),
+            python_frames=(cat == "python_function").sum(),
+            memory_events=(name == "[memory]").sum(),
+            cupti_ranges=(cat == "cuda_profiler_range").sum(),
+            cpu_collectives=(host & (name.str.contains(CPU_COLLECTIVE) | name.str.contains(C10D_COLLECTIVE))).sum(),
+        ).row(0, named=True)
+        kernels = events.filter(cat == "kernel").select("cat", "name", "collective_name")
+        comm = int(kernels.select((kernel_type(False) == COMMUNICATION).sum()).item()) if kernels.height else 0
+        steps = rank_steps(events.select("ph", "cat", "name", "ts", "end", "dur"), Scope(steps=Steps("all"))).available
+        world = (trace.meta.distributed_info or {}).get("world_size")
+        shapes: int | None = None
+        flops: int | None = None
+        if read_shapes:
+            try:
+                op_args = read_op_args(trace.path)
+            except OpArgsError:
+                pass
+            else:
+                shapes = int(op_args.select((pl.col("input_dims").fill_null("[]") != "[]").sum()).item())
+                flops = int(op_args["flops"].drop_nulls().len())
+        rows.append(
+            {
+                "rank": rank,
+                "file": trace.path.name,
+                "events": events.height,
+                "steps": _steps_text(steps),
+                "world_size": world if isinstance(world, int) and not isinstance(world, bool) else None,
+                **counts,
+                "comm_kernels": comm,
+                "input_shapes": shapes,
+                "flops": flops,
+            }
+        )
+    return pl.DataFrame(rows, schema=CAPABILITY_COLUMNS)
+
+
+def _steps_text(steps: tuple[int, ...]) -> str:
+    from htatui.analysis.core.ranges import format_ranges
+
+    return format_ranges(steps, separator=",", empty="")
+
+
+def findings(traces: TraceSet, table: pl.DataFrame, *, thorough: bool = True) -> pl.DataFrame:
+    """What is odd (FINDING_COLUMNS), from the job and its `capabilities` table. `thorough` adds
+    the checks that read every event: kernels overlapping on a stream, clocks that disagree."""
+    found = [*_load_warnings(traces), *_missing_among_ranks(table)]
+    if thorough:
+        found += [*_stream_overlaps(traces), *_clock_offsets(traces)]
+    return pl.DataFrame([vars(f) for f in found], schema=FINDING_COLUMNS)
+
+
+def _load_warnings(traces: TraceSet) -> list[Finding]:
+    # How ranks were numbered matters only when there are several of them.
+    out = [Finding(None, "", "load", note) for note in traces.notes] if len(traces.rank_ids) > 1 else []
+    for rank in traces.rank_ids:
+        trace = traces.ranks[rank]
+        out += [Finding(rank, trace.path.name, "load", warning) for warning in trace.warnings]
+    return out
+
+
+def _missing_among_ranks(table: pl.DataFrame) -> list[Finding]:
+    """A rank without what the other ranks have (steps, GPU work), or a job without any GPU work."""
+    out: list[Finding] = []
+    if table.height and table["gpu_rows"].sum() == 0:
+        out.append(
+            Finding(None, "", "no GPU work", "no rank has GPU kernels, copies or memsets: the GPU views are empty")
+        )
+    for column, kind, what in (
+        ("steps", "no steps", "no ProfilerStep while other ranks have them: the cross-rank views leave it out"),
+        ("gpu_rows", "no GPU work", "no GPU kernels, copies or memsets while other ranks have them (a CPU-only rank)"),
+    ):
+        has = table[column].cast(pl.Utf8).fill_null("") != "" if column == "steps" else table[column] > 0
+        if has.any() and not has.all():
+            for rank, file in table.filter(~has).select("rank", "file").iter_rows():
+                out.append(Finding(rank, file, kind, what))
+    return out
+
+
+def _stream_overlaps(traces: TraceSet) -> list[Finding]:
+    """Kernels that start long before the kernel before them on their stream has ended."""
+    out: list[Finding] = []
+    for rank in traces.rank_ids:
+        trace = traces.ranks[rank]
+        kernels = (
+            trace.events.filter((pl.col("cat") == "kernel") & pl.col("stream").is_not_null())
+            .select("stream", "ts", "end", "dur")
+            .sort("stream", "ts")
+            .with_columns(_before=pl.col("end").cum_max().shift(1).over("stream"))
+            .with_columns(_overlap=(pl.col("_before") - pl.col("ts")).clip(lower_bound=0.0))
+        )
+        heavy = kernels.filter((pl.col("_overlap") > OVERLAP_MIN_US) & (pl.col("_overlap") > 0.5 * pl.col("dur")))
+        if heavy.height:
+            streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
+            out.append(
+                Finding(
+                    rank,
+                    trace.path.name,
+                    "overlapping kernels",
+                    f"{heavy.height} kernel(s) start more than {OVERLAP_MIN_US:g} µs (and half their length) before "
+                    f"the kernel before them on stream {streams} ends ({heavy['_overlap'].sum():,.0f} µs in all): "
+                    "a merged or broken trace; busy and compute times count them once, kernel sums twice",
+                )
+            )
+    return out
+
+
+def _clock_offsets(traces: TraceSet) -> list[Finding]:
+    """Ranks whose collective calls end far from where the other ranks' end (a clock of their own)."""
+    if len(traces.rank_ids) < 2:
+        return []
+    calls = ranks_view.analyse(traces, ranks_view.RanksOptions(Scope(steps=Steps("all")))).calls
+    matched = calls.filter(pl.col("call_ranks") > 1) if "call_ranks" in calls.columns else calls.clear()
+    if matched.height == 0:
+        return []
+    key = ["pg", "kind", "step", "seq"]
+    offsets = (
+        matched.with_columns(_offset=pl.col("end") - pl.col("end").median().over(key))
+        .group_by("rank")
+        .agg(offset=pl.col("_offset").median(), dur=pl.col("dur_us").median(), calls=pl.len())
+        .sort("rank")
+    )
+    out: list[Finding] = []
+    for rank, offset, dur, count in offsets.iter_rows():
+        if abs(offset) > max(CLOCK_MIN_US, 2 * (dur or 0.0)):
+            out.append(
+                Finding(
+                    rank,
+                    traces.ranks[rank].path.name,
+                    "clock",
+                    f"its {count} collective calls end {offset:+,.0f} µs from the other ranks' (median): its clock "
+                    "disagrees, so waits, stragglers and the rank × step matrix across ranks cannot be trusted",
+                )
+            )
+    return out
+
+
+def view_notes(table: pl.DataFrame) -> list[str]:
+    """Which views will be empty or approximate on this job, and why (from `capabilities`)."""
+    notes: list[str] = []
+    ranks = table.height
+    if ranks and table["gpu_rows"].sum() == 0:
+        notes.append("temporal, idle, kernels, overlap, launch, counters: empty (no GPU work on any rank)")
+    if ranks and table["comm_kernels"].sum() == 0:
+        notes.append("overlap: undefined (no communication kernels); late-starts (HTA's method): empty")
+        if table["cpu_collectives"].sum() == 0:
+            notes.append("stragglers, collectives: empty (no communication kernels and no gloo:/nccl:/c10d ops)")
+    if ranks < 2:
+        notes.append("stragglers, late-starts: empty (one rank); collectives: no cross-rank skew")
+    if ranks and (table["steps"].fill_null("") == "").all():
+        notes.append("steps, rank-steps: empty; every view counts the whole trace (no ProfilerStep)")
+    shapes = table["input_shapes"]
+    if ranks and shapes.null_count() < ranks and shapes.fill_null(0).sum() == 0:
+        notes.append("ops --group-by shape: every shape is [] (recorded without record_shapes=True)")
+    if ranks and table["memory_events"].sum() == 0:
+        notes.append("the Memory page: not shown (no [memory] events: profile_memory=True records them)")
+    return notes

@@ -1,0 +1,132 @@
+"""Odd but valid traces are named, not counted quietly: the loader drops exact repeats, and
+`htatui check` says what each rank can answer, what is odd, and which views will be empty.
+
+Every trace is made here; each case checks the exit code, the one line that names the rank or
+file, and that the numbers are right (the repeats are not counted twice).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kineto_util import cpu_op, kernel, runtime, step, write_trace
+from ranks_jobs import gloo_rank, nccl_rank
+
+from htatui.analysis.views import kernels
+from htatui.cli.main import main
+from htatui.jobs.load import load_traces
+
+HOUR_US = 3600 * 1e6
+
+
+def check(capsys: pytest.CaptureFixture[str], *paths: Path, quick: bool = False) -> tuple[int, dict[str, Any]]:
+    args = ["check", *map(str, paths), "--format", "json", "--no-cache", *(["--quick"] if quick else [])]
+    code = main(args)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return code, json.loads(out.out) if out.out.strip() else {}
+
+
+def kinds(report: dict[str, Any]) -> list[tuple[int | None, str]]:
+    return [(f["rank"], f["kind"]) for f in report["findings"]]
+
+
+def test_every_event_twice_is_counted_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace whose events were written twice: the 3 nccl steps × 2 kernels of rank 0, each twice.
+    The loader keeps one of each (6 kernels, not 12) and says how many it dropped."""
+    once = nccl_rank(0)
+    write_trace(tmp_path / "once" / "rank-0.json", once, rank=0)
+    write_trace(tmp_path / "twice" / "rank-0.json", [*once, *once], rank=0)
+    single = load_traces([tmp_path / "once"], use_cache=False, max_workers=1)
+    doubled = load_traces([tmp_path / "twice"], use_cache=False, max_workers=1)
+    repeats = sum(1 for event in once if event["ph"] == "X")
+    assert list(doubled.ranks[0].warnings) == [
+        f"{repeats} complete event(s) repeated exactly (every field but the position) dropped"
+    ]
+    options = kernels.KernelsOptions()
+    assert kernels.compute(doubled, options)["count"].to_list() == kernels.compute(single, options)["count"].to_list()
+    code, report = check(capsys, tmp_path / "twice")
+    assert code == 1 and kinds(report) == [(0, "load")]
+    assert report["findings"][0]["file"] == "rank-0.json" and "repeated exactly" in report["findings"][0]["message"]
+    assert check(capsys, tmp_path / "once")[0] == 0
+
+
+def test_kernels_overlapping_on_a_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stream 7: [0, 100) then [30, 130): 70 µs (70 % of the kernel) before the first ends. A 5 µs
+    overlap, as Hopper's dependent launch gives, is not odd."""
+    events = [step(1, 0, 500), kernel("a", 0, 100, corr=1), kernel("b", 30, 100, corr=2), kernel("c", 200, 50, corr=3)]
+    events += [runtime("cudaLaunchKernel", 0, 1, n) for n in (1, 2, 3)]
+    write_trace(tmp_path / "bad" / "rank-0.json", events, rank=0)
+    code, report = check(capsys, tmp_path / "bad")
+    assert code == 1 and kinds(report) == [(0, "overlapping kernels")]
+    assert report["findings"][0]["message"].startswith("1 kernel(s) start more than 20 µs")
+    assert "on stream 7" in report["findings"][0]["message"] and "(70 µs in all)" in report["findings"][0]["message"]
+    fine = [step(1, 0, 500), kernel("a", 0, 100, corr=1), kernel("b", 95, 100, corr=2)]
+    write_trace(tmp_path / "fine" / "rank-0.json", fine, rank=0)
+    assert check(capsys, tmp_path / "fine")[0] == 0
+    # --quick reads no event twice: the overlap is not looked for.
+    assert check(capsys, tmp_path / "bad", quick=True)[0] == 0
+
+
+def test_a_rank_whose_clock_is_an_hour_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four gloo ranks on one baseTimeNanoseconds; rank 3's timestamps are an hour later. Its
+    gloo:all_reduce calls (one in each of its 3 steps) end 3,600,000,000 µs after the others'."""
+    for rank in range(4):
+        events = gloo_rank(rank)
+        if rank == 3:
+            events = [{**event, "ts": event["ts"] + HOUR_US} for event in events]
+        write_trace(tmp_path / "job" / f"rank-{rank}.json", events, rank=rank, base_ns=1_700_000_000_000_000_000)
+    code, report = check(capsys, tmp_path / "job")
+    assert code == 1 and kinds(report) == [(None, "no GPU work"), (3, "clock")]  # gloo_rank has no GPU
+    message = report["findings"][1]["message"]
+    assert message.startswith("its 3 collective calls end +3,600,000,000 µs from the other ranks'")  # one per step
+    assert "cannot be trusted" in message
+
+
+def test_ranks_without_steps_or_gpu_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three NCCL ranks; rank 1 lost its ProfilerStep events, rank 2 recorded only its CPU side."""
+    for rank in range(3):
+        events = nccl_rank(rank)
+        if rank == 1:
+            events = [e for e in events if not str(e["name"]).startswith("ProfilerStep")]
+        if rank == 2:
+            events = [e for e in events if e["cat"] != "kernel"]
+        write_trace(tmp_path / "job" / f"rank-{rank}.json", events, rank=rank)
+    code, report = check(capsys, tmp_path / "job", quick=True)
+    assert code == 1 and kinds(report) == [(1, "no steps"), (2, "no GPU work")]
+    by_rank = {row["rank"]: row for row in report["ranks"]}
+    assert (by_rank[0]["steps"], by_rank[1]["steps"], by_rank[2]["gpu_rows"]) == ("1-3", "", 0)
+    assert by_rank[0]["comm_kernels"] == 3 and by_rank[0]["gpu_rows"] == 6
+
+
+def test_a_job_without_gpu_work_says_which_views_are_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [step(1, 0, 100), step(2, 100, 100), cpu_op("aten::add", 10, 5), cpu_op("aten::add", 110, 5)]
+    write_trace(tmp_path / "cpu" / "rank-0.json", events, rank=0)
+    code, report = check(capsys, tmp_path / "cpu")
+    assert code == 1 and kinds(report) == [(None, "no GPU work")]
+    assert "temporal, idle, kernels, overlap, launch, counters: empty (no GPU work on any rank)" in report["views"]
+    assert report["ranks"][0]["steps"] == "1-2" and report["ranks"][0]["input_shapes"] == 0
+
+
+def test_clean_and_unusable_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+    code, report = check(capsys, demo)
+    assert code == 0 and report["status"] == "clean" and report["findings"] == []
+    assert [row["rank"] for row in report["ranks"]] == [0, 1, 2, 3]
+    assert all(row["comm_kernels"] > 0 and row["steps"] == "10-14" for row in report["ranks"])
+    (tmp_path / "notes.json").write_text('{"not": "a trace"}')
+    assert main(["check", str(tmp_path / "notes.json"), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "notes.json" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [step(1, 0, 100), cpu_op("aten::add", 10, 5)]
+    write_trace(tmp_path / "cpu" / "rank-0.json", events, rank=0)
+    assert main(["check", str(tmp_path / "cpu"), "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "htatui check: what each rank can answer" in out and "what is odd" in out
+    assert "view: temporal, idle, kernels, overlap, launch, counters: empty (no GPU work on any rank)" in out
