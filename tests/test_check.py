@@ -130,3 +130,36 @@ def test_check_prints_a_table_by_default(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "htatui check: what each rank can answer" in out and "what is odd" in out
     assert "view: temporal, idle, kernels, overlap, launch, counters: empty (no GPU work on any rank)" in out
+
+
+def test_the_faces_name_a_rank_without_steps_at_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report` warns on stderr and the app lists it in its notes (N): the cheap findings, no re-read."""
+    from htatui.analysis.health import load_notes
+
+    for rank in range(2):
+        events = nccl_rank(rank)
+        if rank == 1:
+            events = [e for e in events if not str(e["name"]).startswith("ProfilerStep")]
+        write_trace(tmp_path / f"rank-{rank}.json", events, rank=rank)
+    line = "rank 1 (rank-1.json): no ProfilerStep while other ranks have them: the cross-rank views leave it out"
+    assert main(["report", str(tmp_path), "--view", "temporal", "--format", "csv", "--no-cache"]) == 0
+    assert f"htatui: warning: {line}" in capsys.readouterr().err
+    assert line in load_notes(load_traces([tmp_path], use_cache=False, max_workers=1))
+
+
+def test_a_dataset_names_them_from_its_summary_without_reading_a_rank(tmp_path: Path) -> None:
+    from htatui.analysis.health import finding_line, quick_findings
+    from htatui.jobs.ingest import ingest
+
+    for rank in range(3):
+        events = nccl_rank(rank)
+        if rank == 2:
+            events = [e for e in events if e["cat"] != "kernel"]
+        write_trace(tmp_path / "job" / f"rank-{rank}.json", events, rank=rank)
+    ingest([tmp_path / "job"], tmp_path / "job.ds", max_workers=1)
+    dataset = load_traces([tmp_path / "job.ds"], use_cache=False, max_workers=1)
+    lines = [finding_line(f) for f in quick_findings(dataset)]
+    assert lines == [
+        "rank 2 (rank-2.json): no GPU kernels, copies or memsets while other ranks have them (a CPU-only rank)"
+    ]
+    assert not any(rank.loaded for rank in dataset.ranks.values())

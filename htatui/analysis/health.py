@@ -18,7 +18,7 @@ import polars as pl
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.scope import Scope, Steps, rank_steps
 from htatui.analysis.views import ranks as ranks_view
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION, step_spans
 from htatui.trace.model import TraceSet
 
 CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
@@ -156,6 +156,49 @@ def _missing_among_ranks(table: pl.DataFrame) -> list[Finding]:
             for rank, file in table.filter(~has).select("rank", "file").iter_rows():
                 out.append(Finding(rank, file, kind, what))
     return out
+
+
+def quick_findings(traces: TraceSet) -> list[Finding]:
+    """The findings every face shows at load, without reading a dataset's ranks: a rank without
+    steps or GPU work among ranks that have them (from the stored summary when there is one)."""
+    summary = traces.summary
+    if summary is not None and summary.height == len(traces.rank_ids):
+        table = summary.select(
+            "rank",
+            file=pl.col("file"),
+            steps=pl.col("iterations").list.len().cast(pl.Utf8).replace("0", ""),
+            gpu_rows=pl.col("streams"),
+        )
+    else:
+        rows = []
+        for rank in traces.rank_ids:
+            trace = traces.ranks[rank]
+            if not trace.loaded:
+                return []
+            events = trace.events
+            has_steps = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur")).height > 0
+            gpu = int(events.select(pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum()).item())
+            rows.append({"rank": rank, "file": trace.path.name, "steps": "yes" if has_steps else "", "gpu_rows": gpu})
+        table = pl.DataFrame(
+            rows, schema={"rank": pl.Int32(), "file": pl.Utf8(), "steps": pl.Utf8(), "gpu_rows": pl.Int64()}
+        )
+    return _missing_among_ranks(table)
+
+
+def finding_line(finding: Finding) -> str:
+    """One finding as the line the faces print: 'rank 2 (rank-2.json): no ProfilerStep …'."""
+    if finding.rank is None:
+        return finding.message
+    return f"rank {finding.rank} ({finding.file}): {finding.message}"
+
+
+def load_notes(traces: TraceSet) -> tuple[str, ...]:
+    """What loading noted, each file's warnings, and `quick_findings`, a line each (the app's N)."""
+    lines = list(traces.notes)
+    for rank in traces.rank_ids:
+        trace = traces.ranks[rank]
+        lines += [f"{trace.path.name}: {warning}" for warning in trace.warnings]
+    return (*lines, *(finding_line(f) for f in quick_findings(traces)))
 
 
 def _stream_overlaps(traces: TraceSet) -> list[Finding]:

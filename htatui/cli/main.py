@@ -85,9 +85,13 @@ def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = Tr
     for problem in traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
     if show_warnings:
+        from htatui.analysis.health import finding_line, quick_findings
+
         for rank_trace in traces.ranks.values():
             for warning in rank_trace.warnings:
                 print(f"htatui: warning: {rank_trace.path}: {warning}", file=sys.stderr)
+        for finding in quick_findings(traces):
+            print(f"htatui: warning: {finding_line(finding)}", file=sys.stderr)
     return traces
 
 

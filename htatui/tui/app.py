@@ -18,6 +18,7 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, describe
 from htatui.analysis.diff.compare import DiffOptions
 from htatui.analysis.export import traces as export
+from htatui.analysis.health import load_notes
 from htatui.analysis.registry import PAGES
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
@@ -194,8 +195,9 @@ class HtaTuiApp(ThemedApp):
         missing = missing_steps(message.traces, CommonOptions(self.scope()))
         if missing:
             self.notify(missing, title="Steps", severity="warning", timeout=10)
-        # Notes (e.g. ranks taken from file order) go to the status line and N, not over the panes.
-        self.load_notes = tuple(message.traces.notes)
+        # Notes (ranks taken from file order, each file's warnings, what is odd across ranks) go to
+        # the status line and N, not over the panes.
+        self.load_notes = load_notes(message.traces)
 
     # ---- the selection every view follows -----------------------------------------------
     def scope(self) -> Scope:
