@@ -587,3 +587,26 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
     for process in processes:
         process.join(timeout=30)
         assert not process.is_alive()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_an_export_never_replaces_a_fifo_even_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`export slice … -o FIFO --force` (and counters into a folder where the output name is a FIFO)
+    refuse in one line; the FIFO stays a FIFO."""
+    import stat
+
+    path = write_trace(tmp_path / "job" / "rank-0.json", events(), rank=0)
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    code, _, err = cli(capsys, "export", "slice", path.parent, "--start", "0", "--end", "100", "-o", fifo, "--force")
+    assert (
+        code == 2 and err.strip() == f"htatui: {fifo}: is a FIFO, not a regular file; exports write regular files only"
+    )
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    os.mkfifo(out_dir / "rank-0_with_counters.json")
+    code, _, err = cli(capsys, "export", "counters", path.parent, "-o", out_dir, "--force")
+    assert code == 2 and "is a FIFO, not a regular file" in err and "Traceback" not in err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISFIFO(
+        (out_dir / "rank-0_with_counters.json").lstat().st_mode
+    )

@@ -19,6 +19,7 @@ import errno
 import gzip
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -325,7 +326,22 @@ def output_path(folder: Path, name: str, traces: TraceSet, force: bool) -> Path:
         raise ExportExistsError(target)
     if target.is_dir():
         raise ExportError(f"{target}: is a folder")
+    _refuse_special(target)
     return target
+
+
+def _refuse_special(target: Path) -> None:
+    """An export replaces regular files only, never a device node, FIFO or socket (as root,
+    `-o /dev/full --force` had replaced the device with a regular file)."""
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ExportError(f"{target}: cannot be checked ({exc.strerror or exc})") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise ExportError(f"{target}: is {kind}, not a regular file; exports write regular files only")
 
 
 def write_atomic(target: Path, payload: bytes, force: bool) -> None:
@@ -364,6 +380,7 @@ def _commit(tmp: Path, target: Path, force: bool) -> None:
     """Move a written temp file to `target`: replace only with `force`, else never over a file."""
     try:
         if force:
+            _refuse_special(target)  # checked again: the name may have changed since output_path
             os.replace(tmp, target)
             return
         try:
