@@ -151,7 +151,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,report,export,diff,timeline,memory,ingest}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
     info = sub.add_parser("info", help="per-rank summary of the traces")
     _common_load_flags(info)
     _format_flag(info)
