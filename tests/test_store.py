@@ -162,16 +162,28 @@ def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypa
 
 
 def test_a_damaged_rank_file_is_one_line_when_first_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bytes flipped in place (same size): the summary still answers; the first view that reads the
+    rank fails in one line, by its checksum, before polars sees the bytes."""
     ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     rank_file = tmp_path / "ds" / "ranks" / "00001.arrow"
-    data = rank_file.read_bytes()
-    middle = slice(len(data) // 4, len(data) // 2)  # compressed column buffers; the footer (schema) stays readable
-    rank_file.write_bytes(data[: middle.start] + bytes(range(256)) * 64 + data[middle.stop :])
+    data = bytearray(rank_file.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    rank_file.write_bytes(bytes(data))
     assert main(["report", str(tmp_path / "ds"), "--view", "temporal"]) == 0  # from the summary
     capsys.readouterr()
     assert main(["report", str(tmp_path / "ds"), "--view", "kernels"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "00001.arrow: unreadable" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "00001.arrow: changed since it was ingested (size or checksum differs); ingest again" in err
+
+
+def test_a_rank_file_of_another_size_is_skipped_at_open(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    rank_file = tmp_path / "ds" / "ranks" / "00001.arrow"
+    rank_file.write_bytes(rank_file.read_bytes() + b"x")
+    assert main(["report", str(tmp_path / "ds"), "--view", "kernels", "--format", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "00001.arrow: not the file that was ingested (its type or size differs)" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -61,10 +61,11 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
     except MemoryError:
         return IngestFailure(source, "out of memory while parsing")
     try:
-        name = write_rank(folder, index, parsed.events)
+        name, size, digest = write_rank(folder, index, parsed.events)
     except OSError as exc:
         return IngestFailure(source, f"cannot write its events ({exc.strerror or exc})")
-    return IngestedFile(source, name, meta_json(parsed.meta, parsed.warnings), start_ns(parsed.events, parsed.meta))
+    meta = meta_json(parsed.meta, parsed.warnings)
+    return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest)
 
 
 def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:

@@ -70,9 +70,15 @@ def load_traces(
 
 
 def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
+    """The summary rows of a dataset opened alone, read only when its size and checksum are the ingest's."""
+    from htatui.store.dataset import DatasetError, open_dataset
     from htatui.store.summary_table import summary_for
 
-    return summary_for(folder, {rank: trace.shift_us for rank, trace in ranks.items()})
+    try:
+        summary = open_dataset(folder).summary()
+    except DatasetError as exc:
+        raise LoadError(str(exc)) from None
+    return summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()})
 
 
 def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:

@@ -2,9 +2,10 @@
 
 ```
 DATASET/
-  htatui-dataset.json   manifest: format version, and per rank file: source path, events file,
-                        metadata, warnings (what the loader would have parsed from the trace),
-                        and when its first event happened (to align ranks without reading them)
+  htatui-dataset.json   manifest: format version, and per rank file: source path, events file
+                        (with its size and sha256), metadata, warnings (what the loader would
+                        have parsed from the trace), and when its first event happened (to align
+                        ranks without reading them); the summary's size and sha256
   ranks/NNNNN.arrow     the rank's event frame as the parser made it (zstd Arrow IPC)
   summary.arrow         one row per rank: span, steps, temporal/idle/overlap figures
 ```
@@ -14,12 +15,20 @@ loading it runs the same rank assignment and alignment as loading the traces: ev
 same. Opening it reads the manifest and the summary only; a rank's file is read when a view
 first needs that rank. It is written into a temp folder beside the target and renamed into place, so a dataset is
 either complete or absent.
+
+Stored data is checked when read: a file is read only when it is a regular file inside the
+dataset folder whose size and sha256 are the manifest's, so a flipped byte, a swapped or edited
+file, a path out of the folder or a FIFO in a file's place is one line naming the file, never a
+wrong number or a hang; a read that panics inside polars is one line too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +42,7 @@ from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
 from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class DatasetError(Exception):
@@ -41,32 +50,69 @@ class DatasetError(Exception):
 
 
 @dataclass(frozen=True)
+class DatasetFile:
+    """A file of the dataset as the manifest names it: where, how big, and its sha256."""
+
+    path: Path
+    size: int
+    sha256: str
+
+    def verified_bytes(self) -> bytes:
+        """The file's bytes when they are the ones the ingest wrote; DatasetError otherwise."""
+        try:
+            mode = self.path.lstat().st_mode
+        except OSError as exc:
+            raise DatasetError(f"{self.path}: unreadable ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):
+            raise DatasetError(f"{self.path}: not a regular file (a link, FIFO or device in a dataset file's place)")
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise DatasetError(f"{self.path}: unreadable ({exc.strerror or exc})") from None
+        if len(data) != self.size or hashlib.sha256(data).hexdigest() != self.sha256:
+            raise DatasetError(f"{self.path}: changed since it was ingested (size or checksum differs); ingest again")
+        return data
+
+
+@dataclass(frozen=True)
 class StoredRank:
-    """One parsed trace file of the dataset; `events_file` is read only when asked."""
+    """One parsed trace file of the dataset; its events file is read only when asked."""
 
     source: Path
-    events_file: Path
+    events_file: DatasetFile
     meta: TraceMeta
     warnings: list[str]
     start_ns: int
 
     def check(self) -> None:
-        """Raise DatasetError unless the events file is there with the event table's columns (its footer only)."""
+        """Raise DatasetError unless the events file is a regular file of the manifest's size (cheap:
+        the checksum is verified when the events are read)."""
         try:
-            schema = pl.read_ipc_schema(self.events_file)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is one problem line
-            raise DatasetError(f"{self.events_file}: unreadable ({type(exc).__name__})") from None
-        if pl.Schema(schema) != pl.Schema(EVENT_SCHEMA):
-            raise DatasetError(f"{self.events_file}: not an htatui event table")
+            info = self.events_file.path.lstat()
+        except OSError as exc:
+            raise DatasetError(f"{self.events_file.path}: unreadable ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(info.st_mode) or info.st_size != self.events_file.size:
+            raise DatasetError(f"{self.events_file.path}: not the file that was ingested (its type or size differs)")
 
     def events(self) -> pl.DataFrame:
         try:
-            frame = pl.read_ipc(self.events_file)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is one problem line
-            raise EventsUnavailable(f"{self.events_file}: unreadable ({type(exc).__name__})") from None
+            data = self.events_file.verified_bytes()
+        except DatasetError as exc:
+            raise EventsUnavailable(str(exc)) from None
+        frame = read_frame(data, self.events_file.path, EventsUnavailable)
         if frame.schema != pl.Schema(EVENT_SCHEMA):
-            raise EventsUnavailable(f"{self.events_file}: not an htatui event table")
+            raise EventsUnavailable(f"{self.events_file.path}: not an htatui event table")
         return frame
+
+
+def read_frame(data: bytes, path: Path, error: type[Exception]) -> pl.DataFrame:
+    """An Arrow IPC frame from verified bytes; any failure, a polars panic included, is `error`."""
+    try:
+        return pl.read_ipc(io.BytesIO(data))
+    except BaseException as exc:  # noqa: BLE001 - polars panics derive from BaseException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise error(f"{path}: unreadable ({type(exc).__name__})") from None
 
 
 @dataclass(frozen=True)
@@ -76,14 +122,30 @@ class Dataset:
     folder: Path
     ranks: list[StoredRank]
     problems: list[tuple[Path, str]]
+    summary_file: DatasetFile
 
     def summary(self) -> pl.DataFrame:
-        return pl.read_ipc(self.folder / SUMMARY)
+        return read_frame(self.summary_file.verified_bytes(), self.summary_file.path, DatasetError)
+
+
+def _inside(folder: Path, name: object) -> Path:
+    """`folder / name` when `name` is a relative path that stays inside the folder; DatasetError otherwise."""
+    if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
+        raise DatasetError(f"{folder}: the manifest names {name!r}, a path out of the dataset folder")
+    return folder / name
+
+
+def _stored(folder: Path, name: object, size: object, sha256: object) -> DatasetFile:
+    if not isinstance(size, int) or isinstance(size, bool) or not isinstance(sha256, str):
+        raise DatasetError(f"{folder}: the manifest gives no size and checksum for {name!r}; ingest again")
+    return DatasetFile(_inside(folder, name), size, sha256)
 
 
 def open_dataset(folder: Path) -> Dataset:
     try:
         data = orjson.loads((folder / MANIFEST).read_bytes())
+        if not isinstance(data, dict):
+            raise DatasetError(f"{folder}: the manifest is not an htatui dataset manifest; ingest again")
         if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
             raise DatasetError(f"{folder}: not an htatui dataset of version {FORMAT_VERSION}; ingest again")
         if data.get("loader_version") != LOADER_VERSION:
@@ -91,7 +153,7 @@ def open_dataset(folder: Path) -> Dataset:
         ranks = [
             StoredRank(
                 source=Path(entry["source"]),
-                events_file=folder / entry["events"],
+                events_file=_stored(folder, entry["events"], entry.get("size"), entry.get("sha256")),
                 meta=meta_from_json(orjson.dumps(entry["meta"]))[0],
                 warnings=list(entry["warnings"]),
                 start_ns=int(entry["start_ns"]),
@@ -99,11 +161,13 @@ def open_dataset(folder: Path) -> Dataset:
             for entry in data["ranks"]
         ]
         problems = [(Path(p["source"]), str(p["message"])) for p in data["problems"]]
+        summary = data["summary"]
+        summary_file = _stored(folder, SUMMARY, summary.get("size"), summary.get("sha256"))
     except DatasetError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DatasetError(f"{folder}: unreadable dataset manifest ({type(exc).__name__})") from None
-    return Dataset(folder=folder, ranks=ranks, problems=problems)
+    return Dataset(folder=folder, ranks=ranks, problems=problems, summary_file=summary_file)
 
 
 @dataclass(frozen=True)
@@ -114,15 +178,26 @@ class IngestedFile:
     events_name: str
     meta_json: bytes
     start_ns: int
+    size: int
+    sha256: str
 
 
-def write_rank(folder: Path, index: int, events: pl.DataFrame) -> str:
-    """Write one rank's events under `folder/ranks/`; returns the name relative to `folder`."""
+def write_rank(folder: Path, index: int, events: pl.DataFrame) -> tuple[str, int, str]:
+    """Write one rank's events under `folder/ranks/`; the name relative to `folder`, its size and sha256."""
     name = f"ranks/{index:05d}.arrow"
     target = folder / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    events.write_ipc(target, compression="zstd")
-    return name
+    size, digest = _write_ipc(events, target)
+    return name, size, digest
+
+
+def _write_ipc(frame: pl.DataFrame, target: Path) -> tuple[int, str]:
+    """`frame` as zstd Arrow IPC at `target`; its size and sha256, taken from the bytes written."""
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer, compression="zstd")
+    data = buffer.getvalue()
+    target.write_bytes(data)
+    return len(data), hashlib.sha256(data).hexdigest()
 
 
 def meta_json(meta: TraceMeta, warnings: list[str]) -> bytes:
@@ -161,6 +236,8 @@ def commit(
             {
                 "source": str(f.source),
                 "events": f.events_name,
+                "size": f.size,
+                "sha256": f.sha256,
                 "meta": orjson.loads(f.meta_json),
                 "warnings": orjson.loads(f.meta_json)["warnings"],
                 "start_ns": f.start_ns,
@@ -169,7 +246,8 @@ def commit(
         ],
         "problems": [{"source": str(path), "message": message} for path, message in problems],
     }
-    summary.write_ipc(stage.folder / SUMMARY, compression="zstd")
+    summary_size, summary_sha256 = _write_ipc(summary, stage.folder / SUMMARY)
+    manifest["summary"] = {"size": summary_size, "sha256": summary_sha256}
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     if stage.target.exists():
         old = stage.target.with_name(f".{stage.target.name}.old-{os.getpid()}")

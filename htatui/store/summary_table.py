@@ -6,11 +6,7 @@ loader can attach a dataset's summary without importing the analysis layer.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
-
-from htatui.store.layout import SUMMARY
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -42,12 +38,9 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
 were made with."""
 
 
-def summary_for(folder: Path, shifts: dict[int, float]) -> pl.DataFrame | None:
-    """The dataset's summary when its rows hold for ranks aligned with `shifts`, else None."""
-    try:
-        summary = pl.read_ipc(folder / SUMMARY)
-    except Exception:  # noqa: BLE001 - no usable summary only means the views read the ranks
-        return None
+def summary_for(summary: pl.DataFrame, shifts: dict[int, float]) -> pl.DataFrame | None:
+    """The dataset's summary (read and verified by `Dataset.summary`) when its rows hold for ranks
+    aligned with `shifts`, else None."""
     if summary.schema != pl.Schema(SUMMARY_SCHEMA):
         return None
     if dict(zip(summary["rank"].to_list(), summary["shift_us"].to_list(), strict=True)) != shifts:

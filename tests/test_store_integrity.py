@@ -1,0 +1,126 @@
+"""Stored data is verified on read: a dataset's files are read only when they are regular files
+inside the folder with the size and sha256 its manifest gives. Every case: exit code, one line
+naming the file, no traceback, no hang (the FIFO case would block a plain read)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_store import tiny_job
+
+from htatui.cli.main import main
+from htatui.jobs.ingest import ingest
+from htatui.jobs.load import load_traces
+from htatui.store.layout import MANIFEST, SUMMARY
+from htatui.trace.errors import EventsUnavailable
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    return tmp_path / "ds"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def edit_manifest(folder: Path, change: object) -> None:
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps(change(manifest) if callable(change) else change))
+
+
+def test_the_manifest_records_each_files_size_and_checksum(dataset: Path) -> None:
+    manifest = json.loads((dataset / MANIFEST).read_text())
+    import hashlib
+
+    for entry in manifest["ranks"]:
+        data = (dataset / entry["events"]).read_bytes()
+        assert (entry["size"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+    summary = (dataset / SUMMARY).read_bytes()
+    assert manifest["summary"] == {"size": len(summary), "sha256": hashlib.sha256(summary).hexdigest()}
+
+
+@pytest.mark.parametrize("path", ["../elsewhere/00000.arrow", "/etc/passwd", "ranks/../../x.arrow", ""])
+def test_a_path_out_of_the_folder_is_refused(dataset: Path, path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    def point_out(manifest: dict[str, object]) -> dict[str, object]:
+        manifest["ranks"][0]["events"] = path  # type: ignore[index]
+        return manifest
+
+    edit_manifest(dataset, point_out)
+    code, err = run(capsys, "info", dataset)
+    assert (
+        code == 2 and err.strip() == f"htatui: {dataset}: the manifest names {path!r}, a path out of the dataset folder"
+    )
+
+
+def test_a_manifest_that_is_not_an_object(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit_manifest(dataset, [])
+    code, err = run(capsys, "info", dataset)
+    assert (
+        code == 2 and err.strip() == f"htatui: {dataset}: the manifest is not an htatui dataset manifest; ingest again"
+    )
+
+
+def test_an_edited_summary_is_refused(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An edited summary.arrow printed idle_us 1.0 next to idle_pct 90.45; now it is not read."""
+    data = bytearray((dataset / SUMMARY).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (dataset / SUMMARY).write_bytes(bytes(data))
+    code, err = run(capsys, "report", dataset, "--view", "temporal")
+    assert code == 2
+    assert (
+        err.strip()
+        == f"htatui: {dataset / SUMMARY}: changed since it was ingested (size or checksum differs); ingest again"
+    )
+
+
+def test_swapped_rank_files_are_not_taken_for_each_other(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = dataset / "ranks" / "00000.arrow", dataset / "ranks" / "00001.arrow"
+    a, b = first.read_bytes(), second.read_bytes()
+    first.write_bytes(b)
+    second.write_bytes(a)
+    code, err = run(capsys, "report", dataset, "--view", "kernels")
+    # Same sizes (two tiny ranks): the first read finds rank 0's file is rank 1's, by its checksum.
+    assert code == 2 and err.strip() == (
+        f"htatui: {first}: changed since it was ingested (size or checksum differs); ingest again"
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_or_a_link_in_a_rank_files_place(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rank_file = dataset / "ranks" / "00001.arrow"
+    elsewhere = tmp_path / "elsewhere.arrow"
+    elsewhere.write_bytes(rank_file.read_bytes())
+    rank_file.unlink()
+    os.mkfifo(rank_file)
+    code, err = run(capsys, "report", dataset, "--view", "kernels", "--format", "csv")
+    assert code == 0 and f"{rank_file}: not the file that was ingested (its type or size differs)" in err
+    rank_file.unlink()
+    rank_file.symlink_to(elsewhere)  # the same bytes, but out of the folder
+    code, err = run(capsys, "report", dataset, "--view", "kernels", "--format", "csv")
+    assert code == 0 and f"{rank_file}: not the file that was ingested (its type or size differs)" in err
+
+
+def test_a_panic_inside_polars_is_one_line(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyo3's PanicException derives from BaseException, which `except Exception` lets through."""
+
+    class PanicException(BaseException):
+        pass
+
+    def panic(*_: object, **__: object) -> pl.DataFrame:
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+    traces = load_traces([dataset], use_cache=False, max_workers=1)
+    monkeypatch.setattr("htatui.store.dataset.pl.read_ipc", panic)
+    with pytest.raises(EventsUnavailable, match=r"00000\.arrow: unreadable \(PanicException\)$"):
+        _ = traces.ranks[0].events
