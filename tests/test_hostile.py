@@ -610,3 +610,35 @@ def test_an_export_never_replaces_a_fifo_even_with_force(tmp_path: Path, capsys:
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISFIFO(
         (out_dir / "rank-0_with_counters.json").lstat().st_mode
     )
+
+
+def test_a_damaged_or_borrowed_cache_entry_is_rebuilt(tmp_path: Path, isolated_cache: Path) -> None:
+    """A flipped byte in an entry's events, a link to another entry, or another entry's files copied
+    under this key: none is served; the trace is parsed again and the numbers are its own."""
+    from htatui.trace import cache
+
+    first = write_trace(tmp_path / "a" / "rank-0.json", events(), rank=0)
+    second = write_trace(tmp_path / "b" / "rank-3.json", [*events(), kernel("extra", 900, 10, corr=9)], rank=3)
+    fresh = load_traces([first], use_cache=True, max_workers=1).ranks[0].events
+    load_traces([second], use_cache=True, max_workers=1)
+    key_a, key_b = cache.cache_key(first), cache.cache_key(second)
+    arrow_a, json_a = isolated_cache / f"{key_a}.arrow", isolated_cache / f"{key_a}.json"
+    assert cache.load_cached(first) is not None
+
+    data = bytearray(arrow_a.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    arrow_a.write_bytes(bytes(data))
+    assert cache.load_cached(first) is None  # checksum
+    assert load_traces([first], use_cache=True, max_workers=1).ranks[0].events.equals(fresh)
+
+    for suffix in (".arrow", ".json"):  # another entry's files copied under this key
+        (isolated_cache / f"{key_a}{suffix}").write_bytes((isolated_cache / f"{key_b}{suffix}").read_bytes())
+    assert cache.load_cached(first) is None  # the record names key b
+    assert load_traces([first], use_cache=True, max_workers=1).ranks[0].events.equals(fresh)
+
+    arrow_a.unlink()
+    arrow_a.symlink_to(isolated_cache / f"{key_b}.arrow")
+    assert cache.load_cached(first) is None  # a link is not this entry
+    json_a.unlink()
+    json_a.symlink_to(isolated_cache / f"{key_b}.json")
+    assert cache.load_cached(first) is None

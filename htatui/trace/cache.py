@@ -1,7 +1,10 @@
 """Parsed ranks cached as Arrow IPC under the user cache dir, keyed by file identity.
 
 A cache entry is two files written atomically (temp + rename): `<key>.arrow` with the events
-and `<key>.json` with the metadata and warnings. Anything unreadable is rebuilt, never trusted.
+and `<key>.json` with the metadata, the warnings, the entry's key and the events file's size and
+sha256. An entry is served only when both are regular files (not links), the JSON names this key
+(a copy of another entry's files is not this trace) and the events file has that size and
+checksum; anything else is rebuilt, never trusted.
 
 The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
 file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import stat
 import tempfile
@@ -127,20 +131,27 @@ def _check_types(data: Any) -> None:
 
 
 def _regular(path: Path) -> Path:
-    """`path` if it is a regular file; anything else there (a FIFO would hang a read) raises."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
+    """`path` if it is a regular file, not a link (a FIFO would hang a read, a link may name another entry)."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
         raise OSError(f"{path}: not a regular file")
     return path
 
 
 def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
-    """The cached parse of `path`, or None when absent, stale or corrupt."""
+    """The cached parse of `path`, or None when absent, stale, corrupt or another entry's."""
     try:
         key = cache_key(path)
         folder = cache_dir()
-        meta, warnings = meta_from_json(_regular(folder / f"{key}.json").read_bytes())
-        events = pl.read_ipc(_regular(folder / f"{key}.arrow"))
-    except Exception:  # noqa: BLE001 - any failure means "rebuild"
+        record = _regular(folder / f"{key}.json").read_bytes()
+        meta, warnings = meta_from_json(record)
+        entry = orjson.loads(record).get("entry")
+        data = _regular(folder / f"{key}.arrow").read_bytes()
+        if entry != {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+            return None
+        events = pl.read_ipc(io.BytesIO(data))
+    except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
         return None
     if events.schema != pl.Schema(EVENT_SCHEMA):
         return None
@@ -163,9 +174,13 @@ def store(
         key = cache_key(path, file_identity)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        meta_json = meta_to_json(meta, warnings)
-        _atomic_write(folder / f"{key}.arrow", lambda f: events.write_ipc(f, compression="zstd"))
-        _atomic_write(folder / f"{key}.json", lambda f: f.write(meta_json))
+        buffer = io.BytesIO()
+        events.write_ipc(buffer, compression="zstd")
+        data = buffer.getvalue()
+        record = orjson.loads(meta_to_json(meta, warnings))
+        record["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
+        _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode
         return
