@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol
 import polars as pl
 
 from htatui.analysis.core import cancel
-from htatui.analysis.core.options import CommonOptions, OptionsT
+from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
@@ -103,14 +103,6 @@ class Page:
     def views(self) -> tuple[str, ...]:
         """The views of its tables, in order, once each."""
         return tuple(dict.fromkeys(table.view for table in self.tables))
-
-
-@dataclass(frozen=True)
-class TableOutput:
-    """A registered table as made for a page: its frame and, when it has one, its sentence."""
-
-    frame: pl.DataFrame
-    message: str | None = None
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
@@ -282,14 +274,14 @@ def view(view_id: str) -> View[Any]:
 
 def make_page_tables(
     traces: TraceSet, tables: Sequence[PageTable], options: Mapping[str, Any]
-) -> dict[PageTable, TableOutput]:
+) -> dict[PageTable, NotedTable]:
     """Each of a page's tables, made as `report` makes it with `options[view id]` (the scope and
     the view's knob values); the work between tables stops when the analysis is cancelled.
 
     Over a dataset, the page's per-rank tables are made together a rank at a time, so each rank
     is read once for all of them (and dropped), not once per table.
     """
-    out: dict[PageTable, TableOutput] = {}
+    out: dict[PageTable, NotedTable] = {}
     together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
     if len(together) > 1 and options:
         any_options = options[together[0].view]
@@ -304,12 +296,12 @@ def make_page_tables(
 
             parts = each_rank(traces, any_options, build)
             for index, wanted in enumerate(together):
-                out[wanted] = TableOutput(pl.concat([part[index] for part in parts], how="vertical"))
+                out[wanted] = NotedTable(pl.concat([part[index] for part in parts], how="vertical"))
     for wanted in tables:
         if wanted not in out:
             view = BY_ID[wanted.view]
             frame, message = frame_of(make_table(view.table(wanted.table), traces, options[wanted.view]))
-            out[wanted] = TableOutput(frame, message)
+            out[wanted] = NotedTable(frame, message)
     return {wanted: out[wanted] for wanted in tables}
 
 

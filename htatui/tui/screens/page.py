@@ -16,9 +16,9 @@ import polars as pl
 from textual import on
 
 from htatui.analysis.core.knobs import knobs_of
-from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.scope import Scope
-from htatui.analysis.registry import PageTable, TableOutput, make_page_tables, page, view
+from htatui.analysis.registry import PageTable, make_page_tables, page, view
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.options import Kind as OptionKind
@@ -31,9 +31,9 @@ from htatui.tui.widgets.table_pane import TablePane
 class PageResult:
     """A page's registered tables as `report` makes them for the page's scope and knobs."""
 
-    tables: dict[PageTable, TableOutput]
+    tables: dict[PageTable, NotedTable]
 
-    def output(self, view: str, table: str = "main") -> TableOutput:
+    def output(self, view: str, table: str = "main") -> NotedTable:
         return self.tables[PageTable(view, table)]
 
     def frame(self, view: str, table: str = "main") -> pl.DataFrame:

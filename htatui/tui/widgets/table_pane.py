@@ -15,7 +15,7 @@ from htatui.tui.widgets.filter_bar import FilterBar
 from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable, auto_columns
 
 if TYPE_CHECKING:
-    from htatui.analysis.registry import TableOutput
+    from htatui.analysis.core.options import NotedTable
     from htatui.tui.screens.page import Pane
 
 
@@ -78,7 +78,7 @@ class TablePane(Vertical):
         self.table.set_frame(frame, columns, sort=sort, descending=descending)
         note.border_title = self.table.title
 
-    def show_table(self, output: TableOutput, pane: Pane) -> None:
+    def show_table(self, output: NotedTable, pane: Pane) -> None:
         """Show a registered table: every column, labelled from its name; its sentence says why
         it is empty, or stands in the title beside it."""
         title = pane.title if output.frame.height == 0 or not output.message else f"{pane.title} · {output.message}"
