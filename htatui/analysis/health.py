@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION, step_spans
@@ -117,8 +118,6 @@ def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
 
 
 def _steps_text(steps: tuple[int, ...]) -> str:
-    from htatui.analysis.core.ranges import format_ranges
-
     return format_ranges(steps, separator=",", empty="")
 
 
