@@ -48,36 +48,30 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
     from htatui.trace import LoadError
 
     try:
+        scope = scope_from_args(args)
+    except argparse.ArgumentTypeError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    chosen = list(scope.ranks) if scope.ranks is not None else traces.rank_ids
+    missing = [r for r in chosen if r not in traces.ranks]
+    if missing:
+        print(f"htatui: rank {missing[0]} is not in the traces", file=sys.stderr)
         return 2
     out_dir: Path = args.out
     if out_dir == DEFAULT_OUT:
         out_dir.mkdir(exist_ok=True)
     try:
         if args.export_kind == "counters":
-            try:
-                scope = scope_from_args(args)
-            except argparse.ArgumentTypeError as exc:
-                print(f"htatui: {exc}", file=sys.stderr)
-                return 2
-            ranks = scope.ranks
-            chosen = list(ranks) if ranks is not None else traces.rank_ids
-            missing = [r for r in chosen if r not in traces.ranks]
-            if missing:
-                print(f"htatui: rank {missing[0]} is not in the traces", file=sys.stderr)
-                return 2
             options = CommonOptions(scope.with_ranks(None))
             written = export_counters(traces, chosen, out_dir, force=args.force, options=options)
         else:
-            try:
-                pattern_scope = scope_from_args(args)
-            except argparse.ArgumentTypeError as exc:
-                print(f"htatui: {exc}", file=sys.stderr)
-                return 2
             pattern_options = PatternsOptions(
-                pattern_scope, operator=args.operator, min_len=args.min_len, top_k=args.top, rank=args.rank
+                scope, operator=args.operator, min_len=args.min_len, top_k=args.top, rank=args.rank
             )
             written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
     except ExportExistsError as exc:
