@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import orjson
 
 from htatui.analysis.export.traces import (
     ExportError,
@@ -24,6 +23,7 @@ from htatui.analysis.export.traces import (
     join_document,
     output_path,
     read_source,
+    reencode_event,
     split_document,
     write_atomic,
 )
@@ -60,18 +60,15 @@ def _kept(head: _Head, start_us: float, end_us: float) -> bool:
 
 def _moved(raw: msgspec.Raw, shift_us: float, pid_prefix: str | None) -> bytes:
     """One event with `ts` shifted onto the common base and its pid prefixed (if asked)."""
-    try:
-        event = orjson.loads(bytes(raw))
-    except orjson.JSONDecodeError:
-        return bytes(raw)
-    if not isinstance(event, dict):
-        return bytes(raw)
-    ts = _number(event.get("ts"))
-    if ts is not None and shift_us:
-        event["ts"] = round(ts + shift_us, 3)
-    if pid_prefix is not None and "pid" in event:
-        event["pid"] = f"{pid_prefix}{event['pid']}"
-    return orjson.dumps(event)
+
+    def move(event: dict[str, Any]) -> None:
+        ts = _number(event.get("ts"))
+        if ts is not None and shift_us:
+            event["ts"] = round(ts + shift_us, 3)
+        if pid_prefix is not None and "pid" in event:
+            event["pid"] = f"{pid_prefix}{event['pid']}"
+
+    return reencode_event(raw, move)
 
 
 def export_slice(

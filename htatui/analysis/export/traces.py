@@ -500,7 +500,7 @@ class _EventHead(msgspec.Struct):
     pid: Any = None
 
 
-def _with_args(raw: msgspec.Raw, update: Callable[[dict[str, Any]], None]) -> bytes:
+def reencode_event(raw: msgspec.Raw, update: Callable[[dict[str, Any]], None]) -> bytes:
     """Re-encode one raw event after `update` changes it (events that fail to decode stay)."""
     try:
         event = orjson.loads(bytes(raw))
@@ -561,7 +561,7 @@ def export_patterns(
 
     for index, found in involved.items():
         if 0 <= index < len(out):
-            out[index] = _with_args(raw_events[index], add_patterns(found))
+            out[index] = reencode_event(raw_events[index], add_patterns(found))
     if compress_other_kernels:
         try:
             heads = msgspec.json.decode(array, type=list[_EventHead])
@@ -578,14 +578,14 @@ def export_patterns(
 
         for i, head in enumerate(heads):
             if head.ph == "X" and i not in involved and i != spans:
-                out[i] = _with_args(raw_events[i], compress)
+                out[i] = reencode_event(raw_events[i], compress)
         if spans is not None:
             mapping = {str(i): name for name, i in symbols.items()}
 
             def span_args(event: dict[str, Any]) -> None:
                 event["args"] = mapping
 
-            out[spans] = _with_args(raw_events[spans], span_args)
+            out[spans] = reencode_event(raw_events[spans], span_args)
     joined = b"[\n" + b",\n".join(out) + b"\n]" if out else b"[]"
     payload = join_document(top, [joined])
     del data, top, array, raw_events, out
