@@ -124,18 +124,9 @@ class OpTreeOptions(CommonOptions):
 
 
 TABLE_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "node": pl.Int64(),
-    "parent_node": pl.Int64(),
-    "depth": pl.Int64(),
-    "call_path": pl.Utf8(),
-    "kind": pl.Utf8(),
-    "count": pl.Int64(),
-    "cpu_total_us": pl.Float64(),
-    "cpu_self_us": pl.Float64(),
-    "gpu_self_us": pl.Float64(),
-    "gpu_total_us": pl.Float64(),
+    ("call_path" if name == "name" else name): dtype for name, dtype in NODE_SCHEMA.items()
 }
+"""The view's table: the nodes with `name` shown as `call_path`, indented two spaces a level."""
 
 
 def depth_first(nodes: pl.DataFrame) -> pl.DataFrame:

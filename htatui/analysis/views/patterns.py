@@ -70,6 +70,15 @@ def chosen_rank(traces: TraceSet, options: PatternsOptions) -> int | None:
 _STACK_READS = ("rank", "index", "ph", "pid", "tid", "cat", "name", "ts", "dur", "end", "correlation", "stream")
 """What the call stacks, the device links and the compat candidates read of the events."""
 
+_ROOT_COLUMNS: dict[str, pl.DataType] = {
+    "root": pl.Int64(),
+    "index": pl.Int64(),
+    "pattern": pl.Utf8(),
+    "gpu_us": pl.Float64(),
+    "dur": pl.Float64(),
+}
+"""One row per operator instance (a root): its kernel-name pattern, kernel time and own duration."""
+
 
 def _stack(traces: TraceSet, options: CommonOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(events, call stacks, device links) of one rank: made once per job and selection, so a
@@ -92,15 +101,7 @@ def _roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl
 
 
 def _find_roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    empty_roots = pl.DataFrame(
-        schema={
-            "root": pl.Int64(),
-            "index": pl.Int64(),
-            "pattern": pl.Utf8(),
-            "gpu_us": pl.Float64(),
-            "dur": pl.Float64(),
-        }
-    )
+    empty_roots = pl.DataFrame(schema=_ROOT_COLUMNS)
     empty_members = pl.DataFrame(schema={"root": pl.Int64(), "index": pl.Int64()})
     rank = chosen_rank(traces, options)
     if rank is None or not options.operator:
@@ -163,15 +164,7 @@ def _gpu_roots(
     """HTA compat: a linked GPU row at the minimum depth counts one kernel (itself); its
     pattern is its name twice (root name + its own kernel). Roots get negative ids."""
     if min_len > 1:
-        return pl.DataFrame(
-            schema={
-                "root": pl.Int64(),
-                "index": pl.Int64(),
-                "pattern": pl.Utf8(),
-                "gpu_us": pl.Float64(),
-                "dur": pl.Float64(),
-            }
-        )
+        return pl.DataFrame(schema=_ROOT_COLUMNS)
     rows = candidates.filter(pl.col("depth") == min_depth).join(
         events.select("index", "name", "dur"), on="index", how="left"
     )
