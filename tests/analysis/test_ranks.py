@@ -132,6 +132,28 @@ def test_slow_compute_kernel_on_nccl(tmp_path: Path) -> None:
     assert coll["algbw_gbps"] == pytest.approx(4e6 / 300 / 1e3)
     assert coll["busbw_gbps"] == pytest.approx(4e6 / 300 / 1e3 * 4 / 3)
     assert (coll["skew_mean_us"], coll["skew_max_us"]) == (300.0, 300.0)
+    # The view's one answer carries HTA's late-start score beside it: per step the 2nd-latest
+    # start of the NCCL kernel is B+300, shared by ranks 0 and 2, so all three ranks reach the
+    # threshold in both steps (score 2 each); only rank 1 made the others wait.
+    view = ranks.stragglers(traces, RanksOptions())
+    assert view.frame.select("rank", "is_straggler", "delay_us", "hta_late_starts").rows() == [
+        (1, True, 600.0, 2),
+        (0, False, 0.0, 2),
+        (2, False, 0.0, 2),
+    ]
+
+
+def test_demo_names_its_planted_straggler() -> None:
+    """fixtures/demo plants rank 2 with slower compute kernels (fixtures/demo.py): the one answer
+    names rank 2 alone, its whole delay explained by GPU compute."""
+    from htatui.jobs.load import load_traces
+
+    demo = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+    traces = load_traces([demo], use_cache=False, max_workers=1)
+    frame = ranks.stragglers(traces, RanksOptions()).frame
+    named = frame.filter(pl.col("is_straggler"))
+    assert named.select("rank", "cause_phase", "cause_pct").rows() == [(2, "GPU compute", 100.0)]
+    assert frame.filter(pl.col("rank") != 2)["delay_us"].to_list() == [0.0] * (frame.height - 1)
 
 
 def test_skewed_arrivals_to_one_all_reduce(tmp_path: Path) -> None:
