@@ -18,6 +18,9 @@ from htatui.trace import TraceSet
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
 ROUTES = [(view, table) for view in VIEWS for table in view.tables]
+NEEDS_RECORDING = {"cupti"}
+"""Views of a recording mode the demo was not made with (the CUPTI range profiler): the demo
+leaves them empty, and their own tests fill them from a shared trace (tests/analysis/test_cupti.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,8 @@ def test_every_table_prints_through_report(
 
 def test_the_demo_exercises_most_routes(demo: TraceSet) -> None:
     """A route test over empty tables proves little: the demo must fill most of them."""
-    empty = [f"{v.id}:{t.name}" for v, t in ROUTES if frame_of(t.compute(demo, v.options()))[0].height == 0]
+    routes = [(v, t) for v, t in ROUTES if v.id not in NEEDS_RECORDING]
+    empty = [f"{v.id}:{t.name}" for v, t in routes if frame_of(t.compute(demo, v.options()))[0].height == 0]
     assert len(empty) <= 3, empty
 
 

@@ -18,6 +18,7 @@ from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
+    cupti,
     idle,
     kernels,
     launch,
@@ -215,6 +216,7 @@ VIEWS: tuple[View[Any], ...] = (
     ),
     View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
     View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
+    View("cupti", "CUPTI counters", cupti.CuptiOptions, (Table("main", cupti.compute), Table("by-op", cupti.by_op))),
 )
 
 PAGES: tuple[Page, ...] = (
@@ -241,6 +243,8 @@ PAGES: tuple[Page, ...] = (
             PageTable("membw"),
             PageTable("queue", "series"),
             PageTable("membw", "series"),
+            PageTable("cupti"),
+            PageTable("cupti", "by-op"),
         ),
     ),
     Page("ops", "Ops", (PageTable("ops"), PageTable("ops", "top-bars"), PageTable("op-tree"))),

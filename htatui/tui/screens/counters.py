@@ -1,4 +1,5 @@
-"""6 Counters: launch-queue length and memory bandwidth over time, and their summaries."""
+"""6 Counters: launch-queue length and memory bandwidth over time, their summaries, and CUPTI
+range-profiler counters per kernel and per op."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ QUEUE = PageTable("queue", "overview")
 MEMBW = PageTable("membw")
 QUEUE_SERIES = PageTable("queue", "series")
 MEMBW_SERIES = PageTable("membw", "series")
+CUPTI = PageTable("cupti")
+CUPTI_BY_OP = PageTable("cupti", "by-op")
 
 NO_QUEUE = "No kernel launches on the chosen ranks, so there is no launch queue to show."
 NO_MEMBW = "No memory copies or memsets with a bandwidth on the chosen ranks."
+NO_CUPTI = "No CUPTI counters: the trace was not recorded with the CUPTI range profiler."
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,16 @@ class CountersScreen(PageScreen):
     PANES: ClassVar[dict[PageTable, Pane]] = {
         QUEUE: Pane("Launch queue per stream", NO_QUEUE, sort="rank", descending=False),
         MEMBW: Pane("Memory bandwidth per copy kind", NO_MEMBW, sort="rank", descending=False),
+        CUPTI_BY_OP: Pane("CUPTI counters per op", NO_CUPTI, sort="flop"),
+        CUPTI: Pane("CUPTI counters per kernel", NO_CUPTI, sort="flop"),
     }
     VIEW_TITLE: ClassVar[str] = "Counters"
     HELP: ClassVar[str] = (
         "**Queue length**: per stream, how many launched operations wait to start on the GPU; a "
         "queue that stays near the limit means the CPU runs far ahead (the stream is *blocked*), "
         "one near zero that the GPU starves. **Memory bandwidth**: GB/s in use per copy kind. "
+        "**CUPTI counters** (traces recorded with the CUPTI range profiler): each counted kernel "
+        "with the ops that launched it and its counters; FLOPs from the SASS instruction counts. "
         "Highlight a row to plot that rank's series. `e` writes a trace with these counters added, "
         "to open in Perfetto or chrome://tracing."
     )
@@ -92,6 +100,8 @@ class CountersScreen(PageScreen):
         yield Chart("Queue length", id="counters-queue-chart")
         yield self.pane(MEMBW)
         yield Chart("Memory bandwidth", id="counters-membw-chart")
+        yield self.pane(CUPTI_BY_OP)
+        yield self.pane(CUPTI)
 
     def analyse(self, traces: TraceSet, scope: Scope) -> CountersResult:
         tables = super().analyse(traces, scope).tables

@@ -1,0 +1,221 @@
+"""CUPTI range-profiler counters attributed to the operators that launched each kernel
+(docs/semantics-counters.md, cupti).
+
+A trace recorded with the CUPTI range profiler has one `cuda_profiler_range` event per counted
+kernel, its args the counter values, and no kernel events: a range carries no correlation id, so
+it is tied to its launch by position, as HTA 0.6.1's `get_cupti_counter_data_with_operators`
+does: the k-th range by start time was launched by the k-th kernel launch by start time. When
+the two counts differ the pairing is unknown and the rank is left out (HTA skips it too). The
+launch's enclosing `cpu_op`s, outermost first, are the op stack.
+
+Derived figures: FLOPs from the SASS floating-point instruction counters (FMA counts twice, add
+and mul once; HTA's `CUDA_SASS_INSTRUCTION_COUNTER_FLOPS`), per precision and in all, and the
+achieved rate over the range's duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import CommonOptions, NotedTable
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.model import callstack
+from htatui.trace.counter_args import PROFILER_RANGE_CAT, CounterArgsError, read_counter_args
+from htatui.trace.kineto import KERNEL_LAUNCH_APIS
+from htatui.trace.model import TraceSet
+
+SASS_FLOP_COUNTERS: dict[str, tuple[str, int]] = {
+    f"smsp__sass_thread_inst_executed_op_{prefix}{op}_pred_on.sum": (precision, 2 if op == "fma" else 1)
+    for prefix, precision in (("h", "fp16"), ("f", "fp32"), ("d", "fp64"))
+    for op in ("fma", "mul", "add")
+}
+"""Each SASS instruction counter that counts floating-point work: its precision and FLOPs per
+thread instruction (an FMA is a multiply and an add)."""
+
+PRECISIONS = ("fp16", "fp32", "fp64")
+
+KERNEL_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "kernel": pl.Utf8(),
+    "top_level_op": pl.Utf8(),
+    "bottom_level_op": pl.Utf8(),
+    "op_stack": pl.Utf8(),
+    "dur_us": pl.Float64(),
+    "flop": pl.Float64(),
+    "tflop_per_s": pl.Float64(),
+    **{f"flop_{precision}": pl.Float64() for precision in PRECISIONS},
+    "ts_us": pl.Float64(),
+    "index": pl.Int64(),
+    "launch_index": pl.Int64(),
+}
+"""The fixed columns of the per-kernel table; each counter recorded follows as its own column,
+under its metric name. `dur_us` is the profiler range's length; `index`/`launch_index` the file
+positions of the range and of the launch paired with it; `op_stack` the enclosing cpu_ops,
+outermost first, joined by ' > '."""
+
+OP_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "op": pl.Utf8(),
+    "kernels": pl.Int64(),
+    "dur_us": pl.Float64(),
+    "flop": pl.Float64(),
+    "tflop_per_s": pl.Float64(),
+    **{f"flop_{precision}": pl.Float64() for precision in PRECISIONS},
+}
+"""The fixed columns of the per-op table (one row per innermost op); summed counters follow."""
+
+STACK_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class CuptiOptions(CommonOptions):
+    """CUPTI counter knobs (none beyond the common ones)."""
+
+
+@dataclass(frozen=True)
+class _Counted:
+    frame: pl.DataFrame
+    counters: tuple[str, ...]
+    message: str | None
+
+
+def compute(traces: TraceSet, options: CuptiOptions) -> NotedTable:
+    """One row per counted kernel: its name, the op stack that launched it, derived FLOPs and
+    rate, and every counter as recorded."""
+    counted = _counted(traces, options)
+    return NotedTable(counted.frame, counted.message)
+
+
+def by_op(traces: TraceSet, options: CuptiOptions) -> NotedTable:
+    """Per rank and innermost op: kernels counted, range time, FLOPs and rate, counters summed."""
+    counted = _counted(traces, options)
+    schema = {**OP_COLUMNS, **{name: counted.frame.schema[name] for name in counted.counters}}
+    if counted.frame.height == 0:
+        return NotedTable(pl.DataFrame(schema=schema), counted.message)
+    summed = ["dur_us", "flop", *(f"flop_{p}" for p in PRECISIONS), *counted.counters]
+    table = (
+        counted.frame.with_columns(op=pl.col("bottom_level_op"))
+        .group_by("rank", "op")
+        .agg(
+            # A sum over no values is null, not 0: a counter nobody recorded stays unknown.
+            *[pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c) for c in summed],
+            kernels=pl.len().cast(pl.Int64),
+        )
+        .with_columns(tflop_per_s=_tflop_per_s())
+    )
+    ordered = table.sort(["rank", "flop", "op"], descending=[False, True, False], nulls_last=True)
+    return NotedTable(ordered.select([pl.col(n).cast(t) for n, t in schema.items()]), counted.message)
+
+
+def _tflop_per_s() -> pl.Expr:
+    return pl.when(pl.col("dur_us") > 0).then(pl.col("flop") / pl.col("dur_us") / 1e6)
+
+
+def _counted(traces: TraceSet, options: CuptiOptions) -> _Counted:
+    """The per-kernel rows, made once per job and scope for both tables."""
+    return memoised(traces, ("cupti.counted", *selection_key(traces, options)), lambda: _count(traces, options))
+
+
+def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
+    prepared = prepare(traces, options)
+    frames: list[pl.DataFrame] = []
+    notes: list[str] = []
+    for rank in sorted(prepared.steps):
+        events = prepared.events.filter(pl.col("rank") == rank)
+        ranges = events.filter((pl.col("cat") == PROFILER_RANGE_CAT) & (pl.col("ph") == "X"))
+        if ranges.height == 0:
+            continue
+        launches = _launches(events, options.hta_compat)
+        if launches.height != ranges.height:
+            notes.append(f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches")
+            continue
+        try:
+            counters = read_counter_args(traces.ranks[rank].path)
+        except CounterArgsError as exc:
+            notes.append(str(exc))
+            continue
+        frames.append(_rank_rows(events, ranges, launches, counters, options.hta_compat))
+    if not frames:
+        empty = pl.DataFrame(schema=KERNEL_COLUMNS)
+        return _Counted(empty, (), "; ".join(notes) or "no cuda_profiler_range events (CUPTI range profiler)")
+    table = pl.concat(frames, how="diagonal_relaxed")
+    counter_names = tuple(c for c in table.columns if c not in KERNEL_COLUMNS)
+    ordered = table.select(*KERNEL_COLUMNS, *counter_names).sort("rank", "ts_us", "index")
+    return _Counted(ordered, counter_names, "; ".join(notes) or None)
+
+
+def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
+    """The rank's kernel launches, by start. Compat: HTA's `cuda_runtime` rows whose name starts
+    with cudaLaunchKernel; default: every kernel launch API (runtime or driver)."""
+    name = pl.col("name").cast(pl.Utf8)
+    if hta_compat:
+        chosen = pl.col("cat").cast(pl.Utf8).str.starts_with("cuda_runtime") & name.str.starts_with("cudaLaunchKernel")
+    else:
+        chosen = name.is_in(KERNEL_LAUNCH_APIS) & pl.col("cat").cast(pl.Utf8).is_in(["cuda_runtime", "cuda_driver"])
+    return events.filter(chosen & (pl.col("ph") == "X")).sort("ts", "index")
+
+
+def _rank_rows(
+    events: pl.DataFrame, ranges: pl.DataFrame, launches: pl.DataFrame, counters: pl.DataFrame, hta_compat: bool
+) -> pl.DataFrame:
+    ranges = ranges.sort("ts", "index")
+    stacks = _op_stacks(events, launches["index"], hta_compat)
+    rows = pl.DataFrame(
+        {
+            "rank": ranges["rank"],
+            "kernel": ranges["name"].cast(pl.Utf8),
+            "op_stack_list": stacks,
+            "dur_us": ranges["dur"],
+            "ts_us": ranges["ts"],
+            "index": ranges["index"],
+            "launch_index": launches["index"],
+        }
+    ).with_columns(
+        top_level_op=pl.col("op_stack_list").list.first(),
+        bottom_level_op=pl.col("op_stack_list").list.last(),
+        op_stack=pl.col("op_stack_list").list.join(STACK_SEPARATOR),
+    )
+    rows = rows.join(counters, on="index", how="left", maintain_order="left")
+    rows = rows.drop("op_stack_list").with_columns(_flop_columns(counters.columns))
+    return rows.with_columns(tflop_per_s=_tflop_per_s())
+
+
+def _flop_columns(columns: list[str]) -> list[pl.Expr]:
+    """flop_fp16/32/64 and flop from the SASS counters present (null when none of a precision is)."""
+    present = [name for name in SASS_FLOP_COUNTERS if name in columns]
+
+    def flops(names: list[str], alias: str) -> pl.Expr:
+        if not names:
+            return pl.lit(None, pl.Float64).alias(alias)
+        return pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names]).alias(alias)
+
+    by_precision = [
+        flops([n for n in present if SASS_FLOP_COUNTERS[n][0] == precision], f"flop_{precision}")
+        for precision in PRECISIONS
+    ]
+    return [*by_precision, flops(present, "flop")]
+
+
+def _op_stacks(events: pl.DataFrame, launch_index: pl.Series, hta_compat: bool) -> pl.Series:
+    """For each launch (by file position), the names of its enclosing cpu_ops, outermost first;
+    a backward thread's stack continues on the main thread (HTA's CallGraph links them)."""
+    stack = callstack.build(events, hta_compat=hta_compat, link_backward=True)
+    pos_of = dict(zip(stack["index"].to_list(), stack["pos"].to_list(), strict=True))
+    parent = stack["parent"].to_list()
+    link = stack["link"].to_list()
+    is_op = (stack["cat"].cast(pl.Utf8) == "cpu_op").to_list()
+    names = stack["name"].cast(pl.Utf8).to_list()
+    out: list[list[str]] = []
+    for index in launch_index.to_list():
+        ops: list[str] = []
+        at = pos_of.get(index)
+        while at is not None:
+            up = parent[at] if parent[at] is not None else link[at]
+            if up is not None and is_op[up]:
+                ops.append(names[up])
+            at = up
+        out.append(ops[::-1])
+    return pl.Series("op_stack_list", out, dtype=pl.List(pl.Utf8))
