@@ -85,6 +85,7 @@ def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
         "busbw_gbps": None,
         "skew_mean_us": 300.0,
         "skew_max_us": 300.0,
+        "msg_bytes_from": None,
     }
 
 

@@ -24,6 +24,7 @@ from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
 from htatui.analysis.views.ranks.meeting import call_delays, meeting_points, with_exposed_waits, with_waits
+from htatui.analysis.views.ranks.op_bytes import op_bytes
 from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, cpu_phases, gpu_phases, phase_excess
 from htatui.analysis.views.ranks.stragglers import (
     METHOD,
@@ -84,7 +85,7 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     rank_count = len(prepared.steps_used)
     step_table = step_table.filter("used")
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
-    calls, source = meeting_points(events, options.hta_compat)
+    calls, source = meeting_points(events, options.hta_compat, lambda chosen: op_bytes(traces, chosen))
     calls = with_exposed_waits(with_waits(_in_used_steps(calls, prepared.steps_used)), gpu)
     phases_cpu = _in_used_steps(cpu_phases(events), prepared.steps_used)
     gpu_steps = _in_used_steps(gpu_phases(gpu), prepared.steps_used)

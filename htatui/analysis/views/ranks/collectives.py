@@ -21,6 +21,7 @@ COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
     "busbw_gbps": pl.Float64(),
     "skew_mean_us": pl.Float64(),
     "skew_max_us": pl.Float64(),
+    "msg_bytes_from": pl.Utf8(),
 }
 
 
@@ -33,6 +34,7 @@ def collective_table(calls: pl.DataFrame, delays: pl.DataFrame, traces: TraceSet
         group_size=pl.col("group_size").max(),
         msg_bytes=pl.col("msg_bytes").mean(),
         total_bytes=pl.when(pl.col("msg_bytes").count() > 0).then(pl.col("msg_bytes").sum()),
+        msg_bytes_from=_bytes_from(),
         dur_us=pl.col("dur_us").mean(),
         total_dur_us=pl.col("dur_us").sum(),
     )
@@ -52,6 +54,26 @@ def collective_table(calls: pl.DataFrame, delays: pl.DataFrame, traces: TraceSet
     factors = [busbw_factor(kind, int(n)) for kind, n in zip(out["kind"], out["group_size"], strict=True)]
     out = out.with_columns(busbw_gbps=pl.col("algbw_gbps") * pl.Series(factors, dtype=pl.Float64))
     return out.select([pl.col(c).cast(t) for c, t in COLLECTIVE_COLUMNS.items()]).sort("total_dur_us", descending=True)
+
+
+BYTES_FROM_ARGS = "message args"
+BYTES_FROM_OPS = "op input shapes"
+
+
+def _bytes_from() -> pl.Expr:
+    """Where a row's message bytes come from: the kernels' message args, the host ops' input
+    shapes (calls without args, meeting.py), or both; null when no call has bytes."""
+    derived = pl.col("bytes_derived").fill_null(False)
+    from_args = (pl.col("msg_bytes").is_not_null() & ~derived).any()
+    from_ops = derived.any()
+    return (
+        pl.when(from_args & from_ops)
+        .then(pl.lit(f"{BYTES_FROM_ARGS} + {BYTES_FROM_OPS}"))
+        .when(from_ops)
+        .then(pl.lit(BYTES_FROM_OPS))
+        .when(from_args)
+        .then(pl.lit(BYTES_FROM_ARGS))
+    )
 
 
 def _world_size(traces: TraceSet) -> int | None:

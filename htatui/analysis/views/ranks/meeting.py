@@ -11,6 +11,7 @@ arrived last delays the others by the median of their exposed waits (their GPU i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -18,6 +19,7 @@ import polars as pl
 from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.names import shorten_name
+from htatui.analysis.views.ranks.op_bytes import OP_BYTES_SCHEMA, launched_under
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 
 KERNELS = "communication kernels"
@@ -119,9 +121,18 @@ def _kinds(names: pl.Series) -> dict[str, str]:
     return {name: collective_kind(name) for name in names.unique().drop_nulls().to_list()}
 
 
-def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame, str | None]:
+OpBytesOf = Callable[[list[int]], pl.DataFrame]
+"""The ranks → rank, index, op_bytes of their collective host ops (op_bytes.op_bytes, read from the files)."""
+
+
+def meeting_points(
+    events: pl.DataFrame, hta_compat: bool, op_bytes_of: OpBytesOf | None = None
+) -> tuple[pl.DataFrame, str | None]:
     """Every rank's collective calls (rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes,
-    group_size) from the best source the job has, and that source's name."""
+    bytes_derived, group_size) from the best source the job has, and that source's name.
+
+    A call without message args takes its bytes from its host ops' input shapes when
+    `op_bytes_of` is given (`bytes_derived` true)."""
     gpu = typed_gpu_events(
         events,
         hta_compat,
@@ -137,6 +148,8 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
         "out_msg_nelems",
         "in_msg_size",
         "msg_dtype",
+        "index",
+        "correlation",
     )
     comm = gpu.filter((pl.col("kind") == COMMUNICATION) & (pl.col("cat") == "kernel"))
     if comm.height:
@@ -154,7 +167,8 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
             return _empty_calls(), None
         rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(cpu_names.implode()))
         label = pl.col("name").cast(pl.Utf8)
-    labelled = rows.with_columns(_label=label)
+    labelled = rows.with_columns(_label=label, _args_bytes=_message_bytes())
+    labelled = labelled.with_columns(_op_bytes=_op_bytes(labelled, events, source, op_bytes_of))
     kinds = _kinds(labelled["_label"])
     calls = (
         labelled.select(
@@ -165,13 +179,31 @@ def meeting_points(events: pl.DataFrame, hta_compat: bool) -> tuple[pl.DataFrame
             ts="ts",
             end="end",
             dur_us="dur",
-            msg_bytes=_message_bytes(),
+            msg_bytes=pl.coalesce("_args_bytes", "_op_bytes"),
+            bytes_derived=pl.col("_args_bytes").is_null() & pl.col("_op_bytes").is_not_null(),
             group_size="group_size",
         )
         .sort("rank", "ts")
         .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg", "kind", "step"))
     )
     return calls, source
+
+
+def _op_bytes(rows: pl.DataFrame, events: pl.DataFrame, source: str, op_bytes_of: OpBytesOf | None) -> pl.Series:
+    """Per row, the bytes its host ops' input shapes give where its own args give none (else null):
+    a kernel's from the ops around its launch, a CPU op's from itself."""
+    missing = rows.filter(pl.col("_args_bytes").is_null())
+    if op_bytes_of is None or missing.height == 0:
+        return pl.Series("_op_bytes", [None] * rows.height, dtype=pl.Float64)
+    ops = op_bytes_of(missing["rank"].unique().sort().to_list()).select(OP_BYTES_SCHEMA.keys())
+    if source == KERNELS:
+        found = launched_under(events, missing.filter(pl.col("correlation").is_not_null()), ops)
+        keyed = rows.select("rank", "correlation").join(
+            found, on=["rank", "correlation"], how="left", maintain_order="left"
+        )
+    else:
+        keyed = rows.select("rank", "index").join(ops, on=["rank", "index"], how="left", maintain_order="left")
+    return keyed["op_bytes"].alias("_op_bytes")
 
 
 def _empty_calls() -> pl.DataFrame:
@@ -185,6 +217,7 @@ def _empty_calls() -> pl.DataFrame:
             "end": pl.Float64(),
             "dur_us": pl.Float64(),
             "msg_bytes": pl.Float64(),
+            "bytes_derived": pl.Boolean(),
             "group_size": pl.Int64(),
             "seq": pl.Int64(),
         }

@@ -1,0 +1,121 @@
+"""The input shapes and types of the collectives' host ops, read on demand.
+
+Older NCCL traces (before PyTorch wrote `Collective name` and message sizes on the kernels) and
+gloo jobs (no kernels) say how much a collective moved only through its host ops' `Input Dims`
+and `Input type` (`record_param_comms`, `nccl:all_reduce`, `gloo:broadcast`, `c10d::allreduce_`
+…, recorded with `record_shapes=True`). The event frame keeps no shapes, so the collectives table
+reads them from the rank's file, for those ops only, keyed by the event's file position (`index`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from htatui.sources import RemotePath, SourcePath
+from htatui.trace.decode import RawEvent, TraceFormatError
+from htatui.trace.events import read_raw_events
+from htatui.trace.fetch import read_source_bytes
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, spellings
+
+RECORD_PARAM_COMMS = "record_param_comms"
+"""PyTorch's own record of a collective's parameters, nested in the collective's op."""
+
+COMM_INPUT_SCHEMA: dict[str, pl.DataType] = {
+    "index": pl.Int64(),
+    "input_dims": pl.List(pl.List(pl.Int64())),
+    "input_types": pl.List(pl.Utf8()),
+}
+"""One row per collective host op with shapes: its inputs' dims and type names as recorded
+(`[[6144], []]`, `["float", "Scalar"]`); an input whose dims are not a list of integers has null."""
+
+_OP_CATS = spellings("cpu_op", "user_annotation")
+_COMM_NAME = re.compile(f"{CPU_COLLECTIVE}|{C10D_COLLECTIVE}|^{RECORD_PARAM_COMMS}$")
+
+
+class _ShapeArgs(msgspec.Struct, frozen=True):
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_types: Any = msgspec.field(default=None, name="Input type")
+
+
+_DECODER = msgspec.json.Decoder(_ShapeArgs)
+_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
+_CACHE_LIMIT = 64
+
+
+class CommInputsError(ValueError):
+    """The file cannot be read again for its collectives' shapes; the message names it."""
+
+
+def is_comm_op_name(name: str) -> bool:
+    """Whether a host op of this name is a collective whose inputs say what it moved."""
+    return _COMM_NAME.search(name) is not None
+
+
+def _version(path: SourcePath) -> tuple[str, int, int]:
+    if isinstance(path, RemotePath):
+        return (f"{path.url}|{path.identity}", 0, path.size or 0)
+    stat = os.stat(path)
+    return (str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def read_comm_inputs(path: SourcePath) -> pl.DataFrame:
+    """`COMM_INPUT_SCHEMA` rows for the collective host ops of the trace at `path` (memoised per file version)."""
+    try:
+        key = _version(path)
+    except OSError as exc:
+        raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc.strerror})") from None
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    try:
+        rows, _ = read_raw_events(read_source_bytes(path), CommInputRows, [])
+    except (OSError, TraceFormatError) as exc:
+        raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc})") from None
+    frame = rows.frame()
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = frame
+    return frame
+
+
+def _dims(value: object) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        return value
+    return None
+
+
+class CommInputRows:
+    """The shapes of a trace's collective host ops, a piece at a time (a `read_raw_events` sink)."""
+
+    def __init__(self) -> None:
+        self.events_seen = 0
+        self.index: list[int] = []
+        self.dims: list[list[list[int] | None]] = []
+        self.types: list[list[str | None]] = []
+
+    def add(self, events: list[RawEvent]) -> None:
+        for position, event in enumerate(events, start=self.events_seen):
+            if event.cat not in _OP_CATS or not isinstance(event.name, str) or not event.args:
+                continue
+            if not is_comm_op_name(event.name):
+                continue
+            try:
+                args = _DECODER.decode(event.args)
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+                continue  # malformed args of one event: it simply has no shapes
+            if not isinstance(args.input_dims, list) or not isinstance(args.input_types, list):
+                continue
+            self.index.append(position)
+            self.dims.append([_dims(d) for d in args.input_dims])
+            self.types.append([t if isinstance(t, str) else None for t in args.input_types])
+        self.events_seen += len(events)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"index": self.index, "input_dims": self.dims, "input_types": self.types}, schema=COMM_INPUT_SCHEMA
+        )
