@@ -16,8 +16,8 @@ states every rule and why; in short:
   launching call: the one its `External id` names when that one spans the call, else the
   innermost one around the call on its thread. GPU-side user annotations are not work;
 - a Triton launcher (a cpu_op with a `stream` argument, as inductor records it, or one that
-  launched a kernel of its own name) keeps its kernels but gets no CPU time of its own: its
-  time stays in its parent's self time.
+  launched a kernel of its own name) is a row of its own kind with its CPU time and its kernels
+  (key_averages lists it and, under the same name, the kernel).
 """
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ class _Tree:
         ).astype(np.float64)
         launcher = self.launcher[kept]
         dur = self.host["dur"].to_numpy()[kept]
-        cpu_total = np.where(launcher, 0.0, dur)
+        cpu_total = dur
         has_parent = kept_parent >= 0
         children_cpu = np.bincount(kept_parent[has_parent], weights=cpu_total[has_parent], minlength=len(kept))
         depth = op_nesting.depths(kept_parent)
@@ -367,7 +367,7 @@ class _Tree:
             ts="ts",
             dur="dur",
             cpu_total_us=pl.Series(cpu_total),
-            cpu_self_us=pl.Series(np.where(launcher, 0.0, cpu_total - children_cpu)),
+            cpu_self_us=pl.Series(cpu_total - children_cpu),
             gpu_self_us=pl.Series(work),
             gpu_total_us=pl.Series(op_nesting.subtree_sums(work, kept_parent, depth)),
         )
