@@ -125,8 +125,11 @@ def _run_info(args: argparse.Namespace) -> int:
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
 
+    from htatui.cli.info import load_notes
+
     jobs = [job for path in args.paths for job in job_folders(path)]
     frames = []
+    notes: list[str] = []
     failed = False
     for job in jobs:
         try:
@@ -136,11 +139,13 @@ def _run_info(args: argparse.Namespace) -> int:
             failed = True
             continue
         frame = info_frame(traces)
+        notes += load_notes(traces)
         if len(jobs) > 1:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info", wide=args.wide)
+        title = "htatui info" + (f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)" if notes else "")
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title=title, wide=args.wide, notes=notes)
     return 2 if failed else 0
 
 
