@@ -55,7 +55,13 @@ def test_timeline_help_explains_the_marks() -> None:
         timeout=60,
         env=dict(os.environ, PYTHONPATH=root),
     )
-    for mark in ("C     compute", "N     communication", "M     memcpy", "a-z   the same, under half", ".     stream idle"):
+    for mark in (
+        "C     compute",
+        "N     communication",
+        "M     memcpy",
+        "a-z   the same, under half",
+        ".     stream idle",
+    ):
         assert mark in done.stdout
 
 

@@ -120,12 +120,10 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from htatui.cli.info import info_frame
+    from htatui.cli.info import info_frame, load_notes
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
-
-    from htatui.cli.info import load_notes
 
     jobs = [job for path in args.paths for job in job_folders(path)]
     frames = []

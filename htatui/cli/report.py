@@ -109,7 +109,9 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
             group.add_argument(f"--{table.name}", action="store_true", help=_escaped(text))
         if view.summary_tables and "full" not in done:
             done.add("full")
-            group.add_argument("--full", action="store_true", help=_escaped(f"print the main table of {view.id}{about}"))
+            group.add_argument(
+                "--full", action="store_true", help=_escaped(f"print the main table of {view.id}{about}")
+            )
         # A knob not given leaves no attribute (SUPPRESS), so a value of None ("--top all") is a value.
         for option in OPTION_FLAGS:
             if option.flag in done or option.field not in {f.name for f in dataclasses.fields(view.options)}:
@@ -245,19 +247,21 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         return 2
     full = bool(getattr(args, "full", False))
     if full and (chosen or not view.summary_tables):
-        print(f"htatui: --full does not apply to --view {args.view}{' --' + chosen[0] if chosen else ''}", file=sys.stderr)
+        print(
+            f"htatui: --full does not apply to --view {args.view}{' --' + chosen[0] if chosen else ''}", file=sys.stderr
+        )
         return 2
     if chosen or full or not view.summary_tables:
-        names = [chosen[0] if chosen else "main"]
+        table_names = [chosen[0] if chosen else "main"]
     elif args.format == "table":
-        names = list(view.summary_tables)
+        table_names = list(view.summary_tables)
     else:  # CSV and JSON hold one table: the first summary
-        names = [view.summary_tables[0]]
+        table_names = [view.summary_tables[0]]
     from htatui.cli.info import load_notes
 
     notes = load_notes(traces)
     scope_text = describe_scope(traces, options)
-    for index, name in enumerate(names):
+    for index, name in enumerate(table_names):
         table = view.table(name)
         try:
             result = make_table(table, traces, options)
@@ -275,7 +279,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         title = f"{args.view}{'' if name == 'main' else ' ' + name} · {scope_text}"
         if index == 0 and notes:
             title += f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)"
-        if len(names) > 1 and index > 0 and frame.height > SUMMARY_ROWS:
+        if len(table_names) > 1 and index > 0 and frame.height > SUMMARY_ROWS:
             title += f" · the {SUMMARY_ROWS} largest of {frame.height:,} (--{name} prints all)"
             if table.key_columns:
                 frame = frame.sort(table.key_columns[0], descending=True, nulls_last=True)
@@ -287,7 +291,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             wide=getattr(args, "wide", False),
             key=table.key_columns,
             empty_message=message,
-            notes=notes if index == len(names) - 1 else (),
+            notes=notes if index == len(table_names) - 1 else (),
         )
     return 0
 

@@ -78,7 +78,7 @@ def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:
     return rows
 
 
-def _csv_text(frame: pl.DataFrame) -> str:
+def csv_text(frame: pl.DataFrame) -> str:
     """CSV with each float written as the shortest text that reads back as its clean value."""
     floats = [name for name, dtype in frame.schema.items() if dtype in (pl.Float32, pl.Float64)]
     if not floats:
@@ -96,7 +96,11 @@ def _float_text(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return repr(value)
+    text = repr(value)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"  # as polars writes it: 4.75e-9, 1e16
 
 
 def render_frame(
@@ -122,7 +126,7 @@ def render_frame(
     if fmt == "json":
         stream.write(orjson.dumps(_json_safe(frame), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif fmt == "csv":
-        stream.write(_csv_text(frame))
+        stream.write(csv_text(frame))
     else:
         _render_table(frame, title, stream, wide, (*key, *keep), key, empty_message)
         for note in notes:

@@ -30,8 +30,8 @@ from htatui.analysis.views.ranks.stragglers import (
     STEP_STRAGGLER_COLUMNS,
     VIEW_STRAGGLER_COLUMNS,
     find_stragglers,
-    too_few_ranks,
     per_step_stragglers,
+    too_few_ranks,
 )
 from htatui.trace.model import TraceSet
 
