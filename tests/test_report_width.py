@@ -241,3 +241,15 @@ def test_diff_table_keeps_the_change_columns_at_80(tmp_path: Path) -> None:
     header = next(line for line in lines if "name" in line)
     assert "delta µs" in header and "status" in header
     assert "--wide shows all" in text
+
+
+def test_skipped_files_are_listed_under_info_and_report(tmp_path: Path) -> None:
+    """Issue 25 #13: a file skipped while loading leaves a sign in stdout, not only on stderr."""
+    write_scenario("small", tmp_path / "small")
+    (tmp_path / "small" / "rank-2.json").write_text("{not json")
+    job = str(tmp_path / "small")
+    for args in (["info", job], ["report", job, "--view", "temporal"]):
+        text = run_piped([*args, "--no-cache"])
+        assert "(1 note, listed below)" in text.splitlines()[0]
+        assert text.splitlines()[-1].startswith(f"skipped {tmp_path / 'small' / 'rank-2.json'}: invalid JSON")
+    assert "skipped" not in run_piped(["report", job, "--view", "temporal", "--no-cache", "--format", "csv"])
