@@ -128,6 +128,9 @@ def test_oom_line_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str], a
     text = " ".join(capsys.readouterr().out.split())
     assert "OUT OF MEMORY at 0.007 ms" in text  # the first event at 10 µs, the OOM at 17 µs
     assert why in text
+    assert main(["memory", str(path), "--format", "json"]) == 0
+    (device,) = json.loads(capsys.readouterr().out)
+    assert why in device["ooms"][0]["why"]
 
 
 def test_tables_read_in_gib_and_ms_while_json_keeps_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

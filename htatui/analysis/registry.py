@@ -214,13 +214,18 @@ VIEWS: tuple[View[Any], ...] = (
         "Stragglers",
         ranks.RanksOptions,
         (
-            Table("main", ranks.stragglers),
+            Table("main", ranks.stragglers, key_columns=("delay_us", "cause")),
             Table("per-step", ranks.straggler_steps),
             Table("phases", ranks.straggler_phases),
         ),
     ),
     View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
-    View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
+    View(
+        "collectives",
+        "Collectives",
+        ranks.RanksOptions,
+        (Table("main", ranks.collectives, key_columns=("skew_max_us", "busbw_gbps")),),
+    ),
     View(
         "annotations",
         "Annotations",
@@ -233,8 +238,18 @@ VIEWS: tuple[View[Any], ...] = (
         patterns.PatternsOptions,
         (Table("main", patterns.table), Table("operators", patterns.operators)),
     ),
-    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
-    View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
+    View(
+        "ops",
+        "Ops",
+        ops.OpsOptions,
+        (Table("main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us")), Table("top-bars", ops.top)),
+    ),
+    View(
+        "op-tree",
+        "Op tree",
+        op_tree.OpTreeOptions,
+        (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
+    ),
 )
 
 PAGES: tuple[Page, ...] = (

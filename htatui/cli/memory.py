@@ -54,6 +54,7 @@ def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="print only this table (csv defaults to sites; json defaults to one object per device)",
     )
     memory.add_argument("--device", default=None, help="only this device (e.g. cuda:0)")
+    memory.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
     memory.add_argument(
         "--site", default=None, metavar="TEXT", help="print the full frames of the sites whose name contains TEXT"
     )
@@ -95,9 +96,10 @@ def run_memory(args: argparse.Namespace) -> int:
         return 0
     if args.table is not None:
         chosen = readable(table(first, args.table, devices, args.top), _start_us(first))
-        render_frame(chosen, "table", title=f"{args.table} (GiB/MiB; times in ms from the first event)")
+        title = f"{args.table} (GiB/MiB; times in ms from the first event)"
+        render_frame(chosen, "table", title=title, wide=args.wide)
         return 0
-    _print_all(first, devices, args.top)
+    _print_all(first, devices, args.top, args.wide)
     return 0
 
 
@@ -116,7 +118,9 @@ def table(analysis: MemoryAnalysis, name: str, devices: list[str], top: int) -> 
     if name == "allocator":
         return memory.allocator_state(analysis.recording).filter(chosen)
     if name == "oom":
-        return memory.ooms(analysis).filter(chosen)
+        found = memory.ooms(analysis).filter(chosen)
+        why = [memory.oom_reason(analysis, row) for row in found.iter_rows(named=True)]
+        return found.with_columns(pl.Series("why", why, dtype=pl.Utf8))
     if name == "growth":
         return memory.growth(analysis).points.filter(chosen)
     if name == "spans":
@@ -182,7 +186,11 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
         "sites": analysis.sites_at_peak(device, top).to_dicts(),
         "allocator": memory.allocator_state(analysis.recording).filter(on_device).drop("device").to_dicts(),
         "ooms": [
-            {**row, "sites": memory.sites_at(analysis, device, row["seq"], top).to_dicts()}
+            {
+                **row,
+                "why": memory.oom_reason(analysis, {**row, "device": device}),
+                "sites": memory.sites_at(analysis, device, row["seq"], top).to_dicts(),
+            }
             for row in memory.ooms(analysis).filter(on_device).drop("device").to_dicts()
         ],
         "growth_basis": growth.basis,
@@ -193,7 +201,7 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
     }
 
 
-def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int) -> None:
+def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: bool = False) -> None:
     import polars as pl
 
     from htatui.analysis.memory import usage as memory
@@ -203,7 +211,7 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int) -> None:
     start = _start_us(analysis)
 
     def show(frame: pl.DataFrame, title: str) -> None:
-        render_frame(readable(frame, start), "table", title=title)
+        render_frame(readable(frame, start), "table", title=title, wide=wide)
 
     print(f"{recording.path} ({recording.kind.replace('_', ' ')}; sizes in GiB/MiB, times in ms from its first event)")
     show(summary_table(analysis).filter(pl.col("device").is_in(devices)), "Memory per device")
@@ -281,7 +289,8 @@ def _print_comparison(a: MemoryAnalysis, b: MemoryAnalysis, args: argparse.Names
     if args.format != "table":
         render_frame(segments if args.table == "allocator" else sites, args.format)
         return 0
-    render_frame(readable(sites, None), "table", title=f"Live at the end, by site: {args.path} → {args.path2}")
+    title = f"Live at the end, by site: {args.path} → {args.path2}"
+    render_frame(readable(sites, None), "table", title=title, wide=args.wide)
     if segments.height:
-        render_frame(readable(segments, None), "table", title="Segments per device and stream")
+        render_frame(readable(segments, None), "table", title="Segments per device and stream", wide=args.wide)
     return 0

@@ -26,7 +26,7 @@ WORDS = {
 }
 """Short words for headers in a narrow terminal; the unit always stays."""
 
-KEEP = frozenset({"rank", "name", "job", "kernel", "operator", "op", "view", "metric"})
+KEEP = frozenset({"rank", "name", "job", "kernel", "operator", "op", "view", "metric", "call_path"})
 """Columns that say what a row is: left out only when nothing else is left."""
 
 NAME_MIN = 28
