@@ -61,9 +61,10 @@ class Table(Generic[OptionsT]):
 
     @property
     def about(self) -> str:
-        """What the table holds: the first sentence of its compute function's docstring."""
+        """What the table holds: the first sentence of its compute function's docstring ("" when
+        that sentence speaks of code, starting with a `name`)."""
         doc = " ".join((self.compute.__doc__ or "").split())
-        return doc.split(". ")[0].rstrip(".")
+        return "" if doc.startswith("`") else doc.split(". ")[0].rstrip(".")
 
 
 @dataclass(frozen=True)

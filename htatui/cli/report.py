@@ -90,7 +90,6 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
     for view in views:
         for table in view.tables[1:]:
             table_flags.setdefault(table.name, []).append(view)
-    wanted = {view.id for view in views}
     done: set[str] = set()
     for view in views:
         about = f": {_short(view.main.about)}" if view.main.about else ""
@@ -134,33 +133,35 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
                 default=argparse.SUPPRESS,
                 help=option.help,
             )
-    if len(wanted) < len(VIEWS):
-        # A view's own help still parses every flag, so `--view X --help --top 3` is not an error.
-        hidden = [t.name for v in VIEWS for t in v.tables[1:] if t.name not in done]
-        for name in dict.fromkeys(hidden):
-            parser.add_argument(f"--{name}", action="store_true", help=argparse.SUPPRESS)
+
+
+AddFlags = Callable[[argparse.ArgumentParser], None]
 
 
 class _ViewHelp(argparse.Action):
     """`--help`: with `--view X` given before it, only X's tables and options; else every view's."""
 
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+    def __init__(self, option_strings: list[str], dest: str, common: tuple[AddFlags, ...], **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+        self.common = common
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: Any) -> None:
         view_id = getattr(namespace, "view", None)
         if view_id in BY_ID:
-            parser = _report_parser(argparse.ArgumentParser(prog=parser.prog, add_help=False), (BY_ID[view_id],))
+            alone = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+            parser = _report_parser(alone, (BY_ID[view_id],), self.common)
         parser.print_help()
         parser.exit()
 
 
-_LOAD_FLAGS: list[Callable[[argparse.ArgumentParser], None]] = []
-
-
-def _report_parser(report: argparse.ArgumentParser, views: tuple[View[Any], ...]) -> argparse.ArgumentParser:
-    report.add_argument("-h", "--help", action=_ViewHelp, help="this help; after --view X, X's tables and options")
-    for add in _LOAD_FLAGS:
+def _report_parser(
+    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...]
+) -> argparse.ArgumentParser:
+    """`report`'s flags: help, the load and format flags (`common`), the view, the scope, then each view's."""
+    report.add_argument(
+        "-h", "--help", action=_ViewHelp, common=common, help="this help; after --view X, X's tables and options"
+    )
+    for add in common:
         add(report)
     report.add_argument("--view", required=True, choices=sorted(BY_ID), help="which view to print")
     add_scope_flags(report)
@@ -184,8 +185,7 @@ def add_report_parser(
         "`report --view X --help` lists X's alone.",
         add_help=False,
     )
-    _LOAD_FLAGS[:] = [load_flags, format_flag]
-    _report_parser(report, VIEWS)
+    _report_parser(report, VIEWS, (load_flags, format_flag))
     report.set_defaults(run=lambda args: run_report(args, load))
 
 
