@@ -215,10 +215,13 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: boo
 
     print(f"{recording.path} ({recording.kind.replace('_', ' ')}; sizes in GiB/MiB, times in ms from its first event)")
     show(summary_table(analysis).filter(pl.col("device").is_in(devices)), "Memory per device")
-    print(
-        "peak/end: requested sizes (the memory viewer's convention); allocator peak/end: rounded as the "
-        "caching allocator rounds blocks, what torch.cuda.max_memory_allocated()/memory_allocated() report"
-    )
+    if recording.kind == "snapshot":
+        print(
+            "peak/end: requested sizes (the memory viewer's convention); allocator peak/end: rounded as the "
+            "caching allocator rounds blocks, what torch.cuda.max_memory_allocated()/memory_allocated() report"
+        )
+    else:
+        print("peak/end: the allocator's own figures, as the recording's memory events report them")
     growth = memory.growth(analysis)
     for device in devices:
         show(analysis.sites_at_peak(device, top), f"{device}: live at the peak, by site")
