@@ -98,3 +98,64 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in run.stderr
     assert not marker.exists()
+
+
+def _with_oom(asked: int, device_free: int) -> dict[str, object]:
+    snapshot = snapshot_a()
+    trace = snapshot["device_traces"][0]
+    trace[-1] = entry("oom", 0, asked, 17, MODEL, device_free=device_free)
+    return snapshot
+
+
+@pytest.mark.parametrize(
+    ("asked", "free", "why"),
+    [
+        # 5,120 B reserved, 3,372 live: 1,748 cached + 100 free < 8,192 asked.
+        (8192, 100, "the device was full; this process held 5,120 B, the rest by other processes"),
+        # 1,748 cached + 100 free ≥ 1,500 asked, but the largest free block is 724 B.
+        (
+            1500,
+            100,
+            "fragmentation: 1,748 B cached free in this process's segments, but no free block big enough "
+            "(largest at the snapshot 724 B)",
+        ),
+        (8192, 10_000, "the device had 10,000 B free, more than asked: a cap stopped the allocator"),
+    ],
+)
+def test_oom_line_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str], asked: int, free: int, why: str) -> None:
+    path = write_pickle(tmp_path / "oom.pickle", _with_oom(asked, free))
+    assert main(["memory", str(path)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "OUT OF MEMORY at 0.007 ms" in text  # the first event at 10 µs, the OOM at 17 µs
+    assert why in text
+    assert main(["memory", str(path), "--format", "json"]) == 0
+    (device,) = json.loads(capsys.readouterr().out)
+    assert why in device["ooms"][0]["why"]
+
+
+def test_tables_read_in_gib_and_ms_while_json_keeps_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import polars as pl
+
+    from htatui.cli.memory import readable
+
+    frame = pl.DataFrame({"peak_bytes": [3 * 2**30], "end_bytes": [512 * 2**20], "peak_time_us": [1_000_010.0]})
+    shown = readable(frame, 10.0).to_dicts()[0]
+    assert shown == {"peak_gib": 3.0, "end_mib": 512.0, "peak_time_ms": 1000.0}
+    path = write_pickle(tmp_path / "a.pickle", snapshot_a())
+    assert main(["memory", str(path), "--format", "json"]) == 0
+    (device,) = json.loads(capsys.readouterr().out)
+    # Requested sizes (peak 3,628 B, end 3,372 B) and the allocator's 512-B rounding: the pre-existing
+    # 300-B and 256-B blocks count 512 each, so 1,024 at the start, 4,096 at the peak, 3,584 at the end.
+    assert (device["peak_bytes"], device["allocator_peak_bytes"]) == (3628, 4096)
+    assert (device["end_bytes"], device["allocator_end_bytes"]) == (3372, 3584)
+
+
+def test_mlp_snapshot_allocator_end_matches_its_segments(shared_traces: Path) -> None:
+    """The oracle: segments' allocated_size 2,485,587,456 B is what memory_allocated() reported."""
+    from htatui.analysis.memory.usage import allocator_allocated, analyse
+    from htatui.trace.memory_inputs import read_memory
+
+    analysis = analyse(read_memory(shared_traces.parent / "memory" / "h100_mlp_memory_snapshot" / "snapshot.pickle"))
+    row = allocator_allocated(analysis).to_dicts()[0]
+    assert row["allocator_end_bytes"] == 2_485_587_456
+    assert analysis.summary["end_bytes"][0] == 2_417_426_568 + 68_157_440  # requested sizes, 3,448 B less

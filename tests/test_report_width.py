@@ -84,12 +84,96 @@ def test_wide_shows_every_column_without_breaking_numbers(monkeypatch: pytest.Mo
     assert len([line for line in text.splitlines() if line.startswith("│")]) == 2
 
 
-def test_piped_table_keeps_full_rows() -> None:
+def test_piped_table_fits_160_columns_and_wide_keeps_full_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
     out = io.StringIO()
     render_frame(wide_frame(), "table", out=out)
     text = out.getvalue()
-    assert LONG in text and "non_compute_time_us" in text and "left out" not in text
+    assert max(len(line) for line in text.splitlines()) <= 160
+    assert LONG not in text and "vectorized_element" in text
     assert len([line for line in text.splitlines() if line.startswith("│")]) == 2
+    out = io.StringIO()
+    render_frame(wide_frame(), "table", out=out, wide=True)
+    text = out.getvalue()
+    assert LONG in text and "non_compute_time_us" in text and "left out" not in text
+    # $COLUMNS, when set, is the width of piped tables too.
+    monkeypatch.setenv("COLUMNS", "100")
+    out = io.StringIO()
+    render_frame(wide_frame(), "table", out=out)
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 100
+
+
+def test_key_columns_are_never_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last column goes first when fitting, unless it is the table's key column."""
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    render_frame(wide_frame(), "table", out=out, key=("non_compute_time_us",))
+    text = out.getvalue()
+    assert "14,522,911.50" in text and "left out to fit 60 columns" in text
+    assert max(len(line) for line in text.splitlines()) <= 60
+
+
+def test_csv_and_json_floats_carry_no_binary_noise() -> None:
+    frame = pl.DataFrame(
+        {
+            "name": ["a", "b", "c"],
+            "dur_us": [730.3699999999999, 530 / 7, 1_795_366_631_037_282.0],
+            "pct": [0.1 + 0.2, None, float("nan")],
+        }
+    )
+    out = io.StringIO()
+    render_frame(frame, "csv", out=out)
+    # Noise goes; real digits (530/7, a µs epoch timestamp) stay whole, as repr writes them.
+    assert out.getvalue().splitlines()[1:] == [
+        "a,730.37,0.3",
+        "b,75.71428571428571,",
+        "c,1795366631037282.0,NaN",
+    ]
+    out = io.StringIO()
+    render_frame(frame, "json", out=out)
+    rows = json.loads(out.getvalue())
+    assert [row["dur_us"] for row in rows] == [730.37, 530 / 7, 1_795_366_631_037_282.0]
+    assert rows[0]["pct"] == 0.3 and rows[2]["pct"] is None
+
+
+def run_piped(args: list[str], columns: int | None = None) -> str:
+    """Run the CLI with stdout on a pipe (and $COLUMNS unset unless given); returns stdout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    done = subprocess.run(
+        [sys.executable, "-m", "htatui", *args], capture_output=True, text=True, env=env, check=True, timeout=120
+    )
+    return done.stdout
+
+
+def test_piped_launch_prints_the_summary_and_outliers_with_the_delay_column(tmp_path: Path) -> None:
+    write_scenario("small", tmp_path / "small")
+    job = str(tmp_path / "small")
+    text = run_piped(["report", job, "--view", "launch", "--no-cache"])
+    assert max(len(line) for line in text.splitlines()) <= 160
+    titles = [line.split(" · ")[0] for line in text.splitlines() if line.startswith("launch ")]
+    assert titles == ["launch summary", "launch short-kernels", "launch runtime-outliers", "launch delay-outliers"]
+    # The small job: 14 launches a rank, 6 of them delayed past 100 µs (145, 135, 140 µs, twice a rank).
+    assert "launch_delay_us" in text and "145.00" in text
+    assert text.count("│    0 │") == 1 + 6
+    # At 80 columns the key column (launch_delay_us) stays, whatever else is left out.
+    narrow = run_piped(["report", job, "--view", "launch", "--full", "--no-cache"], columns=80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    header = next(line for line in narrow.splitlines() if "rank" in line and "┃" in line)
+    assert "delay µs" in header
+    assert len([line for line in narrow.splitlines() if line.startswith("│")]) == 28
+
+
+def test_report_help_groups_flags_by_view() -> None:
+    text = run_piped(["report", "--help"])
+    launch = text[text.index("--view launch (Launch):") : text.index("--view queue")]
+    assert "--delay-outliers" in launch and "--runtime-cutoff" in launch and "--full" in launch
+    assert "--by-stream" not in launch
+    own = run_piped(["report", "--view", "launch", "--help"])
+    assert "--delay-outliers" in own and "--full" in own and "--by-stream" not in own and "--view idle" not in own
+    assert "print the delay-outliers table of launch: Launches whose GPU work waited longer" in " ".join(own.split())
 
 
 def run_in_pty(args: list[str], columns: int = 80) -> str:
@@ -157,3 +241,15 @@ def test_diff_table_keeps_the_change_columns_at_80(tmp_path: Path) -> None:
     header = next(line for line in lines if "name" in line)
     assert "delta µs" in header and "status" in header
     assert "--wide shows all" in text
+
+
+def test_skipped_files_are_listed_under_info_and_report(tmp_path: Path) -> None:
+    """Issue 25 #13: a file skipped while loading leaves a sign in stdout, not only on stderr."""
+    write_scenario("small", tmp_path / "small")
+    (tmp_path / "small" / "rank-2.json").write_text("{not json")
+    job = str(tmp_path / "small")
+    for args in (["info", job], ["report", job, "--view", "temporal"]):
+        text = run_piped([*args, "--no-cache"])
+        assert "(1 note, listed below)" in text.splitlines()[0]
+        assert text.splitlines()[-1].startswith(f"skipped {tmp_path / 'small' / 'rank-2.json'}: invalid JSON")
+    assert "skipped" not in run_piped(["report", job, "--view", "temporal", "--no-cache", "--format", "csv"])

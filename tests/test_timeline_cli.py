@@ -29,11 +29,40 @@ def test_timeline_prints_labelled_rows(tmp_path: Path, capsys: pytest.CaptureFix
     folder = job(tmp_path / "job")
     args = ["timeline", str(folder), "--no-cache", "--rank", "0", "--start", "0", "--end", "100", "--width", "19"]
     assert main(args) == 0
-    lines = capsys.readouterr().out.splitlines()
+    rows, legend = capsys.readouterr().out.split("\n\n")
+    lines = rows.splitlines()
     # label width 11 ("thread 1 +1") + 1 → 7 cells of 100/7 ≈ 14.29 µs: aten::mm (10-40) covers
     # 0.3 of cell 0, all of cell 1, 0.8 of cell 2; gemm (30-70) 0.9, 1, 0.9 of cells 2-4.
     assert lines[1:] == ["thread 1    AAAAAAA", "thread 1 +1 oOO    ", "stream 7    ..CCC.."]
     assert all(len(line) <= 19 for line in lines)
+    # The legend names the marks drawn (A, O/o, C, the idle dot, lower case), no others.
+    text = " ".join(legend.split())
+    assert text.startswith("legend: C compute, O op, A annotation, lower case")
+    assert ". stream idle" in text and "memcpy" not in text and "counter" not in text
+
+
+def test_timeline_help_explains_the_marks() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "htatui", "timeline", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
+    for mark in (
+        "C     compute",
+        "N     communication",
+        "M     memcpy",
+        "a-z   the same, under half",
+        ".     stream idle",
+    ):
+        assert mark in done.stdout
 
 
 def test_timeline_defaults_to_the_whole_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,7 +153,7 @@ def test_timeline_stacks_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str
     args = ["timeline", str(folder), "--no-cache", "--rank", "all", "--depth", "1", "--width", "22"]
     assert main([*args, "--start", "0", "--end", "100"]) == 0
     # 10 cells of 10 µs: the step everywhere, gemm (30-70) in cells 3-6, on both ranks.
-    assert capsys.readouterr().out.splitlines()[1:] == [
+    assert capsys.readouterr().out.split("\n\n")[0].splitlines()[1:] == [
         "r0 thread 1 AAAAAAAAAA",
         "r0 stream 7 ...CCCC...",
         "r1 thread 1 AAAAAAAAAA",

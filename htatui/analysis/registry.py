@@ -57,6 +57,15 @@ class Table(Generic[OptionsT]):
     per_rank: bool = False
     """Each rank's rows depend on that rank alone and come in rank order (tests/test_registry.py
     checks it), so over a dataset `make_table` builds the table a rank at a time."""
+    key_columns: tuple[str, ...] = ()
+    """The columns the table exists for: a table fitted to a narrow width never leaves them out."""
+
+    @property
+    def about(self) -> str:
+        """What the table holds: the first sentence of its compute function's docstring ("" when
+        that sentence speaks of code, starting with a `name`)."""
+        doc = " ".join((self.compute.__doc__ or "").split())
+        return "" if doc.startswith("`") else doc.split(". ")[0].rstrip(".")
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,9 @@ class View(Generic[OptionsT]):
     tables: tuple[Table[OptionsT], ...]
     headline: bool = False
     """Compared by `htatui diff --summary` (analysis/diff_summary.py has its headline metrics)."""
+    summary_tables: tuple[str, ...] = ()
+    """What `report` prints when no table is asked for, in place of a main table too long to read
+    (launch: one row per launch); `report --full` prints the main table."""
 
     @property
     def main(self) -> Table[OptionsT]:
@@ -121,11 +133,19 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     return rank_by_rank(traces, options, frame)
 
 
+_OUTLIER_ABOUT = {
+    "short": "Launches whose GPU work ran shorter than the launch call (gpu < cpu ≤ the runtime cutoff).",
+    "runtime": "Launch calls that ran longer than the runtime cutoff on the CPU.",
+    "delay": "Launches whose GPU work waited longer than the delay cutoff to start.",
+}
+
+
 def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
     def compute(traces: TraceSet, options: launch.LaunchOptions) -> pl.DataFrame:
         return launch.outliers(traces, options, kind)
 
     compute.__name__ = f"{kind}_outliers"
+    compute.__doc__ = _OUTLIER_ABOUT[kind]
     return compute
 
 
@@ -157,14 +177,15 @@ VIEWS: tuple[View[Any], ...] = (
         "Launch",
         launch.LaunchOptions,
         (
-            Table("main", launch.compute, per_rank=True),
-            Table("summary", launch.summary, per_rank=True),
-            Table("short-kernels", _outliers("short"), per_rank=True),
-            Table("runtime-outliers", _outliers("runtime"), per_rank=True),
-            Table("delay-outliers", _outliers("delay"), per_rank=True),
+            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",)),
+            Table("summary", launch.summary, per_rank=True, key_columns=("delay_mean_us", "delay_p99_us")),
+            Table("short-kernels", _outliers("short"), per_rank=True, key_columns=("gpu_duration_us",)),
+            Table("runtime-outliers", _outliers("runtime"), per_rank=True, key_columns=("cpu_duration_us",)),
+            Table("delay-outliers", _outliers("delay"), per_rank=True, key_columns=("launch_delay_us",)),
             Table("histograms", launch.histograms),
         ),
         headline=True,
+        summary_tables=("summary", "short-kernels", "runtime-outliers", "delay-outliers"),
     ),
     View(
         "queue",
@@ -195,13 +216,18 @@ VIEWS: tuple[View[Any], ...] = (
         "Stragglers",
         ranks.RanksOptions,
         (
-            Table("main", ranks.stragglers),
+            Table("main", ranks.stragglers, key_columns=("delay_us", "cause")),
             Table("per-step", ranks.straggler_steps),
             Table("phases", ranks.straggler_phases),
         ),
     ),
     View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
-    View("collectives", "Collectives", ranks.RanksOptions, (Table("main", ranks.collectives),)),
+    View(
+        "collectives",
+        "Collectives",
+        ranks.RanksOptions,
+        (Table("main", ranks.collectives, key_columns=("skew_max_us", "busbw_gbps")),),
+    ),
     View(
         "annotations",
         "Annotations",
@@ -214,8 +240,18 @@ VIEWS: tuple[View[Any], ...] = (
         patterns.PatternsOptions,
         (Table("main", patterns.table), Table("operators", patterns.operators)),
     ),
-    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
-    View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
+    View(
+        "ops",
+        "Ops",
+        ops.OpsOptions,
+        (Table("main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us")), Table("top-bars", ops.top)),
+    ),
+    View(
+        "op-tree",
+        "Op tree",
+        op_tree.OpTreeOptions,
+        (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
+    ),
     View("cupti", "CUPTI counters", cupti.CuptiOptions, (Table("main", cupti.compute), Table("by-op", cupti.by_op))),
 )
 

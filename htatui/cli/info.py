@@ -22,6 +22,12 @@ INFO_COLUMNS = (
 )
 
 
+def load_notes(traces: TraceSet) -> list[str]:
+    """What loading left aside, one line each: the files skipped and why, then the loader's notes
+    (printed under a table so the sign outlasts the stderr lines)."""
+    return [f"skipped {problem}" for problem in traces.problems] + [f"note: {note}" for note in traces.notes]
+
+
 def info_frame(traces: TraceSet) -> pl.DataFrame:
     stored = _stored_rows(traces)
     rows = []

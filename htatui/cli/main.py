@@ -120,13 +120,14 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from htatui.cli.info import info_frame
+    from htatui.cli.info import info_frame, load_notes
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
 
     jobs = [job for path in args.paths for job in job_folders(path)]
     frames = []
+    notes: list[str] = []
     failed = False
     for job in jobs:
         try:
@@ -136,11 +137,13 @@ def _run_info(args: argparse.Namespace) -> int:
             failed = True
             continue
         frame = info_frame(traces)
+        notes += load_notes(traces)
         if len(jobs) > 1:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title="htatui info", wide=args.wide)
+        title = "htatui info" + (f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)" if notes else "")
+        render_frame(pl.concat(frames, how="diagonal"), args.format, title=title, wide=args.wide, notes=notes)
     return 2 if failed else 0
 
 

@@ -54,6 +54,7 @@ def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="print only this table (csv defaults to sites; json defaults to one object per device)",
     )
     memory.add_argument("--device", default=None, help="only this device (e.g. cuda:0)")
+    memory.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
     memory.add_argument(
         "--site", default=None, metavar="TEXT", help="print the full frames of the sites whose name contains TEXT"
     )
@@ -90,10 +91,15 @@ def run_memory(args: argparse.Namespace) -> int:
         return 0
     from htatui.text.render import render_frame
 
-    if args.format != "table" or args.table is not None:
+    if args.format != "table":
         render_frame(table(first, args.table or "sites", devices, args.top), args.format)
         return 0
-    _print_all(first, devices, args.top)
+    if args.table is not None:
+        chosen = readable(table(first, args.table, devices, args.top), _start_us(first))
+        title = f"{args.table} (GiB/MiB; times in ms from the first event)"
+        render_frame(chosen, "table", title=title, wide=args.wide)
+        return 0
+    _print_all(first, devices, args.top, args.wide)
     return 0
 
 
@@ -108,16 +114,58 @@ def table(analysis: MemoryAnalysis, name: str, devices: list[str], top: int) -> 
         return pl.concat(frames) if frames else pl.DataFrame()
     chosen = pl.col("device").is_in(devices)
     if name == "summary":
-        return analysis.summary.filter(chosen)
+        return summary_table(analysis).filter(chosen)
     if name == "allocator":
         return memory.allocator_state(analysis.recording).filter(chosen)
     if name == "oom":
-        return memory.ooms(analysis).filter(chosen)
+        found = memory.ooms(analysis).filter(chosen)
+        why = [memory.oom_reason(analysis, row) for row in found.iter_rows(named=True)]
+        return found.with_columns(pl.Series("why", why, dtype=pl.Utf8))
     if name == "growth":
         return memory.growth(analysis).points.filter(chosen)
     if name == "spans":
         return memory.span_peaks(analysis).filter(chosen)
     return analysis.series.filter(chosen)
+
+
+def summary_table(analysis: MemoryAnalysis) -> pl.DataFrame:
+    """The per-device summary with the allocator's rounded figures beside the requested sizes."""
+    from htatui.analysis.memory import usage as memory
+
+    joined = analysis.summary.join(memory.allocator_allocated(analysis), on="device", how="left")
+    first = ["device", "peak_bytes", "allocator_peak_bytes", "end_bytes", "allocator_end_bytes"]
+    return joined.select(first + [name for name in joined.columns if name not in first])
+
+
+TIME_COLUMNS = ("time_us", "start_us", "end_us")
+"""Columns that are instants (made relative to the recording's first event); other `_us` are durations."""
+
+
+def readable(frame: pl.DataFrame, start_us: float | None) -> pl.DataFrame:
+    """A memory table for people: bytes in GiB (MiB when a column stays under 1 GiB), instants in ms
+    from the recording's first event, durations in ms. CSV and JSON keep exact bytes and µs."""
+    import polars as pl
+
+    columns = []
+    for name, dtype in frame.schema.items():
+        column = pl.col(name)
+        if (name == "bytes" or name.endswith("_bytes") or name.startswith("bytes_")) and dtype.is_numeric():
+            stem = "size" if name == "bytes" else name.removesuffix("_bytes").removeprefix("bytes_")
+            biggest = frame[name].abs().max()
+            gib = isinstance(biggest, int | float) and biggest >= 2**30
+            columns.append((column / (2**30 if gib else 2**20)).alias(f"{stem}_{'gib' if gib else 'mib'}"))
+        elif name.endswith("_us") and dtype.is_float():
+            instant = name in TIME_COLUMNS or name.endswith("_time_us")
+            origin = start_us if instant and start_us is not None else 0.0
+            columns.append(((column - origin) / 1000.0).alias(name.removesuffix("_us") + "_ms"))
+        else:
+            columns.append(column)
+    return frame.select(columns)
+
+
+def _start_us(analysis: MemoryAnalysis) -> float | None:
+    value = analysis.recording.events["time_us"].min()
+    return float(value) if isinstance(value, int | float) else None
 
 
 def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, Any]:
@@ -126,7 +174,7 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
 
     from htatui.analysis.memory import usage as memory
 
-    summary = analysis.summary.filter(pl.col("device") == device).to_dicts()[0]
+    summary = summary_table(analysis).filter(pl.col("device") == device).to_dicts()[0]
     growth = memory.growth(analysis)
     on_device = pl.col("device") == device
     growing = growth.growing_sites.get(device)
@@ -138,7 +186,11 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
         "sites": analysis.sites_at_peak(device, top).to_dicts(),
         "allocator": memory.allocator_state(analysis.recording).filter(on_device).drop("device").to_dicts(),
         "ooms": [
-            {**row, "sites": memory.sites_at(analysis, device, row["seq"], top).to_dicts()}
+            {
+                **row,
+                "why": memory.oom_reason(analysis, {**row, "device": device}),
+                "sites": memory.sites_at(analysis, device, row["seq"], top).to_dicts(),
+            }
             for row in memory.ooms(analysis).filter(on_device).drop("device").to_dicts()
         ],
         "growth_basis": growth.basis,
@@ -149,42 +201,62 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
     }
 
 
-def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int) -> None:
+def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: bool = False) -> None:
     import polars as pl
 
     from htatui.analysis.memory import usage as memory
     from htatui.text.render import render_frame
 
     recording = analysis.recording
-    print(f"{recording.path} ({recording.kind.replace('_', ' ')})")
-    render_frame(analysis.summary.filter(pl.col("device").is_in(devices)), "table", title="Memory per device")
+    start = _start_us(analysis)
+
+    def show(frame: pl.DataFrame, title: str) -> None:
+        render_frame(readable(frame, start), "table", title=title, wide=wide)
+
+    print(f"{recording.path} ({recording.kind.replace('_', ' ')}; sizes in GiB/MiB, times in ms from its first event)")
+    show(summary_table(analysis).filter(pl.col("device").is_in(devices)), "Memory per device")
+    if recording.kind == "snapshot":
+        print(
+            "peak/end: requested sizes (the memory viewer's convention); allocator peak/end: rounded as the "
+            "caching allocator rounds blocks, what torch.cuda.max_memory_allocated()/memory_allocated() report"
+        )
+    else:
+        print("peak/end: the allocator's own figures, as the recording's memory events report them")
     growth = memory.growth(analysis)
     for device in devices:
-        render_frame(analysis.sites_at_peak(device, top), "table", title=f"{device}: live at the peak, by site")
+        show(analysis.sites_at_peak(device, top), f"{device}: live at the peak, by site")
         ooms = memory.ooms(analysis).filter(pl.col("device") == device)
         for row in ooms.iter_rows(named=True):
-            render_frame(
+            when = (row["time_us"] - start) / 1000.0 if row["time_us"] is not None and start is not None else None
+            free = row["device_free_bytes"]
+            why = memory.oom_reason(analysis, row)
+            show(
                 memory.sites_at(analysis, device, row["seq"], top),
-                "table",
-                title=f"{device}: OUT OF MEMORY at {row['time_us']:.0f} µs: asked {row['requested_bytes']} bytes, "
-                f"device free {row['device_free_bytes']}; live by site",
+                f"{device}: OUT OF MEMORY{f' at {when:,.3f} ms' if when is not None else ''}: "
+                f"asked {_size(row['requested_bytes'])}, device free {_size(free)}"
+                f"{f'; {why}' if why else ''}. Live by site",
             )
         if device in growth.leaking:
             verdict = "live memory rises at every step: probable leak" if growth.leaking[device] else "no steady growth"
-            render_frame(
-                growth.points.filter(pl.col("device") == device),
-                "table",
-                title=f"{device}: live bytes at {growth.basis} ({verdict})",
-            )
+            show(growth.points.filter(pl.col("device") == device), f"{device}: live at {growth.basis} ({verdict})")
             growing = growth.growing_sites.get(device)
             if growth.leaking[device] and growing is not None and growing.height:
-                render_frame(growing.head(top), "table", title=f"{device}: sites that grew (first → last step)")
+                show(growing.head(top), f"{device}: sites that grew (first → last step)")
     allocator = memory.allocator_state(recording).filter(pl.col("device").is_in(devices))
     if allocator.height:
-        render_frame(allocator, "table", title="Allocator state at the snapshot (per stream)")
+        show(allocator, "Allocator state at the snapshot (per stream)")
     spans = memory.span_peaks(analysis).filter(pl.col("device").is_in(devices))
     if spans.height:
-        render_frame(spans, "table", title="Peak per step and top-level annotation")
+        show(spans, "Peak per step and top-level annotation")
+
+
+def _size(value: int | None) -> str:
+    """Bytes as a person reads them (exact bytes stay in CSV/JSON)."""
+    if value is None:
+        return "unknown"
+    if abs(value) >= 2**30:
+        return f"{value / 2**30:,.2f} GiB"
+    return f"{value / 2**20:,.1f} MiB" if abs(value) >= 2**20 else f"{value:,} B"
 
 
 def _print_frames(analysis: MemoryAnalysis, text: str) -> int:
@@ -220,7 +292,8 @@ def _print_comparison(a: MemoryAnalysis, b: MemoryAnalysis, args: argparse.Names
     if args.format != "table":
         render_frame(segments if args.table == "allocator" else sites, args.format)
         return 0
-    render_frame(sites, "table", title=f"Live at the end, by site: {args.path} → {args.path2}")
+    title = f"Live at the end, by site: {args.path} → {args.path2}"
+    render_frame(readable(sites, None), "table", title=title, wide=args.wide)
     if segments.height:
-        render_frame(segments, "table", title="Segments per device and stream")
+        render_frame(readable(segments, None), "table", title="Segments per device and stream", wide=args.wide)
     return 0

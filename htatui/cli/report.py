@@ -57,6 +57,9 @@ def _option_flags() -> list[OptionFlag]:
 
 OPTION_FLAGS: list[OptionFlag] = _option_flags()
 
+SUMMARY_ROWS = 20
+"""Rows of each outlier table `report` prints by default (the largest by its key column)."""
+
 
 def _parser_of(kind: Kind) -> Callable[[str], Any]:
     def parser(text: str) -> Any:
@@ -66,38 +69,123 @@ def _parser_of(kind: Kind) -> Callable[[str], Any]:
     return parser
 
 
+def _short(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + " …"
+
+
+def _escaped(text: str) -> str:
+    """Help text as argparse reads it (it formats help with %)."""
+    return text.replace("%", "%%")
+
+
+def _table_help(view: View[Any], name: str) -> str:
+    about = view.table(name).about
+    return f"print the {name} table of {view.id}" + (f": {_short(about)}" if about else "")
+
+
+def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...]) -> None:
+    """Each view's table flags and knobs in a group of its own (a flag two views share is listed
+    under the first, its help naming both); `report --view X --help` lists X's alone."""
+    table_flags: dict[str, list[View[Any]]] = {}
+    for view in views:
+        for table in view.tables[1:]:
+            table_flags.setdefault(table.name, []).append(view)
+    done: set[str] = set()
+    for view in views:
+        about = f": {_short(view.main.about)}" if view.main.about else ""
+        if view.summary_tables:
+            listed = ", ".join(view.summary_tables)
+            text = f"without a table flag, prints the tables {listed} (--full: its main table{about})"
+        else:
+            text = f"without a table flag, prints its main table{about}"
+        group = parser.add_argument_group(f"--view {view.id} ({view.title})", text)
+        for table in view.tables[1:]:
+            if table.name in done:
+                continue
+            done.add(table.name)
+            owners = table_flags[table.name]
+            text = "; ".join(_table_help(owner, table.name) for owner in owners)
+            group.add_argument(f"--{table.name}", action="store_true", help=_escaped(text))
+        if view.summary_tables and "full" not in done:
+            done.add("full")
+            group.add_argument(
+                "--full", action="store_true", help=_escaped(f"print the main table of {view.id}{about}")
+            )
+        # A knob not given leaves no attribute (SUPPRESS), so a value of None ("--top all") is a value.
+        for option in OPTION_FLAGS:
+            if option.flag in done or option.field not in {f.name for f in dataclasses.fields(view.options)}:
+                continue
+            done.add(option.flag)
+            if option.kind == "switch":  # present = True
+                group.add_argument(
+                    option.flag,
+                    dest=option.field,
+                    action="store_const",
+                    const=True,
+                    default=argparse.SUPPRESS,
+                    help=option.help,
+                )
+                continue
+            group.add_argument(
+                option.flag,
+                dest=option.field,
+                type=_parser_of(option.kind),
+                default=argparse.SUPPRESS,
+                help=option.help,
+            )
+
+
+AddFlags = Callable[[argparse.ArgumentParser], None]
+
+
+class _ViewHelp(argparse.Action):
+    """`--help`: with `--view X` given before it, only X's tables and options; else every view's."""
+
+    def __init__(self, option_strings: list[str], dest: str, common: tuple[AddFlags, ...], **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+        self.common = common
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: Any) -> None:
+        view_id = getattr(namespace, "view", None)
+        if view_id in BY_ID:
+            alone = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+            parser = _report_parser(alone, (BY_ID[view_id],), self.common)
+        parser.print_help()
+        parser.exit()
+
+
+def _report_parser(
+    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...]
+) -> argparse.ArgumentParser:
+    """`report`'s flags: help, the load and format flags (`common`), the view, the scope, then each view's."""
+    report.add_argument(
+        "-h", "--help", action=_ViewHelp, common=common, help="this help; after --view X, X's tables and options"
+    )
+    for add in common:
+        add(report)
+    report.add_argument("--view", required=True, choices=sorted(BY_ID), help="which view to print")
+    add_scope_flags(report)
+    report.add_argument(
+        "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
+    )
+    _add_view_flags(report, views)
+    return report
+
+
 def add_report_parser(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     load_flags: Callable[[argparse.ArgumentParser], None],
     format_flag: Callable[[argparse.ArgumentParser], None],
     load: Callable[[list[Path], bool], Any],
 ) -> None:
-    report = sub.add_parser("report", help="print one analysis view as a table, CSV or JSON")
-    load_flags(report)
-    format_flag(report)
-    report.add_argument("--view", required=True, choices=sorted(BY_ID), help="which view to print")
-    add_scope_flags(report)
-    tables = sorted({table.name for view in VIEWS for table in view.tables[1:]})
-    report.add_argument(
-        "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
+    report = sub.add_parser(
+        "report",
+        help="print one analysis view as a table, CSV or JSON",
+        description="Print one view's table. Each view's table flags and options are listed under it; "
+        "`report --view X --help` lists X's alone.",
+        add_help=False,
     )
-    for flag in tables:
-        report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
-    # A knob not given leaves no attribute (SUPPRESS), so a value of None ("--top all") is a value.
-    for option in OPTION_FLAGS:
-        if option.kind == "switch":  # present = True
-            report.add_argument(
-                option.flag,
-                dest=option.field,
-                action="store_const",
-                const=True,
-                default=argparse.SUPPRESS,
-                help=option.help,
-            )
-            continue
-        report.add_argument(
-            option.flag, dest=option.field, type=_parser_of(option.kind), default=argparse.SUPPRESS, help=option.help
-        )
+    _report_parser(report, VIEWS, (load_flags, format_flag))
     report.set_defaults(run=lambda args: run_report(args, load))
 
 
@@ -157,20 +245,54 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     if steps_problem:
         print(f"htatui: {steps_problem}", file=sys.stderr)
         return 2
-    table = view.table(chosen[0]) if chosen else view.main
-    try:
-        result = make_table(table, traces, options)
-    except CommRulesError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
+    full = bool(getattr(args, "full", False))
+    if full and (chosen or not view.summary_tables):
+        print(
+            f"htatui: --full does not apply to --view {args.view}{' --' + chosen[0] if chosen else ''}", file=sys.stderr
+        )
         return 2
-    except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
-        print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
-        return 2
-    frame, message = frame_of(result)
-    if message:
-        print(f"htatui: {message}", file=sys.stderr)
-    title = f"{args.view}{' ' + chosen[0] if chosen else ''} · {describe_scope(traces, options)}"
-    render_frame(frame, args.format, title=title, wide=getattr(args, "wide", False))
+    if chosen or full or not view.summary_tables:
+        table_names = [chosen[0] if chosen else "main"]
+    elif args.format == "table":
+        table_names = list(view.summary_tables)
+    else:  # CSV and JSON hold one table: the first summary
+        table_names = [view.summary_tables[0]]
+    from htatui.cli.info import load_notes
+
+    notes = load_notes(traces)
+    scope_text = describe_scope(traces, options)
+    for index, name in enumerate(table_names):
+        table = view.table(name)
+        try:
+            result = make_table(table, traces, options)
+        except CommRulesError as exc:
+            print(f"htatui: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
+            print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
+            return 2
+        frame, message = frame_of(result)
+        if message and frame.height:
+            print(f"htatui: {message}", file=sys.stderr)
+        elif message and args.format != "table":
+            print(f"htatui: {message}", file=sys.stderr)
+        title = f"{args.view}{'' if name == 'main' else ' ' + name} · {scope_text}"
+        if index == 0 and notes:
+            title += f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)"
+        if len(table_names) > 1 and index > 0 and frame.height > SUMMARY_ROWS:
+            title += f" · the {SUMMARY_ROWS} largest of {frame.height:,} (--{name} prints all)"
+            if table.key_columns:
+                frame = frame.sort(table.key_columns[0], descending=True, nulls_last=True)
+            frame = frame.head(SUMMARY_ROWS)
+        render_frame(
+            frame,
+            args.format,
+            title=title,
+            wide=getattr(args, "wide", False),
+            key=table.key_columns,
+            empty_message=message,
+            notes=notes if index == len(table_names) - 1 else (),
+        )
     return 0
 
 

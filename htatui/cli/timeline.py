@@ -32,7 +32,17 @@ def add_timeline_parser(
     load_flags: Callable[[argparse.ArgumentParser], None],
     load: Callable[[list[Path], bool], Any],
 ) -> None:
-    parser = sub.add_parser("timeline", help="print a rank's timeline over a time window as text")
+    from htatui.text.timeline import legend_entries
+
+    marks = "\n".join(f"  {glyph:<5} {meaning}" for glyph, meaning in legend_entries())
+    parser = sub.add_parser(
+        "timeline",
+        help="print a rank's timeline over a time window as text",
+        description="One line per thread (CPU nesting levels below it), stream and counter; one mark per "
+        "cell of time. A legend of the marks used follows the lines.",
+        epilog=f"marks:\n{marks}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     load_flags(parser)
     parser.add_argument("--rank", default=None, help="rank(s) to draw: e.g. 0, 0,1 or all (default: the first)")
     parser.add_argument("--start", type=float, default=None, help="window start, µs (default: first event)")
@@ -81,7 +91,9 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
         lines = timeline_text.render(traces, chosen, start, end, width, options)
     except timeline.TimelineError as exc:
         return _fail(str(exc))
-    sys.stdout.write("\n".join(lines) + "\n")
+    cells_from = timeline_text.label_width(traces, chosen, options) + 1
+    key = timeline_text.legend([line[cells_from:] for line in lines[1:]], width)
+    sys.stdout.write("\n".join([*lines, *([""] + key if key else [])]) + "\n")
     return 0
 
 

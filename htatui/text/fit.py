@@ -26,7 +26,7 @@ WORDS = {
 }
 """Short words for headers in a narrow terminal; the unit always stays."""
 
-KEEP = frozenset({"rank", "name", "job", "kernel", "operator", "op", "view", "metric"})
+KEEP = frozenset({"rank", "name", "job", "kernel", "operator", "op", "view", "metric", "call_path"})
 """Columns that say what a row is: left out only when nothing else is left."""
 
 NAME_MIN = 28
@@ -86,11 +86,13 @@ def fit_columns(
     width: int,
     raw_text: Callable[[int], list[str]],
     keep: Sequence[str] = (),
+    key: Sequence[str] = (),
 ) -> Fitted:
     """Columns that fit `width`: headers shortened, text shortened by meaning, then columns left out.
 
     `raw_text(i)` gives column i's full texts, shortened again whenever its width shrinks;
-    `keep` names the columns that matter most, most important first (the others go first).
+    `keep` names the columns that matter most, most important first (the others go first);
+    `key` names a table's key columns (the ones it exists for), never left out.
     """
     columns = [FitColumn(n, n, list(c), num) for n, c, num in zip(names, cells, numeric, strict=True)]
     if table_width(columns) <= width:
@@ -102,9 +104,9 @@ def fit_columns(
         while table_width(columns) > width:
             if _shrink_text(columns, width, floor, names, raw_text):
                 continue
-            if floor is None or floor == MIN_TEXT and not _droppable(columns, keep):
+            if floor is None or floor == MIN_TEXT and not _droppable(columns, keep, key):
                 break
-            dropped = _droppable(columns, keep)
+            dropped = _droppable(columns, keep, key)
             if not dropped:
                 break
             columns.remove(dropped[-1])
@@ -114,9 +116,9 @@ def fit_columns(
     return Fitted(columns, left_out)
 
 
-def _droppable(columns: list[FitColumn], keep: Sequence[str] = ()) -> list[FitColumn]:
-    """Columns in the order they are kept (the last one goes first): low-priority ones last."""
-    rest = [c for c in columns[1:] if c.name not in KEEP]
+def _droppable(columns: list[FitColumn], keep: Sequence[str] = (), key: Sequence[str] = ()) -> list[FitColumn]:
+    """Columns in the order they are kept (the last one goes first): low-priority ones last; key ones never."""
+    rest = [c for c in columns[1:] if c.name not in KEEP and c.name not in key]
     if keep:
         listed = sorted((c for c in rest if c.name in keep), key=lambda c: keep.index(c.name))
         return listed + [c for c in rest if c.name not in keep]

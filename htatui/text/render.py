@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 from collections.abc import Sequence
 from typing import Literal, TextIO
 
+import numpy as np
 import orjson
 import polars as pl
 from rich.console import Console
@@ -20,6 +22,20 @@ Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")
 TABLE_EDGES = 4
 """Cells of a rich table's left and right borders with their padding."""
+
+PIPE_WIDTH = 160
+"""A table's width when stdout is not a terminal and $COLUMNS is not set: a file or a pager
+still gets a readable table (`--wide`, CSV and JSON keep every column and full names)."""
+
+CLEAN_DIGITS = 13
+"""A CSV/JSON float is written as its CLEAN_DIGITS-significant-digit decimal when that changes
+it by at most CLEAN_ULPS units in the last place and CLEAN_ABS in absolute: binary noise such
+as 730.3699999999999 (730.37 less one ulp) goes; a value whose digits are all real (75/7's
+75.71428571428571, an epoch timestamp in µs) is written whole, as repr writes it."""
+
+CLEAN_ULPS = 4
+CLEAN_ABS = 1e-6
+"""…so no value moves by more than 4 ulps (< 1e-15 relative) nor by more than 1e-6 (a picosecond in µs)."""
 
 
 # Table cells only: a 16 MB kernel name would stall rich's folding; CSV and JSON stay whole.
@@ -34,13 +50,61 @@ def _table_cell(value: object) -> str:
     return f"{text[:half]}…{text[-half:]}"
 
 
+def clean_values(values: np.ndarray) -> np.ndarray:
+    """Each float without binary noise: its CLEAN_DIGITS-significant-digit decimal (as the nearest
+    double) when that is within CLEAN_ULPS ulps and CLEAN_ABS of it, else the value itself.
+
+    Vectorised: scaling by an exact power of ten and dividing back is rounded once, so `near` is
+    the double nearest the decimal; the rare values whose scale is not exact (under 1e-10, over
+    1e35) go through the decimal text one at a time."""
+    x = np.asarray(values, dtype=np.float64)
+    out = x.copy()
+    with np.errstate(all="ignore"):
+        magnitude = np.abs(x)
+        shift = CLEAN_DIGITS - 1 - np.floor(np.log10(np.where(magnitude > 0, magnitude, 1.0)))
+        usable = np.isfinite(x) & (magnitude > 0) & (shift <= 22) & (shift >= -22)
+        up = np.where(usable & (shift >= 0), shift, 0.0)
+        down = np.where(usable & (shift < 0), -shift, 0.0)
+        near = np.where(shift >= 0, np.round(x * 10.0**up) / 10.0**up, np.round(x / 10.0**down) * 10.0**down)
+        tolerance = np.minimum(CLEAN_ULPS * np.spacing(magnitude), CLEAN_ABS)
+        take = usable & (np.abs(near - x) <= tolerance)
+    out[take] = near[take]
+    for index in np.flatnonzero(np.isfinite(x) & (magnitude > 0) & ~usable):
+        value = float(x[index])
+        text_near = float(f"{value:.{CLEAN_DIGITS}g}")
+        if abs(text_near - value) <= min(CLEAN_ULPS * math.ulp(value), CLEAN_ABS):
+            out[index] = text_near
+    return out
+
+
+def clean_float(value: float) -> float:
+    """One value through clean_values (730.3699999999999 → 730.37)."""
+    return float(clean_values(np.array([value]))[0])
+
+
+def _clean_floats(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every float column through clean_values (nulls stay null); other columns as they are."""
+    changed = []
+    for name, dtype in frame.schema.items():
+        if dtype in (pl.Float32, pl.Float64):
+            column = frame[name].cast(pl.Float64)
+            cleaned = pl.Series(name, clean_values(column.fill_null(0.0).to_numpy()))
+            changed.append(pl.when(column.is_null()).then(None).otherwise(cleaned).alias(name))
+    return frame.with_columns(changed) if changed else frame
+
+
 def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:
-    rows = frame.to_dicts()
+    rows = _clean_floats(frame).to_dicts()
     for row in rows:
         for key, value in row.items():
             if isinstance(value, float) and not math.isfinite(value):
                 row[key] = None
     return rows
+
+
+def csv_text(frame: pl.DataFrame) -> str:
+    """CSV as polars writes it (shortest round-trip floats), from floats without binary noise."""
+    return _clean_floats(frame).write_csv()
 
 
 def render_frame(
@@ -51,32 +115,58 @@ def render_frame(
     *,
     wide: bool = False,
     keep: Sequence[str] = (),
+    key: Sequence[str] = (),
+    empty_message: str | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """Print `frame` in the chosen format; numbers are never rounded in CSV and JSON.
 
-    A table on a terminal fits its width (see htatui.text.fit) unless `wide`, leaving out the columns
-    not in `keep` first; piped, it keeps full rows.
+    A table fits the terminal's width ($COLUMNS, or PIPE_WIDTH when piped; see htatui.text.fit)
+    unless `wide`, leaving out the columns not in `keep` first and never those in `key`.
+    CSV and JSON floats lose only their binary noise (clean_float). An empty table says why
+    (`empty_message`); `notes` (files skipped while loading…) follow a table, never CSV or JSON.
     """
     stream = out or sys.stdout
     if fmt == "json":
         stream.write(orjson.dumps(_json_safe(frame), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif fmt == "csv":
-        stream.write(frame.write_csv())
+        stream.write(csv_text(frame))
     else:
-        _render_table(frame, title, stream, wide, keep)
+        _render_table(frame, title, stream, wide, (*key, *keep), key, empty_message)
+        for note in notes:
+            Console(file=stream, width=table_columns(stream)).print(note, markup=False, highlight=False)
 
 
-def _render_table(frame: pl.DataFrame, title: str | None, stream: TextIO, wide: bool, keep: Sequence[str]) -> None:
-    terminal = stream.isatty()
+def table_columns(stream: TextIO) -> int:
+    """The width a table is fitted to: $COLUMNS when set, else the terminal's, else PIPE_WIDTH."""
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    if stream.isatty():
+        return shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+    return PIPE_WIDTH
+
+
+def _render_table(
+    frame: pl.DataFrame,
+    title: str | None,
+    stream: TextIO,
+    wide: bool,
+    keep: Sequence[str],
+    key: Sequence[str],
+    empty_message: str | None,
+) -> None:
     if frame.height == 0:
-        Console(file=stream, soft_wrap=False).print(f"{title + ': ' if title else ''}no rows")
+        why = f" ({empty_message})" if empty_message else ""
+        console = Console(file=stream, width=table_columns(stream))
+        console.print(f"{title + ': ' if title else ''}no rows{why}", markup=False, highlight=False)
         return
     names = frame.columns
     numeric = [dtype.is_numeric() for dtype in frame.dtypes]
     cells = [[_table_cell(v) for v in frame[name].to_list()] for name in names]
-    if terminal and not wide:
-        columns = shutil.get_terminal_size().columns
-        fitted = fit_columns(names, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i], keep)
+    if not wide:
+        columns = table_columns(stream)
+        fitted = fit_columns(names, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i], keep, key)
     else:
         columns = 0
         fitted = Fitted([FitColumn(n, n, c, num) for n, c, num in zip(names, cells, numeric, strict=True)], [])

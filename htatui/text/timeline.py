@@ -5,6 +5,7 @@ screen draws it (htatui/analysis/timeline/index.py bins the events into the cell
 from __future__ import annotations
 
 import math
+import textwrap
 
 from htatui.analysis.timeline.events import EventDetails
 from htatui.analysis.timeline.index import (
@@ -99,6 +100,35 @@ def render(
         raise TimelineError(f"--width {width} is too narrow: the labels need {labels + 2} columns")
     rows = bin_window(traces, ranks, start_us, end_us, cells, chosen)
     return render_text(rows, start_us, end_us, width)
+
+
+def legend_entries() -> list[tuple[str, str]]:
+    """(glyph, meaning) for every mark a timeline line can hold, type letters first."""
+    entries = [(glyph, kind) for kind, glyph in GLYPHS.items()]
+    return [
+        *entries,
+        ("a-z", "the same, under half the cell busy"),
+        (STREAM_IDLE, "stream idle"),
+        (f"{SPARK[0]}…{SPARK[-1]}", "counter (queue, bandwidth) against its largest value in the window"),
+    ]
+
+
+def legend(glyph_lines: list[str], width: int) -> list[str]:
+    """What the marks in `glyph_lines` (the cells, labels cut off) mean, wrapped to `width`; only the marks used."""
+    used = {glyph for line in glyph_lines for glyph in line}
+    parts = []
+    for glyph, meaning in legend_entries():
+        if glyph == "a-z":
+            if any(g.islower() for g in used):
+                parts.append(f"lower case {meaning}")
+        elif glyph.startswith(SPARK[0]):
+            if used & set(SPARK):
+                parts.append(f"{glyph} {meaning}")
+        elif glyph in used or glyph.lower() in used and glyph.isalpha():
+            parts.append(f"{glyph} {meaning}")
+    if not parts:
+        return []
+    return textwrap.wrap("legend: " + ", ".join(parts), max(width, 20), break_on_hyphens=False)
 
 
 def details_lines(details: EventDetails) -> list[str]:

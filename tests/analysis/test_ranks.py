@@ -184,7 +184,19 @@ def test_one_rank_says_so(tmp_path: Path) -> None:
     assert ranks.rank_steps(traces, RanksOptions()).frame.height == 1
     coll = ranks.collectives(traces, RanksOptions())
     assert coll.frame["calls"].to_list() == [2]
-    assert coll.message == "one rank: cross-rank skew needs two or more"
+    assert coll.message == "the job has one rank: cross-rank skew needs two or more"
+
+
+def test_one_picked_rank_of_four_says_it_was_picked(tmp_path: Path) -> None:
+    """Issue 25 #15: with rank 1 of 4 chosen, the job still has 4 ranks; the sentence says one is chosen."""
+    traces = traces_of(tmp_path, *(skewed_rank(r) for r in range(4)))
+    picked = RanksOptions(scope=Scope(ranks=(1,)))
+    assert ranks.stragglers(traces, picked).message == (
+        "one of the job's 4 ranks is chosen: stragglers need two or more"
+    )
+    assert ranks.collectives(traces, picked).message == (
+        "one of the job's 4 ranks is chosen: cross-rank skew needs two or more"
+    )
 
 
 def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
@@ -194,7 +206,8 @@ def test_compat_stragglers_keep_htas_table(tmp_path: Path) -> None:
     assert compat.frame.columns == ["rank", "straggler_score", "is_straggler"]
     assert compat.message == (
         "method: HTA 0.6.1's late starts (per step, the ranks that start its most variable collective last); "
-        "no communication kernels long enough in the chosen steps"
+        "no communication kernels on the GPU in the chosen steps: a gloo or CPU-only job communicates "
+        "on the host, which HTA's method cannot see (--view stragglers reads it)"
     )
 
 

@@ -23,6 +23,7 @@ from htatui.analysis.registry import PAGES, PageTable, view
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
 from htatui.text.numbers import cell_text
+from htatui.text.render import clean_float
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.screens.page import PageScreen, pane_id
 from htatui.tui.widgets.table_pane import TablePane
@@ -56,12 +57,12 @@ def knob_flags(view_id: str, options: Any) -> list[str]:
 
 
 def _rows(frame: Any) -> list[dict[str, Any]]:
-    """A frame's rows as report's JSON gives them (NaN and inf as null)."""
+    """A frame's rows as report's JSON gives them (NaN and inf as null, floats less binary noise)."""
     rows: list[dict[str, Any]] = frame.to_dicts()
     for row in rows:
         for key, value in row.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                row[key] = None
+            if isinstance(value, float):
+                row[key] = clean_float(value) if math.isfinite(value) else None
     return rows
 
 

@@ -595,3 +595,79 @@ def span_peaks(analysis: MemoryAnalysis) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(rows, schema=SPAN_PEAK_SCHEMA)
+
+
+ALLOCATOR_ROUND_BYTES = 512
+"""The caching allocator rounds every block up to a multiple of 512 B (kMinBlockSize; with
+roundup_power2_divisions unset): torch.cuda.memory_allocated() counts these rounded sizes."""
+
+ALLOCATED_SCHEMA: dict[str, pl.DataType] = {
+    "device": pl.Utf8(),
+    "allocator_peak_bytes": pl.Int64(),
+    "allocator_end_bytes": pl.Int64(),
+}
+
+
+def allocator_allocated(analysis: MemoryAnalysis) -> pl.DataFrame:
+    """Per device, the figures torch.cuda.max_memory_allocated() and memory_allocated() report:
+    the same replay as `series` with each block rounded up as the allocator rounds it.
+
+    Requested sizes (the memory viewer's convention, `peak_bytes`) are a little smaller. A large
+    block the allocator did not split can be bigger still, so over a snapshot's history this is a
+    floor; its end equals the segments' allocated_size when every block was split (as in the
+    shared MLP snapshot: 2,485,587,456 B). A trace's or timeline's events already carry the
+    allocator's figure: there it is the series itself."""
+    if analysis.recording.kind != "snapshot":
+        rows = analysis.summary.select("device", allocator_peak_bytes="peak_bytes", allocator_end_bytes="end_bytes")
+        return rows.cast(ALLOCATED_SCHEMA)  # type: ignore[arg-type]
+    step = ALLOCATOR_ROUND_BYTES
+    rounded = analysis.intervals.with_columns(
+        size_bytes=((pl.col("size_bytes") + step - 1) // step * step).clip(lower_bound=step)
+    )
+    series = memory_series(analysis.recording, rounded)
+    frame = (
+        series.sort("device", "seq")
+        .group_by("device", maintain_order=True)
+        .agg(
+            allocator_peak_bytes=pl.col("allocated_bytes").max(),
+            allocator_end_bytes=pl.col("allocated_bytes").last(),
+        )
+        .sort("device")
+    )
+    return frame.cast(ALLOCATED_SCHEMA)  # type: ignore[arg-type]
+
+
+def _gib(value: int | float) -> str:
+    if abs(value) >= 2**30:
+        return f"{value / 2**30:,.2f} GiB"
+    return f"{value / 2**20:,.1f} MiB" if abs(value) >= 2**20 else f"{value:,} B"
+
+
+def oom_reason(analysis: MemoryAnalysis, oom: dict[str, object]) -> str | None:
+    """Why an out-of-memory row (of `ooms`) failed, from what the recording holds; None when the
+    device's free memory is not recorded.
+
+    More free on the device than asked: a cap stopped the allocator (the per-process memory
+    fraction) rather than the device. Less free, but enough cached free in this process's own
+    segments: fragmentation (no free block big enough). Neither: the device was full, the rest held
+    by other processes or the CUDA context (a snapshot does not hold the device's total)."""
+    asked, free = oom.get("requested_bytes"), oom.get("device_free_bytes")
+    reserved, live = oom.get("reserved_bytes"), oom.get("live_bytes")
+    if not isinstance(asked, int) or not isinstance(free, int):
+        return None
+    if free >= asked:
+        return (
+            f"the device had {_gib(free)} free, more than asked: a cap stopped the allocator, most likely "
+            "the per-process memory fraction (torch.cuda.set_per_process_memory_fraction)"
+        )
+    cached = reserved - live if isinstance(reserved, int) and isinstance(live, int) else None
+    if cached is not None and cached + free >= asked:
+        largest = allocator_state(analysis.recording).filter(pl.col("device") == oom.get("device"))
+        biggest = largest["largest_free_bytes"].max() if largest.height else None
+        at_snapshot = f" (largest at the snapshot {_gib(biggest)})" if isinstance(biggest, int) else ""
+        return (
+            f"fragmentation: {_gib(cached)} cached free in this process's segments, but no free block big "
+            f"enough{at_snapshot}; expandable_segments:True or max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF help"
+        )
+    held = f"; this process held {_gib(reserved)}" if isinstance(reserved, int) else ""
+    return f"the device was full{held}, the rest by other processes or the CUDA context"

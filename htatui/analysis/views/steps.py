@@ -138,7 +138,7 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
         kernels = events.filter((pl.col("cat") == "kernel") & long_enough)
         long_comm = kernels.filter(kernel_type(False) == COMMUNICATION)
     if long_comm.height == 0:
-        return _empty_stragglers("no communication kernels long enough in the chosen steps")
+        return _empty_stragglers(_no_long_comm(events, options))
     keys = ["rank", "stream", "iteration", "name"]
     order = ["rank", "index"] if options.hta_compat else ["rank", "ts", "index"]
     last = (
@@ -186,6 +186,24 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
         frame = frame.with_columns(is_straggler=pl.col("rank").is_in(top.implode()))
     frame = frame.sort("rank").select([pl.col(c).cast(t) for c, t in STRAGGLER_COLUMNS.items()])
     return StragglerResult(frame=frame)
+
+
+def _no_long_comm(events: pl.DataFrame, options: StragglerOptions) -> str:
+    """Why no kernel qualified: none communicates on the GPU at all (gloo, CPU collectives), or none is long enough."""
+    kernels = events.filter(pl.col("cat") == "kernel")
+    if options.hta_compat:
+        any_comm = kernels.filter(pl.col("name").cat.starts_with("ncclKernel")).height > 0
+    else:
+        any_comm = kernels.filter(kernel_type(False) == COMMUNICATION).height > 0
+    if not any_comm:
+        return (
+            "no communication kernels on the GPU in the chosen steps: a gloo or CPU-only job communicates "
+            "on the host, which HTA's method cannot see (--view stragglers reads it)"
+        )
+    return (
+        "no communication kernels long enough in the chosen steps "
+        f"(each must last at least {options.min_normalized_duration:g} of the mean step)"
+    )
 
 
 def stragglers_message(traces: TraceSet, options: StragglerOptions) -> str | None:

@@ -32,6 +32,7 @@ from htatui.analysis.views.ranks.stragglers import (
     VIEW_STRAGGLER_COLUMNS,
     find_stragglers,
     per_step_stragglers,
+    too_few_ranks,
 )
 from htatui.trace.model import TraceSet
 
@@ -93,7 +94,7 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     phases = pl.concat([phases_cpu, gpu_steps], how="vertical_relaxed").sort("rank", "step", "phase")
     matrix = step_matrix(step_table, gpu, calls, source, phases_cpu)
     delays = call_delays(calls)
-    stragglers, message = find_stragglers(delays, phases, rank_count, source)
+    stragglers, message = find_stragglers(delays, phases, rank_count, source, len(traces.ranks))
     per_step = per_step_stragglers(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = collective_table(calls, delays, traces)
     return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
@@ -206,7 +207,11 @@ def collectives(traces: TraceSet, options: RanksOptions) -> NotedTable:
     result = analyse(traces, options)
     if result.collectives.height == 0:
         return NotedTable(result.collectives, "no collectives found on the chosen ranks")
-    note = None if result.rank_count > 1 else "one rank: cross-rank skew needs two or more"
+    note = (
+        None
+        if result.rank_count > 1
+        else f"{too_few_ranks(result.rank_count, len(traces.ranks))}: cross-rank skew needs two or more"
+    )
     return NotedTable(result.collectives, _with_source(note, result.source))
 
 

@@ -110,12 +110,22 @@ def per_step_stragglers(delays: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFr
     return pl.DataFrame(rows, schema=STEP_STRAGGLER_COLUMNS)
 
 
+def too_few_ranks(rank_count: int, job_ranks: int | None) -> str:
+    """'the job has one rank', or 'one of the job's 8 ranks is chosen' when the scope picked it."""
+    count = {0: "no", 1: "one"}.get(rank_count, str(rank_count))
+    if job_ranks is not None and job_ranks > rank_count:
+        verb = "is" if rank_count == 1 else "are"
+        return f"{count} of the job's {job_ranks} ranks {verb} chosen"
+    return f"the job has {count} rank{'' if rank_count == 1 else 's'}"
+
+
 def find_stragglers(
-    delays: pl.DataFrame, phases: pl.DataFrame, rank_count: int, source: str | None
+    delays: pl.DataFrame, phases: pl.DataFrame, rank_count: int, source: str | None, job_ranks: int | None = None
 ) -> tuple[pl.DataFrame, str | None]:
+    """`job_ranks`: how many ranks the job has (the scope may pick fewer, `rank_count`)."""
     empty = pl.DataFrame(schema=STRAGGLER_COLUMNS)
     if rank_count < 2:
-        return empty, f"the job has {'one rank' if rank_count == 1 else 'no ranks'}: stragglers need two or more"
+        return empty, f"{too_few_ranks(rank_count, job_ranks)}: stragglers need two or more"
     if source is None:
         return empty, "no collectives found (no communication kernels, no gloo:/nccl: or c10d:: ops)"
     if delays.height == 0:
