@@ -128,7 +128,9 @@ def test_killing_an_ingest_ends_its_workers_and_the_next_run_cleans_its_staging(
     assert leftovers(tmp_path / "out") == []
 
 
-def test_force_refuses_a_folder_that_only_looks_like_a_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_force_refuses_a_folder_that_only_looks_like_a_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     job = tiny_job(tmp_path / "job")
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -74,7 +74,11 @@ def test_a_rank_whose_clock_is_an_hour_off_is_realigned_at_the_collectives(
     skewed = job(tmp_path / "skew", {2: lambda ev: [{**e, "ts": e["ts"] + HOUR_US} for e in ev]})
     rows, err = report(capsys, skewed, "rank-steps")
     assert rows == clean
-    assert [(r["rank"], r["wait_us"]) for r in rows if r["step"] == "1"] == [("0", "300.0"), ("1", "0.0"), ("2", "300.0")]
+    assert [(r["rank"], r["wait_us"]) for r in rows if r["step"] == "1"] == [
+        ("0", "300.0"),
+        ("1", "0.0"),
+        ("2", "300.0"),
+    ]
     note = "rank 2's clock is +3,600,000,000 µs off the others' at the collectives: realigned for these waits"
     assert any(line.startswith(f"htatui: {note}") for line in err)
     rows, _ = report(capsys, skewed, "stragglers")

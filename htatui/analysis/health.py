@@ -54,7 +54,6 @@ jitter: up to 13 µs on the shared H100 traces); more than this, and more than h
 is a merged or broken trace."""
 
 
-
 @dataclass(frozen=True)
 class Finding:
     """Something odd in one rank's trace (rank None: the whole job), in one sentence."""

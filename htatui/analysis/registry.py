@@ -315,7 +315,9 @@ def make_page_tables(
             parts = each_rank(traces, any_options, build)
             for index, wanted in enumerate(together):
                 joined = pl.concat([part[index] for part in parts], how="vertical")
-                noted = noted_rankless(BY_ID[wanted.view].table(wanted.table), joined, chosen_ranks(traces, any_options))
+                noted = noted_rankless(
+                    BY_ID[wanted.view].table(wanted.table), joined, chosen_ranks(traces, any_options)
+                )
                 out[wanted] = NotedTable(*frame_of(noted))
     for wanted in tables:
         if wanted not in out:

@@ -54,7 +54,9 @@ def run_ingest(args: argparse.Namespace) -> int:
     for stale in report.cleaned:
         print(f"htatui: removed {stale}, left by an ingest that died", file=sys.stderr)
     if report.removed:
-        shown = ", ".join(report.removed[:10]) + (f" and {len(report.removed) - 10} more" if len(report.removed) > 10 else "")
+        shown = ", ".join(report.removed[:10]) + (
+            f" and {len(report.removed) - 10} more" if len(report.removed) > 10 else ""
+        )
         print(
             f"htatui: {report.folder}: replaced; it also held {len(report.removed)} file(s) that ingest had not "
             f"written, removed with it: {shown}",

@@ -28,8 +28,8 @@ from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, me
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
-from htatui.trace.workers import die_with_parent
 from htatui.trace.loader import LoadError, ParsedFile, aligned_events, assign_ranks, parse_file, shifts_us, start_ns
+from htatui.trace.workers import die_with_parent
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
@@ -134,9 +134,7 @@ def ingest(
     except BaseException:
         discard(stage)
         raise
-    return IngestReport(
-        folder=target, ranks=len(done), problems=failed, removed=removed, cleaned=list(stage.cleaned)
-    )
+    return IngestReport(folder=target, ranks=len(done), problems=failed, removed=removed, cleaned=list(stage.cleaned))
 
 
 def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:

@@ -239,7 +239,9 @@ def list_folder(folder: RemotePath) -> list[RemotePath]:
     """The files and subfolders directly under `folder`, in name order (not recursive)."""
     try:
         fs = filesystem(folder.protocol)
-        infos = fs.ls(folder.url, detail=True, **(_deadline(fs) if _store(folder.protocol) in ("http", "https") else {}))
+        infos = fs.ls(
+            folder.url, detail=True, **(_deadline(fs) if _store(folder.protocol) in ("http", "https") else {})
+        )
         entries = [_entry(fs, info) for info in infos]
     except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
         raise describe_error(folder, exc) from None
