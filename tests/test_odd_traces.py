@@ -56,12 +56,13 @@ def test_a_rank_without_steps_is_left_out_of_collectives_and_named(
     assert [(r["ranks"], r["calls"], r["total_dur_us"], r["total_bytes"]) for r in rows] == [
         ("2", "2", "1600.0", "16000000.0")
     ]
-    assert "htatui: rank 1 left out: no ProfilerStep while the other ranks have them; meeting points: " in "\n".join(
-        err
+    assert (
+        "htatui: rank 1 left out: no ProfilerStep in the chosen steps while the other ranks have them; meeting points: "
+        in "\n".join(err)
     )
     rows, err = report(capsys, tmp_path / "job", "rank-steps")
     assert sorted({r["rank"] for r in rows}) == ["0", "2"]
-    assert "htatui: rank 1 left out: no ProfilerStep while the other ranks have them" in err
+    assert "htatui: rank 1 left out: no ProfilerStep in the chosen steps while the other ranks have them" in err
 
 
 def test_a_rank_whose_clock_is_an_hour_off_is_realigned_at_the_collectives(

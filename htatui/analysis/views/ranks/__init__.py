@@ -133,7 +133,7 @@ def _left_out_note(result: RanksResult, message: str | None) -> str | None:
     notes = []
     if result.left_out:
         ranks = ", ".join(map(str, result.left_out))
-        notes.append(f"rank {ranks} left out: no ProfilerStep while the other ranks have them")
+        notes.append(f"rank {ranks} left out: no ProfilerStep in the chosen steps while the other ranks have them")
     if result.clocks is not None:
         notes += [
             f"rank {rank}'s clock is {offset:+,.0f} µs off the others' at the collectives: realigned for these "
