@@ -104,7 +104,7 @@ def test_a_server_that_never_answers_times_out_within_the_limit(silent_server: i
     assert code == 2
     assert err == f"htatui: {url}: the store did not answer within 2 s (HTATUI_REMOTE_TIMEOUT_S sets the limit)"
     # 2 s once (before: HEAD then GET, each waited on for the read timeout: past 100 s), plus start-up.
-    assert seconds < 2 + 8
+    assert seconds < 2 + 15
 
 
 def test_http_500_is_named(answering_server: int, tmp_path: Path) -> None:
@@ -126,3 +126,12 @@ def test_a_local_file_of_zeros_is_not_called_utf16(tmp_path: Path) -> None:
     path.write_bytes(BOMB)
     code, err, _ = info(str(path), tmp_path)
     assert (code, err) == (2, f"htatui: {path}: starts with zero bytes, not JSON text")
+
+
+def test_a_refused_connection_is_not_a_missing_file(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/trace.json"
+    code, err, _ = info(url, tmp_path)
+    assert (code, err) == (2, f"htatui: {url}: cannot reach the store (ClientConnectorError)")

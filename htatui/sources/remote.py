@@ -68,6 +68,18 @@ _UNREACHABLE_ERRORS = (
     "ServerTimeoutError",
     "ConnectionClosedError",
 )
+_CONNECT_ERRORS = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ConnectionTimeoutError",
+        "ClientConnectorError",
+        "ClientConnectorDNSError",
+        "ClientConnectorCertificateError",
+        "ConnectionRefusedError",
+    }
+)
+"""Failures to connect at all (refused, no route, DNS, TLS), found anywhere in the cause chain."""
 _CREDENTIAL_HINTS = {
     "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
     "gs": "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
@@ -91,7 +103,11 @@ def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
     name = type(exc).__name__
     store = _store(path.protocol)
     status = _http_status(exc)
-    if _timed_out(exc):
+    unreachable = next((type(c).__name__ for c in _causes(exc) if type(c).__name__ in _CONNECT_ERRORS), None)
+    if unreachable is not None:
+        # fsspec's HTTP reader raises FileNotFoundError from whatever its requests raised.
+        reason = f"cannot reach the store ({unreachable})"
+    elif _timed_out(exc):
         reason = f"the store did not answer within {read_timeout_s():g} s ({TIMEOUT_ENV} sets the limit)"
     elif status is not None and status != 404:
         reason = f"HTTP {status}" + {401: " (unauthorised)", 403: " (access denied)"}.get(
