@@ -20,6 +20,12 @@ Stored data is checked when read: a file is read only when it is a regular file 
 dataset folder whose size and sha256 are the manifest's, so a flipped byte, a swapped or edited
 file, a path out of the folder or a FIFO in a file's place is one line naming the file, never a
 wrong number or a hang; a read that panics inside polars is one line too.
+
+Writes are safe against a second ingest and a killed one: the staging folder is named after the
+ingest's pid (`.NAME.staging-PID-…`) and removed by the next ingest once that pid is gone; the
+target's identity is taken when the ingest starts and checked before the rename, so a dataset
+another ingest wrote meanwhile is never replaced unseen; `--force` replaces only a folder whose
+manifest says it is an htatui dataset and reports the files its manifest did not name.
 """
 
 from __future__ import annotations
