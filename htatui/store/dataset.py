@@ -22,7 +22,7 @@ file, a path out of the folder or a FIFO in a file's place is one line naming th
 wrong number or a hang; a read that panics inside polars is one line too.
 
 Writes are safe against a second ingest and a killed one: the staging folder is named after the
-ingest's pid (`.NAME.staging-PID-…`) and removed by the next ingest once that pid is gone; the
+ingest's pid (`.NAME.staging-PID.HOST-…`) and removed by the next ingest once that pid is gone; the
 target's identity is taken when the ingest starts and checked before the rename, so a dataset
 another ingest wrote meanwhile is never replaced unseen; `--force` replaces only a folder whose
 manifest says it is an htatui dataset and reports the files its manifest did not name.
@@ -35,6 +35,7 @@ import hashlib
 import io
 import os
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -241,6 +242,16 @@ _STAGING = "staging"
 _OLD = "old"
 
 
+def _host_tag() -> str:
+    """This machine's name, in letters and digits: a pid means something only on its own host
+    (a dataset folder on a shared file system may be written from several)."""
+    return "".join(c for c in socket.gethostname() if c.isalnum())[:32] or "host"
+
+
+def _owner() -> str:
+    return f"{os.getpid()}.{_host_tag()}"
+
+
 def _folder_identity(path: Path) -> tuple[int, int] | None:
     try:
         info = path.lstat()
@@ -271,7 +282,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_stale(target: Path) -> list[Path]:
-    """Remove `.NAME.staging-PID-…` and `.NAME.old-PID` folders beside `target` whose ingest is dead."""
+    """Remove `.NAME.staging-PID.HOST-…` and `.NAME.old-PID.HOST` folders beside `target` whose
+    ingest, on this host, is dead."""
     removed = []
     prefixes = (f".{target.name}.{_STAGING}-", f".{target.name}.{_OLD}-")
     try:
@@ -282,8 +294,10 @@ def clean_stale(target: Path) -> list[Path]:
         prefix = next((p for p in prefixes if entry.name.startswith(p)), None)
         if prefix is None:
             continue
-        pid_text = entry.name[len(prefix) :].split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+        pid_text, _, host = entry.name[len(prefix) :].split("-", 1)[0].partition(".")
+        if host != _host_tag() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        if _pid_alive(int(pid_text)):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -300,7 +314,7 @@ def staging(target: Path, force: bool) -> Staging:
     if before is not None and not is_htatui_dataset(real):
         raise DatasetError(f"{target}: exists and is not an htatui dataset; not replacing it")
     real.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{real.name}.{_STAGING}-{os.getpid()}-"
+    prefix = f".{real.name}.{_STAGING}-{_owner()}-"
     return Staging(Path(tempfile.mkdtemp(prefix=prefix, dir=real.parent)), real, before, tuple(cleaned))
 
 
@@ -372,7 +386,7 @@ def commit(
             raise
         return []
     foreign = foreign_files(target)
-    old = target.with_name(f".{target.name}.{_OLD}-{os.getpid()}")
+    old = target.with_name(f".{target.name}.{_OLD}-{_owner()}")
     os.rename(target, old)
     if _folder_identity(old) != stage.before:
         os.rename(old, target)
