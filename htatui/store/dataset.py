@@ -236,6 +236,8 @@ class Staging:
     before: tuple[int, int] | None
     cleaned: tuple[Path, ...] = ()
     """Folders left by ingests that died (staging or replaced datasets), removed by this one."""
+    asked: Path | None = None
+    """The target as the user named it (messages name it so)."""
 
 
 _STAGING = "staging"
@@ -315,7 +317,7 @@ def staging(target: Path, force: bool) -> Staging:
         raise DatasetError(f"{target}: exists and is not an htatui dataset; not replacing it")
     real.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{real.name}.{_STAGING}-{_owner()}-"
-    return Staging(Path(tempfile.mkdtemp(prefix=prefix, dir=real.parent)), real, before, tuple(cleaned))
+    return Staging(Path(tempfile.mkdtemp(prefix=prefix, dir=real.parent)), real, before, tuple(cleaned), target)
 
 
 def foreign_files(folder: Path) -> list[str]:
@@ -373,7 +375,7 @@ def commit(
     manifest["summary"] = {"size": summary_size, "sha256": summary_sha256}
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     target = stage.target
-    raced = DatasetError(f"{target}: written by another ingest while this one ran; not replacing it")
+    raced = DatasetError(f"{stage.asked or target}: written by another ingest while this one ran; not replacing it")
     if _folder_identity(target) != stage.before:
         raise raced
     if stage.before is None:
