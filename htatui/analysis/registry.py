@@ -47,6 +47,8 @@ class FrameWithMessage(Protocol):
 
 TableResult = pl.DataFrame | FrameWithMessage
 
+NO_GPU_WORK = "no GPU kernels, copies or memsets in the chosen steps"
+
 
 @dataclass(frozen=True)
 class Table(Generic[OptionsT]):
@@ -66,6 +68,10 @@ class Table(Generic[OptionsT]):
         that sentence speaks of code, starting with a `name`)."""
         doc = " ".join((self.compute.__doc__ or "").split())
         return "" if doc.startswith("`") else doc.split(". ")[0].rstrip(".")
+
+    rankless: str | None = None
+    """Why a chosen rank can have no row (e.g. no GPU work): a table missing ranks says which and
+    why, instead of leaving them out quietly (issue 22)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,20 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
         assert isinstance(part, pl.DataFrame), "per_rank tables are plain frames"
         return part
 
-    return rank_by_rank(traces, options, frame)
+    return noted_rankless(table, rank_by_rank(traces, options, frame), chosen_ranks(traces, options))
+
+
+def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]) -> TableResult:
+    """`frame`, with a sentence naming the chosen ranks it has no row for and why (`table.rankless`)."""
+    if table.rankless is None or "rank" not in frame.columns or not chosen:
+        return frame
+    present = set(frame["rank"].unique().to_list())
+    missing = [rank for rank in chosen if rank not in present]
+    if not missing:
+        return frame
+    if len(missing) == len(chosen):
+        return NotedTable(frame, table.rankless)
+    return NotedTable(frame, f"rank {', '.join(map(str, missing))} left out: {table.rankless}")
 
 
 _OUTLIER_ABOUT = {
@@ -154,7 +173,7 @@ VIEWS: tuple[View[Any], ...] = (
         "temporal",
         "Temporal",
         temporal.TemporalOptions,
-        (Table("main", temporal.compute, per_rank=True),),
+        (Table("main", temporal.compute, per_rank=True, rankless=NO_GPU_WORK),),
         headline=True,
     ),
     View(
@@ -336,7 +355,11 @@ def make_page_tables(
 
             parts = each_rank(traces, any_options, build)
             for index, wanted in enumerate(together):
-                out[wanted] = NotedTable(pl.concat([part[index] for part in parts], how="vertical"))
+                joined = pl.concat([part[index] for part in parts], how="vertical")
+                noted = noted_rankless(
+                    BY_ID[wanted.view].table(wanted.table), joined, chosen_ranks(traces, any_options)
+                )
+                out[wanted] = NotedTable(*frame_of(noted))
     for wanted in tables:
         if wanted not in out:
             view = BY_ID[wanted.view]

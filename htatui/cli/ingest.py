@@ -51,6 +51,17 @@ def run_ingest(args: argparse.Namespace) -> int:
         return 2
     if sys.stderr.isatty():
         print(file=sys.stderr)
+    for stale in report.cleaned:
+        print(f"htatui: removed {stale}, left by an ingest that died", file=sys.stderr)
+    if report.removed:
+        shown = ", ".join(report.removed[:10]) + (
+            f" and {len(report.removed) - 10} more" if len(report.removed) > 10 else ""
+        )
+        print(
+            f"htatui: {report.folder}: replaced; it also held {len(report.removed)} file(s) that ingest had not "
+            f"written, removed with it: {shown}",
+            file=sys.stderr,
+        )
     for problem in report.problems:
         print(f"htatui: skipped {problem.source}: {problem.message}", file=sys.stderr)
     print(f"{report.folder}: {report.ranks} rank(s) ingested")

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
 from htatui.trace.loader import LoadError, ParsedFile, aligned_events, assign_ranks, parse_file, shifts_us, start_ns
+from htatui.trace.workers import die_with_parent
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
@@ -50,12 +51,19 @@ class IngestReport:
     folder: Path
     ranks: int
     problems: list[IngestFailure]
+    removed: list[str] = field(default_factory=list)
+    """Files of the replaced dataset (`--force`) that the ingest had not written: a user's files."""
+    cleaned: list[Path] = field(default_factory=list)
+    """Folders left beside the target by ingests that died, removed by this one."""
 
 
 def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
     """Task 1: parse `source`, write its events as rank file `index` of `folder`, return the record."""
     try:
+        info = os.stat(source)
         parsed = parse_file(source)
+    except OSError as exc:
+        return IngestFailure(source, f"cannot be read ({exc.strerror or exc})")
     except TraceFormatError as exc:
         return IngestFailure(source, str(exc))
     except MemoryError:
@@ -65,7 +73,8 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
     except OSError as exc:
         return IngestFailure(source, f"cannot write its events ({exc.strerror or exc})")
     meta = meta_json(parsed.meta, parsed.warnings)
-    return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest)
+    stamp = (info.st_size, info.st_mtime_ns)
+    return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest, stamp)
 
 
 def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:
@@ -116,7 +125,7 @@ def ingest(
         bad = [row for row in rows if isinstance(row, IngestFailure)]
         if bad:
             raise LoadError(f"{bad[0].source}: could not be summarised ({bad[0].message})")
-        commit(
+        removed = commit(
             stage,
             done,
             [(f.source, f.message) for f in failed],
@@ -125,7 +134,7 @@ def ingest(
     except BaseException:
         discard(stage)
         raise
-    return IngestReport(folder=target, ranks=len(done), problems=failed)
+    return IngestReport(folder=target, ranks=len(done), problems=failed, removed=removed, cleaned=list(stage.cleaned))
 
 
 def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:
@@ -155,7 +164,13 @@ def _engine(engine: str, max_workers: int | None, address: str | None, tasks: in
         yield _run_here
         return
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # Workers die with this process: a killed ingest leaves no parser running on (issue 22).
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         yield functools.partial(_run_in_pool, pool)
 
 

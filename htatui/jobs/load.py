@@ -95,7 +95,11 @@ def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> li
         for done, stored in enumerate(dataset.ranks, start=1):
             try:
                 stored.check()
-                results.append(StoredFile(stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events))
+                results.append(
+                    StoredFile(
+                        stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events, stored.source_stamp
+                    )
+                )
             except DatasetError as exc:
                 results.append(LoadProblem(stored.source, str(exc)))
             if progress is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -22,6 +23,18 @@ REMOTE_EXTRA_HINT = "pip install 'htatui[remote]'"
 # fails within a minute instead of hanging on the libraries' defaults.
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60
+TIMEOUT_ENV = "HTATUI_REMOTE_TIMEOUT_S"
+"""Overrides READ_TIMEOUT_S; it also bounds a metadata request (HEAD, a listing) as a whole."""
+
+
+def read_timeout_s() -> float:
+    """Seconds to wait for a store's next bytes, and for a whole metadata request."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, ""))
+    except ValueError:
+        return READ_TIMEOUT_S
+    return value if 0 < value < 86_400 else READ_TIMEOUT_S
+
 
 # Keys of an fsspec info() record that tell one version of an object from another, best first:
 # GCS generation, S3 version id, then ETags, then modification times (HTTP servers without ETags).
@@ -55,6 +68,18 @@ _UNREACHABLE_ERRORS = (
     "ServerTimeoutError",
     "ConnectionClosedError",
 )
+_CONNECT_ERRORS = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ConnectionTimeoutError",
+        "ClientConnectorError",
+        "ClientConnectorDNSError",
+        "ClientConnectorCertificateError",
+        "ConnectionRefusedError",
+    }
+)
+"""Failures to connect at all (refused, no route, DNS, TLS), found anywhere in the cause chain."""
 _CREDENTIAL_HINTS = {
     "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
     "gs": "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
@@ -77,7 +102,18 @@ def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
     """One line for a failure on `path`: what went wrong in words, without library noise."""
     name = type(exc).__name__
     store = _store(path.protocol)
-    if isinstance(exc, ImportError):
+    status = _http_status(exc)
+    unreachable = next((type(c).__name__ for c in _causes(exc) if type(c).__name__ in _CONNECT_ERRORS), None)
+    if unreachable is not None:
+        # fsspec's HTTP reader raises FileNotFoundError from whatever its requests raised.
+        reason = f"cannot reach the store ({unreachable})"
+    elif _timed_out(exc):
+        reason = f"the store did not answer within {read_timeout_s():g} s ({TIMEOUT_ENV} sets the limit)"
+    elif status is not None and status != 404:
+        reason = f"HTTP {status}" + {401: " (unauthorised)", 403: " (access denied)"}.get(
+            status, " (server error)" if status >= 500 else ""
+        )
+    elif isinstance(exc, ImportError):
         reason = f"reading {path.protocol}:// URLs needs the remote extra ({REMOTE_EXTRA_HINT})"
     elif isinstance(exc, ValueError) and "protocol not known" in str(exc).lower():
         reason = f"no reader for {path.protocol}:// URLs (s3://, gs://, http:// and https:// are supported)"
@@ -96,13 +132,43 @@ def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
     return SourceError(f"{path}: {reason}")
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and what it was raised from (fsspec's HTTP reader raises FileNotFoundError
+    from the response's error, whatever the status was)."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return chain
+
+
+def _http_status(exc: BaseException) -> int | None:
+    for cause in _causes(exc):
+        status = getattr(cause, "status", None)
+        if isinstance(status, int) and 400 <= status < 600:
+            return status
+    return None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return any(isinstance(c, TimeoutError) or type(c).__name__ == "FSTimeoutError" for c in _causes(exc))
+
+
+def _deadline(fs: Any) -> dict[str, float]:
+    """A limit on a whole metadata call: fsspec's async stores take `timeout` for the call (an
+    HTTP server that accepts and never answers would otherwise be waited on per request, HEAD
+    then GET)."""
+    return {"timeout": read_timeout_s()} if getattr(fs, "async_impl", False) else {}
+
+
 _filesystems: dict[tuple[str, int], Any] = {}
 _filesystems_lock = threading.Lock()
 
 
 def _environment_fingerprint() -> int:
     """Changes when a variable that picks the endpoint or the credentials changes (never stored)."""
-    prefixes = ("AWS_", "GOOGLE_", "GCS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+    prefixes = ("AWS_", "GOOGLE_", "GCS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", TIMEOUT_ENV)
     relevant = sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(prefixes))
     return hash(tuple(relevant))
 
@@ -113,12 +179,12 @@ def _options(protocol: str) -> dict[str, Any]:
     if store == "s3":
         return {
             "use_listings_cache": False,
-            "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": READ_TIMEOUT_S},
+            "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": read_timeout_s()},
         }
     if store in ("http", "https"):
         import aiohttp
 
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout_s())
         return {"use_listings_cache": False, "client_kwargs": {"timeout": timeout}}
     if store == "gs":
         return {"use_listings_cache": False}
@@ -162,23 +228,36 @@ def _looks_like_folder(fs: Any, path: RemotePath, info: Mapping[str, Any]) -> bo
     return False
 
 
+_unanswered: dict[str, tuple[float, SourceError]] = {}
+"""URLs whose metadata request timed out, and when: asked again (by the next step of the same
+command) within the timeout, they fail at once instead of making the user wait twice."""
+
+
 def stat(path: RemotePath) -> RemotePath:
     """`path` with its size and identity, or marked as a folder (prefix)."""
+    recent = _unanswered.get(path.url)
+    if recent is not None and time.monotonic() - recent[0] < read_timeout_s():
+        raise recent[1]
     try:
         fs = filesystem(path.protocol)
-        info = fs.info(path.url)
+        info = fs.info(path.url, **_deadline(fs))
         if _looks_like_folder(fs, path, info):
             return RemotePath(path.url.rstrip("/") + "/", is_folder=True)
         return _entry(fs, info)
     except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
-        raise describe_error(path, exc) from None
+        error = describe_error(path, exc)
+        if _timed_out(exc):
+            _unanswered[path.url] = (time.monotonic(), error)
+        raise error from None
 
 
 def list_folder(folder: RemotePath) -> list[RemotePath]:
     """The files and subfolders directly under `folder`, in name order (not recursive)."""
     try:
         fs = filesystem(folder.protocol)
-        infos = fs.ls(folder.url, detail=True)
+        infos = fs.ls(
+            folder.url, detail=True, **(_deadline(fs) if _store(folder.protocol) in ("http", "https") else {})
+        )
         entries = [_entry(fs, info) for info in infos]
     except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
         raise describe_error(folder, exc) from None

@@ -20,14 +20,22 @@ Stored data is checked when read: a file is read only when it is a regular file 
 dataset folder whose size and sha256 are the manifest's, so a flipped byte, a swapped or edited
 file, a path out of the folder or a FIFO in a file's place is one line naming the file, never a
 wrong number or a hang; a read that panics inside polars is one line too.
+
+Writes are safe against a second ingest and a killed one: the staging folder is named after the
+ingest's pid (`.NAME.staging-PID.HOST-…`) and removed by the next ingest once that pid is gone; the
+target's identity is taken when the ingest starts and checked before the rename, so a dataset
+another ingest wrote meanwhile is never replaced unseen; `--force` replaces only a folder whose
+manifest says it is an htatui dataset and reports the files its manifest did not name.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -83,6 +91,7 @@ class StoredRank:
     meta: TraceMeta
     warnings: list[str]
     start_ns: int
+    source_stamp: tuple[int, int] | None = None
 
     def check(self) -> None:
         """Raise DatasetError unless the events file is a regular file of the manifest's size (cheap:
@@ -141,6 +150,12 @@ def _stored(folder: Path, name: object, size: object, sha256: object) -> Dataset
     return DatasetFile(_inside(folder, name), size, sha256)
 
 
+def _stamp(size: object, mtime_ns: object) -> tuple[int, int] | None:
+    if isinstance(size, int) and isinstance(mtime_ns, int) and not isinstance(size, bool):
+        return size, mtime_ns
+    return None
+
+
 def open_dataset(folder: Path) -> Dataset:
     try:
         data = orjson.loads((folder / MANIFEST).read_bytes())
@@ -157,6 +172,7 @@ def open_dataset(folder: Path) -> Dataset:
                 meta=meta_from_json(orjson.dumps(entry["meta"]))[0],
                 warnings=list(entry["warnings"]),
                 start_ns=int(entry["start_ns"]),
+                source_stamp=_stamp(entry.get("source_size"), entry.get("source_mtime_ns")),
             )
             for entry in data["ranks"]
         ]
@@ -180,6 +196,8 @@ class IngestedFile:
     start_ns: int
     size: int
     sha256: str
+    source_stamp: tuple[int, int] | None = None
+    """The source file's (size, mtime_ns) taken before it was parsed."""
 
 
 def write_rank(folder: Path, index: int, events: pl.DataFrame) -> tuple[str, int, str]:
@@ -206,19 +224,119 @@ def meta_json(meta: TraceMeta, warnings: list[str]) -> bytes:
 
 @dataclass(frozen=True)
 class Staging:
-    """The temp folder a dataset is written into before it is renamed to its place."""
+    """The temp folder a dataset is written into before it is renamed to its place.
+
+    `target` is the real folder (a symlinked `-o` is followed, so the link keeps pointing at the
+    new dataset); `before` is that folder's identity when the ingest started (None: absent), so
+    a dataset another ingest wrote meanwhile is never replaced unseen.
+    """
 
     folder: Path
     target: Path
+    before: tuple[int, int] | None
+    cleaned: tuple[Path, ...] = ()
+    """Folders left by ingests that died (staging or replaced datasets), removed by this one."""
+    asked: Path | None = None
+    """The target as the user named it (messages name it so)."""
+
+
+_STAGING = "staging"
+_OLD = "old"
+
+
+def _host_tag() -> str:
+    """This machine's name, in letters and digits: a pid means something only on its own host
+    (a dataset folder on a shared file system may be written from several)."""
+    return "".join(c for c in socket.gethostname() if c.isalnum())[:32] or "host"
+
+
+def _owner() -> str:
+    return f"{os.getpid()}.{_host_tag()}"
+
+
+def _folder_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def is_htatui_dataset(folder: Path) -> bool:
+    """A folder whose manifest says it is an htatui dataset (any version): what `--force` may replace."""
+    if not is_dataset(folder):
+        return False
+    try:
+        data = orjson.loads((folder / MANIFEST).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(target: Path) -> list[Path]:
+    """Remove `.NAME.staging-PID.HOST-…` and `.NAME.old-PID.HOST` folders beside `target` whose
+    ingest, on this host, is dead."""
+    removed = []
+    prefixes = (f".{target.name}.{_STAGING}-", f".{target.name}.{_OLD}-")
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        prefix = next((p for p in prefixes if entry.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        pid_text, _, host = entry.name[len(prefix) :].split("-", 1)[0].partition(".")
+        if host != _host_tag() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        if _pid_alive(int(pid_text)):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def staging(target: Path, force: bool) -> Staging:
-    if target.exists() and not force:
+    real = Path(os.path.realpath(target))
+    cleaned = clean_stale(real)
+    before = _folder_identity(real)
+    if before is not None and not force:
         raise DatasetError(f"{target}: already exists (use --force to replace it)")
-    if target.exists() and not is_dataset(target):
+    if before is not None and not is_htatui_dataset(real):
         raise DatasetError(f"{target}: exists and is not an htatui dataset; not replacing it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return Staging(Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)), target)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{real.name}.{_STAGING}-{_owner()}-"
+    return Staging(Path(tempfile.mkdtemp(prefix=prefix, dir=real.parent)), real, before, tuple(cleaned), target)
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """Files inside a dataset folder that its manifest does not name (put there by someone else)."""
+    try:
+        data = orjson.loads((folder / MANIFEST).read_bytes())
+        ranks = data.get("ranks") if isinstance(data, dict) else None
+        names = {MANIFEST, SUMMARY}
+        names.update(str(r.get("events")) for r in ranks or [] if isinstance(r, dict))
+    except (OSError, orjson.JSONDecodeError):
+        names = {MANIFEST, SUMMARY}
+    found = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            continue
+        if relative not in names:
+            found.append(relative)
+    return found
 
 
 def commit(
@@ -226,8 +344,13 @@ def commit(
     files: list[IngestedFile],
     problems: list[tuple[Path, str]],
     summary: pl.DataFrame,
-) -> Path:
-    """Write the manifest and summary, then move the staged folder into place."""
+) -> list[str]:
+    """Write the manifest and summary, then move the staged folder into place.
+
+    Returns the files of the replaced dataset that its manifest did not name (a user's files,
+    removed with it). Raises DatasetError when the target appeared or changed since the ingest
+    started (another ingest wrote it): it is left as it is.
+    """
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -241,6 +364,8 @@ def commit(
                 "meta": orjson.loads(f.meta_json),
                 "warnings": orjson.loads(f.meta_json)["warnings"],
                 "start_ns": f.start_ns,
+                "source_size": None if f.source_stamp is None else f.source_stamp[0],
+                "source_mtime_ns": None if f.source_stamp is None else f.source_stamp[1],
             }
             for f in files
         ],
@@ -249,14 +374,28 @@ def commit(
     summary_size, summary_sha256 = _write_ipc(summary, stage.folder / SUMMARY)
     manifest["summary"] = {"size": summary_size, "sha256": summary_sha256}
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    if stage.target.exists():
-        old = stage.target.with_name(f".{stage.target.name}.old-{os.getpid()}")
-        os.replace(stage.target, old)
-        os.replace(stage.folder, stage.target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage.folder, stage.target)
-    return stage.target
+    target = stage.target
+    raced = DatasetError(f"{stage.asked or target}: written by another ingest while this one ran; not replacing it")
+    if _folder_identity(target) != stage.before:
+        raise raced
+    if stage.before is None:
+        try:
+            # rename(2) onto an existing non-empty folder fails: a dataset written meanwhile stays.
+            os.rename(stage.folder, target)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise raced from None
+            raise
+        return []
+    foreign = foreign_files(target)
+    old = target.with_name(f".{target.name}.{_OLD}-{_owner()}")
+    os.rename(target, old)
+    if _folder_identity(old) != stage.before:
+        os.rename(old, target)
+        raise raced
+    os.rename(stage.folder, target)
+    shutil.rmtree(old, ignore_errors=True)
+    return foreign
 
 
 def discard(stage: Staging) -> None:

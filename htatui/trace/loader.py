@@ -34,6 +34,7 @@ from htatui.trace.model import (
 )
 from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
+from htatui.trace.workers import die_with_parent
 
 
 class LoadError(Exception):
@@ -150,6 +151,8 @@ class StoredFile:
     warnings: list[str]
     start_ns: int
     read_events: Callable[[], pl.DataFrame]
+    source_stamp: tuple[int, int] | None = None
+    """The source file's (size, mtime_ns) at ingest, or None when the dataset did not record it."""
 
 
 Parsed = ParsedFile | StoredFile
@@ -261,7 +264,9 @@ def _parse_in_pool(
 ) -> None:
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     try:
         futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
             pool.submit(_parse_or_problem, path, write_cache, origin): origin or path for path, origin in files
@@ -366,7 +371,14 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
         if isinstance(item, StoredFile):
             load = functools.partial(_read_aligned, item.read_events, rank, shift)
             aligned[rank] = RankTrace(
-                rank, item.path, source, meta=item.meta, shift_us=shift, warnings=tuple(item.warnings), load=load
+                rank,
+                item.path,
+                source,
+                meta=item.meta,
+                shift_us=shift,
+                warnings=tuple(item.warnings),
+                load=load,
+                source_stamp=item.source_stamp,
             )
         else:
             events = aligned_events(item.events, rank, shift)

@@ -271,7 +271,64 @@ def read_snapshot_bytes(path: Path, raw: bytes | bytearray) -> MemoryRecording:
         MemoryError,
     ) as exc:
         raise MemoryInputError(f"{path}: not a readable pickle (truncated or corrupt: {_one_line(exc)})") from None
+    problem = shape_problem(obj)
+    if problem is not None:
+        raise MemoryInputError(f"{path}: refused: {problem}")
     return snapshot_from_object(path, obj)
+
+
+MAX_SNAPSHOT_OBJECTS = 50_000_000
+"""Objects a snapshot may hold once shared references are counted each time they are reached:
+reading visits every one, so a few hundred bytes of `x = [x, x]` links must not mean 2**60 visits."""
+MAX_SNAPSHOT_DEPTH = 64
+"""Containers inside containers; a real snapshot nests about 8 deep (segment → block → history → frames)."""
+
+
+def shape_problem(obj: Any) -> str | None:
+    """Why walking `obj` as a tree would not end in reasonable time or memory, or None.
+
+    Each container's expanded size (itself plus its items, shared ones counted each time) and
+    height are computed once per container (memoised by id), so the check is linear in the
+    pickle's distinct objects; a container that contains itself is refused too.
+    """
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, tuple[int, list[Any]] | None]] = [(obj, None)]
+    while stack:
+        node, children = stack.pop()
+        key = id(node)
+        if children is not None:  # every child is done: this container's totals
+            on_path.discard(key)
+            count, inner = children
+            size[key] = 1 + count - len(inner) + sum(size[id(c)] for c in inner)
+            height[key] = 1 + max((height[id(c)] for c in inner), default=0)
+            if size[key] > MAX_SNAPSHOT_OBJECTS:
+                return f"the pickle unfolds to more than {MAX_SNAPSHOT_OBJECTS:,} objects (shared references)"
+            continue
+        if key in size or not isinstance(node, _CONTAINERS):
+            continue
+        if key in on_path:
+            return "the pickle holds a container that contains itself"
+        if len(on_path) >= MAX_SNAPSHOT_DEPTH:
+            return f"the pickle nests containers more than {MAX_SNAPSHOT_DEPTH} deep"
+        on_path.add(key)
+        found = _inner_containers(node)
+        stack.append((node, found))
+        stack.extend((child, None) for child in found[1] if id(child) not in size)
+    return None
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _inner_containers(node: Any) -> tuple[int, list[Any]]:
+    """How many items a container holds (a dict's keys and values) and which of them are containers."""
+    if isinstance(node, dict):
+        inner = [k for k in node if isinstance(k, _CONTAINERS)]
+        inner.extend(v for v in node.values() if isinstance(v, _CONTAINERS))
+        return 2 * len(node), inner
+    return len(node), [c for c in node if isinstance(c, _CONTAINERS)]
 
 
 def snapshot_from_object(path: Path, obj: Any) -> MemoryRecording:

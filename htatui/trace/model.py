@@ -67,7 +67,18 @@ class RankTrace:
     for it (and kept), so opening a job of many ranks reads none of them.
     """
 
-    __slots__ = ("_events", "_load", "_lock", "meta", "path", "rank", "rank_source", "shift_us", "warnings")
+    __slots__ = (
+        "_events",
+        "_load",
+        "_lock",
+        "meta",
+        "path",
+        "rank",
+        "rank_source",
+        "shift_us",
+        "source_stamp",
+        "warnings",
+    )
 
     def __init__(
         self,
@@ -80,6 +91,7 @@ class RankTrace:
         warnings: tuple[str, ...] = (),
         *,
         load: Callable[[], pl.DataFrame] | None = None,
+        source_stamp: tuple[int, int] | None = None,
     ) -> None:
         if (events is None) == (load is None):
             raise TypeError("RankTrace takes either events or load")
@@ -92,6 +104,9 @@ class RankTrace:
         self._events = events
         self._load = load
         self._lock = threading.Lock()
+        self.source_stamp = source_stamp
+        """The source file's (size, mtime_ns) when a dataset ingested it: exports that re-read the
+        source refuse a file changed since (its events would not be the stored ones)."""
 
     @property
     def events(self) -> pl.DataFrame:
@@ -117,7 +132,16 @@ class RankTrace:
 
     def with_events(self, events: pl.DataFrame) -> RankTrace:
         """The same rank with other events (e.g. only some steps' rows)."""
-        return RankTrace(self.rank, self.path, self.rank_source, events, self.meta, self.shift_us, self.warnings)
+        return RankTrace(
+            self.rank,
+            self.path,
+            self.rank_source,
+            events,
+            self.meta,
+            self.shift_us,
+            self.warnings,
+            source_stamp=self.source_stamp,
+        )
 
     def __repr__(self) -> str:
         return f"RankTrace(rank={self.rank}, path={self.path!s}, loaded={self.loaded})"

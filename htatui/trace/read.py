@@ -246,6 +246,9 @@ def _text_bytes(data: bytes | bytearray) -> bytes | bytearray:
         return data[3:]
     if head in _UTF32_BOMS:
         raise TraceFormatError("is UTF-32 text; htatui reads UTF-8 JSON (convert it: iconv -f UTF-32 -t UTF-8)")
+    if len(head) == 4 and head == b"\0\0\0\0":
+        # Zeros are no text at all (a zero-filled file, or a gzip bomb of zeros), not UTF-16.
+        raise TraceFormatError("starts with zero bytes, not JSON text")
     if head[:2] in _UTF16_BOMS or (len(head) == 4 and (head[1] == 0 and head[3] == 0 or head[0] == 0 and head[2] == 0)):
         raise TraceFormatError("is UTF-16 text; htatui reads UTF-8 JSON (convert it: iconv -f UTF-16 -t UTF-8)")
     return data

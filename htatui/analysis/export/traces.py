@@ -211,7 +211,12 @@ def counter_events(
 
 
 def read_source(rank_trace: RankTrace) -> bytes:
-    """The rank's original trace file's JSON bytes, read again; any failure is a one-line ExportError."""
+    """The rank's original trace file's JSON bytes, read again; any failure is a one-line ExportError.
+
+    A rank from a dataset recorded its source's size and mtime at ingest: a source changed since
+    is refused, since its events would be spliced with counters computed from the stored ones.
+    """
+    _check_unchanged_since_ingest(rank_trace)
     try:
         return bytes(read_source_bytes(rank_trace.path))
     except FileNotFoundError:
@@ -224,6 +229,22 @@ def read_source(rank_trace: RankTrace) -> bytes:
         raise ExportError(f"{rank_trace.path}: {exc}") from None
     except OSError as exc:
         raise ExportError(f"{rank_trace.path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _check_unchanged_since_ingest(rank_trace: RankTrace) -> None:
+    stamp = rank_trace.source_stamp
+    if stamp is None or not isinstance(rank_trace.path, Path):
+        return
+    try:
+        info = os.stat(rank_trace.path)
+    except OSError:
+        return  # read_source names the problem
+    if (info.st_size, info.st_mtime_ns) != stamp:
+        raise ExportError(
+            f"{rank_trace.path}: changed since it was ingested; its events are not the dataset's "
+            "(ingest it again, or export from the trace files)",
+            rank_trace.path,
+        )
 
 
 def split_document(data: bytes, path: SourcePath) -> tuple[dict[str, msgspec.Raw] | None, msgspec.Raw]:

@@ -23,7 +23,14 @@ from htatui.analysis.core.prepare import Prepared, chosen_ranks, each_rank, prep
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
-from htatui.analysis.views.ranks.meeting import call_delays, meeting_points, with_exposed_waits, with_waits
+from htatui.analysis.views.ranks.meeting import (
+    call_delays,
+    meeting_points,
+    realigned,
+    skewed_clocks,
+    with_exposed_waits,
+    with_waits,
+)
 from htatui.analysis.views.ranks.op_bytes import op_bytes
 from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, cpu_phases, gpu_phases, phase_excess
 from htatui.analysis.views.ranks.stragglers import (
@@ -66,6 +73,12 @@ class RanksResult:
     source: str | None
     message: str | None
     rank_count: int
+    clocks: pl.DataFrame | None = None
+    """rank, offset_us, calls, dur_us: ranks whose clock disagreed with the others' at the
+    collectives, realigned by that offset before waits and skews were measured."""
+    left_out: tuple[int, ...] = ()
+    """Ranks without ProfilerStep while others have them: their calls cannot be matched by step,
+    so they are left out (counted whole they would be mixed with the others' chosen steps)."""
 
     @property
     def frame(self) -> pl.DataFrame:
@@ -83,13 +96,21 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
 def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     prepared, step_table = _rank_inputs(traces, options)
     events = prepared.events
-    rank_count = len(prepared.steps_used)
+    left_out = stepless_among_stepped(prepared.steps_used)
+    steps_used = {rank: steps for rank, steps in prepared.steps_used.items() if rank not in left_out}
+    rank_count = len(steps_used)
     step_table = step_table.filter("used")
-    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
     calls, source = meeting_points(events, options.hta_compat, lambda chosen: op_bytes(traces, chosen))
-    calls = with_exposed_waits(with_waits(_in_used_steps(calls, prepared.steps_used)), gpu)
-    phases_cpu = _in_used_steps(cpu_phases(events), prepared.steps_used)
-    gpu_steps = _in_used_steps(gpu_phases(gpu), prepared.steps_used)
+    calls = _in_used_steps(calls, steps_used)
+    # A rank on a clock of its own (another host, no sync) is moved onto the others' by where
+    # the collectives end: else its waits read as hours inside a step of milliseconds.
+    clocks = skewed_clocks(calls)
+    if clocks.height:
+        events, calls = realigned(events, clocks), realigned(calls, clocks)
+    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
+    calls = with_exposed_waits(with_waits(calls), gpu)
+    phases_cpu = _in_used_steps(cpu_phases(events), steps_used)
+    gpu_steps = _in_used_steps(gpu_phases(gpu), steps_used)
     # group_by gives no row order: sorted, so the table and its ties read the same every time.
     phases = pl.concat([phases_cpu, gpu_steps], how="vertical_relaxed").sort("rank", "step", "phase")
     matrix = step_matrix(step_table, gpu, calls, source, phases_cpu)
@@ -97,7 +118,33 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     stragglers, message = find_stragglers(delays, phases, rank_count, source, len(traces.ranks))
     per_step = per_step_stragglers(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = collective_table(calls, delays, traces)
-    return RanksResult(matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count)
+    return RanksResult(
+        matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count, clocks, tuple(left_out)
+    )
+
+
+def stepless_among_stepped(steps_used: dict[int, list[int]]) -> list[int]:
+    """Ranks without steps when other ranks have them (none when no rank has steps: then every
+    rank counts its whole trace, alike)."""
+    stepless = sorted(rank for rank, steps in steps_used.items() if not steps)
+    return stepless if len(stepless) < len(steps_used) else []
+
+
+def _left_out_note(result: RanksResult, message: str | None) -> str | None:
+    """`message`, with the ranks left out for want of steps named first."""
+    notes = []
+    if result.left_out:
+        ranks = ", ".join(map(str, result.left_out))
+        notes.append(f"rank {ranks} left out: no ProfilerStep in the chosen steps while the other ranks have them")
+    if result.clocks is not None:
+        notes += [
+            f"rank {rank}'s clock is {offset:+,.0f} µs off the others' at the collectives: realigned for these "
+            "waits (hta_late_starts compares raw clocks)"
+            for rank, offset in result.clocks.select("rank", "offset_us").iter_rows()
+        ]
+    if not notes:
+        return message
+    return "; ".join([*notes, message] if message else notes)
 
 
 ANALYSE_READS = (
@@ -166,9 +213,9 @@ def stragglers(traces: TraceSet, options: RanksOptions) -> NotedTable:
         .select([pl.col(c).cast(t) for c, t in VIEW_STRAGGLER_COLUMNS.items()])
     )
     if result.message is not None:
-        return NotedTable(frame, result.message)
+        return NotedTable(frame, _left_out_note(result, result.message))
     note = f"method: {METHOD} (meeting points: {result.source}); hta_late_starts: HTA's late-start score"
-    return NotedTable(frame, f"{note} ({late.message})" if late.message else note)
+    return NotedTable(frame, _left_out_note(result, f"{note} ({late.message})" if late.message else note))
 
 
 def straggler_phases(traces: TraceSet, options: RanksOptions) -> NotedTable:
@@ -192,27 +239,27 @@ def straggler_phases(traces: TraceSet, options: RanksOptions) -> NotedTable:
 def straggler_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """Per step: the rank the others waited for most, how long, and the phase that made it late."""
     result = analyse(traces, options)
-    return NotedTable(result.step_stragglers, _with_source(result.message, result.source))
+    return NotedTable(result.step_stragglers, _left_out_note(result, _with_source(result.message, result.source)))
 
 
 def rank_steps(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """The rank × step matrix: step, GPU busy/idle, comm and wait time, and one column per CPU phase."""
     result = analyse(traces, options)
     message = None if result.matrix.height else "no ProfilerStep markers on the chosen ranks"
-    return NotedTable(result.matrix, message)
+    return NotedTable(result.matrix, _left_out_note(result, message))
 
 
 def collectives(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """Per process group and kind: calls, message bytes, duration, algbw/busbw, cross-rank skew."""
     result = analyse(traces, options)
     if result.collectives.height == 0:
-        return NotedTable(result.collectives, "no collectives found on the chosen ranks")
+        return NotedTable(result.collectives, _left_out_note(result, "no collectives found on the chosen ranks"))
     note = (
         None
         if result.rank_count > 1
         else f"{too_few_ranks(result.rank_count, len(traces.ranks))}: cross-rank skew needs two or more"
     )
-    return NotedTable(result.collectives, _with_source(note, result.source))
+    return NotedTable(result.collectives, _left_out_note(result, _with_source(note, result.source)))
 
 
 def _with_source(message: str | None, source: str | None) -> str | None:

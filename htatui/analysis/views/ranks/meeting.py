@@ -297,3 +297,40 @@ def call_delays(calls: pl.DataFrame) -> pl.DataFrame:
     others = matched.join(last, on=CALL_KEY, suffix="_last").filter(pl.col("rank") != pl.col("rank_last"))
     delays = others.group_by(CALL_KEY).agg(delay_us=pl.col("exposed_wait_us").median(), skew_us=pl.col("wait_us").max())
     return last.join(delays, on=CALL_KEY).select(*CALL_KEY, "rank", "delay_us", "skew_us")
+
+
+CLOCK_MIN_US = 1000.0
+"""A rank whose collective calls end this much (and more than twice their median length) away
+from the other ranks' has a clock of its own (separate hosts, no clock sync)."""
+
+
+def skewed_clocks(calls: pl.DataFrame) -> pl.DataFrame:
+    """rank, offset_us, calls, dur_us: the ranks whose clock disagrees with the others'.
+
+    A collective ends at about the same moment on every rank (none finishes before the last one
+    arrived), so the median over a rank's matched calls of (its end − the calls' median end) is
+    its clock's offset; stragglers arrive late but end with the others. Only offsets past
+    CLOCK_MIN_US and twice the calls' median length count, so ordinary jitter is left alone.
+    """
+    columns = {"rank": pl.Int32(), "offset_us": pl.Float64(), "calls": pl.UInt32(), "dur_us": pl.Float64()}
+    if calls.height == 0:
+        return pl.DataFrame(schema=columns)
+    matched = calls.with_columns(_n=pl.len().over(CALL_KEY)).filter(pl.col("_n") > 1)
+    offsets = (
+        matched.with_columns(_offset=pl.col("end") - pl.col("end").median().over(CALL_KEY))
+        .group_by("rank")
+        .agg(offset_us=pl.col("_offset").median(), calls=pl.len(), dur_us=pl.col("dur_us").median())
+        .sort("rank")
+    )
+    limit = pl.max_horizontal(pl.lit(CLOCK_MIN_US), 2 * pl.col("dur_us").fill_null(0.0))
+    return offsets.filter(pl.col("offset_us").abs() > limit).select([pl.col(c).cast(t) for c, t in columns.items()])
+
+
+def realigned(frame: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (rank, ts, end) with each skewed rank's times moved by minus its clock offset."""
+    if offsets.height == 0:
+        return frame
+    shift = pl.col("rank").replace_strict(
+        offsets["rank"].to_list(), offsets["offset_us"].to_list(), default=0.0, return_dtype=pl.Float64
+    )
+    return frame.with_columns(ts=pl.col("ts") - shift, end=pl.col("end") - shift)
