@@ -103,7 +103,7 @@ def test_temporal_names_the_ranks_it_has_no_row_for(tmp_path: Path, capsys: pyte
     # The table format says "no rows" and why in the table's place.
     assert main(["report", str(tmp_path / "none"), "--view", "temporal", "--no-cache"]) == 0
     out = capsys.readouterr()
-    assert out.out.strip().endswith(": no rows (no GPU kernels, copies or memsets in the chosen steps)")
+    assert " ".join(out.out.split()).endswith(": no rows (no GPU kernels, copies or memsets in the chosen steps)")
 
 
 def test_overlapping_kernels_are_named_at_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
