@@ -223,26 +223,39 @@ def grouped_bars(
     return draw
 
 
+LINE_MARKERS = ("•", "+", "▲", "x")
+"""The glyph of each line series in order (plotext draws any one character as a marker)."""
+
+
+def tick_labels(values: Sequence[float], count: int = 5) -> tuple[list[float], list[str]]:
+    """About `count` of `values`, evenly spread, with short labels (4 significant digits, no float
+    noise such as 129.73125000000002)."""
+    if not values:
+        return [], []
+    step = max(1, round(len(values) / count))
+    ticks = list(values[::step])
+    return ticks, [f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}" for value in ticks]
+
+
 def lines(
     series: Sequence[tuple[str, Sequence[float], Sequence[float], str]],
     *,
     title: str = "",
     xlabel: str = "",
     ylabel: str = "",
+    markers: Sequence[str] = LINE_MARKERS,
 ) -> Draw:
-    """Line series given as (name, xs, ys, colour variable); markers differ per series."""
-    markers = ("braille", "dot", "hd", "fhd")
+    """Line series given as (name, xs, ys, colour variable); each series is drawn with its own
+    marker glyph (`markers`, in turn), which the legend shows beside its name, so the series
+    read apart without colour."""
 
     def draw(chart: Chart, plt: Plot) -> None:
         if len(series) > 1:
-            chart.legend = [(name, color, "•") for name, _xs, _ys, color in series]
+            chart.legend = [
+                (name, color, markers[index % len(markers)]) for index, (name, _xs, _ys, color) in enumerate(series)
+            ]
         for index, (_name, xs, ys, color) in enumerate(series):
-            plt.plot(
-                _finite(xs),
-                _finite(ys),
-                color=chart.rgb(color),
-                marker=markers[index % len(markers)],
-            )
+            plt.plot(_finite(xs), _finite(ys), color=chart.rgb(color), marker=markers[index % len(markers)])
         plt.title(title)
         plt.xlabel(xlabel)
         plt.ylabel(ylabel)

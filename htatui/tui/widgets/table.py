@@ -215,6 +215,9 @@ class ViewTable(DataTable[Text]):
         self._fitted_for = 0
         self.show_all_columns = False
         self.left_out: list[str] = []
+        self.name_on_enter = True
+        """Enter shows the row's full name; off where enter does something else (a toast would
+        cover what it opened)."""
 
     # ---- data ---------------------------------------------------------------------------
     def set_frame(
@@ -354,7 +357,7 @@ class ViewTable(DataTable[Text]):
         """Enter shows the row's full name (tables shorten names to fit)."""
         row = self.selected_row()
         names = [c for c in self.columns_spec if not c.numeric]
-        if row is None or not names:
+        if row is None or not names or not self.name_on_enter:
             return
         full = _plain(row[names[0].key])
         self.notify(full, title=names[0].label, timeout=8, markup=False)
