@@ -20,9 +20,7 @@ class MemoryApp(ThemedApp):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="memory_app.help"),
-        Binding(
-            "colon", "command_palette", "palette", show=False, tooltip="Command palette", id="memory_app.palette"
-        ),
+        Binding("colon", "command_palette", "palette", show=False, tooltip="Command palette", id="memory_app.palette"),
         Binding("q", "quit", "Quit", tooltip="Quit (closes a dialog first)", id="memory_app.quit"),
         Binding(
             "f8", "screenshot", "Screenshot", show=False, tooltip="Save an SVG of the screen", id="memory_app.shot"

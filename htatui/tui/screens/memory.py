@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.core.stored import stored_memory_events
@@ -28,6 +28,7 @@ from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
+from htatui.tui.widgets.footer import FitFooter
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -446,7 +447,7 @@ class SnapshotScreen(JobRunner, Screen[None]):
         with Vertical():
             yield Static(f" htatui · memory · {self.path.name}", id="snapshot-title")
             yield MemoryBody()
-        yield Footer(compact=True)
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.action_reload()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import RenderResult
 from textual.color import Color
 from textual.content import Content
@@ -16,6 +17,7 @@ from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from htatui.text.names import fit_names, middle_cut
+from htatui.tui.widgets.focus_label import FOCUS_MARK
 
 RGB = tuple[int, int, int]
 Draw = Callable[["Chart", Plot], None]
@@ -107,8 +109,19 @@ class Chart(PlotextPlot):
         self.set_class(isinstance(self._draw, BarRows), "-rows")
         self.refresh(layout=True)
 
+    def _on_focus(self, event: events.Focus) -> None:
+        super()._on_focus(event)
+        self.border_title = self._title_with_legend()
+
+    def _on_blur(self, event: events.Blur) -> None:
+        super()._on_blur(event)
+        self.border_title = self._title_with_legend()
+
     def _title_with_legend(self) -> Content:
+        """The title (marked ▶ while the chart has the focus, so focus reads without colour) and legend."""
         parts = [Content(self.title)] if self.title else []
+        if self.has_focus:
+            parts.insert(0, Content(FOCUS_MARK))
         for name, variable, glyph in self.legend:
             r, g, b = self.rgb(variable)
             parts.append(Content.assemble((glyph, f"rgb({r},{g},{b})"), f" {name}"))
