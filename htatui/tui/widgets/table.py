@@ -35,6 +35,9 @@ def fmt_us(value: Any) -> str:
 CURSOR_MARK = "▶"
 """Marks the cursor row of the focused table, in a gutter left of the first column."""
 
+MIN_NAME_WIDTH = 28
+"""A name column is cut down to this, but no further, to keep number columns in sight."""
+
 MARK_COLUMN_WIDTH = 3
 """The gutter's cells: the mark and the cell padding either side."""
 
@@ -281,8 +284,13 @@ class ViewTable(DataTable[Text]):
             fitted_width(column, column_cells) or max([label.cell_len, *(c.cell_len for c in column_cells)])
             for column, column_cells, label in zip(self.columns_spec, cells, labels, strict=True)
         ]
+        columns = list(self.columns_spec)
+        self._fitted_for = self.scrollable_content_region.width
+        if self._fitted_for > 0:
+            self._shrink_text_columns(columns, widths, cells)
         kept = self._columns_that_fit(widths)
-        columns = self._widen_text_columns(kept, widths, cells, labels)
+        if self._fitted_for > 0:
+            self._widen_text_columns(kept, columns, widths, cells)
         self.left_out = [c.label for i, c in enumerate(self.columns_spec) if i not in kept]
         for index in kept:
             column = columns[index]
@@ -362,33 +370,48 @@ class ViewTable(DataTable[Text]):
             total -= widths[index] + padding
         return kept
 
-    def _widen_text_columns(
-        self, kept: list[int], widths: list[int], cells: list[list[Text]], labels: list[Text]
-    ) -> list[Column]:
-        """The columns to draw: text columns cut to their width get the room the kept columns leave
-        free (a wide terminal shows longer names), left to right; `cells` and `widths` follow."""
-        columns = list(self.columns_spec)
+    def _spare_width(self, kept: list[int], widths: list[int]) -> int:
+        """Cells the kept columns leave free in the table (negative: they overflow it)."""
         padding = 2 * self.cell_padding
-        spare = self._fitted_for - MARK_COLUMN_WIDTH - sum(widths[i] + padding for i in kept)
-        if self.show_all_columns:
-            return columns
+        return self._fitted_for - MARK_COLUMN_WIDTH - sum(widths[i] + padding for i in kept)
+
+    def _shrink_text_columns(self, columns: list[Column], widths: list[int], cells: list[list[Text]]) -> None:
+        """When not every column fits, cut text columns down to MIN_NAME_WIDTH first: a name
+        shortened a little beats a number column left out (the room left goes back to them after)."""
+        if self.show_all_columns or self._spare_width(list(range(len(columns))), widths) >= 0:
+            return
+        for index, column in enumerate(columns):
+            if not column.numeric and widths[index] > MIN_NAME_WIDTH:
+                self._set_text_width(index, MIN_NAME_WIDTH, columns, widths, cells)
+
+    def _widen_text_columns(
+        self, kept: list[int], columns: list[Column], widths: list[int], cells: list[list[Text]]
+    ) -> None:
+        """Text columns cut to their width get the room the kept columns leave free (a wide
+        terminal shows longer names), left to right."""
+        spare = self._spare_width(kept, widths)
         for index in kept:
-            column = columns[index]
-            if spare <= 0:
+            if spare <= 0 or self.show_all_columns:
                 break
-            if column.numeric:
+            if columns[index].numeric:
                 continue
-            values = self.shown[column.key].to_list()
+            values = self.shown[columns[index].key].to_list()
             longest = max((len(v if isinstance(v, str) else cell_text(v)) for v in values if v is not None), default=0)
-            if longest <= widths[index]:
-                continue
-            wider = replace(column, width=widths[index] + min(spare, longest - widths[index]))
-            cells[index] = wider.cells(values)
-            natural = max([labels[index].cell_len, *(c.cell_len for c in cells[index])])
-            columns[index] = replace(wider, width=natural)
-            spare -= natural - widths[index]
-            widths[index] = natural
-        return columns
+            if longest > widths[index]:
+                before = widths[index]
+                self._set_text_width(index, before + min(spare, longest - before), columns, widths, cells)
+                spare -= widths[index] - before
+
+    def _set_text_width(
+        self, index: int, width: int, columns: list[Column], widths: list[int], cells: list[list[Text]]
+    ) -> None:
+        """Shorten a text column's cells to `width` again; its width becomes what they take."""
+        column = replace(columns[index], width=width)
+        cells[index] = column.cells(self.shown[column.key].to_list())
+        label = len(column.label) + 2  # room for the sort arrow
+        natural = max([min(label, width), *(c.cell_len for c in cells[index])])
+        columns[index] = replace(column, width=natural)
+        widths[index] = natural
 
     def action_toggle_columns(self) -> None:
         self.show_all_columns = not self.show_all_columns
