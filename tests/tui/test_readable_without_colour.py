@@ -160,3 +160,18 @@ async def test_name_columns_use_a_wide_terminal(tmp_path: Path) -> None:
                 assert names[0] in row  # room for the whole name: no cut
     assert widths[80] < widths[120] < widths[200]
     assert widths[120] > 80  # the name takes what the numbers leave, not a fixed ~36
+
+
+async def test_a_narrow_table_cuts_its_names_before_it_leaves_out_a_number_column() -> None:
+    import polars as pl
+
+    numbers = {f"n{i}_us": [float(i)] for i in range(3)}
+    frame = pl.DataFrame({"name": ["x" * 60], **numbers})
+    columns = [Column("name", "name", "text"), *(Column(key, f"n{key[1]} time (µs)") for key in numbers)]
+    app = NamesApp()
+    async with app.run_test(size=(80, 10)) as pilot:
+        table = app.query_one(ViewTable)
+        table.set_frame(frame, columns)
+        await pilot.pause()
+        assert table.left_out == []  # a 36-cell name would have pushed n2 out
+        assert 28 <= table.ordered_columns[0].get_render_width(table) - 2 < 36
