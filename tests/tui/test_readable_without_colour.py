@@ -79,6 +79,8 @@ async def test_80x24_cursor_focus_and_footers_read_without_colour(small_traces: 
         assert isinstance(app.screen, TimelineScreen)
         lines = screen_lines(app)
         assert any(line.startswith(legend_text()[:60]) for line in lines)
+        rows = [line for line in lines if re.match(r"r\d+ (thread|stream) ", line)]
+        assert len([row for row in rows if CURSOR_MARK in row]) == 1  # the cursor's row, marked in text
         assert lines[-1].rstrip().endswith("q Quit")
         await press(pilot, "escape")
         # The export dialog: the field that takes the typing is marked, and the mark follows tab.

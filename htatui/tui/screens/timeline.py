@@ -31,6 +31,7 @@ from htatui.analysis.timeline import index as tl
 from htatui.text import timeline as timeline_text
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
+from htatui.tui.widgets.table import CURSOR_MARK
 
 MAX_RANKS = 8
 MAX_LABEL = 22
@@ -334,7 +335,9 @@ class TimelineScreen(ViewScreen["TimelineData"]):
             is_cursor = position == self.cursor_row
             counter = binned.spec.kind == tl.COUNTER
             text.append("\n")
-            text.append(f"{self._label(index, row):<{label_width}} ", style="reverse" if is_cursor else "bold")
+            text.append(f"{self._label(index, row):<{label_width}}", style="reverse" if is_cursor else "bold")
+            # The cursor row is marked in text too (its cell and event are named below the rows).
+            text.append(CURSOR_MARK if is_cursor else " ", style="bold")
             scale = timeline_text.counter_scale(binned) if counter else None
             glyphs = [timeline_text.cell_glyph(binned, cell, scale) for cell in range(cells)]
             # One span per run of cells that look the same (a screen has few runs per row).
