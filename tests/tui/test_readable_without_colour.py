@@ -177,3 +177,26 @@ async def test_a_narrow_table_cuts_its_names_before_it_leaves_out_a_number_colum
         await pilot.pause()
         assert table.left_out == []  # a 36-cell name would have pushed n2 out
         assert 28 <= table.ordered_columns[0].get_render_width(table) - 2 < 36
+
+
+def test_a_narrow_footer_drops_the_palette_hint_then_keys_but_never_help_or_quit() -> None:
+    from textual.widgets._footer import FooterKey
+
+    from htatui.tui.widgets.footer import fitting_keys, key_width
+
+    def key(display: str, description: str, action: str, classes: str = "") -> FooterKey:
+        return FooterKey(display, display, description, action, classes=classes)
+
+    keys = [
+        key("s", "Sort", "sort"),
+        key("c", "Status", "status"),
+        key("b", "Bars", "bars"),
+        key("?", "Help", "help"),
+        key("q", "Quit", "quit"),
+        key("^p", "palette", "command_palette", classes="-command-palette"),
+    ]
+    assert fitting_keys(keys, 200) == keys
+    every = sum(key_width(k) for k in keys)
+    assert [k.key for k in fitting_keys(keys, every - 1)] == ["s", "c", "b", "?", "q"]
+    assert [k.key for k in fitting_keys(keys, 21)] == ["s", "?", "q"]  # 7 cells each
+    assert [k.key for k in fitting_keys(keys, 5)] == ["?", "q"]

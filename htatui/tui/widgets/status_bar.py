@@ -81,14 +81,15 @@ class StatusBar(Widget):
         if isinstance(app, AnalysisHost):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
+            # Skipped files and notes last after the toasts fade; before the (long) steps text, so
+            # a narrow line cuts the steps rather than them.
             skipped = len(app.traces.problems) if app.traces is not None else 0
             if skipped:
-                # Lasts after the toasts fade, before the steps so a narrow line keeps it.
                 text.append(f" │ ⚠ {skipped} file{'s' if skipped > 1 else ''} skipped (N)", style="bold")
-            text.append(f" │ {app.steps_label}")
             if app.load_notes:
                 count = len(app.load_notes)
                 text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
+            text.append(f" │ {app.steps_label}")
         if self.state:
             text.append(f" │ {self.state}", style="italic")
         return text
