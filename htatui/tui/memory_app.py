@@ -6,18 +6,22 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen
 
+from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.memory import SnapshotScreen
 from htatui.tui.themed_app import ThemedApp
 
 
 class MemoryApp(ThemedApp):
-    """One memory recording; q quits."""
+    """One memory recording; ? helps, ctrl+p or : opens the palette, q quits."""
 
     TITLE = "htatui memory"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="memory_app.quit"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="This help", id="memory_app.help"),
+        Binding("colon", "command_palette", "palette", show=False, tooltip="Command palette", id="memory_app.palette"),
+        Binding("q", "quit", "Quit", tooltip="Quit (closes a dialog first)", id="memory_app.quit"),
         Binding(
             "f8", "screenshot", "Screenshot", show=False, tooltip="Save an SVG of the screen", id="memory_app.shot"
         ),
@@ -29,6 +33,17 @@ class MemoryApp(ThemedApp):
 
     def get_default_screen(self) -> SnapshotScreen:
         return SnapshotScreen(self.path)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    async def action_quit(self) -> None:
+        """Close an open dialog (help, a stack) first; quit from the memory screen."""
+        if isinstance(self.screen, ModalScreen):
+            self.screen.dismiss(None)
+            return
+        self.exit(return_code=0)
 
 
 def run_memory_app(path: Path, *, theme: str | None = None) -> int:

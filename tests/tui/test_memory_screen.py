@@ -148,3 +148,33 @@ def test_the_memory_page_reads_every_chosen_rank(tmp_path: Path) -> None:
     result = memory_result(files)
     assert result.devices == ("rank 0 cuda:0", "rank 1 cuda:0")
     assert memory_rank_files(traces, CommonOptions(scope=Scope(ranks=(1,))))[0][0] == 1
+
+
+async def test_an_oom_snapshot_leads_with_the_oom_and_answers_help_and_the_palette(tmp_path: Path) -> None:
+    from textual.command import CommandPalette
+
+    from htatui.tui.screens.help import HelpScreen
+
+    app = MemoryApp(write_pickle(tmp_path / "a.pickle", snapshot_a()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _wait_for_result(pilot)
+        lines = [strip.text for strip in app.screen._compositor.render_strips()]
+        # The OOM first, under the title: asked, free, live (what the OOM table's row says), the site.
+        assert lines[1].startswith(" ⚠ OUT OF MEMORY: asked 8.00 KiB, device free 100 B, live 3.29 KiB")
+        assert lines[3].strip() == f"most live at: {MODEL_SITE}"
+        # The chart's series differ by glyph, named in the legend; the footer offers help.
+        legend = next(line for line in lines if "Memory over time" in line)
+        assert "• allocated" in legend and "+ reserved" in legend and "▲ peak" in legend
+        assert "▲" in "".join(lines[lines.index(legend) + 1 :])
+        assert "? Help" in lines[-1] and lines[-1].rstrip().endswith("q Quit")
+        for key in ("question_mark", "f1"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            assert "out-of-memory error leads" in app.screen.page()
+            await pilot.press("q")  # closes the help, not the app
+            await pilot.pause()
+            assert isinstance(app.screen, SnapshotScreen) and app.is_running
+        await pilot.press("colon")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)

@@ -56,8 +56,10 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         phases = app.screen.query_one("#stragglers-phases", TablePane).table
         assert "rank 2 against the other ranks' median, steps 1,2" in str(phases.title)  # the top straggler
         stragglers.focus()
+        app.clear_notifications()
         await press(pilot, "enter")  # rank 2 again: `report --view stragglers --phases --straggler 2`
         assert app.screen.view_options["stragglers"].straggler == 2  # type: ignore[attr-defined]
+        assert not list(app._notifications)  # no toast over the phases the enter opened
         top = phases.shown.row(0, named=True)
         assert (top["phase"], top["rank_us"], top["others_median_us"], top["excess_us"]) == (
             "data_loader",

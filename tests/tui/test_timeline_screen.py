@@ -17,6 +17,7 @@ from htatui.text import timeline as timeline_text
 from htatui.trace import TraceSet
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, parse_window
+from htatui.tui.widgets.table import CURSOR_MARK
 from htatui.tui.widgets.table_pane import TablePane
 
 SnapCompare = Callable[..., bool]
@@ -166,6 +167,9 @@ async def test_screen_rows_are_the_text_rendering(small_traces: TraceSet) -> Non
         canvas = screen.query_one("#timeline-canvas")
         shown = screen.draw(canvas.size.width, canvas.size.height).plain.splitlines()[1:]
         printed = timeline_text.render(small_traces, [0, 1], screen.start_us, screen.end_us, canvas.size.width)[1:]
+        # ...but for the cursor row's mark, between its label and its cells.
+        assert [CURSOR_MARK in line for line in shown] == [i == screen.cursor_row for i in range(len(shown))]
+        shown = [line.replace(CURSOR_MARK, " ") for line in shown]
         assert shown == printed and len(printed) == 8
 
 

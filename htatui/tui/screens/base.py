@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from htatui.analysis.core.cancel import cancellable
 from htatui.analysis.core.scope import Scope
@@ -27,6 +26,7 @@ from htatui.trace import TraceSet
 from htatui.tui.base.host import AnalysisHost
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.footer import FitFooter
 from htatui.tui.widgets.status_bar import StatusBar, ViewTabs
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -74,7 +74,7 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         yield StatusBar()
         with Body(id="body"):
             yield from self.compose_body()
-        yield Footer(compact=True)
+        yield FitFooter()
 
     def compose_body(self) -> ComposeResult:
         """The view's own widgets."""

@@ -22,7 +22,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, Static
+from textual.widget import Widget
+from textual.widgets import ProgressBar, Static
 
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diff import compare as diff
@@ -34,6 +35,7 @@ from htatui.text.names import fit_names, middle_cut
 from htatui.text.numbers import cell_text
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
 from htatui.tui.base.jobs import JobRunner
+from htatui.tui.widgets.footer import FitFooter
 from htatui.tui.widgets.table import Column, default_label
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -66,6 +68,31 @@ SIDES = ("base", "test")
 def side_name(path: SourcePath) -> str:
     """What the screen calls a side: the folder or file name, never a temp-dir path."""
     return path.name or str(path)
+
+
+def diff_title(base: str, test: str, width: int) -> tuple[str, str]:
+    """(prefix, sides) of the title line, fitted to `width`: the prefix goes first, then both
+    names are cut in their middle, so the test job's name never falls off the end."""
+    prefix, sides = " htatui diff │", f" base {base} ↔ test {test}"
+    if len(prefix) + len(sides) <= width:
+        return prefix, sides
+    room = max(10, width - len(" base  ↔ test "))
+    base_room = min(len(base), room // 2 if len(test) > room - room // 2 else room - len(test))
+    return "", f" base {middle_cut(base, base_room)} ↔ test {middle_cut(test, room - base_room)}"
+
+
+class DiffTitle(Widget):
+    """`htatui diff │ base A ↔ test B`, both names kept at any width."""
+
+    def __init__(self, base: str, test: str) -> None:
+        super().__init__(id="diff-title")
+        self.base, self.test = base, test
+
+    def render(self) -> Text:
+        prefix, sides = diff_title(self.base, self.test, self.size.width)
+        title = Text(prefix, no_wrap=True, overflow="ellipsis")
+        title.append(sides, style="not bold")
+        return title
 
 
 def theme_color(screen: Screen[Any], variable: str, fallback: str = "") -> str:
@@ -325,10 +352,7 @@ class DiffScreen(JobRunner, Screen[None]):
 
     # ---- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(" htatui diff ")
-        title.append(f"│ base {side_name(self.base_path)} ↔ test {side_name(self.test_path)}", style="not bold")
-        yield Static(title, id="diff-title")
+        yield DiffTitle(side_name(self.base_path), side_name(self.test_path))
         yield Static(" loading both sides… (esc cancels)", id="diff-state")
         yield Static("", id="diff-details")
         with Vertical(id="diff-loading"):
@@ -341,7 +365,7 @@ class DiffScreen(JobRunner, Screen[None]):
             with Horizontal(id="diff-lower"):
                 yield TablePane("names", row_limit=1000, id="names")
                 yield DeltaBars(widget_id="bars")
-        yield Footer(compact=True)
+        yield FitFooter()
 
     def on_mount(self) -> None:
         for side, path in (("base", self.base_path), ("test", self.test_path)):

@@ -14,11 +14,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
 
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.export.traces import ExportError, ExportExistsError
 from htatui.tui.base.jobs import JobRunner
+from htatui.tui.widgets.focus_label import FocusLabel
 
 ExportProgress = Callable[[int, int, Path], None]
 ExportJob = Callable[[tuple[int, ...] | None, Path, bool, ExportProgress], list[Path]]
@@ -85,7 +86,7 @@ class ExportModal(JobRunner, ModalScreen[list[Path] | None]):
             padding: 0 1;
         }
         & .row { height: 1; margin-bottom: 1; }
-        & .row > Label { width: 8; color: $foreground-muted; }
+        & .row > FocusLabel { width: 10; color: $foreground-muted; }
         & .row > Input { width: 1fr; }
         & .hint { color: $foreground-muted; }
         & #export-status { height: auto; }
@@ -127,10 +128,10 @@ class ExportModal(JobRunner, ModalScreen[list[Path] | None]):
                 yield Static(self.about, classes="hint")
             if self.ask_ranks:
                 with Horizontal(classes="row"):
-                    yield Label("ranks")
+                    yield FocusLabel("ranks")
                     yield Input(self.initial_ranks, placeholder="all, or 0,2-3", compact=True, id="export-ranks")
             with Horizontal(classes="row"):
-                yield Label("folder")
+                yield FocusLabel("folder")
                 yield Input(self.initial_folder, placeholder="output folder", compact=True, id="export-folder")
             yield ProgressBar(total=None, show_eta=False, id="export-bar")
             yield Static("", id="export-status")

@@ -120,20 +120,27 @@ class HelpScreen(ModalScreen[None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
+    # immediate=True: a deferred scroll counts from where the last one aimed only after a refresh,
+    # so a quick burst of keys would move the page once.
     def action_scroll_down(self) -> None:
-        self.scroller.scroll_down(animate=False)
+        self.scroller.scroll_down(animate=False, immediate=True)
 
     def action_scroll_up(self) -> None:
-        self.scroller.scroll_up(animate=False)
+        self.scroller.scroll_up(animate=False, immediate=True)
 
     def action_page_down(self) -> None:
-        self.scroller.scroll_page_down(animate=False)
+        self._page(1)
 
     def action_page_up(self) -> None:
-        self.scroller.scroll_page_up(animate=False)
+        self._page(-1)
+
+    def _page(self, direction: int) -> None:
+        scroller = self.scroller
+        page = scroller.scrollable_content_region.height
+        scroller.scroll_to(y=scroller.scroll_target_y + direction * page, animate=False, immediate=True)
 
     def action_top(self) -> None:
-        self.scroller.scroll_home(animate=False)
+        self.scroller.scroll_home(animate=False, immediate=True)
 
     def action_bottom(self) -> None:
-        self.scroller.scroll_end(animate=False)
+        self.scroller.scroll_end(animate=False, immediate=True)

@@ -11,7 +11,7 @@ from textual_plotext.plot import Plot
 
 from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
-from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.chart import Chart, tick_labels
 from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import ColumnHint
 
@@ -88,8 +88,11 @@ class LaunchScreen(PageScreen):
             return
         centres, counts = bins["bin_center_us"].to_list(), bins["count"].to_list()
 
+        ticks, tick_text = tick_labels(centres)
+
         def draw(chart: Chart, plt: Plot) -> None:
             plt.bar(centres, counts, color=chart.rgb("hta-series-1"), width=0.9)
+            plt.xticks(ticks, tick_text)
             plt.xlabel(label)
             plt.ylabel("launches")
 
@@ -98,3 +101,7 @@ class LaunchScreen(PageScreen):
     def action_next_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)
         self._draw_histogram()
+        # The histogram sits below the tables: bring it into sight, or m would seem to do nothing.
+        chart = self.query_one("#launch-histogram", Chart)
+        chart.focus(scroll_visible=False)
+        chart.scroll_visible(animate=False, top=True)

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.core.stored import stored_memory_events
@@ -28,6 +28,7 @@ from htatui.trace.memory_inputs import MemoryInputError, read_memory, read_rank_
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.widgets.chart import Chart, lines, step_points
+from htatui.tui.widgets.footer import FitFooter
 from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -118,7 +119,7 @@ def memory_result(path: Path | list[tuple[int, Path]]) -> MemoryResult:
         if device in growth.leaking:
             verdict = " · grows every step: probable leak" if growth.leaking[device] else " · no steady growth"
         reserved = row["reserved_peak_bytes"]
-        headline[device] = (
+        headline[device] = oom_lines(ooms.filter(pl.col("device") == device)) + (
             f"{device}: peak {human_bytes(row['peak_bytes'])} ({row['live_blocks_at_peak']} blocks live) · "
             f"end {human_bytes(row['end_bytes'])}"
             + (f" · reserved peak {human_bytes(reserved)}" if reserved is not None else "")
@@ -144,6 +145,27 @@ def memory_result(path: Path | list[tuple[int, Path]]) -> MemoryResult:
         events,
         analysis.recording.stacks,
     )
+
+
+def oom_lines(device_ooms: pl.DataFrame) -> str:
+    """The first out-of-memory error of a device as the screen's opening lines (empty without one):
+    what was asked, what the device had free, what was live and where most of it was allocated."""
+    if device_ooms.height == 0:
+        return ""
+    oom = device_ooms.row(0, named=True)
+    more = f" (1st of {device_ooms.height}, all in the table below)" if device_ooms.height > 1 else ""
+    asked, free = oom["requested_bytes"], oom["device_free_bytes"]
+    line = (
+        f"[b]⚠ OUT OF MEMORY{more}[/b]: asked {human_bytes(asked)}, device free {human_bytes(free)}, "
+        f"live {human_bytes(oom['live_bytes'])}"
+    )
+    if oom["reserved_bytes"] is not None:
+        line += f", reserved {human_bytes(oom['reserved_bytes'])}"
+    if free is not None and asked is not None and free >= asked:
+        line += " · free ≥ asked: a memory-fraction cap or fragmentation, not the device's size"
+    if oom["top_site"]:
+        line += f"\n  most live at: {escape(oom['top_site'])}"
+    return line + "\n"
 
 
 def _chart_series(series: pl.DataFrame) -> tuple[list[float], list[float], list[float], str]:
@@ -230,7 +252,7 @@ class MemoryBody(VerticalScroll, can_focus=False):
     def compose(self) -> ComposeResult:
         yield Static("", classes="memory-headline", id="memory-headline")
         yield Chart("Allocated and reserved memory (MiB)", id="memory-chart")
-        yield TablePane("Live at the peak, by allocation site", id="memory-sites")
+        yield TablePane("Live at the peak, by allocation site", id="memory-sites", name_on_enter=False)
         yield TablePane("OOMs, steps and peaks", id="memory-events")
         yield TablePane("Allocator state at the snapshot", id="memory-allocator")
 
@@ -278,15 +300,18 @@ class MemoryBody(VerticalScroll, can_focus=False):
         self.query_one("#memory-headline", Static).update(result.headline[device] + others)
         xs, allocated, reserved, xlabel = result.chart[device]
         series = [("allocated", *step_points(xs, allocated), "hta-memory")]
-        if allocated:
-            # The peak as its own one-point series, so it is marked and named in the legend.
-            top = max(range(len(allocated)), key=allocated.__getitem__)
-            series.append(("peak", [xs[top]], [allocated[top]], "hta-series-2"))
+        markers = ["•"]
         if any(value == value for value in reserved):
             series.append(("reserved", *step_points(xs, reserved), "hta-series-1"))
+            markers.append("+")
+        if allocated:
+            # The peak as its own one-point series drawn last, so it is marked on top and named.
+            top = max(range(len(allocated)), key=allocated.__getitem__)
+            series.append(("peak", [xs[top]], [allocated[top]], "hta-series-2"))
+            markers.append("▲")
         chart = self.query_one("#memory-chart", Chart)
         chart.title = f"Memory over time · {device}"
-        chart.show(lines(series, xlabel=xlabel, ylabel="MiB") if xs else None, "No history recorded.")
+        chart.show(lines(series, xlabel=xlabel, ylabel="MiB", markers=markers) if xs else None, "No history recorded.")
         self.query_one("#memory-sites", TablePane).show(
             result.sites[device], SITE_COLUMNS, empty="Nothing live at the peak.", sort="mib"
         )
@@ -360,18 +385,22 @@ def memory_page_shown(traces: TraceSet | None) -> bool:
     return bool(shown)
 
 
+MEMORY_HELP = (
+    "GPU memory over time from the trace's `[memory]` events (or a CUDA memory snapshot: "
+    "`htatui snapshot.pickle`): allocated and reserved bytes with the peak, what was live at "
+    "the peak grouped by allocation site (for traces, the top-level annotation it was "
+    "allocated in), live memory at each step start (rising at every step: a probable leak) "
+    "and the peak per step and annotation. A snapshot taken at an out-of-memory error leads "
+    "with it: what was asked, what the device had free, what was live and the top site. "
+    "Enter on a site shows its full stack; `d` switches device. Headless: `htatui memory PATH`."
+)
+
+
 class MemoryScreen(ViewScreen["MemoryResult | str"]):
     """The Memory page of a trace folder recorded with profile_memory=True."""
 
     VIEW_TITLE: ClassVar[str] = "Memory"
-    HELP: ClassVar[str] = (
-        "GPU memory over time from the trace's `[memory]` events (or a CUDA memory snapshot: "
-        "`htatui snapshot.pickle`): allocated and reserved bytes with the peak, what was live at "
-        "the peak grouped by allocation site (for traces, the top-level annotation it was "
-        "allocated in), live memory at each step start (rising at every step: a probable leak) "
-        "and the peak per step and annotation. Enter on a site shows its full stack; `d` switches "
-        "device. Headless: `htatui memory PATH`."
-    )
+    HELP: ClassVar[str] = MEMORY_HELP
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "next_device", "Device", tooltip="Show the next device", id="memory.device"),
@@ -401,6 +430,8 @@ class SnapshotScreen(JobRunner, Screen[None]):
     """The whole app for `htatui snapshot.pickle`: one recording, no trace views."""
 
     AUTO_FOCUS = "ViewTable"
+    VIEW_TITLE: ClassVar[str] = "Memory"
+    HELP: ClassVar[str] = MEMORY_HELP
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "next_device", "Device", tooltip="Show the next device", id="snapshot.device"),
@@ -416,7 +447,7 @@ class SnapshotScreen(JobRunner, Screen[None]):
         with Vertical():
             yield Static(f" htatui · memory · {self.path.name}", id="snapshot-title")
             yield MemoryBody()
-        yield Footer(compact=True)
+        yield FitFooter()
 
     def on_mount(self) -> None:
         self.action_reload()

@@ -140,10 +140,10 @@ class PageScreen(ViewScreen["PageResult"]):
     def draw(self, result: PageResult) -> None:
         """Charts and other widgets drawn from the page's tables."""
 
-    def pane(self, table: PageTable) -> TablePane:
-        """The pane a PANES table is shown in, for compose_body."""
+    def pane(self, table: PageTable, *, name_on_enter: bool = True) -> TablePane:
+        """The pane a PANES table is shown in, for compose_body (name_on_enter: see ViewTable)."""
         spec = self.PANES[table]
-        return TablePane(spec.title, row_limit=spec.row_limit, id=pane_id(table))
+        return TablePane(spec.title, row_limit=spec.row_limit, id=pane_id(table), name_on_enter=name_on_enter)
 
     @on(OptionField.Applied)
     def _option_applied(self, event: OptionField.Applied) -> None:

@@ -137,7 +137,8 @@ class RanksScreen(PageScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="ranks-heat")
-        yield self.pane(STRAGGLERS)
+        # Enter compares the straggler's phases below: no name toast over them.
+        yield self.pane(STRAGGLERS, name_on_enter=False)
         yield self.pane(PHASES)
         yield self.pane(COLLECTIVES)
 

@@ -35,8 +35,9 @@ class TemporalScreen(PageScreen):
         "Per rank, over the span from its first to its last GPU activity in the scope's steps: "
         "**idle** is time with nothing running on any stream, **compute** the time covered by "
         "computation kernels, **non-compute** the remaining busy time (communication, copies, "
-        "memsets). The three add up to the span. A rank with much more idle time than the others "
-        "is the one to look at; the Ranks view (9) says which rank held the others up, and why."
+        "memsets). The three add up to the span. A straggler is the rank with the *least* idle "
+        "time: the others sit idle waiting for it at each collective. The Ranks view (9) says which "
+        "rank held the others up, and why."
     )
 
     def compose_body(self) -> ComposeResult:

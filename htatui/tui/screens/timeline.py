@@ -31,6 +31,7 @@ from htatui.analysis.timeline import index as tl
 from htatui.text import timeline as timeline_text
 from htatui.trace import TraceSet
 from htatui.tui.screens.base import ViewScreen
+from htatui.tui.widgets.table import CURSOR_MARK
 
 MAX_RANKS = 8
 MAX_LABEL = 22
@@ -105,6 +106,24 @@ class TimePrompt(ModalScreen[tuple[float, float] | None]):
         self.dismiss(None)
 
 
+LEGEND_NAMES = {
+    tl.COMPUTE: "compute",
+    tl.COMM: "comm",
+    tl.MEMCPY: "memcpy",
+    tl.MEMSET: "memset",
+    tl.OP: "op",
+    tl.ANNOTATION: "annot",
+    tl.RUNTIME: "runtime",
+}
+"""What the legend calls each cell type (short, so the line fits 80 columns; the rare X other last)."""
+
+
+def legend_text() -> str:
+    """The letters the canvas draws, on one line: the types, idle, and what lower case means."""
+    kinds = " ".join(f"{tl.GLYPHS[kind]} {name}" for kind, name in LEGEND_NAMES.items())
+    return f" {kinds} {tl.STREAM_IDLE} idle · lower <½ busy · {tl.GLYPHS[tl.OTHER]} other"
+
+
 class TimelineCanvas(Widget, can_focus=True):
     """The rows; it asks its screen for the lines at its current size on every refresh."""
 
@@ -126,7 +145,8 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         "and GPU streams over a time window, on the time base of the views' `start_us` columns. "
         "Each cell shows the type that covers most of it: **C** compute, **N** communication, "
         "**M** memcpy, **S** memset, **O** CPU op, **A** annotation, **R** runtime call; upper "
-        "case when at least half the cell is busy, `.` an idle stream. `c` adds queue-length "
+        "case when at least half the cell is busy, `.` an idle stream, **X** any other GPU work; the line "
+        "under the rows repeats this legend. `c` adds queue-length "
         "and memory-bandwidth sparklines. The cursor selects the event under it; `f` follows a launch to its kernel "
         "and back. `t` in any table opens this view at the highlighted row's time."
     )
@@ -190,10 +210,14 @@ class TimelineScreen(ViewScreen["TimelineData"]):
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="timeline-canvas")
+        yield Static(legend_text(), id="timeline-legend")
         yield Static("", id="timeline-details")
 
     DEFAULT_CSS = """
     TimelineScreen #body { overflow-y: hidden; }
+    TimelineScreen #timeline-legend {
+        height: 1; background: $surface; color: $foreground-muted; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     TimelineScreen #timeline-details {
         height: 4; background: $surface; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
@@ -311,7 +335,9 @@ class TimelineScreen(ViewScreen["TimelineData"]):
             is_cursor = position == self.cursor_row
             counter = binned.spec.kind == tl.COUNTER
             text.append("\n")
-            text.append(f"{self._label(index, row):<{label_width}} ", style="reverse" if is_cursor else "bold")
+            text.append(f"{self._label(index, row):<{label_width}}", style="reverse" if is_cursor else "bold")
+            # The cursor row is marked in text too (its cell and event are named below the rows).
+            text.append(CURSOR_MARK if is_cursor else " ", style="bold")
             scale = timeline_text.counter_scale(binned) if counter else None
             glyphs = [timeline_text.cell_glyph(binned, cell, scale) for cell in range(cells)]
             # One span per run of cells that look the same (a screen has few runs per row).

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import RenderResult
 from textual.color import Color
 from textual.content import Content
@@ -16,6 +17,7 @@ from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from htatui.text.names import fit_names, middle_cut
+from htatui.tui.widgets.focus_label import FOCUS_MARK
 
 RGB = tuple[int, int, int]
 Draw = Callable[["Chart", Plot], None]
@@ -107,8 +109,19 @@ class Chart(PlotextPlot):
         self.set_class(isinstance(self._draw, BarRows), "-rows")
         self.refresh(layout=True)
 
+    def _on_focus(self, event: events.Focus) -> None:
+        super()._on_focus(event)
+        self.border_title = self._title_with_legend()
+
+    def _on_blur(self, event: events.Blur) -> None:
+        super()._on_blur(event)
+        self.border_title = self._title_with_legend()
+
     def _title_with_legend(self) -> Content:
+        """The title (marked ▶ while the chart has the focus, so focus reads without colour) and legend."""
         parts = [Content(self.title)] if self.title else []
+        if self.has_focus:
+            parts.insert(0, Content(FOCUS_MARK))
         for name, variable, glyph in self.legend:
             r, g, b = self.rgb(variable)
             parts.append(Content.assemble((glyph, f"rgb({r},{g},{b})"), f" {name}"))
@@ -223,26 +236,39 @@ def grouped_bars(
     return draw
 
 
+LINE_MARKERS = ("•", "+", "▲", "x")
+"""The glyph of each line series in order (plotext draws any one character as a marker)."""
+
+
+def tick_labels(values: Sequence[float], count: int = 5) -> tuple[list[float], list[str]]:
+    """About `count` of `values`, evenly spread, with short labels (4 significant digits, no float
+    noise such as 129.73125000000002)."""
+    if not values:
+        return [], []
+    step = max(1, round(len(values) / count))
+    ticks = list(values[::step])
+    return ticks, [f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}" for value in ticks]
+
+
 def lines(
     series: Sequence[tuple[str, Sequence[float], Sequence[float], str]],
     *,
     title: str = "",
     xlabel: str = "",
     ylabel: str = "",
+    markers: Sequence[str] = LINE_MARKERS,
 ) -> Draw:
-    """Line series given as (name, xs, ys, colour variable); markers differ per series."""
-    markers = ("braille", "dot", "hd", "fhd")
+    """Line series given as (name, xs, ys, colour variable); each series is drawn with its own
+    marker glyph (`markers`, in turn), which the legend shows beside its name, so the series
+    read apart without colour."""
 
     def draw(chart: Chart, plt: Plot) -> None:
         if len(series) > 1:
-            chart.legend = [(name, color, "•") for name, _xs, _ys, color in series]
+            chart.legend = [
+                (name, color, markers[index % len(markers)]) for index, (name, _xs, _ys, color) in enumerate(series)
+            ]
         for index, (_name, xs, ys, color) in enumerate(series):
-            plt.plot(
-                _finite(xs),
-                _finite(ys),
-                color=chart.rgb(color),
-                marker=markers[index % len(markers)],
-            )
+            plt.plot(_finite(xs), _finite(ys), color=chart.rgb(color), marker=markers[index % len(markers)])
         plt.title(title)
         plt.xlabel(xlabel)
         plt.ylabel(ylabel)

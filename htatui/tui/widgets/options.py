@@ -10,7 +10,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.widgets import Input, Label
+from textual.widgets import Input
+
+from htatui.tui.widgets.focus_label import FocusLabel
 
 Kind = Literal["int", "float", "text"]
 
@@ -34,7 +36,7 @@ class OptionField(Horizontal):
         width: auto;
         height: 1;
         margin-right: 2;
-        & > Label { padding-right: 1; color: $foreground-muted; }
+        & > FocusLabel { padding-right: 1; color: $foreground-muted; }
         & > OptionInput { width: 12; }
         & > OptionInput.-wide { width: 28; }
     }
@@ -71,7 +73,7 @@ class OptionField(Horizontal):
         self._placeholder = placeholder
 
     def compose(self) -> ComposeResult:
-        yield Label(self.label)
+        yield FocusLabel(self.label)
         box = OptionInput(
             str(self.value),
             placeholder=self._placeholder,

@@ -35,16 +35,30 @@ class ViewTabs(Widget):
         app = self.app
         views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
-        labels = [(f"{number % 10} {title}", mode == self.current) for number, (mode, title) in enumerate(views, 1)]
-        roomy = sum(len(label) + 2 for label, _ in labels) <= self.size.width
         text = Text(no_wrap=True, overflow="ellipsis")
-        for label, is_current in labels:
-            if roomy:
-                text.append(f" {label} ", style=current if is_current else "")
-            else:
-                text.append(label, style=current if is_current else "")
-                text.append(" ")
+        for label, is_current in tab_labels(views, self.current, self.size.width):
+            text.append(label, style=current if is_current else "")
         return text
+
+
+def tab_labels(views: list[tuple[str, str]], current: str, width: int) -> list[tuple[str, bool]]:
+    """`1 Temporal  2 Idle …` as (text, is current) pieces that fit `width`: other views' titles
+    are cut to 4, then 3 letters, then left out (the number stays, so every view's key shows).
+    The current view is bracketed, so it reads without colour."""
+
+    def piece(number: int, title: str, is_current: bool, letters: int | None, pad: str) -> str:
+        shown = title if is_current or letters is None else title[:letters]
+        label = f"{number % 10} {shown}".rstrip()
+        return f"[{label}]" if is_current else f"{pad}{label}{pad}"
+
+    for letters, pad, gap in ((None, " ", ""), (None, "", " "), (4, "", " "), (3, "", " "), (0, "", " ")):
+        pieces = [
+            (piece(number, title, mode == current, letters, pad) + gap, mode == current)
+            for number, (mode, title) in enumerate(views, 1)
+        ]
+        if sum(len(text) for text, _ in pieces) <= width:
+            return pieces
+    return pieces
 
 
 class StatusBar(Widget):
@@ -67,10 +81,15 @@ class StatusBar(Widget):
         if isinstance(app, AnalysisHost):
             text.append(f" {app.trace_label}", style="bold")
             text.append(f" │ ranks {app.ranks_label}")
-            text.append(f" │ {app.steps_label}")
+            # Skipped files and notes last after the toasts fade; before the (long) steps text, so
+            # a narrow line cuts the steps rather than them.
+            skipped = len(app.traces.problems) if app.traces is not None else 0
+            if skipped:
+                text.append(f" │ ⚠ {skipped} file{'s' if skipped > 1 else ''} skipped (N)", style="bold")
             if app.load_notes:
                 count = len(app.load_notes)
                 text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
+            text.append(f" │ {app.steps_label}")
         if self.state:
             text.append(f" │ {self.state}", style="italic")
         return text

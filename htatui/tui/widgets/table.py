@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -12,6 +12,7 @@ import polars as pl
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -30,6 +31,15 @@ def fmt_us(value: Any) -> str:
     """A µs figure in a label (the op tree's node labels), as table cells write it."""
     return cell_text(float(value))
 
+
+CURSOR_MARK = "▶"
+"""Marks the cursor row of the focused table, in a gutter left of the first column."""
+
+MIN_NAME_WIDTH = 28
+"""A name column is cut down to this, but no further, to keep number columns in sight."""
+
+MARK_COLUMN_WIDTH = 3
+"""The gutter's cells: the mark and the cell padding either side."""
 
 MAX_CELL_SOURCE_CHARS = 4_096
 """Longer text is cut in its middle, not shortened by meaning, before a cell draws it."""
@@ -215,6 +225,10 @@ class ViewTable(DataTable[Text]):
         self._fitted_for = 0
         self.show_all_columns = False
         self.left_out: list[str] = []
+        self._marked_row: int | None = None
+        self.name_on_enter = True
+        """Enter shows the row's full name; off where enter does something else (a toast would
+        cover what it opened)."""
 
     # ---- data ---------------------------------------------------------------------------
     def set_frame(
@@ -270,18 +284,53 @@ class ViewTable(DataTable[Text]):
             fitted_width(column, column_cells) or max([label.cell_len, *(c.cell_len for c in column_cells)])
             for column, column_cells, label in zip(self.columns_spec, cells, labels, strict=True)
         ]
+        columns = list(self.columns_spec)
+        self._fitted_for = self.scrollable_content_region.width
+        if self._fitted_for > 0:
+            self._shrink_text_columns(columns, widths, cells)
         kept = self._columns_that_fit(widths)
+        if self._fitted_for > 0:
+            self._widen_text_columns(kept, columns, widths, cells)
         self.left_out = [c.label for i, c in enumerate(self.columns_spec) if i not in kept]
         for index in kept:
-            column = self.columns_spec[index]
+            column = columns[index]
             self.add_column(labels[index], key=column.key, width=fitted_width(column, cells[index]))
-        self.add_rows([cells[index][row] for index in kept] for row in range(self.shown.height))
+        for row_index in range(self.shown.height):
+            self.add_row(*(cells[index][row_index] for index in kept), label=Text(" "))
+        self._marked_row = None
         if self.row_count:
             self.move_cursor(row=min(row, self.row_count - 1), animate=False)
+        self._mark_cursor_row()
         self._update_title(matching.height)
         # Sent as the table's own: posted from the pane's filter handler, it would otherwise stop
         # bubbling at the pane (Textual does not bubble a message back to its sender).
         self.post_message(self.Changed(self).set_sender(self))
+
+    # ---- the cursor mark: the focused table's cursor row reads without colour ---------------
+    def _mark_cursor_row(self) -> None:
+        """Put CURSOR_MARK in the row-label gutter of the cursor row while the table has focus."""
+        wanted = self.cursor_row if self.has_focus and self.row_count else None
+        if wanted == self._marked_row:
+            return
+        for index, mark in ((self._marked_row, " "), (wanted, CURSOR_MARK)):
+            if index is not None and index < self.row_count:
+                self.rows[self.ordered_rows[index].key].label = Text(mark, style="bold")
+        self._marked_row = wanted
+        # Textual caches rendered rows by this count; a changed label must invalidate them.
+        self._update_count += 1
+        self.refresh()
+
+    def watch_cursor_coordinate(self, old_coordinate: Coordinate, new_coordinate: Coordinate) -> None:
+        super().watch_cursor_coordinate(old_coordinate, new_coordinate)
+        self._mark_cursor_row()
+
+    def _on_focus(self, event: events.Focus) -> None:
+        super()._on_focus(event)
+        self._mark_cursor_row()
+
+    def _on_blur(self, event: events.Blur) -> None:
+        super()._on_blur(event)
+        self._mark_cursor_row()
 
     def _update_title(self, matching: int) -> None:
         parts = [self.title] if self.title else []
@@ -304,7 +353,7 @@ class ViewTable(DataTable[Text]):
         """Indexes of the columns to show: all with `w`, else as many as fit, by priority."""
         self._fitted_for = self.scrollable_content_region.width
         kept = list(range(len(widths)))
-        available = self._fitted_for
+        available = self._fitted_for - MARK_COLUMN_WIDTH
         if self.show_all_columns or available <= 0:
             return kept
         padding = 2 * self.cell_padding
@@ -320,6 +369,49 @@ class ViewTable(DataTable[Text]):
             kept.remove(index)
             total -= widths[index] + padding
         return kept
+
+    def _spare_width(self, kept: list[int], widths: list[int]) -> int:
+        """Cells the kept columns leave free in the table (negative: they overflow it)."""
+        padding = 2 * self.cell_padding
+        return self._fitted_for - MARK_COLUMN_WIDTH - sum(widths[i] + padding for i in kept)
+
+    def _shrink_text_columns(self, columns: list[Column], widths: list[int], cells: list[list[Text]]) -> None:
+        """When not every column fits, cut text columns down to MIN_NAME_WIDTH first: a name
+        shortened a little beats a number column left out (the room left goes back to them after)."""
+        if self.show_all_columns or self._spare_width(list(range(len(columns))), widths) >= 0:
+            return
+        for index, column in enumerate(columns):
+            if not column.numeric and widths[index] > MIN_NAME_WIDTH:
+                self._set_text_width(index, MIN_NAME_WIDTH, columns, widths, cells)
+
+    def _widen_text_columns(
+        self, kept: list[int], columns: list[Column], widths: list[int], cells: list[list[Text]]
+    ) -> None:
+        """Text columns cut to their width get the room the kept columns leave free (a wide
+        terminal shows longer names), left to right."""
+        spare = self._spare_width(kept, widths)
+        for index in kept:
+            if spare <= 0 or self.show_all_columns:
+                break
+            if columns[index].numeric:
+                continue
+            values = self.shown[columns[index].key].to_list()
+            longest = max((len(v if isinstance(v, str) else cell_text(v)) for v in values if v is not None), default=0)
+            if longest > widths[index]:
+                before = widths[index]
+                self._set_text_width(index, before + min(spare, longest - before), columns, widths, cells)
+                spare -= widths[index] - before
+
+    def _set_text_width(
+        self, index: int, width: int, columns: list[Column], widths: list[int], cells: list[list[Text]]
+    ) -> None:
+        """Shorten a text column's cells to `width` again; its width becomes what they take."""
+        column = replace(columns[index], width=width)
+        cells[index] = column.cells(self.shown[column.key].to_list())
+        label = len(column.label) + 2  # room for the sort arrow
+        natural = max([min(label, width), *(c.cell_len for c in cells[index])])
+        columns[index] = replace(column, width=natural)
+        widths[index] = natural
 
     def action_toggle_columns(self) -> None:
         self.show_all_columns = not self.show_all_columns
@@ -354,7 +446,7 @@ class ViewTable(DataTable[Text]):
         """Enter shows the row's full name (tables shorten names to fit)."""
         row = self.selected_row()
         names = [c for c in self.columns_spec if not c.numeric]
-        if row is None or not names:
+        if row is None or not names or not self.name_on_enter:
             return
         full = _plain(row[names[0].key])
         self.notify(full, title=names[0].label, timeout=8, markup=False)

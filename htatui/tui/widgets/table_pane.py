@@ -44,14 +44,24 @@ class TablePane(Vertical):
     }
     """
 
-    def __init__(self, title: str, *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+    def __init__(
+        self,
+        title: str,
+        *,
+        row_limit: int = ROW_LIMIT,
+        id: str | None = None,  # noqa: A002 - Textual's name
+        name_on_enter: bool = True,
+    ) -> None:
         super().__init__(id=id)
         self._title = title
         self._row_limit = row_limit
+        self._name_on_enter = name_on_enter
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="empty-note")
-        yield ViewTable(self._title, row_limit=self._row_limit)
+        table = ViewTable(self._title, row_limit=self._row_limit)
+        table.name_on_enter = self._name_on_enter
+        yield table
         yield FilterBar()
 
     @property
