@@ -18,6 +18,7 @@ from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
+    critical_path,
     idle,
     kernels,
     launch,
@@ -215,6 +216,16 @@ VIEWS: tuple[View[Any], ...] = (
     ),
     View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
     View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
+    View(
+        "critical-path",
+        "Critical path",
+        critical_path.CriticalPathOptions,
+        (
+            Table("main", critical_path.compute),
+            Table("edges", critical_path.edges),
+            Table("top-events", critical_path.top_events),
+        ),
+    ),
 )
 
 PAGES: tuple[Page, ...] = (

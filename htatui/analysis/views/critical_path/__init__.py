@@ -1,0 +1,113 @@
+"""What bounds a step: the critical path through one rank's ops, runtime calls and GPU work.
+
+A graph of the annotation window's events (docs/semantics-critical-path.md), its longest path,
+and each edge on it charged to an event and a bound type. Tables: the summary (main), the path's
+edges in order (`edges`), and the events on the path by time (`top`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import CommonOptions, NotedTable
+from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.views.critical_path.longest import CycleError
+from htatui.analysis.views.critical_path.path import PATH_SCHEMA, build_graph, path_frame
+from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
+from htatui.trace.model import TraceSet
+
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+TOP_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.Utf8(),
+    "bound_by": pl.Utf8(),
+    "time_us": pl.Float64(),
+    "pct": pl.Float64(),
+    "edges": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class CriticalPathOptions(CommonOptions):
+    """Which rank and which annotation instance to follow (HTA's `critical_path_analysis` arguments)."""
+
+    rank: int | None = knob(None, flag="--rank", help="critical-path: rank to follow (default: the first)", kind="int")
+    annotation: str = knob(
+        "",
+        flag="--annotation",
+        help="critical-path: window = an event whose name contains this (empty: the scope's steps)",
+        kind="text",
+    )
+    instance: int = knob(0, flag="--instance", help="critical-path: which of those events, from 0", kind="int")
+    data_loading: tuple[str, ...] = ()
+    """Name patterns (regex) of host events charged to data loading rather than the CPU."""
+
+
+def _rank(traces: TraceSet, options: CriticalPathOptions) -> int | None:
+    ranks = chosen_ranks(traces, options)
+    if options.rank is not None:
+        return options.rank if options.rank in traces.ranks else None
+    return ranks[0] if ranks else None
+
+
+def rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The chosen rank's path (PATH_SCHEMA), or an empty one with why."""
+    key = ("critical_path.rank_path", *selection_key(traces, options, "rank", "annotation", "instance", "data_loading"))
+    return memoised(traces, key, lambda: _rank_path(traces, options))
+
+
+def _rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    rank = _rank(traces, options)
+    empty = pl.DataFrame(schema=PATH_SCHEMA)
+    if rank is None:
+        return NotedTable(empty, f"rank {options.rank} is not in the job")
+    events = prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
+    try:
+        g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
+        return NotedTable(path_frame(g, options.hta_compat, options.data_loading))
+    except WindowError as err:
+        return NotedTable(empty, f"rank {rank}: {err}")
+    except CycleError:
+        return NotedTable(empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)")
+
+
+def summarise(path: pl.DataFrame) -> pl.DataFrame:
+    """Time on the path per bound type and its share of the path (dependency edges left out)."""
+    total = path["duration_us"].sum()
+    by = (
+        path.filter(pl.col("bound_by") != "")
+        .group_by("bound_by")
+        .agg(time_us=pl.col("duration_us").sum())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "bound_by", descending=[True, False])
+    )
+    return by.select([pl.col(c).cast(t) for c, t in SUMMARY_SCHEMA.items()])
+
+
+def compute(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The summary: time on the critical path by what bounds it."""
+    found = rank_path(traces, options)
+    return NotedTable(summarise(found.frame), found.message)
+
+
+def edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The path's edges in order."""
+    return rank_path(traces, options)
+
+
+def top_events(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The events on the path by their time on it: what to make faster first."""
+    found = rank_path(traces, options)
+    path = found.frame.filter(pl.col("index").is_not_null())
+    total = found.frame["duration_us"].sum()
+    table = (
+        path.group_by("index", "name", "bound_by")
+        .agg(time_us=pl.col("duration_us").sum(), edges=pl.len())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "index", descending=[True, False])
+        .select([pl.col(c).cast(t) for c, t in TOP_SCHEMA.items()])
+    )
+    return NotedTable(table, found.message)
