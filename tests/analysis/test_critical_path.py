@@ -50,6 +50,7 @@ def test_compat_matches_hta_path(name: str, load_shared: Any) -> None:
 
 
 def _path(tmp_path: Path, events: list[Event], hta_compat: bool = False) -> pl.DataFrame:
+    tmp_path.mkdir(exist_ok=True)
     traces = traces_of(tmp_path, events)
     found = cp.rank_path(traces, cp.CriticalPathOptions(scope=Scope(hta_compat=hta_compat)))
     assert found.message is None
@@ -191,3 +192,50 @@ def test_unknown_annotation_says_so(tmp_path: Path) -> None:
     found = cp.rank_path(traces, cp.CriticalPathOptions(annotation="ProfilerStep"))
     assert found.frame.height == 0
     assert found.message == "rank 0: no event's name contains 'ProfilerStep'"
+
+
+def test_kernel_never_starts_before_its_launch(tmp_path: Path) -> None:
+    """k1 is queued (k2's launch comes before k1 starts) 3 ms after the stream's last kernel: HTA gives
+    it no edge in, so its path starts at k1 and the host's 3 ms hide the GPU work the sync waits for.
+
+    Host: L0 [0,2], work [20,3020], L1 [3030,3032] → k1 [3040,3140], L2 [3035,3037] → k2 [3140,3240],
+    cudaDeviceSynchronize [3040,3250], after [3260,3270].
+    HTA: the host chain L0 2 + work 3000 + L1 2 + L2 2 + after 10 = 3016, all cpu_bound.
+    Default: L0 2 + work 3000 → L1.start →0 (launch) k1 100 →0 k2 100 → sync end → after 10 = 3212.
+    """
+    events = [
+        runtime("cudaLaunchKernel", 0, 2, 1),
+        kernel("k0", 5, 5, corr=1),
+        cpu_op("work", 20, 3000),
+        runtime("cudaLaunchKernel", 3030, 2, 2),
+        kernel("k1", 3040, 100, corr=2),
+        runtime("cudaLaunchKernel", 3035, 2, 3),
+        kernel("k2", 3140, 100, corr=3),
+        runtime("cudaDeviceSynchronize", 3040, 210, 4),
+        _context_sync(3240, 5, 4),
+        cpu_op("after", 3260, 10),
+    ]
+    hta = _path(tmp_path / "hta", events, hta_compat=True)
+    assert hta["duration_us"].sum() == 3016
+    assert _by_bound(hta) == {"cpu_bound": 3016}
+    ours = _path(tmp_path / "ours", events)
+    assert ours["duration_us"].sum() == 3212
+    assert _by_bound(ours) == {
+        "cpu_bound": 3012,
+        "gpu_compute_bound": 200,
+        "gpu_kernel_launch_overhead": 0,
+        "gpu_kernel_kernel_overhead": 0,
+    }
+
+
+def test_negative_edge_counts_zero_in_default_mode(tmp_path: Path) -> None:
+    """inner [5,11] ends 1 µs after outer [0,10] (an ns artefact); then next [20,25].
+
+    The edge inner.end → outer.end weighs −1: the path is solved with 0 in both modes (5 + 6 + 0 + 5
+    = 16), but HTA reports the edge's own −1 (its summary adds to 15).
+    """
+    events = [cpu_op("outer", 0, 10), cpu_op("inner", 5, 6), cpu_op("next", 20, 5)]
+    ours = _path(tmp_path / "ours", events)
+    assert ours["duration_us"].to_list() == [5, 6, 0, 0, 5]
+    hta = _path(tmp_path / "hta", events, hta_compat=True)
+    assert hta["duration_us"].to_list() == [5, 6, -1, 0, 5]

@@ -14,7 +14,7 @@ import polars as pl
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
-from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.core.prepare import chosen_ranks, prepare, round_like_hta
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, build_graph, path_frame
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
@@ -64,7 +64,7 @@ def _rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     empty = pl.DataFrame(schema=PATH_SCHEMA)
     if rank is None:
         return NotedTable(empty, f"rank {options.rank} is not in the job")
-    events = prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
+    events = rank_rows(traces, options, rank)
     try:
         g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
         return NotedTable(path_frame(g, options.hta_compat, options.data_loading))
@@ -72,6 +72,17 @@ def _rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
         return NotedTable(empty, f"rank {rank}: {err}")
     except CycleError:
         return NotedTable(empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)")
+
+
+def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:
+    """The rows the window is cut from: the scope's steps when no annotation is named (default mode),
+    else the whole rank, as HTA reads it (its ns rounding in compat mode)."""
+    if options.annotation == "" and not options.hta_compat:
+        return prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
+    events = traces.ranks[rank].events.select(COLUMNS)
+    if options.hta_compat and traces.ranks[rank].meta.fractional_ts:
+        events = round_like_hta(events)
+    return events
 
 
 def summarise(path: pl.DataFrame) -> pl.DataFrame:

@@ -135,8 +135,13 @@ def _wait_targets(full: pl.DataFrame) -> dict[int, int]:
     return dict(zip(found["row"].to_list(), found["target"].to_list(), strict=True))
 
 
-def device_edges(window: Window, nodes: Nodes, edges: Edges) -> None:
-    """Add the device edges (module docstring) for the window's device rows and syncs."""
+def device_edges(window: Window, nodes: Nodes, edges: Edges, causal_launches: bool) -> None:
+    """Add the device edges (module docstring) for the window's device rows and syncs.
+
+    `causal_launches`: every kernel without a launch-delay edge gets a zero-weight one, so no
+    kernel starts before its launch call (HTA leaves a kernel queued behind work from before the
+    window, or after a gap over the threshold, with no edge in: a path could start at it).
+    """
     full, kept = window.full, window.events
     queue, _ = queue_lengths(full)
     full_ts = full["ts"].to_numpy()
@@ -211,10 +216,13 @@ def device_edges(window: Window, nodes: Nodes, edges: Edges) -> None:
         ):
             if call_start >= 0:
                 edges.add(call_start, start, LAUNCH)
+                call_start = -1
         elif (
             previous >= 0
             and nodes.ts[start] - nodes.ts[previous] < KERNEL_KERNEL_DELAY_THRESHOLD_US
             and (not waits or nodes.ts[sync_end] < nodes.ts[previous])
         ):
             edges.add(previous, start, KERNEL_KERNEL, int(nodes.event[previous]))
+        if causal_launches and call_start >= 0:
+            edges.add(call_start, start, LAUNCH, zero=True)
         last_end[stream] = end

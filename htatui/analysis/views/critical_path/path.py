@@ -40,7 +40,7 @@ def build_graph(
     events: pl.DataFrame, annotation: str, instance: int, data_loading: tuple[str, ...], hta_compat: bool
 ) -> RankGraph:
     """The graph of one rank's rows (HTA 0.6.1's CPGraph, built from arrays)."""
-    window = clip(events, annotation, instance)
+    window = clip(events, annotation, instance, hta_compat)
     kept = window.events
     has_node = graph.node_mask(kept, data_loading).to_numpy()
     nodes = graph.make_nodes(kept, has_node)
@@ -48,7 +48,7 @@ def build_graph(
     takes_lock = graph.takes_lock_mask(kept)
     graph.lock_edges(nodes, takes_lock, edges)
     graph.stack_edges(kept, nodes, takes_lock, hta_compat, edges)
-    device.device_edges(window, nodes, edges)
+    device.device_edges(window, nodes, edges, causal_launches=not hta_compat)
     src, dst = np.asarray(edges.src, np.int64), np.asarray(edges.dst, np.int64)
     span = nodes.ts[dst] - nodes.ts[src] if len(src) else np.zeros(0)
     weight = np.where(np.asarray(edges.zero, bool), 0.0, span)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.trace.kineto import DEVICE_CATS
+from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION
 
 STREAM_WAIT_EVENT = "Stream Wait Event"
 
@@ -79,11 +79,17 @@ def with_partners(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def annotation_span(events: pl.DataFrame, annotation: str, instance: int) -> tuple[float, float]:
-    """The span of the `instance`-th event whose name contains `annotation` (whole trace when empty)."""
+def annotation_span(events: pl.DataFrame, annotation: str, instance: int, hta_compat: bool) -> tuple[float, float]:
+    """The span of the `instance`-th event whose name contains `annotation` (whole trace when empty).
+
+    HTA counts the GPU-side copies of an annotation (`gpu_user_annotation`) among the instances, so
+    instance 1 of a step is often step 0's GPU copy; the default mode counts the host's only.
+    """
     if annotation == "":
         low, high = events.select(pl.col("ts").min().fill_null(0.0), pl.col("end").max().fill_null(0.0)).row(0)
         return float(low), float(high)
+    if not hta_compat:
+        events = events.filter(pl.col("cat").cast(pl.Utf8) != GPU_ANNOTATION)
     found = (
         events.filter(pl.col("name").cast(pl.Utf8).str.contains(annotation, literal=True) & pl.col("dur").is_not_null())
         .sort("ts", "index")
@@ -96,10 +102,10 @@ def annotation_span(events: pl.DataFrame, annotation: str, instance: int) -> tup
     return float(found["ts"][instance]), float(found["end"][instance])
 
 
-def clip(events: pl.DataFrame, annotation: str, instance: int) -> Window:
+def clip(events: pl.DataFrame, annotation: str, instance: int, hta_compat: bool) -> Window:
     """The rows HTA's critical path reads for this annotation instance (see the module docstring)."""
     full = with_partners(events.select(COLUMNS))
-    start, end = annotation_span(full, annotation, instance)
+    start, end = annotation_span(full, annotation, instance, hta_compat)
     inside = pl.col("ts").is_between(start, end) & (pl.col("dur") > 0)
     host_keep = (pl.col("hstream") == -1) & inside
     launched = full.select(
