@@ -224,6 +224,8 @@ VIEWS: tuple[View[Any], ...] = (
             Table("main", critical_path.compute),
             Table("edges", critical_path.edges),
             Table("top-events", critical_path.top_events),
+            Table("job", critical_path.job),
+            Table("job-edges", critical_path.job_edges),
         ),
     ),
 )

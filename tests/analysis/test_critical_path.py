@@ -239,3 +239,39 @@ def test_negative_edge_counts_zero_in_default_mode(tmp_path: Path) -> None:
     assert ours["duration_us"].to_list() == [5, 6, 0, 0, 5]
     hta = _path(tmp_path / "hta", events, hta_compat=True)
     assert hta["duration_us"].to_list() == [5, 6, -1, 0, 5]
+
+
+def _rank_events(op: str, op_end: float, launch_ts: float, kernel_ts: float) -> list[Event]:
+    """One rank: `op` [0, op_end] launches an all-reduce (ends at 5100); the host syncs, then `after` [5110, 5120]."""
+    return [
+        cpu_op(op, 0, op_end),
+        runtime("cudaLaunchKernel", launch_ts, 5, 1),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", kernel_ts, 5100 - kernel_ts, corr=1),
+        runtime("cudaDeviceSynchronize", op_end + 1, 5104 - op_end, 2),
+        _context_sync(5100, 4, 2),
+        cpu_op("after", 5110, 10),
+    ]
+
+
+def test_job_path_crosses_to_the_late_rank(tmp_path: Path) -> None:
+    """Rank 0 is ready at 110 and its all-reduce kernel runs 110–5100 waiting for rank 1, whose
+    `slow` op [0,5000] launches at 4990 (kernel 5000–5100).
+
+    Rank 0 alone: fast 90 → launch 20 → all-reduce 4990 → after 10 = 5110, mostly communication.
+    Job: the all-reduce ends 100 µs (the transfer) after the last arrival (rank 1, at 5000), so the
+    path is rank 1's slow 4990 → launch 10 → rank 0's or 1's transfer 100 → after 10 = 5110.
+    """
+    traces = traces_of(tmp_path, _rank_events("fast", 100, 90, 110), _rank_events("slow", 5000, 4990, 5000))
+    alone = cp.rank_path(traces, cp.CriticalPathOptions(rank=0)).frame
+    assert _by_bound(alone) == {"gpu_communication_bound": 4990, "cpu_bound": 100, "gpu_kernel_launch_overhead": 20}
+    found = cp.job_path(traces, cp.CriticalPathOptions())
+    assert found.message is None
+    path = found.frame
+    assert path["duration_us"].sum() == 5110
+    assert path.filter(pl.col("name") == "slow")["rank"].unique().to_list() == [1]
+    assert path.filter(pl.col("name") == "slow")["duration_us"].sum() == 4990
+    assert "critical_path_collective" in path["edge_type"].to_list()
+    assert _by_bound(path) == {"cpu_bound": 5000, "gpu_communication_bound": 100, "gpu_kernel_launch_overhead": 10}
+    job = cp.job(traces, cp.CriticalPathOptions()).frame
+    assert job.row(0, named=True)["rank"] == 1
+    assert job.row(0, named=True)["name"] == "slow"

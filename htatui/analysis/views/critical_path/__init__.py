@@ -15,6 +15,7 @@ from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare, round_like_hta
+from htatui.analysis.views.critical_path.job import join_ranks
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, build_graph, path_frame
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
@@ -22,6 +23,7 @@ from htatui.trace.model import TraceSet
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
 TOP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
     "name": pl.Utf8(),
     "bound_by": pl.Utf8(),
     "time_us": pl.Float64(),
@@ -74,6 +76,44 @@ def _rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
         return NotedTable(empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)")
 
 
+def job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path: the scope's ranks joined at their collectives (PATH_SCHEMA; `rank` says where)."""
+    key = ("critical_path.job_path", *selection_key(traces, options, "annotation", "instance", "data_loading"))
+    return memoised(traces, key, lambda: _job_path(traces, options))
+
+
+def _job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    graphs, problems = {}, []
+    for rank in chosen_ranks(traces, options):
+        events = rank_rows(traces, options, rank)
+        try:
+            graphs[rank] = build_graph(
+                events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat
+            )
+        except WindowError as err:
+            problems.append(f"rank {rank}: {err}")
+    note = "; ".join(problems) or None
+    if not graphs:
+        return NotedTable(pl.DataFrame(schema=PATH_SCHEMA), note or "no ranks")
+    try:
+        return NotedTable(
+            path_frame(join_ranks(graphs, options.hta_compat), options.hta_compat, options.data_loading), note
+        )
+    except CycleError:
+        return NotedTable(pl.DataFrame(schema=PATH_SCHEMA), "the job's graph has a cycle (ranks' clocks disagree)")
+
+
+def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Which rank and which of its events bound the job's step: time on the job's path by rank and event."""
+    found = job_path(traces, options)
+    return NotedTable(by_event(found.frame), found.message)
+
+
+def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path in order, across ranks."""
+    return job_path(traces, options)
+
+
 def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:
     """The rows the window is cut from: the scope's steps when no annotation is named (default mode),
     else the whole rank, as HTA reads it (its ns rounding in compat mode)."""
@@ -109,16 +149,20 @@ def edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     return rank_path(traces, options)
 
 
+def by_event(path: pl.DataFrame) -> pl.DataFrame:
+    """Each event's time on a path (TOP_SCHEMA), longest first."""
+    total = path["duration_us"].sum()
+    return (
+        path.filter(pl.col("index").is_not_null())
+        .group_by("rank", "index", "name", "bound_by")
+        .agg(time_us=pl.col("duration_us").sum(), edges=pl.len())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "rank", "index", descending=[True, False, False])
+        .select([pl.col(c).cast(t) for c, t in TOP_SCHEMA.items()])
+    )
+
+
 def top_events(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The events on the path by their time on it: what to make faster first."""
     found = rank_path(traces, options)
-    path = found.frame.filter(pl.col("index").is_not_null())
-    total = found.frame["duration_us"].sum()
-    table = (
-        path.group_by("index", "name", "bound_by")
-        .agg(time_us=pl.col("duration_us").sum(), edges=pl.len())
-        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
-        .sort("time_us", "index", descending=[True, False])
-        .select([pl.col(c).cast(t) for c, t in TOP_SCHEMA.items()])
-    )
-    return NotedTable(table, found.message)
+    return NotedTable(by_event(found.frame), found.message)

@@ -20,15 +20,16 @@ from htatui.analysis.model import callstack
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
-OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
+OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC, COLLECTIVE = range(6)
 EDGE_TYPES = (
     "critical_path_operator",
     "critical_path_dependency",
     "critical_path_kernel_launch_delay",
     "critical_path_kernel_kernel_delay",
     "critical_path_sync_dependency",
+    "critical_path_collective",
 )
-"""Edge kinds by code, spelled as HTA's CPEdgeType values."""
+"""Edge kinds by code, spelled as HTA's CPEdgeType values (the collective edge between ranks is htatui's)."""
 
 BLOCKING_CALLS = (
     "cudaDeviceSynchronize",

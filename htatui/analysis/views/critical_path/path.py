@@ -13,6 +13,7 @@ from htatui.analysis.views.critical_path.graph import DEPENDENCY, EDGE_TYPES, KE
 from htatui.analysis.views.critical_path.window import Window, clip
 
 PATH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
     "step": pl.Int64(),
     "name": pl.Utf8(),
     "edge_type": pl.Utf8(),
@@ -98,6 +99,7 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     index = kept["index"].to_numpy()[safe]
     return pl.DataFrame(
         {
+            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[dst[e]]],
             "step": np.arange(len(e), dtype=np.int64),
             "name": [n if h else None for n, h in zip(names.tolist(), has.tolist(), strict=True)],
             "edge_type": [EDGE_TYPES[k] for k in kind.tolist()],

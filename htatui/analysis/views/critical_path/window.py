@@ -17,6 +17,7 @@ from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION
 STREAM_WAIT_EVENT = "Stream Wait Event"
 
 COLUMNS = (
+    "rank",
     "index",
     "cat",
     "name",
@@ -29,6 +30,14 @@ COLUMNS = (
     "correlation",
     "wait_on_stream",
     "collective_name",
+    # What the meeting points of a job's ranks read (views/ranks/meeting.py).
+    "iteration",
+    "pg_name",
+    "group_size",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "in_msg_size",
+    "msg_dtype",
 )
 """What the graph reads of each row."""
 
