@@ -14,7 +14,7 @@ import polars as pl
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
-from htatui.analysis.core.prepare import chosen_ranks, prepare, round_like_hta
+from htatui.analysis.core.prepare import chosen_ranks, prepare
 from htatui.analysis.views.critical_path.job import join_ranks
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, build_graph, path_frame
@@ -115,14 +115,15 @@ def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
 
 
 def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:
-    """The rows the window is cut from: the scope's steps when no annotation is named (default mode),
-    else the whole rank, as HTA reads it (its ns rounding in compat mode)."""
-    if options.annotation == "" and not options.hta_compat:
+    """The rows the window is cut from.
+
+    Compat: the scope's rows, as HTA reads its trace (it drops the last step's rows at load, and
+    rounds ns timestamps). Default: the scope's steps when no annotation is named, else the whole
+    rank, so an annotation is found wherever it lies.
+    """
+    if options.hta_compat or options.annotation == "":
         return prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
-    events = traces.ranks[rank].events.select(COLUMNS)
-    if options.hta_compat and traces.ranks[rank].meta.fractional_ts:
-        events = round_like_hta(events)
-    return events
+    return traces.ranks[rank].events.select(COLUMNS)
 
 
 def summarise(path: pl.DataFrame) -> pl.DataFrame:
