@@ -275,3 +275,24 @@ def test_job_path_crosses_to_the_late_rank(tmp_path: Path) -> None:
     job = cp.job(traces, cp.CriticalPathOptions()).frame
     assert job.row(0, named=True)["rank"] == 1
     assert job.row(0, named=True)["name"] == "slow"
+
+
+def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
+    """The kernel–kernel trace (path 155 = launch 3 + k1 100 + gap 2 + k2 50), each kernel 50 % faster.
+
+    k1 at 50 µs: 3 + 50 + 2 + 50 = 105; k2 at 25 µs: 3 + 100 + 2 + 25 = 130 (the gap stays 2).
+    """
+    events = [
+        runtime("cudaLaunchKernel", 0, 2, 1),
+        kernel("k1", 3, 100, corr=1),
+        runtime("cudaLaunchKernel", 10, 2, 2),
+        kernel("k2", 105, 50, corr=2),
+    ]
+    traces = traces_of(tmp_path, events)
+    table = cp.rank_what_if(traces, cp.CriticalPathOptions(faster_pct=50)).frame
+    rows = {r["name"]: r for r in table.iter_rows(named=True)}
+    assert list(rows) == ["k1", "k2"]
+    assert rows["k1"]["time_us"] == 100 and rows["k1"]["path_us"] == 155
+    assert rows["k1"]["path_if_faster_us"] == 105 and rows["k1"]["saved_us"] == 50
+    assert rows["k2"]["path_if_faster_us"] == 130
+    assert rows["k2"]["saved_pct"] == pytest.approx(25 / 155 * 100)

@@ -17,13 +17,18 @@ from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
 from htatui.analysis.views.critical_path.job import join_ranks
 from htatui.analysis.views.critical_path.longest import CycleError
-from htatui.analysis.views.critical_path.path import PATH_SCHEMA, build_graph, path_frame
+from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
+from htatui.analysis.views.critical_path.whatif import WHAT_IF_SCHEMA, what_if
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+WHAT_IF_EVENTS = 10
+"""How many of the path's longest events the what-if tables try (one longest-path solve each)."""
+
 TOP_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
+    "index": pl.Int64(),
     "name": pl.Utf8(),
     "bound_by": pl.Utf8(),
     "time_us": pl.Float64(),
@@ -44,6 +49,14 @@ class CriticalPathOptions(CommonOptions):
         kind="text",
     )
     instance: int = knob(0, flag="--instance", help="critical-path: which of those events, from 0", kind="int")
+    faster_pct: float = knob(
+        50.0,
+        flag="--faster-pct",
+        help="critical-path what-if: how much faster each event is tried",
+        kind="float",
+        minimum=0.0,
+        maximum=100.0,
+    )
     data_loading: tuple[str, ...] = ()
     """Name patterns (regex) of host events charged to data loading rather than the CPU."""
 
@@ -55,34 +68,48 @@ def _rank(traces: TraceSet, options: CriticalPathOptions) -> int | None:
     return ranks[0] if ranks else None
 
 
+Solved = tuple[RankGraph | None, NotedTable]
+"""A path's graph (None when there is none) and its edges, or an empty table and why."""
+
+
 def rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The chosen rank's path (PATH_SCHEMA), or an empty one with why."""
+    return _rank_solved(traces, options)[1]
+
+
+def _rank_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     key = ("critical_path.rank_path", *selection_key(traces, options, "rank", "annotation", "instance", "data_loading"))
-    return memoised(traces, key, lambda: _rank_path(traces, options))
+    return memoised(traces, key, lambda: _solve_rank(traces, options))
 
 
-def _rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+def _solve_rank(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     rank = _rank(traces, options)
     empty = pl.DataFrame(schema=PATH_SCHEMA)
     if rank is None:
-        return NotedTable(empty, f"rank {options.rank} is not in the job")
+        return None, NotedTable(empty, f"rank {options.rank} is not in the job")
     events = rank_rows(traces, options, rank)
     try:
         g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
-        return NotedTable(path_frame(g, options.hta_compat, options.data_loading))
+        return g, NotedTable(path_frame(g, options.hta_compat, options.data_loading))
     except WindowError as err:
-        return NotedTable(empty, f"rank {rank}: {err}")
+        return None, NotedTable(empty, f"rank {rank}: {err}")
     except CycleError:
-        return NotedTable(empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)")
+        return None, NotedTable(
+            empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)"
+        )
 
 
 def job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The job's path: the scope's ranks joined at their collectives (PATH_SCHEMA; `rank` says where)."""
+    return _job_solved(traces, options)[1]
+
+
+def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     key = ("critical_path.job_path", *selection_key(traces, options, "annotation", "instance", "data_loading"))
-    return memoised(traces, key, lambda: _job_path(traces, options))
+    return memoised(traces, key, lambda: _solve_job(traces, options))
 
 
-def _job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     graphs, problems = {}, []
     for rank in chosen_ranks(traces, options):
         events = rank_rows(traces, options, rank)
@@ -93,14 +120,14 @@ def _job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
         except WindowError as err:
             problems.append(f"rank {rank}: {err}")
     note = "; ".join(problems) or None
+    empty = pl.DataFrame(schema=PATH_SCHEMA)
     if not graphs:
-        return NotedTable(pl.DataFrame(schema=PATH_SCHEMA), note or "no ranks")
+        return None, NotedTable(empty, note or "no ranks")
     try:
-        return NotedTable(
-            path_frame(join_ranks(graphs, options.hta_compat), options.hta_compat, options.data_loading), note
-        )
+        joined = join_ranks(graphs, options.hta_compat)
+        return joined, NotedTable(path_frame(joined, options.hta_compat, options.data_loading), note)
     except CycleError:
-        return NotedTable(pl.DataFrame(schema=PATH_SCHEMA), "the job's graph has a cycle (ranks' clocks disagree)")
+        return None, NotedTable(empty, "the job's graph has a cycle (ranks' clocks disagree)")
 
 
 def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
@@ -112,6 +139,25 @@ def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
 def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The job's path in order, across ranks."""
     return job_path(traces, options)
+
+
+def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
+    g, found = solved
+    if g is None or found.frame.height == 0:
+        return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), found.message)
+    # Each event once, under its largest part (a kernel's span, not the gap after it).
+    events = by_event(found.frame).unique(["rank", "index"], keep="first", maintain_order=True)
+    return NotedTable(what_if(g, events, options.faster_pct, WHAT_IF_EVENTS), found.message)
+
+
+def rank_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The rank's path length if each of its longest events took `faster_pct` % less (path solved again)."""
+    return _what_if(_rank_solved(traces, options), options)
+
+
+def job_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path length if each of its longest events took `faster_pct` % less."""
+    return _what_if(_job_solved(traces, options), options)
 
 
 def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:
