@@ -296,3 +296,10 @@ def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
     assert rows["k1"]["path_if_faster_us"] == 105 and rows["k1"]["saved_us"] == 50
     assert rows["k2"]["path_if_faster_us"] == 130
     assert rows["k2"]["saved_pct"] == pytest.approx(25 / 155 * 100)
+
+
+def test_faster_pct_outside_0_100_says_so(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, [cpu_op("a", 0, 1)])
+    found = cp.rank_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
+    assert found.frame.height == 0
+    assert found.message == "--faster-pct 150 is not in 0–100"

@@ -143,6 +143,8 @@ def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
 
 def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
     g, found = solved
+    if not 0 <= options.faster_pct <= 100:
+        return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), f"--faster-pct {options.faster_pct:g} is not in 0–100")
     if g is None or found.frame.height == 0:
         return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), found.message)
     # Each event once, under its largest part (a kernel's span, not the gap after it).
