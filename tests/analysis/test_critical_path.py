@@ -303,3 +303,11 @@ def test_faster_pct_outside_0_100_says_so(tmp_path: Path) -> None:
     found = cp.rank_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
     assert found.frame.height == 0
     assert found.message == "--faster-pct 150 is not in 0–100"
+
+
+def test_window_without_ops_says_so(tmp_path: Path) -> None:
+    """Only a user annotation in the trace: no node, no path, and the sentence says why."""
+    traces = traces_of(tmp_path, [cpu_op("range", 0, 10, cat="user_annotation")])
+    found = cp.rank_path(traces, cp.CriticalPathOptions())
+    assert found.frame.height == 0
+    assert found.message == "rank 0: no op, runtime call or GPU work with a duration in the window"

@@ -23,6 +23,8 @@ from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+NOTHING_TO_FOLLOW = "no op, runtime call or GPU work with a duration in the window"
+
 WHAT_IF_EVENTS = 10
 """How many of the path's longest events the what-if tables try (one longest-path solve each)."""
 
@@ -90,7 +92,8 @@ def _solve_rank(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     events = rank_rows(traces, options, rank)
     try:
         g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
-        return g, NotedTable(path_frame(g, options.hta_compat, options.data_loading))
+        path = path_frame(g, options.hta_compat, options.data_loading)
+        return g, NotedTable(path, None if path.height else f"rank {rank}: {NOTHING_TO_FOLLOW}")
     except WindowError as err:
         return None, NotedTable(empty, f"rank {rank}: {err}")
     except CycleError:
@@ -125,7 +128,8 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
         return None, NotedTable(empty, note or "no ranks")
     try:
         joined = join_ranks(graphs, options.hta_compat)
-        return joined, NotedTable(path_frame(joined, options.hta_compat, options.data_loading), note)
+        path = path_frame(joined, options.hta_compat, options.data_loading)
+        return joined, NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW)
     except CycleError:
         return None, NotedTable(empty, "the job's graph has a cycle (ranks' clocks disagree)")
 
