@@ -226,8 +226,9 @@ VIEWS: tuple[View[Any], ...] = (
             Table("top-events", critical_path.top_events),
             Table("job", critical_path.job),
             Table("job-edges", critical_path.job_edges),
-            Table("what-if", critical_path.rank_what_if),
+            Table("what-if", critical_path.path_what_if),
             Table("job-what-if", critical_path.job_what_if),
+            Table("straggler-what-if", critical_path.straggler_what_if),
         ),
     ),
 )

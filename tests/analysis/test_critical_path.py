@@ -289,7 +289,7 @@ def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
         kernel("k2", 105, 50, corr=2),
     ]
     traces = traces_of(tmp_path, events)
-    table = cp.rank_what_if(traces, cp.CriticalPathOptions(faster_pct=50)).frame
+    table = cp.path_what_if(traces, cp.CriticalPathOptions(faster_pct=50)).frame
     rows = {r["name"]: r for r in table.iter_rows(named=True)}
     assert list(rows) == ["k1", "k2"]
     assert rows["k1"]["time_us"] == 100 and rows["k1"]["path_us"] == 155
@@ -300,7 +300,7 @@ def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
 
 def test_faster_pct_outside_0_100_says_so(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, [cpu_op("a", 0, 1)])
-    found = cp.rank_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
+    found = cp.path_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
     assert found.frame.height == 0
     assert found.message == "--faster-pct 150 is not in 0–100"
 
@@ -311,3 +311,17 @@ def test_window_without_ops_says_so(tmp_path: Path) -> None:
     found = cp.rank_path(traces, cp.CriticalPathOptions())
     assert found.frame.height == 0
     assert found.message == "rank 0: no op, runtime call or GPU work with a duration in the window"
+
+
+def test_straggler_what_if_scales_the_slow_rank_to_the_median(tmp_path: Path) -> None:
+    """The two-rank job above. Own paths (collectives weighing their 100 µs transfer): rank 0 90 +
+    20 + 100 + 10 = 220, rank 1 4990 + 10 + 100 + 10 = 5110; median 2665. Rank 1 at the median's
+    pace: its slow op and launch take 5000 · 2665/5110, then rank 0's transfer 100 and after 10.
+    """
+    traces = traces_of(tmp_path, _rank_events("fast", 100, 90, 110), _rank_events("slow", 5000, 4990, 5000))
+    table = cp.straggler_what_if(traces, cp.CriticalPathOptions()).frame
+    rows = {r["rank"]: r for r in table.iter_rows(named=True)}
+    assert rows[0]["own_path_us"] == 220 and rows[1]["own_path_us"] == 5110
+    assert rows[1]["median_own_path_us"] == 2665 and rows[1]["job_path_us"] == 5110
+    assert rows[0]["saved_us"] == 0
+    assert rows[1]["job_path_if_median_us"] == pytest.approx(5000 * 2665 / 5110 + 110)

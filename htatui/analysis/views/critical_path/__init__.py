@@ -18,7 +18,7 @@ from htatui.analysis.core.prepare import chosen_ranks, prepare
 from htatui.analysis.views.critical_path.job import join_ranks
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
-from htatui.analysis.views.critical_path.whatif import WHAT_IF_SCHEMA, what_if
+from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet
 
@@ -156,7 +156,15 @@ def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
     return NotedTable(what_if(g, events, options.faster_pct, WHAT_IF_EVENTS), found.message)
 
 
-def rank_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+def straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Per rank: its own path, the median rank's, and the job's path were it no slower than the median."""
+    g, found = _job_solved(traces, options)
+    if g is None or found.frame.height == 0:
+        return NotedTable(pl.DataFrame(schema=RANK_WHAT_IF_SCHEMA), found.message)
+    return NotedTable(rank_what_if(g), found.message)
+
+
+def path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The rank's path length if each of its longest events took `faster_pct` % less (path solved again)."""
     return _what_if(_rank_solved(traces, options), options)
 

@@ -51,3 +51,59 @@ def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int) -> p
         saved_pct=pl.when(pl.col("path_us") > 0).then(pl.col("saved_us") / pl.col("path_us") * 100).otherwise(0.0)
     )
     return table.select([pl.col(c).cast(t) for c, t in WHAT_IF_SCHEMA.items()])
+
+
+RANK_WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "own_path_us": pl.Float64(),
+    "median_own_path_us": pl.Float64(),
+    "job_path_us": pl.Float64(),
+    "job_path_if_median_us": pl.Float64(),
+    "saved_us": pl.Float64(),
+    "saved_pct": pl.Float64(),
+}
+"""One row per rank: its own path (its edges alone, collectives weighing their transfer), the
+median of those, and the job's path with that rank's own work scaled to the median's length."""
+
+
+def _solve_subset(src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> float:
+    """The longest path over just these edges (their nodes renumbered from 0)."""
+    if len(src) == 0:
+        return 0.0
+    nodes = np.unique(np.concatenate([src, dst]))
+    return longest.longest_path(len(nodes), np.searchsorted(nodes, src), np.searchsorted(nodes, dst), weight).length
+
+
+def rank_what_if(g: RankGraph) -> pl.DataFrame:
+    """The job's path if each rank slower than the median did its own work at the median's pace."""
+    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    solved = np.maximum(g.weight, 0.0)
+    kind = np.asarray(g.edges.kind, np.int64)
+    rank_of_row = g.window.events["rank"].to_numpy()
+    edge_rank = rank_of_row[g.nodes.event[src]]
+    own = ~(kind == COLLECTIVE)
+    ranks = np.unique(edge_rank).tolist()
+    n = len(g.nodes.ts)
+    job_now = longest.longest_path(n, src, dst, solved).length
+    lengths = [_solve_subset(src[m], dst[m], solved[m]) for m in ((edge_rank == r) & own for r in ranks)]
+    median = float(np.median(lengths)) if lengths else 0.0
+    after = []
+    for r, length in zip(ranks, lengths, strict=True):
+        if length <= median or length == 0:
+            after.append(job_now)
+            continue
+        scaled = np.where((edge_rank == r) & own, solved * (median / length), solved)
+        after.append(longest.longest_path(n, src, dst, scaled).length)
+    table = pl.DataFrame(
+        {"rank": ranks, "own_path_us": lengths, "job_path_if_median_us": after},
+        schema={"rank": pl.Int32(), "own_path_us": pl.Float64(), "job_path_if_median_us": pl.Float64()},
+    ).with_columns(
+        median_own_path_us=pl.lit(median, dtype=pl.Float64),
+        job_path_us=pl.lit(job_now, dtype=pl.Float64),
+    )
+    table = table.with_columns(saved_us=pl.col("job_path_us") - pl.col("job_path_if_median_us")).with_columns(
+        saved_pct=pl.when(pl.col("job_path_us") > 0)
+        .then(pl.col("saved_us") / pl.col("job_path_us") * 100)
+        .otherwise(0.0)
+    )
+    return table.select([pl.col(c).cast(t) for c, t in RANK_WHAT_IF_SCHEMA.items()])
