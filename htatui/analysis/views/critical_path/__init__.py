@@ -2,7 +2,9 @@
 
 A graph of the annotation window's events (docs/semantics-critical-path.md), its longest path,
 and each edge on it charged to an event and a bound type. Tables: the summary (main), the path's
-edges in order (`edges`), and the events on the path by time (`top`).
+edges in order (`edges`), the events on the path by time (`top-events`), the job's path across
+ranks joined at their collectives (`job`, `job-edges`), and the path solved again with an event
+faster (`what-if`, `job-what-if`) or a slow rank at the median's pace (`straggler-what-if`).
 """
 
 from __future__ import annotations

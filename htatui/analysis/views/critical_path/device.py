@@ -46,8 +46,8 @@ def _launches(full: pl.DataFrame) -> pl.DataFrame:
     return calls.join(device, on="partner", how="inner").sort("ts", "row")
 
 
-def queue_lengths(full: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each launch's and each device row's queue length on its stream just after it (NaN: none)."""
+def queue_lengths(full: pl.DataFrame) -> np.ndarray:
+    """Per row of `full`: a launch's or a device row's queue length on its stream just after it (NaN: neither)."""
     launches = _launches(full).sort("row")
     kernels = full.filter(pl.col("hstream") != -1).join(
         launches.select(pl.col("partner").alias("row")), on="row", how="semi"
@@ -66,7 +66,7 @@ def queue_lengths(full: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         length[picked] = np.cumsum(delta[picked])
     after = np.full(full.height, np.nan)
     after[rows] = length
-    return after, after
+    return after
 
 
 def _event_sources(full: pl.DataFrame) -> dict[int, int]:
@@ -143,7 +143,7 @@ def device_edges(window: Window, nodes: Nodes, edges: Edges, causal_launches: bo
     window, or after a gap over the threshold, with no edge in: a path could start at it).
     """
     full, kept = window.full, window.events
-    queue, _ = queue_lengths(full)
+    queue = queue_lengths(full)
     full_ts = full["ts"].to_numpy()
     kept_of_full = np.full(full.height, -1, dtype=np.int64)
     kept_of_full[kept["row"].to_numpy()] = np.arange(kept.height)
