@@ -220,7 +220,7 @@ def by_event(path: pl.DataFrame) -> pl.DataFrame:
         .group_by("rank", "index", "name", "bound_by")
         .agg(time_us=pl.col("duration_us").sum(), edges=pl.len())
         .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
-        .sort("time_us", "rank", "index", descending=[True, False, False])
+        .sort("time_us", "rank", "index", "bound_by", descending=[True, False, False, False])
         .select([pl.col(c).cast(t) for c, t in TOP_SCHEMA.items()])
     )
 
