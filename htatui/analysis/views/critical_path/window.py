@@ -91,19 +91,21 @@ def with_partners(events: pl.DataFrame) -> pl.DataFrame:
 def annotation_span(events: pl.DataFrame, annotation: str, instance: int, hta_compat: bool) -> tuple[float, float]:
     """The span of the `instance`-th event whose name contains `annotation` (whole trace when empty).
 
-    HTA counts the GPU-side copies of an annotation (`gpu_user_annotation`) among the instances, so
-    instance 1 of a step is often step 0's GPU copy; the default mode counts the host's only.
+    Default: the host's events in time order. Compat: HTA's table order — the device rows first,
+    then the host rows (GPU-side `gpu_user_annotation` copies among them), each in file order — so
+    a name that kernels contain too ("forward") counts the kernels first.
     """
     if annotation == "":
         low, high = events.select(pl.col("ts").min().fill_null(0.0), pl.col("end").max().fill_null(0.0)).row(0)
         return float(low), float(high)
-    if not hta_compat:
-        events = events.filter(pl.col("cat").cast(pl.Utf8) != GPU_ANNOTATION)
-    found = (
-        events.filter(pl.col("name").cast(pl.Utf8).str.contains(annotation, literal=True) & pl.col("dur").is_not_null())
-        .sort("ts", "index")
-        .select("ts", "end")
+    named = events.filter(
+        pl.col("name").cast(pl.Utf8).str.contains(annotation, literal=True) & pl.col("dur").is_not_null()
     )
+    if hta_compat:
+        found = named.sort(pl.col("hstream") == -1, "index").select("ts", "end")
+    else:
+        on_host = named.filter((pl.col("hstream") == -1) & (pl.col("cat").cast(pl.Utf8) != GPU_ANNOTATION))
+        found = on_host.sort("ts", "index").select("ts", "end")
     if found.height == 0:
         raise WindowError(f"no event's name contains {annotation!r}")
     if not 0 <= instance < found.height:
