@@ -18,6 +18,7 @@ from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
+    critical_path,
     cupti,
     idle,
     kernels,
@@ -272,6 +273,21 @@ VIEWS: tuple[View[Any], ...] = (
         (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
     ),
     View("cupti", "CUPTI counters", cupti.CuptiOptions, (Table("main", cupti.compute), Table("by-op", cupti.by_op))),
+    View(
+        "critical-path",
+        "Critical path",
+        critical_path.CriticalPathOptions,
+        (
+            Table("main", critical_path.compute),
+            Table("edges", critical_path.edges),
+            Table("top-events", critical_path.top_events),
+            Table("job", critical_path.job),
+            Table("job-edges", critical_path.job_edges),
+            Table("what-if", critical_path.path_what_if),
+            Table("job-what-if", critical_path.job_what_if),
+            Table("straggler-what-if", critical_path.straggler_what_if),
+        ),
+    ),
 )
 
 PAGES: tuple[Page, ...] = (

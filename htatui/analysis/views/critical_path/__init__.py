@@ -1,0 +1,231 @@
+"""What bounds a step: the critical path through one rank's ops, runtime calls and GPU work.
+
+A graph of the annotation window's events (docs/semantics-critical-path.md), its longest path,
+and each edge on it charged to an event and a bound type. Tables: the summary (main), the path's
+edges in order (`edges`), the events on the path by time (`top-events`), the job's path across
+ranks joined at their collectives (`job`, `job-edges`), and the path solved again with an event
+faster (`what-if`, `job-what-if`) or a slow rank at the median's pace (`straggler-what-if`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import CommonOptions, NotedTable
+from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.views.critical_path.job import join_ranks
+from htatui.analysis.views.critical_path.longest import CycleError
+from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
+from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
+from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
+from htatui.trace.model import TraceSet
+
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+NOTHING_TO_FOLLOW = "no op, runtime call or GPU work with a duration in the window"
+
+WHAT_IF_EVENTS = 10
+"""How many of the path's longest events the what-if tables try (one longest-path solve each)."""
+
+TOP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "index": pl.Int64(),
+    "name": pl.Utf8(),
+    "bound_by": pl.Utf8(),
+    "time_us": pl.Float64(),
+    "pct": pl.Float64(),
+    "edges": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class CriticalPathOptions(CommonOptions):
+    """Which rank and which annotation instance to follow (HTA's `critical_path_analysis` arguments)."""
+
+    rank: int | None = knob(None, flag="--rank", help="critical-path: rank to follow (default: the first)", kind="int")
+    annotation: str = knob(
+        "",
+        flag="--annotation",
+        help="critical-path: window = an event whose name contains this (empty: the scope's steps)",
+        kind="text",
+    )
+    instance: int = knob(0, flag="--instance", help="critical-path: which of those events, from 0", kind="int")
+    faster_pct: float = knob(
+        50.0,
+        flag="--faster-pct",
+        help="critical-path what-if: how much faster each event is tried",
+        kind="float",
+        minimum=0.0,
+        maximum=100.0,
+    )
+    data_loading: tuple[str, ...] = ()
+    """Name patterns (regex) of host events charged to data loading rather than the CPU."""
+
+
+def _rank(traces: TraceSet, options: CriticalPathOptions) -> int | None:
+    ranks = chosen_ranks(traces, options)
+    if options.rank is not None:
+        return options.rank if options.rank in traces.ranks else None
+    return ranks[0] if ranks else None
+
+
+Solved = tuple[RankGraph | None, NotedTable]
+"""A path's graph (None when there is none) and its edges, or an empty table and why."""
+
+
+def rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The chosen rank's path (PATH_SCHEMA), or an empty one with why."""
+    return _rank_solved(traces, options)[1]
+
+
+def _rank_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+    key = ("critical_path.rank_path", *selection_key(traces, options, "rank", "annotation", "instance", "data_loading"))
+    return memoised(traces, key, lambda: _solve_rank(traces, options))
+
+
+def _solve_rank(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+    rank = _rank(traces, options)
+    empty = pl.DataFrame(schema=PATH_SCHEMA)
+    if rank is None:
+        return None, NotedTable(empty, f"rank {options.rank} is not in the job")
+    events = rank_rows(traces, options, rank)
+    try:
+        g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
+        path = path_frame(g, options.hta_compat, options.data_loading)
+        return g, NotedTable(path, None if path.height else f"rank {rank}: {NOTHING_TO_FOLLOW}")
+    except WindowError as err:
+        return None, NotedTable(empty, f"rank {rank}: {err}")
+    except CycleError:
+        return None, NotedTable(
+            empty, f"rank {rank}: the graph has a cycle (the trace's order of events is inconsistent)"
+        )
+
+
+def job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path: the scope's ranks joined at their collectives (PATH_SCHEMA; `rank` says where)."""
+    return _job_solved(traces, options)[1]
+
+
+def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+    key = ("critical_path.job_path", *selection_key(traces, options, "annotation", "instance", "data_loading"))
+    return memoised(traces, key, lambda: _solve_job(traces, options))
+
+
+def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+    graphs, problems = {}, []
+    for rank in chosen_ranks(traces, options):
+        events = rank_rows(traces, options, rank)
+        try:
+            graphs[rank] = build_graph(
+                events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat
+            )
+        except WindowError as err:
+            problems.append(f"rank {rank}: {err}")
+    note = "; ".join(problems) or None
+    empty = pl.DataFrame(schema=PATH_SCHEMA)
+    if not graphs:
+        return None, NotedTable(empty, note or "no ranks")
+    try:
+        joined = join_ranks(graphs, options.hta_compat)
+        path = path_frame(joined, options.hta_compat, options.data_loading)
+        return joined, NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW)
+    except CycleError:
+        return None, NotedTable(empty, "the job's graph has a cycle (ranks' clocks disagree)")
+
+
+def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Which rank and which of its events bound the job's step: time on the job's path by rank and event."""
+    found = job_path(traces, options)
+    return NotedTable(by_event(found.frame), found.message)
+
+
+def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path in order, across ranks."""
+    return job_path(traces, options)
+
+
+def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
+    g, found = solved
+    if not 0 <= options.faster_pct <= 100:
+        return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), f"--faster-pct {options.faster_pct:g} is not in 0–100")
+    if g is None or found.frame.height == 0:
+        return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), found.message)
+    # Each event once, under its largest part (a kernel's span, not the gap after it).
+    events = by_event(found.frame).unique(["rank", "index"], keep="first", maintain_order=True)
+    return NotedTable(what_if(g, events, options.faster_pct, WHAT_IF_EVENTS), found.message)
+
+
+def straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Per rank: its own path, the median rank's, and the job's path were it no slower than the median."""
+    g, found = _job_solved(traces, options)
+    if g is None or found.frame.height == 0:
+        return NotedTable(pl.DataFrame(schema=RANK_WHAT_IF_SCHEMA), found.message)
+    return NotedTable(rank_what_if(g), found.message)
+
+
+def path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The rank's path length if each of its longest events took `faster_pct` % less (path solved again)."""
+    return _what_if(_rank_solved(traces, options), options)
+
+
+def job_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's path length if each of its longest events took `faster_pct` % less."""
+    return _what_if(_job_solved(traces, options), options)
+
+
+def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:
+    """The rows the window is cut from.
+
+    Compat: the scope's rows, as HTA reads its trace (it drops the last step's rows at load, and
+    rounds ns timestamps). Default: the scope's steps when no annotation is named, else the whole
+    rank, so an annotation is found wherever it lies.
+    """
+    if options.hta_compat or options.annotation == "":
+        return prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
+    return traces.ranks[rank].events.select(COLUMNS)
+
+
+def summarise(path: pl.DataFrame) -> pl.DataFrame:
+    """Time on the path per bound type and its share of the path (dependency edges left out)."""
+    total = path["duration_us"].sum()
+    by = (
+        path.filter(pl.col("bound_by") != "")
+        .group_by("bound_by")
+        .agg(time_us=pl.col("duration_us").sum())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "bound_by", descending=[True, False])
+    )
+    return by.select([pl.col(c).cast(t) for c, t in SUMMARY_SCHEMA.items()])
+
+
+def compute(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The summary: time on the critical path by what bounds it."""
+    found = rank_path(traces, options)
+    return NotedTable(summarise(found.frame), found.message)
+
+
+def edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The path's edges in order."""
+    return rank_path(traces, options)
+
+
+def by_event(path: pl.DataFrame) -> pl.DataFrame:
+    """Each event's time on a path (TOP_SCHEMA), longest first."""
+    total = path["duration_us"].sum()
+    return (
+        path.filter(pl.col("index").is_not_null())
+        .group_by("rank", "index", "name", "bound_by")
+        .agg(time_us=pl.col("duration_us").sum(), edges=pl.len())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "rank", "index", "bound_by", descending=[True, False, False, False])
+        .select([pl.col(c).cast(t) for c, t in TOP_SCHEMA.items()])
+    )
+
+
+def top_events(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The events on the path by their time on it: what to make faster first."""
+    found = rank_path(traces, options)
+    return NotedTable(by_event(found.frame), found.message)

@@ -1,0 +1,113 @@
+"""One rank's critical path: the graph of its window, the longest path, each edge's bound type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.views.critical_path import device, graph, longest
+from htatui.analysis.views.critical_path.graph import DEPENDENCY, EDGE_TYPES, KERNEL_KERNEL, LAUNCH, SYNC, Edges, Nodes
+from htatui.analysis.views.critical_path.window import Window, clip
+
+PATH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "name": pl.Utf8(),
+    "edge_type": pl.Utf8(),
+    "start_us": pl.Float64(),
+    "end_us": pl.Float64(),
+    "duration_us": pl.Float64(),
+    "bound_by": pl.Utf8(),
+    "index": pl.Int64(),
+}
+"""One row per path edge, in path order: the event charged (`index` in the file; null for
+dependency and sync edges), the edge's kind, its span and weight, and what bounds it."""
+
+
+@dataclass(frozen=True)
+class RankGraph:
+    """A rank's window, its nodes and edges (weights in µs)."""
+
+    window: Window
+    nodes: Nodes
+    edges: Edges
+    weight: np.ndarray
+
+
+def build_graph(
+    events: pl.DataFrame, annotation: str, instance: int, data_loading: tuple[str, ...], hta_compat: bool
+) -> RankGraph:
+    """The graph of one rank's rows (HTA 0.6.1's CPGraph, built from arrays)."""
+    window = clip(events, annotation, instance, hta_compat)
+    kept = window.events
+    has_node = graph.node_mask(kept, data_loading).to_numpy()
+    nodes = graph.make_nodes(kept, has_node)
+    edges = Edges()
+    takes_lock = graph.takes_lock_mask(kept)
+    graph.lock_edges(nodes, takes_lock, edges)
+    graph.stack_edges(kept, nodes, takes_lock, hta_compat, edges)
+    device.device_edges(window, nodes, edges, causal_launches=not hta_compat)
+    src, dst = np.asarray(edges.src, np.int64), np.asarray(edges.dst, np.int64)
+    span = nodes.ts[dst] - nodes.ts[src] if len(src) else np.zeros(0)
+    weight = np.where(np.asarray(edges.zero, bool), 0.0, span)
+    return RankGraph(window, nodes, edges, weight)
+
+
+def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) -> pl.DataFrame:
+    """The longest path's edges in order, each with its bound type (PATH_SCHEMA)."""
+    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
+    solved = np.maximum(g.weight, 0.0)
+    found = longest.longest_path(len(g.nodes.ts), src, dst, solved)
+    if len(found.edges) == 0:
+        return pl.DataFrame(schema=PATH_SCHEMA)
+    e = found.edges
+    # HTA reports each edge's own weight (negative ones too); corrected mode reports what was solved.
+    duration = g.weight[e] if hta_compat else solved[e]
+    kind = np.asarray(g.edges.kind, np.int64)[e]
+    charged = np.asarray(g.edges.event, np.int64)[e]
+    kept = g.window.events.with_columns(device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8))
+    safe = np.maximum(charged, 0)
+    has = charged >= 0
+    names = np.asarray(kept["name_text"].to_list(), dtype=object)[safe]
+    on_host = kept["hstream"].to_numpy()[safe] < 0
+    comm = (kept["device_kind"] == COMMUNICATION).to_numpy()[safe]
+    loading = np.zeros(len(e), bool)
+    pattern = graph.data_loading_pattern(data_loading)
+    if pattern is not None:
+        loading = np.array([bool(pattern.search(str(n))) for n in names])
+    bound = np.where(
+        kind == KERNEL_KERNEL,
+        "gpu_kernel_kernel_overhead",
+        np.where(
+            kind == LAUNCH,
+            "gpu_kernel_launch_overhead",
+            np.where(
+                (kind == DEPENDENCY) | (kind == SYNC) | ~has,
+                "",
+                np.where(
+                    on_host,
+                    np.where(loading, "data_loading", "cpu_bound"),
+                    np.where(comm, "gpu_communication_bound", "gpu_compute_bound"),
+                ),
+            ),
+        ),
+    )
+    index = kept["index"].to_numpy()[safe]
+    return pl.DataFrame(
+        {
+            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[dst[e]]],
+            "step": np.arange(len(e), dtype=np.int64),
+            "name": [n if h else None for n, h in zip(names.tolist(), has.tolist(), strict=True)],
+            "edge_type": [EDGE_TYPES[k] for k in kind.tolist()],
+            "start_us": g.nodes.ts[src[e]],
+            "end_us": g.nodes.ts[dst[e]],
+            "duration_us": duration.astype(np.float64),
+            "bound_by": bound.astype(str).tolist(),
+            "index": [int(i) if h else None for i, h in zip(index.tolist(), has.tolist(), strict=True)],
+        },
+        schema=PATH_SCHEMA,
+    )

@@ -1,0 +1,109 @@
+"""What if an event on the path were faster: the path recomputed with that event's own time cut.
+
+Each of the path's longest events has its own time (the operator edges charged to it: a kernel's
+span, an op's time outside its children; not the gap after a kernel) shortened by the given
+share, and the longest path is solved again; the step can shrink by less than the cut when
+another chain becomes the longest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from htatui.analysis.views.critical_path import longest
+from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR
+from htatui.analysis.views.critical_path.path import RankGraph
+
+WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "name": pl.Utf8(),
+    "bound_by": pl.Utf8(),
+    "time_us": pl.Float64(),
+    "path_us": pl.Float64(),
+    "path_if_faster_us": pl.Float64(),
+    "saved_us": pl.Float64(),
+    "saved_pct": pl.Float64(),
+}
+"""One row per event tried: its time on the path, the path's length now and with the event faster."""
+
+
+def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int) -> pl.DataFrame:
+    """The path's length with each of `top`'s first `count` events `faster_pct` % faster."""
+    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    solved = np.maximum(g.weight, 0.0)
+    kind = np.asarray(g.edges.kind, np.int64)
+    charged = np.where((kind == OPERATOR) | (kind == COLLECTIVE), np.asarray(g.edges.event, np.int64), -1)
+    n = len(g.nodes.ts)
+    now = longest.longest_path(n, src, dst, solved).length
+    rows = g.window.events.select("rank", "index").with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64))
+    tried = top.head(count).join(rows, on=["rank", "index"], how="left")
+    keep = 1.0 - faster_pct / 100.0
+    after = []
+    for row in tried["row"].to_list():
+        weight = np.where(charged == row, solved * keep, solved) if row is not None else solved
+        after.append(longest.longest_path(n, src, dst, weight).length)
+    table = tried.select("rank", "name", "bound_by", "time_us").with_columns(
+        path_us=pl.lit(now, dtype=pl.Float64),
+        path_if_faster_us=pl.Series(after, dtype=pl.Float64),
+    )
+    table = table.with_columns(saved_us=pl.col("path_us") - pl.col("path_if_faster_us")).with_columns(
+        saved_pct=pl.when(pl.col("path_us") > 0).then(pl.col("saved_us") / pl.col("path_us") * 100).otherwise(0.0)
+    )
+    return table.select([pl.col(c).cast(t) for c, t in WHAT_IF_SCHEMA.items()])
+
+
+RANK_WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "own_path_us": pl.Float64(),
+    "median_own_path_us": pl.Float64(),
+    "job_path_us": pl.Float64(),
+    "job_path_if_median_us": pl.Float64(),
+    "saved_us": pl.Float64(),
+    "saved_pct": pl.Float64(),
+}
+"""One row per rank: its own path (its edges alone, collectives weighing their transfer), the
+median of those, and the job's path with that rank's own work scaled to the median's length."""
+
+
+def _solve_subset(src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> float:
+    """The longest path over just these edges (their nodes renumbered from 0)."""
+    if len(src) == 0:
+        return 0.0
+    nodes = np.unique(np.concatenate([src, dst]))
+    return longest.longest_path(len(nodes), np.searchsorted(nodes, src), np.searchsorted(nodes, dst), weight).length
+
+
+def rank_what_if(g: RankGraph) -> pl.DataFrame:
+    """The job's path if each rank slower than the median did its own work at the median's pace."""
+    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    solved = np.maximum(g.weight, 0.0)
+    kind = np.asarray(g.edges.kind, np.int64)
+    rank_of_row = g.window.events["rank"].to_numpy()
+    edge_rank = rank_of_row[g.nodes.event[src]]
+    own = ~(kind == COLLECTIVE)
+    ranks = np.unique(edge_rank).tolist()
+    n = len(g.nodes.ts)
+    job_now = longest.longest_path(n, src, dst, solved).length
+    lengths = [_solve_subset(src[m], dst[m], solved[m]) for m in ((edge_rank == r) & own for r in ranks)]
+    median = float(np.median(lengths)) if lengths else 0.0
+    after = []
+    for r, length in zip(ranks, lengths, strict=True):
+        if length <= median or length == 0:
+            after.append(job_now)
+            continue
+        scaled = np.where((edge_rank == r) & own, solved * (median / length), solved)
+        after.append(longest.longest_path(n, src, dst, scaled).length)
+    table = pl.DataFrame(
+        {"rank": ranks, "own_path_us": lengths, "job_path_if_median_us": after},
+        schema={"rank": pl.Int32(), "own_path_us": pl.Float64(), "job_path_if_median_us": pl.Float64()},
+    ).with_columns(
+        median_own_path_us=pl.lit(median, dtype=pl.Float64),
+        job_path_us=pl.lit(job_now, dtype=pl.Float64),
+    )
+    table = table.with_columns(saved_us=pl.col("job_path_us") - pl.col("job_path_if_median_us")).with_columns(
+        saved_pct=pl.when(pl.col("job_path_us") > 0)
+        .then(pl.col("saved_us") / pl.col("job_path_us") * 100)
+        .otherwise(0.0)
+    )
+    return table.select([pl.col(c).cast(t) for c, t in RANK_WHAT_IF_SCHEMA.items()])
