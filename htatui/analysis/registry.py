@@ -213,7 +213,12 @@ VIEWS: tuple[View[Any], ...] = (
         patterns.PatternsOptions,
         (Table("main", patterns.table), Table("operators", patterns.operators)),
     ),
-    View("ops", "Ops", ops.OpsOptions, (Table("main", ops.compute), Table("top-bars", ops.top))),
+    View(
+        "ops",
+        "Ops",
+        ops.OpsOptions,
+        (Table("main", ops.compute), Table("top-bars", ops.top), Table("categories", ops.categories)),
+    ),
     View("op-tree", "Op tree", op_tree.OpTreeOptions, (Table("main", op_tree.compute),)),
 )
 

@@ -23,8 +23,10 @@ from htatui.analysis.core.prepare import each_rank, prepare, rank_steps_of
 from htatui.analysis.core.scope import in_steps
 from htatui.analysis.model import op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
+from htatui.analysis.perf import frames as perf
+from htatui.analysis.perf.peaks import Device, find_device
 from htatui.trace.model import TraceSet
-from htatui.trace.op_args import read_op_args
+from htatui.trace.op_args import OP_ARGS_SCHEMA, read_op_args
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -57,7 +59,10 @@ class OpsOptions(CommonOptions):
     record_shapes=True (else every row's shapes are "[]")."""
     flops: bool = knob(False, flag="--flops", help="ops: add flops, TFLOP/s and GB/s columns", kind="switch")
     """Add `flop_count` (the profiler's with_flops estimate, summed), `tflop_per_s` (that over the
-    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
+    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets). With
+    group_by="shape", also the performance model's columns (`MODEL_COLUMNS`): FLOPs and bytes per
+    call from the input shapes, and where the device is known the roofline
+    (docs/semantics-perf-model.md)."""
 
 
 GROUPS = ("name", "shape")
@@ -69,9 +74,28 @@ RATE_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+MODEL_COLUMNS: dict[str, pl.DataType] = {
+    "category": pl.Utf8(),
+    "model": pl.Utf8(),
+    "gflop": pl.Float64(),
+    "bytes_moved": pl.Float64(),
+    "flop_per_byte": pl.Float64(),
+    "tb_per_s": pl.Float64(),
+    "pct_of_peak": pl.Float64(),
+    "bound": pl.Utf8(),
+}
+"""The performance model's columns (--group-by shape --flops), after the rate columns; there
+`tflop_per_s` is the mean over calls of the model's FLOPs over each call's GPU busy time."""
+
+
+def modelled(options: OpsOptions) -> bool:
+    """Whether the table carries the performance model's columns."""
+    return options.flops and options.group_by == "shape"
+
+
 def columns(options: OpsOptions) -> dict[str, pl.DataType]:
     """The table's columns for these options: COLUMNS, `input_dims` after `kind` when grouped by
-    shape, the rate columns at the end with `flops`."""
+    shape, the rate columns at the end with `flops`, then the model's columns when both."""
     names = list(COLUMNS)
     out = dict(COLUMNS)
     if options.group_by == "shape":
@@ -80,6 +104,9 @@ def columns(options: OpsOptions) -> dict[str, pl.DataType]:
     if options.flops:
         names.extend(RATE_COLUMNS)
         out |= RATE_COLUMNS
+    if modelled(options):
+        names.extend(MODEL_COLUMNS)
+        out |= MODEL_COLUMNS
     return {name: out[name] for name in names}
 
 
@@ -171,6 +198,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
     else:
         host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
+    host = _with_call_figures(traces, built, host) if modelled(options) else host.with_columns(_NO_CALL_FIGURES)
     host = host.select(
         "rank",
         "name",
@@ -181,6 +209,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         "gpu_self_us",
         "gpu_total_us",
         "flops",
+        *_CALL_FIGURES,
         bytes=pl.lit(None, pl.Int64),
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
@@ -193,6 +222,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         gpu_self_us="dur",
         gpu_total_us="dur",
         flops=pl.lit(None, pl.Float64),
+        **{name: pl.lit(None, dtype) for name, dtype in _CALL_FIGURES.items()},
         bytes="bytes",
     )
     memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
@@ -207,6 +237,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         return pl.DataFrame(schema=schema)
     keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
     table = rows.group_by(keys).agg(
+        *(perf.row_means() if modelled(options) else []),
         count=pl.len(),
         cpu_total_us=pl.col("cpu_total_us").sum(),
         cpu_self_us=pl.col("cpu_self_us").sum(),
@@ -225,6 +256,8 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             pl.col("bytes") / pl.col("gpu_total_us") / 1e3
         ),
     )
+    if modelled(options):
+        table = _model_columns(traces, table)
     if memory.height:
         # The profiler's "[memory]" row: its loose instants, no time, no shapes.
         expanded = memory.select(
@@ -239,6 +272,10 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             tflop_per_s=pl.lit(None, pl.Float64),
             gb_per_s=pl.lit(None, pl.Float64),
         )
+        if modelled(options):
+            expanded = expanded.with_columns(
+                [pl.lit(None, dtype).alias(name) for name, dtype in MODEL_COLUMNS.items()]
+            ).with_columns(model=pl.lit(perf.NO_MODEL), category=pl.lit("other"))
         table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
     return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
@@ -248,12 +285,77 @@ def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
     frames = []
     for rank in host["rank"].unique().sort().to_list():
         args = read_op_args(traces.ranks[rank].path)
-        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "input_dims", "flops"))
+        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), *_ARG_COLUMNS))
     if not frames:
-        return pl.DataFrame(
-            schema={"rank": pl.Int32(), "index": pl.Int64(), "input_dims": pl.Utf8(), "flops": pl.Float64()}
-        )
+        return pl.DataFrame(schema={"rank": pl.Int32(), **{c: OP_ARGS_SCHEMA[c] for c in _ARG_COLUMNS}})
     return pl.concat(frames, how="vertical")
+
+
+_ARG_COLUMNS = ("index", "input_dims", "flops", "dims_json", "types_json", "strides_json", "concrete_json")
+
+_CALL_FIGURES: dict[str, pl.DataType] = {
+    "model": pl.Utf8(),
+    "category": pl.Utf8(),
+    "call_flops": pl.Float64(),
+    "call_bytes": pl.Float64(),
+    "peak_dtype": pl.Utf8(),
+    "call_tflop_per_s": pl.Float64(),
+    "call_tb_per_s": pl.Float64(),
+}
+"""Per call, the performance model's figures (null outside --group-by shape --flops)."""
+_NO_CALL_FIGURES = [pl.lit(None, dtype).alias(name) for name, dtype in _CALL_FIGURES.items()]
+
+_WORK_KINDS = ("kernel", "memcpy", "memset")
+
+
+def _with_call_figures(traces: TraceSet, built: op_events.OpEvents, host: pl.DataFrame) -> pl.DataFrame:
+    """Each host event's model figures (`perf.with_estimates`) and its achieved rates over the
+    GPU busy time of the work its subtree launched (ops only; other kinds get nulls)."""
+    ops = host.filter(pl.col("kind") == "op")
+    rest = host.filter(pl.col("kind") != "op").with_columns(_NO_CALL_FIGURES)
+    if ops.height == 0:
+        return rest
+    ops = perf.with_estimates(ops)
+    figured = ops.filter(pl.col("call_flops").is_not_null() | pl.col("call_bytes").is_not_null())
+    busy = perf.busy_per_call(built.events, _work_spans(traces, built.work), figured)
+    ops = ops.join(busy, on=["rank", "pos"], how="left").with_columns(perf.per_call_rates()).drop("busy_us")
+    return pl.concat([ops, rest.select(ops.columns)], how="vertical_relaxed")
+
+
+def _work_spans(traces: TraceSet, work: pl.DataFrame) -> pl.DataFrame:
+    """rank, owner, ts, end of the launched device work (the tree keeps durations, not starts:
+    the starts are read from each rank's event frame by file position)."""
+    launched = work.filter(pl.col("kind").is_in(_WORK_KINDS) & pl.col("owner").is_not_null())
+    frames = []
+    for rank in launched["rank"].unique().sort().to_list():
+        starts = traces.ranks[rank].events.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "ts")
+        frames.append(launched.filter(pl.col("rank") == rank).join(starts, on=["rank", "index"], how="inner"))
+    if not frames:
+        return pl.DataFrame(schema={"rank": pl.Int32(), "owner": pl.Int64(), "ts": pl.Float64(), "end": pl.Float64()})
+    spans = pl.concat(frames, how="vertical")
+    return spans.select("rank", "owner", "ts", end=pl.col("ts") + pl.col("dur"))
+
+
+def device_of(traces: TraceSet, rank: int) -> Device | None:
+    """The rank's device in the peak table, from its trace's `deviceProperties` names."""
+    for props in traces.ranks[rank].meta.device_properties:
+        found = find_device(str(props.get("name", "")))
+        if found is not None:
+            return found
+    return None
+
+
+def _model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
+    """The grouped table's model columns: flop_count and tflop_per_s from the model (or the
+    profiler), the roofline from the rank's device; rows with no formula say "none"."""
+    devices = {rank: device_of(traces, rank) for rank in table["rank"].unique().to_list()}
+    table = table.with_columns(
+        flop_count=pl.coalesce("call_flop_count", "flop_count"),
+        tflop_per_s=pl.col("mean_tflop_per_s"),
+        model=pl.col("model").fill_null(perf.NO_MODEL),
+        category=pl.col("category").fill_null("other"),
+    ).drop("call_flop_count", "mean_tflop_per_s")
+    return perf.roofline(table, devices).drop("peak_dtype")
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
@@ -289,3 +391,12 @@ def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:
 def top(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks."""
     return top_by_gpu_self(compute(traces, options))
+
+
+def categories(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
+    """rank, category, count, gpu_time_us, gpu_time_pct: where each rank's device time goes by op
+    family (GEMM, attention, conv, elementwise, norm, reduce, other; `perf.category_summary`).
+    Categories come from op names alone, so a trace without shapes still gets this table."""
+    built = tree(traces, options)
+    work = built.work.filter(pl.col("kind").is_in(_WORK_KINDS))
+    return perf.category_summary(built.events, work)
