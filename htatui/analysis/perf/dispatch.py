@@ -37,6 +37,9 @@ FORMULAS: dict[str, Formula] = {
     "aten::native_layer_norm_backward": norm.layer_norm_backward,
     "aten::native_batch_norm_backward": norm.batch_norm_backward,
     "aten::cudnn_batch_norm_backward": norm.batch_norm_backward,
+    "aten::miopen_batch_norm_backward": norm.batch_norm_backward,
+    "aten::native_group_norm_backward": norm.group_norm_backward,
+    "aten::_fused_rms_norm_backward": norm.rms_norm_backward,
     **{name: reduce.reduction for name in reduce.REDUCTIONS},
     **{name: reduce.softmax for name in reduce.SOFTMAX},
     **{name: reduce.softmax_backward for name in reduce.SOFTMAX_BACKWARD},
@@ -54,9 +57,7 @@ _CATEGORY_ONLY: dict[str, str] = {
     "aten::conv_transpose1d": "conv",
     "aten::conv_transpose2d": "conv",
     "aten::conv_transpose3d": "conv",
-    "aten::native_group_norm_backward": "norm",
-    "aten::rms_norm_backward": "norm",
-    "aten::_fused_rms_norm_backward": "norm",
+    "aten::instance_norm": "norm",
 }
 
 

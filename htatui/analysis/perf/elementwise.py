@@ -91,23 +91,23 @@ threshold_backward) and the same kind of two-operand ops."""
 
 
 def unary(call: OpCall) -> Estimate | None:
-    x = call.shape(0)
-    if x is None:
+    if not call.dims or element_bytes(call.type(0)) is None:
         return None
+    x = call.shape(0) or ()  # a 0-dim tensor: one element
     size_in = element_bytes(call.type(0))
     size_out = element_bytes(call.type(1)) if call.shape(1) is not None else size_in
     n = elements(x)
     moved = None
     if size_in is not None and size_out is not None:
-        moved = float(read_elements(x, call.stride(0)) * size_in + n * size_out)
+        moved = float(read_elements(x or None, call.stride(0)) * size_in + n * size_out)
     return Estimate(float(n), moved, "elementwise.unary", CATEGORY, call.type(0))
 
 
 def binary(call: OpCall) -> Estimate | None:
-    x = call.shape(0)
-    if x is None:
+    # A 0-dim tensor operand records no dims, like a Python number: both count one element.
+    if len(call.dims) < 2 or element_bytes(call.type(0)) is None:
         return None
-    y = call.shape(1) or ()
+    x, y = call.shape(0) or (), call.shape(1) or ()
     out_shape = broadcast(x, y)
     if out_shape is None:
         return None
@@ -121,6 +121,6 @@ def binary(call: OpCall) -> Estimate | None:
         size_out = size_x
     moved = None
     if size_x is not None and size_y is not None and size_out is not None:
-        read = read_elements(x, call.stride(0)) * size_x + read_elements(y or None, call.stride(1)) * size_y
+        read = read_elements(x or None, call.stride(0)) * size_x + read_elements(y or None, call.stride(1)) * size_y
         moved = float(read + n_out * size_out)
     return Estimate(float(n_out), moved, "elementwise.binary", CATEGORY, call.type(0))

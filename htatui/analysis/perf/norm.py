@@ -136,7 +136,7 @@ def batch_norm_backward(call: OpCall) -> Estimate | None:
     """aten::native_batch_norm_backward(grad_out, input, weight?, running_mean, running_var,
     save_mean, save_invstd, train, eps, output_mask); cudnn/miopen_batch_norm_backward(input,
     grad_output, weight, …) are not training by their contract (TraceLens)."""
-    native = call.name in ("aten::native_batch_norm_backward", "aten::batch_norm_backward")
+    native = call.name == "aten::native_batch_norm_backward"
     x_at = 1 if native else 0
     x = call.shape(x_at)
     if x is None or len(x) < 2:
@@ -144,3 +144,33 @@ def batch_norm_backward(call: OpCall) -> Estimate | None:
     training = call.flag(7, True) if native else False
     affine = call.shape(2) is not None
     return _bwd(call, "norm.batch_bwd", x_at, x[1], training, affine, True, True)
+
+
+def group_norm_backward(call: OpCall) -> Estimate | None:
+    """aten::native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
+    output_mask): C/group channels (TraceLens), affine when a weight is recorded."""
+    x, groups, mask = call.shape(1), call.ints(8), call.bools(9)
+    if x is None or len(x) < 2 or not groups or len(groups) != 1 or groups[0] <= 0 or not mask or len(mask) != 3:
+        return None
+    channels = x[1] // groups[0]
+    return _bwd(call, "norm.group_bwd", 1, channels, True, call.shape(4) is not None, True, mask[0])
+
+
+def rms_norm_backward(call: OpCall) -> Estimate | None:
+    """aten::_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
+    (TraceLens RMSNormBwd): FLOPs = E (x·rstd) + E if weighted (weight·grad_out) + 6·E for
+    grad_input + E for grad_weight (+ E to accumulate it when E/C > 1); bytes = E·out + 2·E·in
+    (+ 2·C·in for the weight and its gradient)."""
+    x, normalized, mask = call.shape(1), call.ints(2), call.bools(5)
+    if x is None or not normalized or not mask or len(mask) != 2:
+        return None
+    elems, channels = math.prod(x), math.prod(normalized)
+    weighted = call.shape(4) is not None
+    flops = elems + (elems if weighted else 0)
+    if mask[0]:
+        flops += 6 * elems
+    if mask[1] and weighted:
+        flops += elems + (elems if elems // channels > 1 else 0)
+    size = element_bytes(call.type(1))
+    moved = None if size is None else float(3 * elems * size + (2 * channels * size if weighted else 0))
+    return Estimate(float(flops), moved, "norm.rms_bwd", CATEGORY, call.type(1))
