@@ -189,7 +189,9 @@ def category_summary(tree: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     rows = pl.concat([attributed, rest], how="vertical_relaxed") if attributed.height else rest
     order = {name: i for i, name in enumerate(CATEGORIES)}
     summary = (
-        rows.group_by("rank", "category")
+        # Sorted and in order: float sums then add up the same way on every run.
+        rows.sort("rank", "_row")
+        .group_by("rank", "category", maintain_order=True)
         .agg(count=pl.col("pos").drop_nulls().n_unique(), gpu_time_us=pl.col("dur").sum())
         .with_columns(
             gpu_time_pct=pl.when(pl.col("gpu_time_us").sum().over("rank") > 0).then(
