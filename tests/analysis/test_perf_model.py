@@ -450,6 +450,10 @@ def test_device_peaks_table_and_user_files(tmp_path: Path, monkeypatch: pytest.M
     assert find_device("AMD Instinct MI300X").name == "MI300X"  # type: ignore[union-attr]
     assert find_device("NVIDIA A100-SXM4-80GB").name == "A100 SXM 80GB"  # type: ignore[union-attr]
     assert find_device("Test GPU") is None
+    # ROCm's generic name: the compute-unit count picks the device (per GCD on an MI250).
+    assert find_device("AMD Radeon Graphics", 104).name == "MI250 (one GCD)"  # type: ignore[union-attr]
+    assert find_device("AMD Radeon Graphics", 304).name == "MI300X"  # type: ignore[union-attr]
+    assert find_device("AMD Radeon Graphics", 60) is None
     mine = tmp_path / "mine.toml"
     mine.write_text('[[device]]\nname = "Lab H100"\nmatch = "H100"\nmemory_tbps = 3.0\ntflops = { bf16 = 900.0 }\n')
     monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(mine))

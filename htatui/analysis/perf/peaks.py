@@ -29,6 +29,9 @@ class Device:
     match: str
     memory_tbps: float
     tflops: dict[str, float]
+    sms: int | None = None
+    """When set, a trace's `numSms`, if recorded, must equal it too (AMD GPUs often report a
+    generic name)."""
 
     def peak_tflops(self, dtype: str | None) -> float | None:
         """The dense peak for a peak-table dtype ("bf16"), None when the table lacks it."""
@@ -52,7 +55,10 @@ def _device(entry: Any, path: Path) -> Device:
         isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in tflops.values()
     ):
         raise DevicePeaksError(f"{path}: device {name!r} needs tflops as a table of positive numbers")
-    return Device(name, match, float(memory), {str(k): float(v) for k, v in tflops.items()})
+    sms = entry.get("sms")
+    if sms is not None and (not isinstance(sms, int) or isinstance(sms, bool) or sms <= 0):
+        raise DevicePeaksError(f"{path}: device {name!r} has a bad sms (a positive integer)")
+    return Device(name, match, float(memory), {str(k): float(v) for k, v in tflops.items()}, sms)
 
 
 def read_devices(path: Path) -> list[Device]:
@@ -83,13 +89,15 @@ def devices() -> tuple[Device, ...]:
     return _load(tuple(part for part in value.split(os.pathsep) if part.strip()))
 
 
-def find_device(device_name: str | None) -> Device | None:
+def find_device(device_name: str | None, sms: int | None = None) -> Device | None:
     """The first device whose `match` is found in `device_name` (case-insensitive), or whose
-    own name equals it; None when none does."""
+    own name equals it, and whose `sms` (if both it and the trace name one) equals the trace's
+    `numSms`; None when none does."""
     if not device_name:
         return None
     for device in devices():
-        if device.name.lower() == device_name.lower() or re.search(device.match, device_name, re.IGNORECASE):
+        named = device.name.lower() == device_name.lower() or re.search(device.match, device_name, re.IGNORECASE)
+        if named and (device.sms is None or sms is None or device.sms == sms):
             return device
     return None
 

@@ -339,7 +339,8 @@ def _work_spans(traces: TraceSet, work: pl.DataFrame) -> pl.DataFrame:
 def device_of(traces: TraceSet, rank: int) -> Device | None:
     """The rank's device in the peak table, from its trace's `deviceProperties` names."""
     for props in traces.ranks[rank].meta.device_properties:
-        found = find_device(str(props.get("name", "")))
+        sms = props.get("numSms")
+        found = find_device(str(props.get("name", "")), sms if isinstance(sms, int) else None)
         if found is not None:
             return found
     return None
