@@ -103,8 +103,9 @@ def row_means() -> list[pl.Expr]:
 
 def roofline(table: pl.DataFrame, device_of_rank: dict[int, Device | None]) -> pl.DataFrame:
     """`table` (rank, gflop, bytes_moved, tflop_per_s, tb_per_s, peak_dtype) plus flop_per_byte,
-    pct_of_peak (achieved over the roof at the row's intensity: min(peak, intensity × bandwidth))
-    and bound (compute when the intensity reaches the ridge point, else memory)."""
+    pct_of_peak (achieved over the roof at the row's intensity: min(peak, intensity × bandwidth)),
+    bound (compute when the intensity reaches the ridge point, else memory), and the roofs:
+    peak_tflop_per_s (the device's peak for the row's dtype) and memory_tb_per_s."""
     pairs = table.select("rank", "peak_dtype").unique()
     peaks = pl.DataFrame(
         {
@@ -136,7 +137,19 @@ def roofline(table: pl.DataFrame, device_of_rank: dict[int, Device | None]) -> p
         .then(pl.lit("memory"))
         .otherwise(pl.lit("compute"))
     )
-    return out.with_columns(pct_of_peak=pl.coalesce(compute_pct, memory_pct), bound=bound).drop("_peak", "_bw")
+    out = out.with_columns(pct_of_peak=pl.coalesce(compute_pct, memory_pct), bound=bound)
+    modelled = pl.col("gflop").is_not_null() | pl.col("bytes_moved").is_not_null()
+    return out.with_columns(
+        peak_tflop_per_s=pl.when(modelled).then(pl.col("_peak")),
+        memory_tb_per_s=pl.when(modelled).then(pl.col("_bw")),
+    ).drop("_peak", "_bw")
+
+
+def headroom() -> pl.Expr:
+    """headroom_us: the row's GPU time it would not need at the roof, gpu_total_us · (1 −
+    pct_of_peak/100) (none when above the roof): time × distance from the roof, where
+    optimisation pays."""
+    return (pl.col("gpu_total_us") * (1.0 - pl.col("pct_of_peak") / 100.0)).clip(lower_bound=0.0).alias("headroom_us")
 
 
 def _peak(device: Device | None, dtype: str | None) -> float | None:

@@ -83,6 +83,9 @@ MODEL_COLUMNS: dict[str, pl.DataType] = {
     "tb_per_s": pl.Float64(),
     "pct_of_peak": pl.Float64(),
     "bound": pl.Utf8(),
+    "headroom_us": pl.Float64(),
+    "peak_tflop_per_s": pl.Float64(),
+    "memory_tb_per_s": pl.Float64(),
 }
 """The performance model's columns (--group-by shape --flops), after the rate columns; there
 `tflop_per_s` is the mean over calls of the model's FLOPs over each call's GPU busy time."""
@@ -356,7 +359,7 @@ def _model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
         model=pl.col("model").fill_null(perf.NO_MODEL),
         category=pl.col("category").fill_null("other"),
     ).drop("call_flop_count", "mean_tflop_per_s")
-    return perf.roofline(table, devices).drop("peak_dtype")
+    return perf.roofline(table, devices).drop("peak_dtype").with_columns(perf.headroom())
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
@@ -365,7 +368,7 @@ def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
     order = [False, options.descending] + [False] * len(ties)
     if options.sort_by == "rank":
         keys, order = ["rank", *ties], [options.descending] + [False] * len(ties)
-    table = table.sort(keys, descending=order)
+    table = table.sort(keys, descending=order, nulls_last=True)
     if options.top_k is not None:
         table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))
     return table
