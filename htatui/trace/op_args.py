@@ -23,16 +23,19 @@ OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
     "index": pl.Int64(),
     "input_dims": pl.Utf8(),
     "flops": pl.Float64(),
+}
+"""One row per host event with shapes or flops: `input_dims` as key_averages prints input
+shapes (Python's `str` of the list of lists, "[[64, 100], []]"); `flops` the profiler's
+estimate for the call (null when the trace has none)."""
+
+CALL_ARGS_SCHEMA: dict[str, pl.DataType] = OP_ARGS_SCHEMA | {
     "dims_json": pl.Utf8(),
     "types_json": pl.Utf8(),
     "strides_json": pl.Utf8(),
     "concrete_json": pl.Utf8(),
 }
-"""One row per host event with shapes or flops: `input_dims` as key_averages prints input
-shapes (Python's `str` of the list of lists, "[[64, 100], []]"); `flops` the profiler's
-estimate for the call (null when the trace has none); the call's `Input Dims`, `Input type`,
-`Input Strides` and `Concrete Inputs` as JSON text (null when absent), for the performance
-model (`htatui/analysis/perf`)."""
+"""OP_ARGS_SCHEMA plus the call's `Input Dims`, `Input type`, `Input Strides` and `Concrete
+Inputs` as JSON text (null when absent), for the performance model (`htatui/analysis/perf`)."""
 
 OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
@@ -56,6 +59,12 @@ def _version(path: SourcePath) -> tuple[str, int, int]:
 
 def read_op_args(path: SourcePath) -> pl.DataFrame:
     """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version)."""
+    return read_call_args(path).select(list(OP_ARGS_SCHEMA))
+
+
+def read_call_args(path: SourcePath) -> pl.DataFrame:
+    """`CALL_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version;
+    one read serves both readers)."""
     try:
         key = _version(path)
     except OSError as exc:
@@ -106,7 +115,7 @@ class OpArgRows:
 
     def frame(self) -> pl.DataFrame:
         columns = {"index": self.index, "input_dims": self.dims, "flops": self.flops, **self.json}
-        return pl.DataFrame(columns, schema=OP_ARGS_SCHEMA)
+        return pl.DataFrame(columns, schema=CALL_ARGS_SCHEMA)
 
 
 _JSON_COLUMNS = ("dims_json", "types_json", "strides_json", "concrete_json")

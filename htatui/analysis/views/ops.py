@@ -26,7 +26,7 @@ from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
 from htatui.analysis.perf.peaks import Device, find_device
 from htatui.trace.model import TraceSet
-from htatui.trace.op_args import OP_ARGS_SCHEMA, read_op_args
+from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -287,10 +287,10 @@ def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
     """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
     frames = []
     for rank in host["rank"].unique().sort().to_list():
-        args = read_op_args(traces.ranks[rank].path)
+        args = read_call_args(traces.ranks[rank].path)
         frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), *_ARG_COLUMNS))
     if not frames:
-        return pl.DataFrame(schema={"rank": pl.Int32(), **{c: OP_ARGS_SCHEMA[c] for c in _ARG_COLUMNS}})
+        return pl.DataFrame(schema={"rank": pl.Int32(), **{c: CALL_ARGS_SCHEMA[c] for c in _ARG_COLUMNS}})
     return pl.concat(frames, how="vertical")
 
 
