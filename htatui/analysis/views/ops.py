@@ -24,7 +24,8 @@ from htatui.analysis.core.scope import in_steps
 from htatui.analysis.model import op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
-from htatui.analysis.perf.peaks import Device, find_device
+from htatui.analysis.perf import table as perf_table
+from htatui.analysis.perf.table import CALL_FIGURES, MODEL_COLUMNS, NO_CALL_FIGURES, WORK_KINDS
 from htatui.trace.model import TraceSet
 from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
@@ -72,23 +73,6 @@ RATE_COLUMNS: dict[str, pl.DataType] = {
     "tflop_per_s": pl.Float64(),
     "gb_per_s": pl.Float64(),
 }
-
-
-MODEL_COLUMNS: dict[str, pl.DataType] = {
-    "category": pl.Utf8(),
-    "model": pl.Utf8(),
-    "gflop": pl.Float64(),
-    "bytes_moved": pl.Float64(),
-    "flop_per_byte": pl.Float64(),
-    "tb_per_s": pl.Float64(),
-    "pct_of_peak": pl.Float64(),
-    "bound": pl.Utf8(),
-    "headroom_us": pl.Float64(),
-    "peak_tflop_per_s": pl.Float64(),
-    "memory_tb_per_s": pl.Float64(),
-}
-"""The performance model's columns (--group-by shape --flops), after the rate columns; there
-`tflop_per_s` is the mean over calls of the model's FLOPs over each call's GPU busy time."""
 
 
 def modelled(options: OpsOptions) -> bool:
@@ -201,7 +185,10 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
     else:
         host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
-    host = _with_call_figures(traces, built, host) if modelled(options) else host.with_columns(_NO_CALL_FIGURES)
+    if modelled(options):
+        host = perf_table.with_call_figures(traces, built.events, built.work, host)
+    else:
+        host = host.with_columns(NO_CALL_FIGURES)
     host = host.select(
         "rank",
         "name",
@@ -212,7 +199,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         "gpu_self_us",
         "gpu_total_us",
         "flops",
-        *_CALL_FIGURES,
+        *CALL_FIGURES,
         bytes=pl.lit(None, pl.Int64),
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
@@ -225,7 +212,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         gpu_self_us="dur",
         gpu_total_us="dur",
         flops=pl.lit(None, pl.Float64),
-        **{name: pl.lit(None, dtype) for name, dtype in _CALL_FIGURES.items()},
+        **{name: pl.lit(None, dtype) for name, dtype in CALL_FIGURES.items()},
         bytes="bytes",
     )
     memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
@@ -260,7 +247,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         ),
     )
     if modelled(options):
-        table = _model_columns(traces, table)
+        table = perf_table.model_columns(traces, table)
     if memory.height:
         # The profiler's "[memory]" row: its loose instants, no time, no shapes.
         expanded = memory.select(
@@ -295,71 +282,6 @@ def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
 
 
 _ARG_COLUMNS = ("index", "input_dims", "flops", "dims_json", "types_json", "strides_json", "concrete_json")
-
-_CALL_FIGURES: dict[str, pl.DataType] = {
-    "model": pl.Utf8(),
-    "category": pl.Utf8(),
-    "call_flops": pl.Float64(),
-    "call_bytes": pl.Float64(),
-    "peak_dtype": pl.Utf8(),
-    "call_tflop_per_s": pl.Float64(),
-    "call_tb_per_s": pl.Float64(),
-}
-"""Per call, the performance model's figures (null outside --group-by shape --flops)."""
-_NO_CALL_FIGURES = [pl.lit(None, dtype).alias(name) for name, dtype in _CALL_FIGURES.items()]
-
-_WORK_KINDS = ("kernel", "memcpy", "memset")
-
-
-def _with_call_figures(traces: TraceSet, built: op_events.OpEvents, host: pl.DataFrame) -> pl.DataFrame:
-    """Each host event's model figures (`perf.with_estimates`) and its achieved rates over the
-    GPU busy time of the work its subtree launched (ops only; other kinds get nulls)."""
-    ops = host.filter(pl.col("kind") == "op")
-    rest = host.filter(pl.col("kind") != "op").with_columns(_NO_CALL_FIGURES)
-    if ops.height == 0:
-        return rest
-    ops = perf.with_estimates(ops)
-    figured = ops.filter(pl.col("call_flops").is_not_null() | pl.col("call_bytes").is_not_null())
-    busy = perf.busy_per_call(built.events, _work_spans(traces, built.work), figured)
-    ops = ops.join(busy, on=["rank", "pos"], how="left").with_columns(perf.per_call_rates()).drop("busy_us")
-    return pl.concat([ops, rest.select(ops.columns)], how="vertical_relaxed")
-
-
-def _work_spans(traces: TraceSet, work: pl.DataFrame) -> pl.DataFrame:
-    """rank, owner, ts, end of the launched device work (the tree keeps durations, not starts:
-    the starts are read from each rank's event frame by file position)."""
-    launched = work.filter(pl.col("kind").is_in(_WORK_KINDS) & pl.col("owner").is_not_null())
-    frames = []
-    for rank in launched["rank"].unique().sort().to_list():
-        starts = traces.ranks[rank].events.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "ts")
-        frames.append(launched.filter(pl.col("rank") == rank).join(starts, on=["rank", "index"], how="inner"))
-    if not frames:
-        return pl.DataFrame(schema={"rank": pl.Int32(), "owner": pl.Int64(), "ts": pl.Float64(), "end": pl.Float64()})
-    spans = pl.concat(frames, how="vertical")
-    return spans.select("rank", "owner", "ts", end=pl.col("ts") + pl.col("dur"))
-
-
-def device_of(traces: TraceSet, rank: int) -> Device | None:
-    """The rank's device in the peak table, from its trace's `deviceProperties` names."""
-    for props in traces.ranks[rank].meta.device_properties:
-        sms = props.get("numSms")
-        found = find_device(str(props.get("name", "")), sms if isinstance(sms, int) else None)
-        if found is not None:
-            return found
-    return None
-
-
-def _model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
-    """The grouped table's model columns: flop_count and tflop_per_s from the model (or the
-    profiler), the roofline from the rank's device; rows with no formula say "none"."""
-    devices = {rank: device_of(traces, rank) for rank in table["rank"].unique().to_list()}
-    table = table.with_columns(
-        flop_count=pl.coalesce("call_flop_count", "flop_count"),
-        tflop_per_s=pl.col("mean_tflop_per_s"),
-        model=pl.col("model").fill_null(perf.NO_MODEL),
-        category=pl.col("category").fill_null("other"),
-    ).drop("call_flop_count", "mean_tflop_per_s")
-    return perf.roofline(table, devices).drop("peak_dtype").with_columns(perf.headroom())
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
@@ -402,5 +324,5 @@ def categories(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     family (GEMM, attention, conv, elementwise, norm, reduce, other; `perf.category_summary`).
     Categories come from op names alone, so a trace without shapes still gets this table."""
     built = tree(traces, options)
-    work = built.work.filter(pl.col("kind").is_in(_WORK_KINDS))
+    work = built.work.filter(pl.col("kind").is_in(WORK_KINDS))
     return perf.category_summary(built.events, work)
