@@ -81,6 +81,9 @@ def add_report_parser(
     report.add_argument(
         "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
     )
+    report.add_argument(
+        "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
+    )
     for flag in tables:
         report.add_argument(f"--{flag}", action="store_true", help=f"print the {flag} table of the view")
     # A knob not given leaves no attribute (SUPPRESS), so a value of None ("--top all") is a value.
@@ -139,6 +142,14 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         for rules_file in getattr(args, "comm_rules", []):
             add_user_rule_file(rules_file)
     except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    from htatui.analysis.perf.peaks import DevicePeaksError, add_user_peaks_file
+
+    try:
+        for peaks_file in getattr(args, "device_peaks", []):
+            add_user_peaks_file(peaks_file)
+    except DevicePeaksError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     try:

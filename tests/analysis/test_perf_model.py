@@ -557,3 +557,37 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
     assert summary["gpu_time_pct"].to_list() == pytest.approx([100 * 30 / 35, 100 * 5 / 35])
     by_name = ops.compute(traces, OpsOptions(flops=True, kinds="op"))
     assert "gflop" not in by_name.columns  # the model's columns need --group-by shape
+
+
+def test_cli_device_peaks_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report --device-peaks FILE` names the test trace's "Test GPU" (1 TB/s, bf16 100 TFLOP/s):
+    the mm of [4,3]×[3,5] bf16 (94 B, 120 FLOP, its 10 µs kernel) is memory-bound; a bad file is
+    one line and exit 2."""
+    from htatui.cli.main import main
+
+    monkeypatch.setenv("HTATUI_DEVICE_PEAKS", "")  # restored after the test: the flag adds to it
+    traces_of(
+        tmp_path,
+        [
+            op("aten::mm", 0, 10, **{"Input Dims": [[4, 3], [3, 5]], "Input type": [BF16, BF16]}),
+            runtime("cudaLaunchKernel", 2, 3, 1),
+            kernel("gemm", 20, 10, corr=1),
+        ],
+    )
+    peaks = tmp_path.parent / "peaks.toml"
+    peaks.write_text('[[device]]\nname = "Test"\nmatch = "Test GPU"\nmemory_tbps = 1.0\ntflops = { bf16 = 100.0 }\n')
+    argv = ["report", str(tmp_path), "--view", "ops", "--group-by", "shape", "--flops", "--kinds", "op"]
+    assert main([*argv, "--device-peaks", str(peaks), "--format", "json", "--no-cache"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["model"], row["bytes_moved"], row["bound"], row["peak_tflop_per_s"]) == (
+        "gemm.mm",
+        94.0,
+        "memory",
+        100.0,
+    )
+    bad = tmp_path.parent / "bad.toml"
+    bad.write_text("[[device]]\nname = 1\n")
+    assert main([*argv, "--device-peaks", str(bad), "--no-cache"]) == 2
+    assert "bad.toml: a [[device]] needs a string name and match" in capsys.readouterr().err

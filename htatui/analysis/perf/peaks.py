@@ -106,3 +106,10 @@ def ridge_flop_per_byte(device: Device, dtype: str | None) -> float | None:
     """The roofline's ridge point: peak FLOP/s over bandwidth (FLOP per byte)."""
     peak = device.peak_tflops(dtype)
     return None if peak is None else peak / device.memory_tbps
+
+
+def add_user_peaks_file(path: Path) -> None:
+    """Add `path` to HTATUI_DEVICE_PEAKS for this process, after checking it reads."""
+    read_devices(path)
+    value = os.environ.get(ENV_VAR, "")
+    os.environ[ENV_VAR] = os.pathsep.join([*(p for p in value.split(os.pathsep) if p.strip()), str(path)])
