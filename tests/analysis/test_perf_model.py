@@ -126,6 +126,9 @@ def test_convolution_forward_and_backward() -> None:
         6912.0,
         2480.0,
     )
+    # A trace without Concrete Inputs (older PyTorch) records no stride: no figure rather than a guess.
+    older = parse_call("aten::convolution", json.dumps(dims), json.dumps(types), None, None)
+    assert older is not None and estimate(older) is None
 
 
 def test_attention_forward_backward_causal_gqa() -> None:

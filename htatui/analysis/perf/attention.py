@@ -95,6 +95,8 @@ def estimate(call: OpCall) -> Estimate | None:
     if spec is None:
         return None
     at, layout, causal_at, is_backward = spec
+    if len(call.concrete) <= causal_at:
+        return None  # is_causal not recorded (older traces): FLOPs unknown within a factor of 2
     q, k, v = call.shape(at), call.shape(at + 1), call.shape(at + 2)
     if not q or not k or not v:
         return None

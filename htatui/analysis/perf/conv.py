@@ -74,6 +74,8 @@ def forward(call: OpCall) -> Estimate | None:
     if layout is None or not x or not w or len(x) < 3 or len(w) != len(x):
         return None
     _, _, bias_at, stride_at, padding_at, dilation_at, transposed_at, output_padding_at, _ = layout
+    if len(call.concrete) <= max(stride_at, padding_at, dilation_at):
+        return None  # no recorded stride/padding (older traces): the output size is unknown
     ndim = len(x) - 2
     stride = _per_dim(call.ints(stride_at), ndim, 1)
     padding = _per_dim(call.ints(padding_at), ndim, 0)
@@ -96,6 +98,8 @@ def backward(call: OpCall) -> Estimate | None:
     grad_out, x, w = call.shape(0), call.shape(1), call.shape(2)
     if not grad_out or not x or not w:
         return None
+    if len(call.concrete) <= 10:
+        return None  # no recorded output_mask or stride (older traces)
     mask = call.bools(10) or (True, True, True)
     if len(mask) != 3:
         return None
