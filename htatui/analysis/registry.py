@@ -264,7 +264,11 @@ VIEWS: tuple[View[Any], ...] = (
         "ops",
         "Ops",
         ops.OpsOptions,
-        (Table("main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us")), Table("top-bars", ops.top)),
+        (
+            Table("main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us")),
+            Table("top-bars", ops.top),
+            Table("categories", ops.categories),
+        ),
     ),
     View(
         "op-tree",

@@ -168,6 +168,9 @@ def _report_parser(
     report.add_argument(
         "--comm-rules", action="append", type=Path, default=[], help="extra communication-kernel rules (TOML)"
     )
+    report.add_argument(
+        "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
+    )
     _add_view_flags(report, views)
     return report
 
@@ -227,6 +230,14 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         for rules_file in getattr(args, "comm_rules", []):
             add_user_rule_file(rules_file)
     except CommRulesError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    from htatui.analysis.perf.peaks import DevicePeaksError, add_user_peaks_file
+
+    try:
+        for peaks_file in getattr(args, "device_peaks", []):
+            add_user_peaks_file(peaks_file)
+    except DevicePeaksError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     try:

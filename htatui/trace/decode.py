@@ -146,6 +146,9 @@ class OperatorArgs(msgspec.Struct, frozen=True):
 
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     flops: Any = None
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    input_strides: Any = msgspec.field(default=None, name="Input Strides")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class TraceFormatError(Exception):

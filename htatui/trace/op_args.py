@@ -28,6 +28,15 @@ OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
 shapes (Python's `str` of the list of lists, "[[64, 100], []]"); `flops` the profiler's
 estimate for the call (null when the trace has none)."""
 
+CALL_ARGS_SCHEMA: dict[str, pl.DataType] = OP_ARGS_SCHEMA | {
+    "dims_json": pl.Utf8(),
+    "types_json": pl.Utf8(),
+    "strides_json": pl.Utf8(),
+    "concrete_json": pl.Utf8(),
+}
+"""OP_ARGS_SCHEMA plus the call's `Input Dims`, `Input type`, `Input Strides` and `Concrete
+Inputs` as JSON text (null when absent), for the performance model (`htatui/analysis/perf`)."""
+
 OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
 
@@ -50,6 +59,12 @@ def _version(path: SourcePath) -> tuple[str, int, int]:
 
 def read_op_args(path: SourcePath) -> pl.DataFrame:
     """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version)."""
+    return read_call_args(path).select(list(OP_ARGS_SCHEMA))
+
+
+def read_call_args(path: SourcePath) -> pl.DataFrame:
+    """`CALL_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version;
+    one read serves both readers)."""
     try:
         key = _version(path)
     except OSError as exc:
@@ -76,6 +91,7 @@ class OpArgRows:
         self.index: list[int] = []
         self.dims: list[str | None] = []
         self.flops: list[float | None] = []
+        self.json: dict[str, list[str | None]] = {key: [] for key in _JSON_COLUMNS}
 
     def add(self, events: list[RawEvent]) -> None:
         for position, event in enumerate(events, start=self.events_seen):
@@ -91,7 +107,15 @@ class OpArgRows:
             self.dims.append(None if args.input_dims is None else str(args.input_dims))
             count = args.flops
             self.flops.append(float(count) if isinstance(count, int | float) and not isinstance(count, bool) else None)
+            for key, value in zip(
+                _JSON_COLUMNS, (args.input_dims, args.input_type, args.input_strides, args.concrete_inputs), strict=True
+            ):
+                self.json[key].append(None if value is None else msgspec.json.encode(value).decode())
         self.events_seen += len(events)
 
     def frame(self) -> pl.DataFrame:
-        return pl.DataFrame({"index": self.index, "input_dims": self.dims, "flops": self.flops}, schema=OP_ARGS_SCHEMA)
+        columns = {"index": self.index, "input_dims": self.dims, "flops": self.flops, **self.json}
+        return pl.DataFrame(columns, schema=CALL_ARGS_SCHEMA)
+
+
+_JSON_COLUMNS = ("dims_json", "types_json", "strides_json", "concrete_json")

@@ -23,8 +23,11 @@ from htatui.analysis.core.prepare import each_rank, prepare, rank_steps_of
 from htatui.analysis.core.scope import in_steps
 from htatui.analysis.model import op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
+from htatui.analysis.perf import frames as perf
+from htatui.analysis.perf import table as perf_table
+from htatui.analysis.perf.table import CALL_FIGURES, MODEL_COLUMNS, NO_CALL_FIGURES, WORK_KINDS
 from htatui.trace.model import TraceSet
-from htatui.trace.op_args import read_op_args
+from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -57,7 +60,10 @@ class OpsOptions(CommonOptions):
     record_shapes=True (else every row's shapes are "[]")."""
     flops: bool = knob(False, flag="--flops", help="ops: add flops, TFLOP/s and GB/s columns", kind="switch")
     """Add `flop_count` (the profiler's with_flops estimate, summed), `tflop_per_s` (that over the
-    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets)."""
+    row's GPU total time) and `gb_per_s` (bytes over time, for copies and memsets). With
+    group_by="shape", also the performance model's columns (`MODEL_COLUMNS`): FLOPs and bytes per
+    call from the input shapes, and where the device is known the roofline
+    (docs/semantics-perf-model.md)."""
 
 
 GROUPS = ("name", "shape")
@@ -69,9 +75,14 @@ RATE_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+def modelled(options: OpsOptions) -> bool:
+    """Whether the table carries the performance model's columns."""
+    return options.flops and options.group_by == "shape"
+
+
 def columns(options: OpsOptions) -> dict[str, pl.DataType]:
     """The table's columns for these options: COLUMNS, `input_dims` after `kind` when grouped by
-    shape, the rate columns at the end with `flops`."""
+    shape, the rate columns at the end with `flops`, then the model's columns when both."""
     names = list(COLUMNS)
     out = dict(COLUMNS)
     if options.group_by == "shape":
@@ -80,6 +91,9 @@ def columns(options: OpsOptions) -> dict[str, pl.DataType]:
     if options.flops:
         names.extend(RATE_COLUMNS)
         out |= RATE_COLUMNS
+    if modelled(options):
+        names.extend(MODEL_COLUMNS)
+        out |= MODEL_COLUMNS
     return {name: out[name] for name in names}
 
 
@@ -171,6 +185,10 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
     else:
         host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
+    if modelled(options):
+        host = perf_table.with_call_figures(traces, built.events, built.work, host)
+    else:
+        host = host.with_columns(NO_CALL_FIGURES)
     host = host.select(
         "rank",
         "name",
@@ -181,6 +199,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         "gpu_self_us",
         "gpu_total_us",
         "flops",
+        *CALL_FIGURES,
         bytes=pl.lit(None, pl.Int64),
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
@@ -193,6 +212,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         gpu_self_us="dur",
         gpu_total_us="dur",
         flops=pl.lit(None, pl.Float64),
+        **{name: pl.lit(None, dtype) for name, dtype in CALL_FIGURES.items()},
         bytes="bytes",
     )
     memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
@@ -207,6 +227,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
         return pl.DataFrame(schema=schema)
     keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
     table = rows.group_by(keys).agg(
+        *(perf.row_means() if modelled(options) else []),
         count=pl.len(),
         cpu_total_us=pl.col("cpu_total_us").sum(),
         cpu_self_us=pl.col("cpu_self_us").sum(),
@@ -225,6 +246,8 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             pl.col("bytes") / pl.col("gpu_total_us") / 1e3
         ),
     )
+    if modelled(options):
+        table = perf_table.model_columns(traces, table)
     if memory.height:
         # The profiler's "[memory]" row: its loose instants, no time, no shapes.
         expanded = memory.select(
@@ -239,6 +262,10 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             tflop_per_s=pl.lit(None, pl.Float64),
             gb_per_s=pl.lit(None, pl.Float64),
         )
+        if modelled(options):
+            expanded = expanded.with_columns(
+                [pl.lit(None, dtype).alias(name) for name, dtype in MODEL_COLUMNS.items()]
+            ).with_columns(model=pl.lit(perf.NO_MODEL), category=pl.lit("other"))
         table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
     return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
@@ -247,13 +274,14 @@ def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
     """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
     frames = []
     for rank in host["rank"].unique().sort().to_list():
-        args = read_op_args(traces.ranks[rank].path)
-        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), "index", "input_dims", "flops"))
+        args = read_call_args(traces.ranks[rank].path)
+        frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), *_ARG_COLUMNS))
     if not frames:
-        return pl.DataFrame(
-            schema={"rank": pl.Int32(), "index": pl.Int64(), "input_dims": pl.Utf8(), "flops": pl.Float64()}
-        )
+        return pl.DataFrame(schema={"rank": pl.Int32(), **{c: CALL_ARGS_SCHEMA[c] for c in _ARG_COLUMNS}})
     return pl.concat(frames, how="vertical")
+
+
+_ARG_COLUMNS = ("index", "input_dims", "flops", "dims_json", "types_json", "strides_json", "concrete_json")
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
@@ -262,7 +290,7 @@ def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
     order = [False, options.descending] + [False] * len(ties)
     if options.sort_by == "rank":
         keys, order = ["rank", *ties], [options.descending] + [False] * len(ties)
-    table = table.sort(keys, descending=order)
+    table = table.sort(keys, descending=order, nulls_last=True)
     if options.top_k is not None:
         table = table.filter(pl.int_range(pl.len()).over("rank") < max(options.top_k, 0))
     return table
@@ -289,3 +317,12 @@ def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:
 def top(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks."""
     return top_by_gpu_self(compute(traces, options))
+
+
+def categories(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
+    """rank, category, count, gpu_time_us, gpu_time_pct: where each rank's device time goes by op
+    family (GEMM, attention, conv, elementwise, norm, reduce, other; `perf.category_summary`).
+    Categories come from op names alone, so a trace without shapes still gets this table."""
+    built = tree(traces, options)
+    work = built.work.filter(pl.col("kind").is_in(WORK_KINDS))
+    return perf.category_summary(built.events, work)

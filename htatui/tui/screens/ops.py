@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from htatui.analysis.registry import PageTable
 from htatui.analysis.views import op_tree
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
-from htatui.tui.widgets.chart import BarRows, Chart, Series
+from htatui.tui.widgets.chart import BarRows, Chart, Series, roofline
 from htatui.tui.widgets.op_tree import DEVICE_KINDS, OpTree
 from htatui.tui.widgets.table import ColumnHint
 from htatui.tui.widgets.table_pane import TablePane
@@ -24,6 +24,11 @@ HOST_ROWS = "host"
 WITH_DEVICE_ROWS = "host,kernel,memcpy,memset"
 """The `a` table: host rows and the work they launched (GPU annotations are spans, not work)."""
 NO_OPS = "No CPU operators (cpu_op events) on the chosen ranks; was the profiler's CPU activity recorded?"
+BARS_TITLE = "Top 10 operators by self GPU time (µs, all chosen ranks)"
+NO_ROOFLINE = (
+    "No op has FLOPs from its input shapes on a known device: the trace needs record_shapes=True and "
+    "a GPU in the peak table (docs/semantics-perf-model.md)."
+)
 
 
 class OpsScreen(PageScreen):
@@ -50,7 +55,12 @@ class OpsScreen(PageScreen):
         "node, biggest GPU total first; enter or `l` expands). `o` on a kernel row jumps to the op "
         "that launched it (most of its time), on an op row to its heaviest place in the tree. `i` "
         "splits the rows by input shapes (traces recorded with record_shapes). The "
-        "bars show the operators with the most self GPU time over the chosen ranks."
+        "bars show the operators with the most self GPU time over the chosen ranks. `f` adds the "
+        "**performance model** (rows by input shape, `report --view ops --group-by shape --flops`): "
+        "FLOPs and bytes per call from the shapes, achieved TFLOP/s and TB/s, the share of the "
+        "roofline and whether memory or compute bounds it, and its *headroom* (GPU time the op "
+        "would not need at the roof: `s` sorts by it); the chart becomes the **roofline** (log-log: one dot per op "
+        "shape; the roofs of the device's bandwidth and of the dtype peak that holds the most self GPU time)."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -63,6 +73,14 @@ class OpsScreen(PageScreen):
             show=False,
             tooltip="Jump to the op that launched the kernel",
             id="ops.launcher",
+        ),
+        Binding(
+            "f",
+            "toggle_roofline",
+            "Roofline",
+            show=False,
+            tooltip="FLOPs and bytes from input shapes; the roofline chart",
+            id="ops.roofline",
         ),
         Binding(
             "i",
@@ -87,17 +105,25 @@ class OpsScreen(PageScreen):
     def by_shape(self) -> bool:
         return self.view_options["ops"].group_by == "shape"  # type: ignore[attr-defined, no-any-return]
 
+    @property
+    def roofline_shown(self) -> bool:
+        options = self.view_options["ops"]
+        return bool(options.flops and options.group_by == "shape")  # type: ignore[attr-defined]
+
     def compose_body(self) -> ComposeResult:
         yield self.pane(OPS)
         tree = OpTree(id="ops-tree")
         tree.display = False
         yield tree
-        yield Chart("Top 10 operators by self GPU time (µs, all chosen ranks)", id="ops-chart")
+        yield Chart(BARS_TITLE, id="ops-chart")
 
     def draw(self, result: PageResult) -> None:
         self.tree_nodes = op_tree.nodes_of(result.frame("op-tree"))
         self.query_one(OpTree).show(self.tree_nodes)
-        self._show_chart(result.frame("ops", "top-bars"), result.frame("ops").height)
+        if self.roofline_shown:
+            self._show_roofline(result.frame("ops"))
+        else:
+            self._show_chart(result.frame("ops", "top-bars"), result.frame("ops").height)
 
     def _show_pane(self, tree: bool) -> None:
         self.tree_shown = tree
@@ -113,6 +139,12 @@ class OpsScreen(PageScreen):
 
     def action_toggle_shapes(self) -> None:
         self.set_knob("group_by", "name" if self.by_shape else "shape")
+        self.request_analysis()
+
+    def action_toggle_roofline(self) -> None:
+        shown = self.roofline_shown
+        self.set_knob("flops", not shown)
+        self.set_knob("group_by", "name" if shown else "shape")
         self.request_analysis()
 
     def action_toggle_device_rows(self) -> None:
@@ -145,8 +177,38 @@ class OpsScreen(PageScreen):
         self._show_pane(True)
         tree.reveal(target)
 
+    def _show_roofline(self, table: pl.DataFrame) -> None:
+        """Ops with a model and a known device, placed by intensity and achieved rate; the roofs
+        are the device's bandwidth and the dtype peak under which most self GPU time ran."""
+        chart = self.query_one("#ops-chart", Chart)
+        placed = table.filter(
+            (pl.col("flop_per_byte") > 0) & (pl.col("tflop_per_s") > 0) & pl.col("peak_tflop_per_s").is_not_null()
+        )
+        if placed.height == 0:
+            chart.title = "Roofline"
+            chart.show(None, NO_ROOFLINE)
+            return
+        # The roofs of the peak that holds the most self GPU time (wrappers such as an autocast
+        # aten::conv2d with float inputs own none of it).
+        roofs = (
+            placed.group_by("peak_tflop_per_s", "memory_tb_per_s")
+            .agg(pl.col("gpu_self_us").sum())
+            .sort(["gpu_self_us", "peak_tflop_per_s"], descending=True)
+        )
+        peak, bandwidth = float(roofs["peak_tflop_per_s"][0]), float(roofs["memory_tb_per_s"][0])
+        chart.title = f"Roofline: {peak:g} TFLOP/s, {bandwidth:g} TB/s; {placed.height} op shapes"
+        chart.show(
+            roofline(
+                placed["flop_per_byte"].to_list(),
+                placed["tflop_per_s"].to_list(),
+                peak=peak,
+                bandwidth=bandwidth,
+            )
+        )
+
     def _show_chart(self, top: pl.DataFrame, rows: int) -> None:
         chart = self.query_one("#ops-chart", Chart)
+        chart.title = BARS_TITLE
         if top.height == 0:
             chart.show(None, "" if rows == 0 else "None of these operators launched GPU work.")
             return

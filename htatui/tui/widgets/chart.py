@@ -276,6 +276,52 @@ def lines(
     return draw
 
 
+def roofline(
+    intensity: Sequence[float],
+    achieved: Sequence[float],
+    *,
+    peak: float,
+    bandwidth: float,
+    title: str = "",
+) -> Draw:
+    """A roofline on log-log axes: the memory roof (bandwidth × intensity) up to the ridge point,
+    the compute roof (peak) after it, and one dot per op (its FLOP/byte and achieved TFLOP/s).
+
+    The logarithms are taken here and the ticks labelled by decade: plotext's own log scale
+    transforms its stored data in place on every build, so a redraw would take the log twice."""
+
+    def draw(chart: Chart, plt: Plot) -> None:
+        points = [(x, y) for x, y in zip(_finite(intensity), _finite(achieved), strict=True) if x > 0 and y > 0]
+        xs = [x for x, _ in points] or [1.0]
+        ys = [y for _, y in points] or [peak]
+        ridge = peak / bandwidth
+        left, right = min(min(xs), ridge) / 2, max(max(xs), ridge) * 2
+        bottom = min(min(ys), left * bandwidth)
+        chart.legend = [("roof", "hta-series-2", "⠉"), ("ops", "hta-series-1", "●")]
+        roof_x = [math.log10(left), math.log10(ridge), math.log10(right)]
+        roof_y = [math.log10(left * bandwidth), math.log10(peak), math.log10(peak)]
+        plt.plot(roof_x, roof_y, color=chart.rgb("hta-series-2"), marker="braille")
+        plt.scatter(
+            [math.log10(x) for x in xs], [math.log10(y) for y in ys], color=chart.rgb("hta-series-1"), marker="●"
+        )
+        plt.xticks(*_decades(left, right))
+        plt.yticks(*_decades(bottom, peak * 2))
+        plt.title(title)
+        plt.xlabel("FLOP/byte")
+        plt.ylabel("TFLOP/s")
+
+    return draw
+
+
+def _decades(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks at the powers of ten between `low` and `high` (log10 positions, plain labels)."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    powers = list(range(first, last + 1))
+    if len(powers) > 8:  # a narrow axis keeps every other decade
+        powers = powers[:: math.ceil(len(powers) / 8)]
+    return [float(p) for p in powers], [f"{10.0**p:g}" for p in powers]
+
+
 def step_points(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
     """A step series (each value holds until the next point) as the corners of its staircase."""
     step_x: list[float] = []

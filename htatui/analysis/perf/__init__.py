@@ -1,0 +1,9 @@
+"""A performance model from shapes: FLOPs and bytes moved per operator call (Textual-free, pure).
+
+`call.OpCall` is one call's recorded arguments (`Input Dims`, `Input type`, `Input Strides`,
+`Concrete Inputs`); `dispatch.estimate` names the formula for the op and returns an `Estimate`
+(FLOPs, bytes, the model's name, the category) or None. One module per op family (`gemm`,
+`conv`, `attention`, `elementwise`, `norm`, `reduce`); `dtypes` gives element sizes and the
+peak-table dtype; `peaks` reads the device peak table (`peaks.toml`). Every formula and its
+source (TraceLens's perf model, where it has one) is in docs/semantics-perf-model.md.
+"""

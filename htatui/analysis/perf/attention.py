@@ -1,0 +1,111 @@
+"""Fused attention, forward and backward (TraceLens SDPA, after flash-attention's benchmark count).
+
+With B batch, H_Q / H_KV heads, N_Q / N_KV sequence lengths, d_qk / d_v head sizes:
+forward FLOPs = 2·B·H_Q·N_Q·N_KV·(d_qk + d_v) (S = QKᵀ and O = PV; the softmax is left out),
+halved when causal with N_Q = N_KV; bytes = (|Q| + |K| + |V| + |O|)·element size.
+Backward FLOPs = recomputing S (2·B·H_Q·N_Q·N_KV·d_qk) + dV, dP, dQ, dK (2·B·H_Q·N_Q·N_KV·d each)
++ the GQA reduction of dK and dV over H_Q/H_KV heads, halved when causal; bytes = (|Q| + |K| +
+|V| + |dO| + |dQ| + |dK| + |dV|)·element size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from htatui.analysis.perf.call import Estimate, OpCall, Shape
+from htatui.analysis.perf.dtypes import element_bytes
+
+CATEGORY = "attention"
+
+
+@dataclass(frozen=True)
+class Problem:
+    batch: int
+    n_q: int
+    h_q: int
+    n_kv: int
+    h_kv: int
+    d_qk: int
+    d_v: int
+    causal: bool
+
+
+def forward_flops(p: Problem) -> float:
+    flops = 2 * p.batch * p.h_q * p.n_q * p.n_kv * (p.d_qk + p.d_v)
+    return flops / 2 if p.causal and p.n_q == p.n_kv else float(flops)
+
+
+def forward_bytes(p: Problem, size: int) -> float:
+    q = p.batch * p.n_q * p.h_q * p.d_qk
+    k = p.batch * p.n_kv * p.h_kv * p.d_qk
+    v = p.batch * p.n_kv * p.h_kv * p.d_v
+    out = p.batch * p.n_q * p.h_q * p.d_v
+    return float((q + k + v + out) * size)
+
+
+def backward_flops(p: Problem) -> float:
+    pair = 2 * p.batch * p.h_q * p.n_q * p.n_kv
+    reduce_heads = max(p.h_q // p.h_kv - 1, 0) * p.batch * p.n_kv
+    flops = pair * p.d_qk  # recompute S = QKᵀ
+    flops += pair * p.d_v + reduce_heads * p.d_v  # dV = Pᵀ·dO (+ GQA sum)
+    flops += pair * p.d_v  # dP = dO·Vᵀ
+    flops += pair * p.d_qk  # dQ = dS·K
+    flops += pair * p.d_qk + reduce_heads * p.d_qk  # dK = dSᵀ·Q (+ GQA sum)
+    return flops / 2 if p.causal and p.n_q == p.n_kv else float(flops)
+
+
+def backward_bytes(p: Problem, size: int) -> float:
+    q = p.batch * p.n_q * p.h_q * p.d_qk
+    k = p.batch * p.n_kv * p.h_kv * p.d_qk
+    v = p.batch * p.n_kv * p.h_kv * p.d_v
+    grad_out = p.batch * p.n_q * p.h_q * p.d_v
+    return float((2 * (q + k + v) + grad_out) * size)
+
+
+# name → (index of q; q, k, v laid out as (B, H, N, d) or (B, N, H, d); index of is_causal; backward?)
+_OPS: dict[str, tuple[int, str, int, bool]] = {
+    "aten::scaled_dot_product_attention": (0, "bhnd", 5, False),
+    "aten::_scaled_dot_product_flash_attention": (0, "bhnd", 4, False),
+    "aten::_scaled_dot_product_efficient_attention": (0, "bhnd", 6, False),
+    "aten::_scaled_dot_product_cudnn_attention": (0, "bhnd", 6, False),
+    "aten::_scaled_dot_product_flash_attention_backward": (1, "bhnd", 11, True),
+    "aten::_scaled_dot_product_efficient_attention_backward": (1, "bhnd", 11, True),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (1, "bhnd", 14, True),
+    "aten::_flash_attention_forward": (0, "bnhd", 8, False),
+    "flash_attn::_flash_attn_forward": (0, "bnhd", 5, False),
+    "FlashAttnFunc": (0, "bnhd", 5, False),
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_OPS)
+
+
+def problem(q: Shape, k: Shape, v: Shape, layout: str, causal: bool) -> Problem | None:
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    b, h, n = (0, 1, 2) if layout == "bhnd" else (0, 2, 1)
+    if q[b] != k[b] or k[h] != v[h] or k[n] != v[n] or q[3] != k[3] or k[h] == 0:
+        return None
+    return Problem(q[b], q[n], q[h], k[n], k[h], q[3], v[3], causal)
+
+
+def estimate(call: OpCall) -> Estimate | None:
+    spec = _OPS.get(call.name)
+    if spec is None:
+        return None
+    at, layout, causal_at, is_backward = spec
+    if len(call.concrete) <= causal_at:
+        return None  # is_causal not recorded (older traces): FLOPs unknown within a factor of 2
+    q, k, v = call.shape(at), call.shape(at + 1), call.shape(at + 2)
+    if not q or not k or not v:
+        return None
+    p = problem(q, k, v, layout, call.flag(causal_at))
+    if p is None:
+        return None
+    size = element_bytes(call.type(at))
+    if is_backward:
+        moved = None if size is None else backward_bytes(p, size)
+        return Estimate(backward_flops(p), moved, "attention.bwd", CATEGORY, call.type(at))
+    moved = None if size is None else forward_bytes(p, size)
+    return Estimate(forward_flops(p), moved, "attention.fwd", CATEGORY, call.type(at))
