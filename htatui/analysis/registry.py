@@ -15,7 +15,7 @@ import polars as pl
 
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
-from htatui.analysis.core.prepare import chosen_ranks, each_rank, rank_by_rank
+from htatui.analysis.core.prepare import chosen_ranks, each_rank
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
     critical_path,
@@ -127,17 +127,31 @@ class Page:
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
     """`table.compute`; a `per_rank` table over a dataset whose ranks are not read yet is made a
-    rank at a time (`rank_by_rank`), so memory holds one rank, not all."""
+    rank at a time (`each_rank`), so memory holds one rank, not all."""
     cancel.check()
     if not table.per_rank:
         return table.compute(traces, options)
 
-    def frame(part_traces: TraceSet, part_options: OptionsT) -> pl.DataFrame:
-        part = table.compute(part_traces, part_options)
-        assert isinstance(part, pl.DataFrame), "per_rank tables are plain frames"
-        return part
+    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
+    parts = [table.compute(traces, options)] if len(unread) < 2 else each_rank(traces, options, table.compute)
+    return joined_parts(table, parts, chosen_ranks(traces, options))
 
-    return noted_rankless(table, rank_by_rank(traces, options, frame), chosen_ranks(traces, options))
+
+def joined_parts(table: Table[Any], parts: Sequence[TableResult], chosen: Sequence[int]) -> TableResult:
+    """A per-rank table's parts joined in rank order (a rank may have columns of its own: its CUPTI
+    counters), with each part's sentence once; the ranks with no row are named by `noted_rankless`."""
+    frames: list[pl.DataFrame] = []
+    messages: list[str] = []
+    for part in parts:
+        frame, message = frame_of(part)
+        frames.append(frame)
+        if message and message != table.rankless:
+            messages.append(message)
+    made = noted_rankless(table, pl.concat(frames, how="diagonal_relaxed"), chosen)
+    if not messages:
+        return made
+    frame, message = frame_of(made)
+    return NotedTable(frame, "; ".join(dict.fromkeys([*messages, *([message] if message else [])])))
 
 
 def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]) -> TableResult:
@@ -276,7 +290,15 @@ VIEWS: tuple[View[Any], ...] = (
         op_tree.OpTreeOptions,
         (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
     ),
-    View("cupti", "CUPTI counters", cupti.CuptiOptions, (Table("main", cupti.compute), Table("by-op", cupti.by_op))),
+    View(
+        "cupti",
+        "CUPTI counters",
+        cupti.CuptiOptions,
+        (
+            Table("main", cupti.compute, per_rank=True, rankless=cupti.NO_RANGES),
+            Table("by-op", cupti.by_op, per_rank=True, rankless=cupti.NO_RANGES),
+        ),
+    ),
     View(
         "critical-path",
         "Critical path",
@@ -367,30 +389,23 @@ def make_page_tables(
         unread = [rank for rank in chosen_ranks(traces, any_options) if not traces.ranks[rank].loaded]
         if len(unread) >= 2:
 
-            def build(part: TraceSet, alone: CommonOptions) -> list[pl.DataFrame]:
+            def build(part: TraceSet, alone: CommonOptions) -> list[TableResult]:
                 return [
-                    _frame(BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope)))
+                    BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope))
                     for w in together
                 ]
 
             parts = each_rank(traces, any_options, build)
             for index, wanted in enumerate(together):
-                joined = pl.concat([part[index] for part in parts], how="vertical")
-                noted = noted_rankless(
-                    BY_ID[wanted.view].table(wanted.table), joined, chosen_ranks(traces, any_options)
-                )
-                out[wanted] = NotedTable(*frame_of(noted))
+                table = BY_ID[wanted.view].table(wanted.table)
+                joined = joined_parts(table, [part[index] for part in parts], chosen_ranks(traces, any_options))
+                out[wanted] = NotedTable(*frame_of(joined))
     for wanted in tables:
         if wanted not in out:
             view = BY_ID[wanted.view]
             frame, message = frame_of(make_table(view.table(wanted.table), traces, options[wanted.view]))
             out[wanted] = NotedTable(frame, message)
     return {wanted: out[wanted] for wanted in tables}
-
-
-def _frame(result: TableResult) -> pl.DataFrame:
-    assert isinstance(result, pl.DataFrame), "per_rank tables are plain frames"
-    return result
 
 
 def frame_of(result: TableResult) -> tuple[pl.DataFrame, str | None]:

@@ -82,6 +82,10 @@ class _Counted:
     message: str | None
 
 
+NO_RANGES = "no cuda_profiler_range events (CUPTI range profiler)"
+"""Why a rank has no row: it recorded no CUPTI counter ranges."""
+
+
 def compute(traces: TraceSet, options: CuptiOptions) -> NotedTable:
     """One row per counted kernel: its name, the op stack that launched it, derived FLOPs and
     rate, and every counter as recorded."""
@@ -140,7 +144,7 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
         frames.append(_rank_rows(events, ranges, launches, counters, options.hta_compat))
     if not frames:
         empty = pl.DataFrame(schema=KERNEL_COLUMNS)
-        return _Counted(empty, (), "; ".join(notes) or "no cuda_profiler_range events (CUPTI range profiler)")
+        return _Counted(empty, (), "; ".join(notes) or NO_RANGES)
     table = pl.concat(frames, how="diagonal_relaxed")
     counter_names = tuple(c for c in table.columns if c not in KERNEL_COLUMNS)
     ordered = table.select(*KERNEL_COLUMNS, *counter_names).sort("rank", "ts_us", "index")
