@@ -10,8 +10,6 @@ from typing import Literal, TextIO
 
 import orjson
 import polars as pl
-from rich.console import Console
-from rich.table import Table
 
 from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
 from htatui.text.numbers import cell_text
@@ -67,6 +65,10 @@ def render_frame(
 
 
 def _render_table(frame: pl.DataFrame, title: str | None, stream: TextIO, wide: bool, keep: Sequence[str]) -> None:
+    # rich only here: CSV and JSON output do not pay for importing it.
+    from rich.console import Console
+    from rich.table import Table
+
     terminal = stream.isatty()
     if frame.height == 0:
         Console(file=stream, soft_wrap=False).print(f"{title + ': ' if title else ''}no rows")
