@@ -109,6 +109,29 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
         help="trace folder(s) or file(s), or URLs (s3://, gs://, https://)",
     )
     parser.add_argument("--no-cache", action="store_true", help="parse again and refresh the cache entries")
+    parser.add_argument(
+        "--jobs",
+        type=_worker_count,
+        default=None,
+        metavar="N",
+        help="processes that decode traces: one file each, or the pieces of a lone big file (default: every core)",
+    )
+
+
+def _worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, 1 or more, got {text!r}")
+    return count
+
+
+def _use_jobs(args: argparse.Namespace) -> None:
+    """`--jobs N` for every load in this process and its workers (read by trace.loader.default_workers)."""
+    if getattr(args, "jobs", None):
+        os.environ["HTATUI_JOBS"] = str(args.jobs)
 
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
@@ -239,6 +262,7 @@ _COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
 
 def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
+    _use_jobs(args)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     try:
@@ -277,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Only the named subcommand's parser is built: its imports are the command's own.
             parser = _build_parser(built=argv[:1] if argv and argv[0] in SUBCOMMANDS else ())
             args = parser.parse_args(argv)
+            _use_jobs(args)
             if not getattr(args, "run", None):
                 parser.print_help()
                 return 0
