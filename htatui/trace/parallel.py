@@ -30,6 +30,7 @@ from htatui.trace.chunks import NotChunkable, Piece, Window, cut_window, locate_
 from htatui.trace.columns import FrameColumns, PieceColumns, decode_columns, piece_columns
 from htatui.trace.decode import TraceHeader
 from htatui.trace.events import decode_typed_piece, merge_headers, read_whole_events
+from htatui.trace.frame import placeholder_rank
 from htatui.trace.model import TraceMeta
 from htatui.trace.read import TraceSource
 
@@ -53,7 +54,11 @@ class Decoded:
         """The frame read back from its IPC bytes, in this process."""
         if self.frame_ipc is None or self.columns is None:
             return self
-        columns = dataclasses.replace(self.columns, frame=pl.read_ipc(io.BytesIO(self.frame_ipc)))
+        # IPC writes the constant `rank` out in full; made constant again, it is one chunk for the whole
+        # frame as in one process. Were it cut unlike the other columns, the next expression over the
+        # frame would copy every column to realign them (the loader's peak grew by 1.3x the JSON).
+        frame = pl.read_ipc(io.BytesIO(self.frame_ipc)).with_columns(placeholder_rank())
+        columns = dataclasses.replace(self.columns, frame=frame)
         return dataclasses.replace(self, columns=columns, frame_ipc=None)
 
 
@@ -201,7 +206,7 @@ def _read_in_order(
                 ahead.append((piece, submit(piece), True))
                 in_workers += 1
         waiting = bool(ahead) and not ahead[0][1].done()
-        if not ahead or (waiting and not ended and len(ahead) < 4 * workers.count + 8):
+        if not ahead or (waiting and not ended and len(ahead) < 2 * workers.count + 4):
             # Nothing to add yet: decode the next piece here rather than wait for a worker.
             piece = cut()
             if piece is not None:
