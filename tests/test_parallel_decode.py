@@ -63,14 +63,25 @@ def assert_same(path: Path, chunk_bytes: int, pool: ProcessPoolExecutor) -> pl.D
     assert parallel_frame.schema == frame.schema
     assert parallel_frame.equals(frame)
     assert parallel_meta == meta and parallel_warnings == warnings
+    assert_cut_alike(frame)
+    assert_cut_alike(parallel_frame)
     return frame
+
+
+def assert_cut_alike(frame: pl.DataFrame) -> None:
+    """A chunk per piece in every column but the constant ones (rank; a column null throughout):
+    were one column cut otherwise, finish_pieces (and every later expression) would copy the whole
+    frame to realign the columns."""
+    lengths = frame["ts"].chunk_lengths()
+    held = [name for name in frame.columns if name != "rank" and frame[name].null_count() < frame.height]
+    assert {name: frame[name].chunk_lengths() for name in held} == {name: lengths for name in held}
 
 
 @pytest.mark.parametrize("rank", [0, 2])
 def test_demo_ranks(rank: int, pool: ProcessPoolExecutor) -> None:
     """The demo's gzip ranks (~1 MB of JSON) in 16 KB pieces: about 70 pieces, most in the workers."""
     frame = assert_same(ROOT / "fixtures" / "demo" / f"rank-{rank}.json.gz", 16 << 10, pool)
-    assert frame.height > 3000 and frame["index"].is_sorted()
+    assert frame.height > 3000 and frame["index"].is_sorted() and frame["ts"].n_chunks() > 50
 
 
 @pytest.mark.parametrize(

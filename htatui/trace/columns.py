@@ -20,7 +20,7 @@ from msgspec.structs import astuple
 
 from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader
 from htatui.trace.events import TraceInput, read_events
-from htatui.trace.frame import finish_pieces, finish_rows
+from htatui.trace.frame import finish_pieces, finish_rows, placeholder_rank
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
 from htatui.trace.model import TraceMeta
 
@@ -206,7 +206,7 @@ class FrameColumns:
         """The pieces' frames as one, a chunk per piece (the pieces are let go)."""
         if not self.frames:
             return finish_rows(_piece_frame([()] * _EVENT_WIDTH, [], {}))
-        frame = pl.concat(self.frames, how="vertical", rechunk=False)
+        frame = pl.concat(_cut_alike(self.frames), how="vertical", rechunk=False)
         self.frames.clear()
         return frame
 
@@ -233,6 +233,24 @@ class FrameColumns:
             thread_names=self.thread_names,
             fractional_ts=self.fractional_ts,
         )
+
+
+def _cut_alike(frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """The pieces' frames with each column either constant in every piece (the rank; a column null
+    throughout) or held in full in every piece, so that joined, every column is cut alike.
+
+    A column constant in some pieces (all null: `flow_id` where a piece has no flow) and held in
+    full in others (or sent by a worker, parallel.py) joins into fewer chunks than the others, and
+    the next expression over the frame would copy every column to realign them.
+    """
+    nulls = pl.concat([frame.null_count() for frame in frames]).sum().row(0, named=True)
+    height = sum(frame.height for frame in frames)
+    schema = frames[0].schema
+    constant = [pl.lit(None, dtype=schema[name]).alias(name) for name, count in nulls.items() if count == height]
+    return [
+        pl.DataFrame([frame.get_column(name) for name in frame.columns]).with_columns(*constant, placeholder_rank())
+        for frame in frames
+    ]
 
 
 def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
