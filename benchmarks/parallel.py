@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import pickle
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -86,17 +87,24 @@ def main() -> None:
     args = parser.parse_args()
     parse_file(args.trace)  # warm-up: imports, the page cache
     walls: dict[int, list[float]] = {n: [] for n in args.workers}
+    cpus: dict[int, list[tuple[float, float]]] = {n: [] for n in args.workers}
     for _ in range(args.repeat):
         for workers in args.workers:
-            start = time.perf_counter()
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start, cpu = time.perf_counter(), time.process_time()
             parse_file(args.trace, workers=workers)
             walls[workers].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            worker_cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+            cpus[workers].append((time.process_time() - cpu, worker_cpu))
     one = statistics.median(walls[args.workers[0]])
     for workers, times in walls.items():
         median = statistics.median(times)
+        here = statistics.median(c[0] for c in cpus[workers])
+        away = statistics.median(c[1] for c in cpus[workers])
         print(
             f"parse_file, {workers} process(es): {median:.2f} s wall (runs {', '.join(f'{t:.2f}' for t in times)})"
-            f"  speed-up {one / median:.2f}x"
+            f"  speed-up {one / median:.2f}x; CPU s: this process {here:.2f}, the workers {away:.2f}"
         )
     parts = serial_parts(args.trace)
     print(
