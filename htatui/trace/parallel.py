@@ -120,6 +120,22 @@ def decode_columns_parallel(
     return frame, columns.meta(header)
 
 
+def start_worker() -> None:
+    """In each worker: no cyclic GC (events.py), and an end with this process, which may leave by
+    os._exit while a file is being decoded (the app, cancelled): an orphan would wait forever."""
+    gc.disable()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown ends the workers
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 class _Workers:
     """The worker processes, started when first asked for (spawn: this process may run polars threads)."""
 
@@ -131,7 +147,7 @@ class _Workers:
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=gc.disable)
+            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=start_worker)
         return self._pool
 
     def __enter__(self) -> _Workers:
