@@ -36,6 +36,8 @@ from htatui.trace.read import TraceSource
 
 LOCAL_PIECES = 8
 """Pieces decoded here before any worker is started: a smaller file is not worth the start-up."""
+STARTING_AHEAD = 16
+"""Pieces this process may decode ahead of the oldest one while no worker has answered yet."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ def _read_in_order(
     # Pieces cut and not yet added, oldest first, each with its decoding (done, or in a worker).
     ahead: deque[tuple[Piece, Future[Decoded], bool]] = deque()
     in_workers = 0
+    workers_started = False
     ended = False
     cut_count = 0
 
@@ -222,7 +225,9 @@ def _read_in_order(
                 ahead.append((piece, submit(piece), True))
                 in_workers += 1
         waiting = bool(ahead) and not ahead[0][1].done()
-        if not ahead or (waiting and not ended and len(ahead) < 2 * workers.count + 4):
+        # While the workers start (~0.5 s: each imports polars) this process decodes further ahead.
+        extra = 4 if workers_started else STARTING_AHEAD
+        if not ahead or (waiting and not ended and len(ahead) < 2 * workers.count + extra):
             # Nothing to add yet: decode the next piece here rather than wait for a worker.
             piece = cut()
             if piece is not None:
@@ -232,6 +237,7 @@ def _read_in_order(
             continue
         piece, future, pooled = ahead.popleft()
         in_workers -= pooled
+        workers_started = workers_started or pooled
         decoded = result(piece, future)
         for _ in range(chunks.MAX_GROWTH):
             if decoded.outcome != "wrong cut" or piece.tail:
