@@ -147,7 +147,7 @@ def test_file_replaced_during_parse_is_not_cached_under_the_new_identity(
     path = write_trace(tmp_path / "rank-0.json", events(kernel_dur=30))
     replacement = tmp_path / "next.json"
     write_trace(replacement, events(kernel_dur=70))
-    real_decode = loader.decode_columns
+    real_decode = loader.decode_columns_parallel
 
     def decode_then_replace(raw: bytes | bytearray, *args: Any, **kwargs: Any) -> Any:
         result = real_decode(raw, *args, **kwargs)
@@ -155,9 +155,9 @@ def test_file_replaced_during_parse_is_not_cached_under_the_new_identity(
             os.replace(replacement, path)  # the file changes while it is being parsed
         return result
 
-    monkeypatch.setattr(loader, "decode_columns", decode_then_replace)
+    monkeypatch.setattr(loader, "decode_columns_parallel", decode_then_replace)
     assert _kernel_time(path) == 30  # what was read
-    monkeypatch.setattr(loader, "decode_columns", real_decode)
+    monkeypatch.setattr(loader, "decode_columns_parallel", real_decode)
     assert _kernel_time(path) == 70  # the old content was not stored under the new identity
 
 

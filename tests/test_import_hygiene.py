@@ -186,3 +186,76 @@ def test_no_module_imports_another_modules_private_names() -> None:
         for imported in _private_imports(path.read_text(), ".".join(path.parent.relative_to(ROOT).parts))
     ]
     assert found == []
+
+
+# Start-up: a command imports what it needs when it needs it (issue 26). `-X importtime` lists every
+# module a process imports, on stderr, one `import time: self | cumulative | name` line each.
+UI_PACKAGES = ("textual", "textual_plotext", "plotext")
+
+
+def _imported_by(*args: str, cache: Path) -> tuple[int, set[str], str]:
+    """The exit code, the top-level packages `python -m htatui ARGS` imported, and its stderr."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HTATUI_CACHE_DIR=str(cache))
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "htatui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    modules = set()
+    other = []
+    for line in result.stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "package":  # the header line
+                modules.add(name.split(".")[0])
+        else:
+            other.append(line)
+    return result.returncode, modules, "\n".join(other)
+
+
+def test_version_and_help_import_no_analysis_libraries(tmp_path: Path) -> None:
+    for args in (["--version"], ["--help"], []):
+        code, modules, stderr = _imported_by(*args, cache=tmp_path)
+        assert code == 0, stderr
+        assert "htatui" in modules, "the probe saw no imports at all"
+        heavy = modules & {"polars", "numpy", "rich", "pyarrow", *UI_PACKAGES}
+        assert heavy == set(), f"htatui {' '.join(args)} imported {sorted(heavy)}"
+
+
+def test_top_level_help_lists_each_subcommand_as_its_own_parser_does() -> None:
+    """`--help` lists the subcommands without building their parsers: its text must be the built one's."""
+    from htatui.cli.main import SUBCOMMANDS, _build_parser
+
+    assert _build_parser(built=()).format_help() == _build_parser(built=SUBCOMMANDS).format_help()
+
+
+def test_headless_commands_import_no_textual(tmp_path: Path) -> None:
+    from kineto_util import kernel, runtime, step, write_trace
+    from memory_util import snapshot_a, write_pickle
+
+    trace = write_trace(
+        tmp_path / "job" / "rank-0.json",
+        [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)],
+        rank=0,
+    )
+    job = str(trace.parent)
+    snapshot = str(write_pickle(tmp_path / "snapshot.pickle", snapshot_a()))
+    (tmp_path / "out").mkdir()
+    commands = [
+        ["info", job],
+        ["check", job],
+        ["report", job, "--view", "kernels"],
+        ["diff", job, job, "--format", "csv"],
+        ["memory", snapshot, "--format", "csv"],
+        ["export", "counters", job, "-o", str(tmp_path / "out")],
+    ]
+    for args in commands:
+        code, modules, stderr = _imported_by(*args, cache=tmp_path / "cache")
+        assert code in (0, 1), f"htatui {' '.join(args)}: {stderr}"  # check exits 1 on warnings
+        assert "polars" in modules, "the probe saw no imports at all"
+        ui = modules & set(UI_PACKAGES)
+        assert ui == set(), f"headless `htatui {args[0]}` imported {sorted(ui)}"

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from htatui import __version__
 from htatui.cli.args import add_scope_flags, scope_from_args
 from htatui.sources import SourcePath, path_or_url
-from htatui.text.render import FORMATS
 from htatui.trace.errors import EventsUnavailable
 
 if TYPE_CHECKING:
@@ -110,9 +109,34 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
         help="trace folder(s) or file(s), or URLs (s3://, gs://, https://)",
     )
     parser.add_argument("--no-cache", action="store_true", help="parse again and refresh the cache entries")
+    parser.add_argument(
+        "--jobs",
+        type=_worker_count,
+        default=None,
+        metavar="N",
+        help="processes that decode traces: one file each, or the pieces of a lone big file (default: every core)",
+    )
+
+
+def _worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, 1 or more, got {text!r}")
+    return count
+
+
+def _use_jobs(args: argparse.Namespace) -> None:
+    """`--jobs N` for every load in this process and its workers (read by trace.loader.default_workers)."""
+    if getattr(args, "jobs", None):
+        os.environ["HTATUI_JOBS"] = str(args.jobs)
 
 
 def _format_flag(parser: argparse.ArgumentParser) -> None:
+    from htatui.text.render import FORMATS
+
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("--wide", action="store_true", help="every column, even past the terminal's width")
 
@@ -147,7 +171,25 @@ def _run_info(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def _build_parser() -> argparse.ArgumentParser:
+SUBCOMMAND_HELP = {
+    "info": "per-rank summary of the traces",
+    "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
+    "report": "print one analysis view as a table, CSV or JSON",
+    "export": "write traces augmented with counters or patterns",
+    "timeline": "print a rank's timeline over a time window as text",
+    "diff": "compare two jobs: kernels and ops that got slower, appeared or vanished",
+    "memory": "GPU memory: peak, live blocks by allocation site, allocator state, OOMs, leaks",
+    "ingest": "parse trace files once into a dataset folder that every command opens fast",
+}
+"""Each subcommand's line in `htatui --help`, the same as its parser's help (tests/test_import_hygiene.py checks)."""
+
+
+def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    """The top-level parser; only the subcommands in `built` get their whole parser.
+
+    Building a subcommand's parser imports its module (report's imports every view, and so polars);
+    the others are listed by name and help only, so `--version` and `--help` import nothing heavy.
+    """
     parser = argparse.ArgumentParser(
         prog="htatui",
         description="Find bottlenecks in PyTorch Profiler traces: `htatui PATH…` opens the app; "
@@ -155,33 +197,51 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    info = sub.add_parser("info", help="per-rank summary of the traces")
-    _common_load_flags(info)
-    _format_flag(info)
-    info.set_defaults(run=_run_info)
-    from htatui.cli.check import add_check_parser
-
-    add_check_parser(sub, _common_load_flags, _format_flag, _load)
-    from htatui.cli.report import add_export_parser, add_report_parser
-
-    add_report_parser(sub, _common_load_flags, _format_flag, _load)
-    add_export_parser(sub, _common_load_flags, _load)
-    from htatui.cli.timeline import add_timeline_parser
-
-    add_timeline_parser(sub, _common_load_flags, _load)
-    try:
-        from htatui.cli.diff import add_diff_parser
-    except ImportError:
-        pass
-    else:
-        add_diff_parser(sub)
-    from htatui.cli.memory import add_memory_parser
-
-    add_memory_parser(sub)
-    from htatui.cli.ingest import add_ingest_parser
-
-    add_ingest_parser(sub)
+    for name in ("info", "check", "report", "export", "timeline", "diff", "memory", "ingest"):
+        if name in built:
+            _add_subcommand(sub, name)
+        else:
+            sub.add_parser(name, help=SUBCOMMAND_HELP[name])
     return parser
+
+
+def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+    if name == "info":
+        info = sub.add_parser("info", help=SUBCOMMAND_HELP["info"])
+        _common_load_flags(info)
+        _format_flag(info)
+        info.set_defaults(run=_run_info)
+    elif name == "check":
+        from htatui.cli.check import add_check_parser
+
+        add_check_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "report":
+        from htatui.cli.report import add_report_parser
+
+        add_report_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "export":
+        from htatui.cli.report import add_export_parser
+
+        add_export_parser(sub, _common_load_flags, _load)
+    elif name == "timeline":
+        from htatui.cli.timeline import add_timeline_parser
+
+        add_timeline_parser(sub, _common_load_flags, _load)
+    elif name == "diff":
+        try:
+            from htatui.cli.diff import add_diff_parser
+        except ImportError:
+            pass
+        else:
+            add_diff_parser(sub)
+    elif name == "memory":
+        from htatui.cli.memory import add_memory_parser
+
+        add_memory_parser(sub)
+    elif name == "ingest":
+        from htatui.cli.ingest import add_ingest_parser
+
+        add_ingest_parser(sub)
 
 
 def _build_app_parser() -> argparse.ArgumentParser:
@@ -205,6 +265,7 @@ _COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
 
 def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
+    _use_jobs(args)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     try:
@@ -240,8 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in SUBCOMMANDS or not argv or argv[0] in ("-h", "--help", "--version"):
-            parser = _build_parser()
+            # Only the named subcommand's parser is built: its imports are the command's own.
+            parser = _build_parser(built=argv[:1] if argv and argv[0] in SUBCOMMANDS else ())
             args = parser.parse_args(argv)
+            _use_jobs(args)
             if not getattr(args, "run", None):
                 parser.print_help()
                 return 0

@@ -12,8 +12,6 @@ from typing import Literal, TextIO
 import numpy as np
 import orjson
 import polars as pl
-from rich.console import Console
-from rich.table import Table
 
 from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
 from htatui.text.numbers import cell_text
@@ -133,6 +131,8 @@ def render_frame(
         stream.write(csv_text(frame))
     else:
         _render_table(frame, title, stream, wide, (*key, *keep), key, empty_message)
+        from rich.console import Console
+
         for note in notes:
             Console(file=stream, width=table_columns(stream)).print(note, markup=False, highlight=False)
 
@@ -156,6 +156,10 @@ def _render_table(
     key: Sequence[str],
     empty_message: str | None,
 ) -> None:
+    # rich only here: CSV and JSON output do not pay for importing it.
+    from rich.console import Console
+    from rich.table import Table
+
     if frame.height == 0:
         why = f" ({empty_message})" if empty_message else ""
         console = Console(file=stream, width=table_columns(stream))

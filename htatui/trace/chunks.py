@@ -32,7 +32,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _OPEN_EVENTS_KEY = re.compile(rb'"traceEvents"\s*(?::\s*)?\Z')
 _NOT_SPACE = re.compile(rb"\S")
 _LOOKAHEAD = 64 << 10
-_MAX_GROWTH = 16
+MAX_GROWTH = 16
 """A piece that still fails after this many extra cuts is not a cutting problem: decode whole."""
 _MAX_HEADER_BYTES = 64 << 20
 # With the events struct, a header holding a "traceEvents" that is not the array is refused, not skipped.
@@ -198,10 +198,10 @@ def decode_window(
     wrong cut: the piece grows) and anything else for content it refuses (passed on). `progress`
     gets `window.position()`, (bytes done, total bytes), after each piece.
     """
-    opening = b"[" if span.list_form else b'{"traceEvents":['
+    opening = opening_of(span)
     while True:
         cut = _next_cut(window, chunk_bytes)
-        for _ in range(_MAX_GROWTH):
+        for _ in range(MAX_GROWTH):
             if cut is None:
                 while window.fill():
                     pass
@@ -271,3 +271,59 @@ def _next_cut(window: Window, offset: int) -> tuple[int, int] | None:
         # A little past the search start, so that the boundary is usually in the first search.
         if not window.fill(max(offset, start) + min(_LOOKAHEAD, offset // 8)):
             return None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece cut but not decoded (for decoding elsewhere): `[` + events + `]`, or the rest of the
+    document after the array's last cut (`tail`: `{"traceEvents":[` + rest, or `[` + rest).
+
+    `after` holds the bytes between this piece's last `}` and the next piece's `{` (a `,` and
+    spaces), so that a piece found to end at a wrong cut can be joined to the next (`joined`).
+    `position` is the window's (bytes done, bytes total) once the piece was cut, for progress.
+    """
+
+    data: bytes
+    after: bytes
+    tail: bool
+    position: tuple[int, int]
+
+    def joined(self, following: Piece, opening: bytes) -> Piece:
+        """This piece grown to the end of `following` (the cut between them was a wrong one)."""
+        body = self.data[1:-1] + self.after
+        if following.tail:
+            data = opening + body + following.data[len(opening) :]
+        else:
+            data = b"[" + body + following.data[1:]
+        return Piece(data, following.after, following.tail, following.position)
+
+
+def opening_of(span: EventsSpan) -> bytes:
+    """What a tail piece starts with: the array's opening as a document of its own."""
+    return b"[" if span.list_form else b'{"traceEvents":['
+
+
+def cut_window(window: Window, span: EventsSpan, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Piece]:
+    """The pieces `decode_window` would decode, cut at the same boundaries but not decoded, in order.
+
+    A cut is only a candidate: whoever decodes the pieces takes them in order and joins a piece
+    that fails as JSON to the next (`Piece.joined`), as `decode_window` grows it. The window is
+    read as pieces are taken, so only the pieces not yet decoded are held.
+    """
+    opening = opening_of(span)
+    while True:
+        cut = _next_cut(window, chunk_bytes)
+        if cut is None:
+            while window.fill():
+                pass
+            with memoryview(window.buf) as view:
+                rest = b"".join((opening, view[window.at :]))
+            window.release()
+            yield Piece(rest, b"", True, window.position())
+            return
+        stop, resume = cut
+        with memoryview(window.buf) as view:
+            data = b"".join((b"[", view[window.at : window.at + stop], b"]"))
+            after = bytes(view[window.at + stop : window.at + resume])
+        window.at += resume
+        yield Piece(data, after, False, window.position())

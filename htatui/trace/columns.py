@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import attrgetter
 from typing import Any
@@ -19,11 +20,11 @@ from msgspec.structs import astuple
 
 from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader
 from htatui.trace.events import TraceInput, read_events
-from htatui.trace.frame import finish_pieces, finish_rows
+from htatui.trace.frame import finish_pieces, finish_rows, placeholder_rank
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
 from htatui.trace.model import TraceMeta
 
-__all__ = ["FrameColumns", "decode_columns", "decode_frame"]
+__all__ = ["FrameColumns", "PieceColumns", "decode_columns", "decode_frame", "piece_columns"]
 
 
 def decode_frame(
@@ -114,6 +115,59 @@ _ARG_FIELDS = {name: i for i, name in enumerate(EventArgs.__struct_fields__)}
 _EVENT_WIDTH = len(Event.__struct_fields__)
 
 
+@dataclass
+class PieceColumns:
+    """One piece's share of a FrameColumns: its frame, metadata labels and lost values.
+
+    Made by `piece_columns`, in this process or in a worker (parallel.py), and added in file order
+    by `FrameColumns.add_piece`. `index` counts from `offset`; a worker, which cannot know how many
+    events came before its piece, counts from 0 and the frame's index is shifted when added.
+    """
+
+    frame: pl.DataFrame | None
+    events: int
+    offset: int
+    fractional_ts: bool
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
+
+
+def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = True) -> PieceColumns:
+    """A piece's events (in file order) as frame columns, their `index` counted on from `offset`."""
+    piece = PieceColumns(None, len(events), offset, False)
+    if not events:
+        return piece
+    # One C-level pass makes a tuple per event, and zip turns them into columns.
+    columns = _transpose(map(astuple, events), _EVENT_WIDTH)
+    ph = columns[0]
+    piece.fractional_ts = check_fractional and float in set(map(type, columns[5]))
+    positions: Sequence[int] = range(offset, offset + len(events))
+    if "M" in ph:
+        _add_metadata(piece, list(compress(events, map("M".__eq__, ph))))
+        keep = list(map("M".__ne__, ph))
+        positions = list(compress(positions, keep))
+        columns = [list(compress(column, keep)) for column in columns]
+    del events
+    if positions:
+        piece.frame = finish_rows(_piece_frame(columns, positions, piece.lost))
+    return piece
+
+
+def _add_metadata(piece: PieceColumns, events: list[Event]) -> None:
+    """Process and thread labels from `ph: M` events (few: a Python loop is fine here)."""
+    for event in events:
+        payload = event.args
+        pid = str(event.pid)
+        if event.name == "process_name" and payload.name is not None:
+            piece.process_names[pid] = str(payload.name)
+        elif event.name == "process_labels" and payload.labels is not None:
+            piece.process_labels[pid] = str(payload.labels)
+        elif event.name == "thread_name" and payload.name is not None:
+            piece.thread_names[(pid, str(event.tid))] = str(payload.name)
+
+
 class FrameColumns:
     """A trace's events as frame columns (one frame per piece), its metadata labels, and lost values."""
 
@@ -129,42 +183,30 @@ class FrameColumns:
 
     def add(self, events: list[Event]) -> None:
         """One piece's events, in file order (their `index` counts on from the last piece's)."""
-        offset = self.events_seen
-        self.events_seen += len(events)
-        if not events:
-            return
-        # One C-level pass makes a tuple per event, and zip turns them into columns.
-        columns = _transpose(map(astuple, events), _EVENT_WIDTH)
-        ph = columns[0]
-        if not self.fractional_ts and float in set(map(type, columns[5])):
-            self.fractional_ts = True
-        positions: Sequence[int] = range(offset, offset + len(events))
-        if "M" in ph:
-            self._add_metadata(list(compress(events, map("M".__eq__, ph))))
-            keep = list(map("M".__ne__, ph))
-            positions = list(compress(positions, keep))
-            columns = [list(compress(column, keep)) for column in columns]
-        del events
-        if positions:
-            self.frames.append(finish_rows(_piece_frame(columns, positions, self.lost)))
+        self.add_piece(piece_columns(events, self.events_seen, check_fractional=not self.fractional_ts))
 
-    def _add_metadata(self, events: list[Event]) -> None:
-        """Process and thread labels from `ph: M` events (few: a Python loop is fine here)."""
-        for event in events:
-            payload = event.args
-            pid = str(event.pid)
-            if event.name == "process_name" and payload.name is not None:
-                self.process_names[pid] = str(payload.name)
-            elif event.name == "process_labels" and payload.labels is not None:
-                self.process_labels[pid] = str(payload.labels)
-            elif event.name == "thread_name" and payload.name is not None:
-                self.thread_names[(pid, str(event.tid))] = str(payload.name)
+    def add_piece(self, piece: PieceColumns) -> None:
+        """The next piece in file order, made here or by a worker (whose index is shifted on)."""
+        shift = self.events_seen - piece.offset
+        self.events_seen += piece.events
+        self.fractional_ts = self.fractional_ts or piece.fractional_ts
+        # Later labels win, as one pass over the file's events would have it.
+        self.process_names.update(piece.process_names)
+        self.process_labels.update(piece.process_labels)
+        self.thread_names.update(piece.thread_names)
+        for col, count in piece.lost.items():
+            self.lost[col] = self.lost.get(col, 0) + count
+        if piece.frame is not None:
+            frame = piece.frame
+            if shift:
+                frame = frame.with_columns(pl.col("index") + shift)
+            self.frames.append(frame)
 
     def frame(self) -> pl.DataFrame:
         """The pieces' frames as one, a chunk per piece (the pieces are let go)."""
         if not self.frames:
             return finish_rows(_piece_frame([()] * _EVENT_WIDTH, [], {}))
-        frame = pl.concat(self.frames, how="vertical", rechunk=False)
+        frame = pl.concat(_cut_alike(self.frames), how="vertical", rechunk=False)
         self.frames.clear()
         return frame
 
@@ -191,6 +233,24 @@ class FrameColumns:
             thread_names=self.thread_names,
             fractional_ts=self.fractional_ts,
         )
+
+
+def _cut_alike(frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """The pieces' frames with each column either constant in every piece (the rank; a column null
+    throughout) or held in full in every piece, so that joined, every column is cut alike.
+
+    A column constant in some pieces (all null: `flow_id` where a piece has no flow) and held in
+    full in others (or sent by a worker, parallel.py) joins into fewer chunks than the others, and
+    the next expression over the frame would copy every column to realign them.
+    """
+    nulls = pl.concat([frame.null_count() for frame in frames]).sum().row(0, named=True)
+    height = sum(frame.height for frame in frames)
+    schema = frames[0].schema
+    constant = [pl.lit(None, dtype=schema[name]).alias(name) for name, count in nulls.items() if count == height]
+    return [
+        pl.DataFrame([frame.get_column(name) for name in frame.columns]).with_columns(*constant, placeholder_rank())
+        for frame in frames
+    ]
 
 
 def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:

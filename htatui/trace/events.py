@@ -19,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from htatui.trace import chunks
-from htatui.trace.chunks import Buffer, NotChunkable, Window, decode_window, locate_in
+from htatui.trace.chunks import Buffer, NotChunkable, Piece, Window, decode_window, locate_in
 from htatui.trace.decode import (
     DOC_DECODER,
     EVENTS_DECODER,
@@ -144,7 +144,29 @@ def _read_pieces(
     for events in pieces:
         sink.add(events)
         del events
-    return sink, _merge(span.header, after)
+    return sink, merge_headers(span.header, after)
+
+
+def read_whole_events(
+    raw: bytes | bytearray, new_sink: Callable[[], SinkT], warnings: list[str]
+) -> tuple[SinkT, TraceHeader]:
+    """`read_events` of a document that cannot be cut: decoded whole, added as one piece."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_whole(raw, new_sink(), _TYPED, warnings)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def decode_typed_piece(piece: Piece, list_form: bool) -> tuple[list[Event], TraceHeader | None]:
+    """A piece cut by `chunks.cut_window`, typed as `read_events` types it; for the tail piece also
+    the fields after the array. msgspec.DecodeError: not JSON (a wrong cut, or a broken file);
+    NotChunkable or UnicodeDecodeError: the document must be decoded whole."""
+    if piece.tail:
+        return _typed_tail(piece.data, list_form)
+    return _typed_piece(piece.data), None
 
 
 def _read_whole(
@@ -161,7 +183,7 @@ def _read_whole(
     return sink, doc
 
 
-def _merge(before: TraceHeader, after: TraceHeader) -> TraceHeader:
+def merge_headers(before: TraceHeader, after: TraceHeader) -> TraceHeader:
     """The top-level fields from both sides of the array (a key given twice: the later wins)."""
     fields = {
         name: getattr(after, name) if getattr(after, name) is not None else getattr(before, name)

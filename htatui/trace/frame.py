@@ -14,6 +14,11 @@ from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION, is_device_row, step
 from htatui.trace.model import EVENT_SCHEMA
 
 
+def placeholder_rank() -> pl.Expr:
+    """The `rank` every piece gets until the loader knows the rank: a constant column (no memory per row)."""
+    return pl.lit(0, dtype=pl.Int32).alias("rank")
+
+
 def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """The derived columns that need only their own row, and EVENT_SCHEMA's types but `iteration`.
 
@@ -21,7 +26,7 @@ def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
     the pieces add up, and nothing but `iteration` is derived over the whole frame.
     """
     frame = frame.with_columns(
-        rank=pl.lit(0, dtype=pl.Int32),
+        rank=placeholder_rank(),
         end=pl.col("ts") + pl.col("dur"),
         # Flow ids only mean something on flow events; elsewhere `id` is unrelated.
         flow_id=pl.when(pl.col("ph").is_in(["s", "f", "t"])).then(pl.col("flow_id")),

@@ -19,7 +19,6 @@ import polars as pl
 
 from htatui.sources import RemotePath, SourcePath
 from htatui.trace import cache, chunks
-from htatui.trace.columns import decode_columns
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
@@ -32,6 +31,7 @@ from htatui.trace.model import (
     RankTrace,
     TraceMeta,
 )
+from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 from htatui.trace.workers import die_with_parent
@@ -77,16 +77,32 @@ class ParsedFile:
     """The file's identity taken before reading; None for a pipe (never cached)."""
 
 
-def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None) -> ParsedFile:
-    """Read, decode and frame one trace file (runs in a worker process).
+def default_workers() -> int:
+    """Worker processes for ranks and for the pieces of a big file: HTATUI_JOBS (`--jobs`), else
+    the cores this process may run on."""
+    try:
+        jobs = int(os.environ.get("HTATUI_JOBS", ""))
+    except ValueError:
+        jobs = 0
+    if jobs >= 1:
+        return jobs
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None, workers: int = 1) -> ParsedFile:
+    """Read, decode and frame one trace file (in a worker process, or here with `workers` for its pieces).
 
     A regular file is read as its pieces are decoded, so its JSON is never whole in memory;
     `byte_progress` gets (bytes of the file read, the file's size; compressed bytes for gzip).
-    A pipe, or a file the piece decoder cannot cut, is read whole (events.py).
+    A pipe, or a file the piece decoder cannot cut, is read whole (events.py). With `workers`
+    above 1 a big file's pieces are decoded on that many processes (parallel.py), to the same frame.
     """
     try:
         with open_trace(path) as source:
-            return _parse_source(source, byte_progress)
+            return _parse_source(source, byte_progress, workers)
     except PermissionError:
         raise TraceFormatError("cannot be read (permission denied)") from None
     except IsADirectoryError:
@@ -95,13 +111,13 @@ def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = No
         raise TraceFormatError(f"cannot be read ({exc.strerror or exc})") from None
 
 
-def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None] | None) -> ParsedFile:
+def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None] | None, workers: int) -> ParsedFile:
     # The cyclic GC re-scans millions of fresh objects while decoding; it finds no cycles here.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         warnings: list[str] = []
-        columns, meta = decode_columns(source, warnings, progress=byte_progress)
+        columns, meta = decode_columns_parallel(source, warnings, workers, progress=byte_progress)
         # Finished once the JSON is let go: the JSON and the frame are not both alive.
         events = finish_pieces(columns)
         del columns
@@ -124,11 +140,12 @@ def _parse_or_problem(
     write_cache: bool,
     origin: RemotePath | None = None,
     byte_progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     source: SourcePath = origin or path
     try:
-        parsed = parse_file(path, byte_progress)
+        parsed = parse_file(path, byte_progress, workers)
     except TraceFormatError as exc:
         return LoadProblem(source, str(exc))
     except MemoryError:
@@ -234,16 +251,19 @@ def _parse_local(
     """Parse local files (downloaded copies stand for their `origin`) into `results`.
 
     Files parsed in this process report their bytes as they go; pool workers report whole files.
+    One worker count serves both: a file per worker, or a lone file's pieces on every worker.
     """
+    cores = max_workers or default_workers()
 
     def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
         for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[origin or path] = _parse_or_problem(path, write_cache, origin, report_bytes(origin or path))
+            progress = report_bytes(origin or path)
+            results[origin or path] = _parse_or_problem(path, write_cache, origin, progress, cores)
             report(origin or path, False)
 
-    workers = min(len(files), max_workers or os.cpu_count() or 1)
+    workers = min(len(files), cores)
     if workers <= 1:
         parse_here(files)
         return

@@ -1,0 +1,266 @@
+"""One big trace file decoded on several cores: its pieces (chunks.py) decoded by worker processes.
+
+This process reads the file (and gunzips it), cuts `traceEvents` into pieces at candidate event
+boundaries, and decodes pieces itself while the workers are busy; each worker turns a piece into
+its frame columns (`columns.piece_columns`), which come back as lz4-compressed Arrow IPC bytes
+and are added in file order. A cut is only confirmed by decoding: the pieces are taken
+in order, and one that is not JSON is joined to the next and decoded again, so the result is the
+frame one process makes (tests/test_parallel_decode.py). A document that cannot be cut is decoded
+whole here, as in one process. Files of a few pieces never start a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import io
+import multiprocessing
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import polars as pl
+
+from htatui.trace import chunks
+from htatui.trace.chunks import NotChunkable, Piece, Window, cut_window, locate_in
+from htatui.trace.columns import FrameColumns, PieceColumns, decode_columns, piece_columns
+from htatui.trace.decode import TraceHeader
+from htatui.trace.events import decode_typed_piece, merge_headers, read_whole_events
+from htatui.trace.frame import placeholder_rank
+from htatui.trace.model import TraceMeta
+from htatui.trace.read import TraceSource
+
+LOCAL_PIECES = 8
+"""Pieces decoded here before any worker is started: a smaller file is not worth the start-up."""
+STARTING_AHEAD = 16
+"""Pieces this process may decode ahead of the oldest one while no worker has answered yet."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What became of one piece: its columns, a wrong cut, a document to decode whole, or an error."""
+
+    outcome: Literal["columns", "wrong cut", "whole", "error"]
+    columns: PieceColumns | None = None
+    after: TraceHeader | None = None
+    """For the tail piece: the document's fields after the events array."""
+    error: Exception | None = None
+    frame_ipc: bytes | None = None
+    """From a worker: the columns' frame as lz4 Arrow IPC (`columns.frame` is then None)."""
+
+    def received(self) -> Decoded:
+        """The frame read back from its IPC bytes, in this process."""
+        if self.frame_ipc is None or self.columns is None:
+            return self
+        # IPC writes the constant `rank` out in full; made constant again, it is one chunk for the whole
+        # frame as in one process. Were it cut unlike the other columns, the next expression over the
+        # frame would copy every column to realign them (the loader's peak grew by 1.3x the JSON).
+        frame = pl.read_ipc(io.BytesIO(self.frame_ipc)).with_columns(placeholder_rank())
+        columns = dataclasses.replace(self.columns, frame=frame)
+        return dataclasses.replace(self, columns=columns, frame_ipc=None)
+
+
+def decode_piece(piece: Piece, list_form: bool) -> Decoded:
+    """One piece's columns, index counted from 0 (in a worker, or here); never raises."""
+    try:
+        events, after = decode_typed_piece(piece, list_form)
+    except (NotChunkable, UnicodeDecodeError):
+        return Decoded("whole")
+    except msgspec.DecodeError as exc:
+        return Decoded("whole" if "utf-8" in str(exc).lower() else "wrong cut")
+    except Exception as exc:  # noqa: BLE001 - raised here only once the piece is known to start at an event
+        return Decoded("error", error=exc)
+    return Decoded("columns", piece_columns(events, 0), after)
+
+
+def decode_piece_to_send(piece: Piece, list_form: bool) -> Decoded:
+    """`decode_piece` in a worker: the frame sent as lz4 Arrow IPC, which is ~8x smaller than the
+    frame (its mostly null device columns compress away) and cheaper to write than a pickle."""
+    decoded = decode_piece(piece, list_form)
+    if decoded.columns is None or decoded.columns.frame is None:
+        return decoded
+    buffer = io.BytesIO()
+    decoded.columns.frame.write_ipc(buffer, compression="lz4")
+    columns = dataclasses.replace(decoded.columns, frame=None)
+    return dataclasses.replace(decoded, columns=columns, frame_ipc=buffer.getvalue())
+
+
+def decode_columns_parallel(
+    source: TraceSource,
+    warnings: list[str],
+    workers: int,
+    *,
+    chunk_bytes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    local_pieces: int = LOCAL_PIECES,
+    executor: ProcessPoolExecutor | None = None,
+) -> tuple[pl.DataFrame, TraceMeta]:
+    """`columns.decode_columns` of a regular file on `workers` processes (this one included).
+
+    `executor` (for tests) is used instead of starting workers, and left running.
+    """
+    if workers <= 1 or not source.regular:
+        return decode_columns(source, warnings, chunk_bytes=chunk_bytes, progress=progress)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # decoded events hold no cycles (events.py)
+    try:
+        piece_bytes = chunk_bytes or chunks.CHUNK_BYTES
+        with _Workers(workers - 1, executor) as pool:
+            try:
+                columns, header = _read_in_order(source, pool, piece_bytes, progress, local_pieces)
+            except NotChunkable:
+                columns, header = read_whole_events(source.whole(), FrameColumns, warnings)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    frame = columns.frame()
+    warnings.extend(columns.lost_warnings())
+    return frame, columns.meta(header)
+
+
+def start_worker() -> None:
+    """In each worker: no cyclic GC (events.py), and an end with this process, which may leave by
+    os._exit while a file is being decoded (the app, cancelled): an orphan would wait forever."""
+    gc.disable()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown ends the workers
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+class _Workers:
+    """The worker processes, started when first asked for (spawn: this process may run polars threads)."""
+
+    def __init__(self, count: int, executor: ProcessPoolExecutor | None) -> None:
+        self.count = count
+        self._given = executor
+        self._pool = executor
+
+    def pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=start_worker)
+        return self._pool
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if self._pool is None or self._pool is self._given:
+            return
+        if kind is None:
+            self._pool.shutdown(wait=True)
+            return
+        # Failed or cancelled: queued pieces are dropped and busy workers ended now.
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+
+
+def _read_in_order(
+    source: TraceSource,
+    workers: _Workers,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    local_pieces: int,
+) -> tuple[FrameColumns, TraceHeader]:
+    """Cut pieces ahead, decode them in the workers and here, and add them to a sink in file order."""
+    window = Window(source.blocks(), lambda: (source.file_done, source.file_bytes))
+    span = locate_in(window)
+    window.at = span.start
+    opening = chunks.opening_of(span)
+    cuts: Iterator[Piece] = cut_window(window, span, chunk_bytes=chunk_bytes)
+    sink = FrameColumns()
+    after = TraceHeader()
+    # Pieces cut and not yet added, oldest first, each with its decoding (done, or in a worker).
+    ahead: deque[tuple[Piece, Future[Decoded], bool]] = deque()
+    in_workers = 0
+    workers_started = False
+    ended = False
+    cut_count = 0
+
+    def cut() -> Piece | None:
+        nonlocal ended, cut_count
+        piece = None if ended else next(cuts, None)
+        ended = piece is None
+        cut_count += piece is not None
+        return piece
+
+    def here(piece: Piece) -> Future[Decoded]:
+        future: Future[Decoded] = Future()
+        future.set_result(decode_piece(piece, span.list_form))
+        return future
+
+    def submit(piece: Piece) -> Future[Decoded]:
+        try:
+            return workers.pool().submit(decode_piece_to_send, piece, span.list_form)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            workers.count = 0  # workers could not start: the rest is decoded here
+            return here(piece)
+
+    def result(piece: Piece, future: Future[Decoded]) -> Decoded:
+        try:
+            return future.result().received()
+        except Exception:  # noqa: BLE001 - a worker died (killed, out of memory): decode the piece here
+            workers.count = 0
+            return decode_piece(piece, span.list_form)
+
+    while True:
+        # Keep every worker busy with two pieces, once the file has proved big enough for them.
+        while not ended and cut_count >= local_pieces and in_workers < 2 * workers.count:
+            piece = cut()
+            if piece is not None:
+                ahead.append((piece, submit(piece), True))
+                in_workers += 1
+        waiting = bool(ahead) and not ahead[0][1].done()
+        # While the workers start (~0.5 s: each imports polars) this process decodes further ahead.
+        extra = 4 if workers_started else STARTING_AHEAD
+        if not ahead or (waiting and not ended and len(ahead) < 2 * workers.count + extra):
+            # Nothing to add yet: decode the next piece here rather than wait for a worker.
+            piece = cut()
+            if piece is not None:
+                ahead.append((piece, here(piece), False))
+            elif not ahead:
+                break
+            continue
+        piece, future, pooled = ahead.popleft()
+        in_workers -= pooled
+        workers_started = workers_started or pooled
+        decoded = result(piece, future)
+        for _ in range(chunks.MAX_GROWTH):
+            if decoded.outcome != "wrong cut" or piece.tail:
+                break
+            # The cut after this piece was inside a string or a nested list: grow it by the next piece.
+            following = cut() if not ahead else None
+            if ahead:
+                following, later, pooled = ahead.popleft()
+                later.cancel()
+                in_workers -= pooled
+            if following is None:
+                raise NotChunkable("no valid cut found")
+            piece = piece.joined(following, opening)
+            decoded = decode_piece(piece, span.list_form)
+        if decoded.outcome == "error" and decoded.error is not None:
+            raise decoded.error
+        if decoded.outcome != "columns" or decoded.columns is None:
+            raise NotChunkable(decoded.outcome)
+        sink.add_piece(decoded.columns)
+        if decoded.after is not None:
+            after = decoded.after
+        if progress is not None:
+            progress(*piece.position)
+        if piece.tail:
+            break
+    return sink, merge_headers(span.header, after)
