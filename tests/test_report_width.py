@@ -256,3 +256,32 @@ def test_skipped_files_are_listed_under_info_and_report(tmp_path: Path) -> None:
         note = " ".join(next(lines[i:] for i in range(len(lines)) if lines[i].startswith("skipped ")))
         assert note.startswith(f"skipped {tmp_path / 'small' / 'rank-2.json'}: invalid JSON")
     assert "skipped" not in run_piped(["report", job, "--view", "temporal", "--no-cache", "--format", "csv"])
+
+
+def test_info_at_80_columns_keeps_file_names_and_says_shared_values_once() -> None:
+    """Issue 25 #9: at 80 columns `info` cut file names to `work…ker0_…` and dropped device, rank
+    source and warnings. The device and rank source (one value for the job) go to the title, so the
+    file names stay whole; CSV keeps every column."""
+    text = run_piped(["info", str(ROOT / "fixtures" / "demo"), "--no-cache"], columns=80)
+    assert "device: NVIDIA A100-SXM4-80GB" in " ".join(text.split())
+    assert all(f"rank-{rank}.json.gz" in text for rank in range(4))
+    assert max(len(line) for line in text.splitlines()) <= 80
+    header = run_piped(["info", str(ROOT / "fixtures" / "demo"), "--format", "csv"]).splitlines()[0]
+    assert header == "rank,file,rank_source,device,events,kernels,streams,span_ms,steps,warnings"
+
+
+def test_info_folds_each_ranks_warnings_into_lines_under_the_table() -> None:
+    from htatui.cli.info import INFO_SCHEMA, folded_for_table
+
+    base = {"file": "r.json", "events": 1, "kernels": 0, "streams": 0, "span_ms": 1.0, "steps": ""}
+    frame = pl.DataFrame(
+        [
+            {**base, "rank": 0, "rank_source": "trace", "device": "A", "warnings": "w1; w2"},
+            {**base, "rank": 1, "rank_source": "trace", "device": "B", "warnings": ""},
+        ],
+        schema=INFO_SCHEMA,
+    )
+    folded, said, lines = folded_for_table(frame)
+    assert said == ["rank source: trace"]
+    assert lines == ["rank 0: w1", "rank 0: w2"]
+    assert "device" in folded.columns and "warnings" not in folded.columns and "rank_source" not in folded.columns

@@ -89,3 +89,26 @@ INFO_SCHEMA = {
     "steps": pl.Utf8,
     "warnings": pl.Utf8,
 }
+
+
+SHARED_COLUMNS = ("device", "rank_source")
+"""Columns that often hold one value for the whole job: said once above a table, not per row."""
+
+
+def folded_for_table(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """`frame` as a table shows it: a column with one value on every rank is said once in the
+    title, and each rank's warnings become a line under the table, so an 80-column table keeps
+    the file names, figures and steps (CSV and JSON keep every column)."""
+    said: list[str] = []
+    for column in SHARED_COLUMNS:
+        values = frame[column].unique()
+        if frame.height > 0 and values.len() == 1 and values[0]:
+            said.append(f"{column.replace('_', ' ')}: {values[0]}")
+            frame = frame.drop(column)
+    lines = [
+        f"rank {rank}: {warning}"
+        for rank, warnings in frame.select("rank", "warnings").iter_rows()
+        for warning in (warnings or "").split("; ")
+        if warning
+    ]
+    return frame.drop("warnings"), said, lines

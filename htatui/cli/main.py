@@ -144,7 +144,7 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from htatui.cli.info import info_frame, load_notes
+    from htatui.cli.info import folded_for_table, info_frame, load_notes
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
@@ -166,8 +166,14 @@ def _run_info(args: argparse.Namespace) -> int:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
     if frames:
-        title = "htatui info" + (f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)" if notes else "")
-        render_frame(pl.concat(frames, how="diagonal"), args.format, title=title, wide=args.wide, notes=notes)
+        frame = pl.concat(frames, how="diagonal")
+        said: list[str] = []
+        if args.format == "table" and not args.wide:
+            frame, said, warnings = folded_for_table(frame)
+            notes = [*warnings, *notes]
+        counted = f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)" if notes else ""
+        title = " · ".join([f"htatui info{counted}", *said])
+        render_frame(frame, args.format, title=title, wide=args.wide, notes=notes)
     return 2 if failed else 0
 
 
