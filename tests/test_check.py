@@ -163,3 +163,22 @@ def test_a_dataset_names_them_from_its_summary_without_reading_a_rank(tmp_path: 
         "rank 2 (rank-2.json): no GPU kernels, copies or memsets while other ranks have them (a CPU-only rank)"
     ]
     assert not any(rank.loaded for rank in dataset.ranks.values())
+
+
+def test_the_faces_name_a_skewed_clock_at_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 3's clock an hour off: `report`'s preamble and the app's notes say so at load (the
+    events are in memory, so the collectives' end points are cheap to compare), for any view."""
+    from htatui.analysis.health import load_notes
+
+    for rank in range(4):
+        events = gloo_rank(rank)
+        if rank == 3:
+            events = [{**event, "ts": event["ts"] + HOUR_US} for event in events]
+        write_trace(tmp_path / f"rank-{rank}.json", events, rank=rank, base_ns=1_700_000_000_000_000_000)
+    line = "rank 3 (rank-3.json): its 3 collective calls end +3,600,000,000 µs from the other ranks' (median)"
+    assert main(["report", str(tmp_path), "--view", "ops", "--format", "csv", "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    assert [x for x in err.splitlines() if "clock" in x][0].startswith(f"htatui: warning: {line}")
+    notes = load_notes(load_traces([tmp_path], use_cache=False, max_workers=1))
+    assert [note for note in notes if note.startswith(line)] != []
+    assert "Traceback" not in err
