@@ -668,7 +668,9 @@ def test_an_export_never_replaces_a_device_node_or_a_socket(
         except OSError:
             pytest.skip("cannot bind a Unix socket here (path too long)")
     before = target.lstat()
-    code, out, err = cli(capsys, "export", "slice", path.parent, "--start", "0", "--end", "100", "-o", target, "--force")
+    code, out, err = cli(
+        capsys, "export", "slice", path.parent, "--start", "0", "--end", "100", "-o", target, "--force"
+    )
     assert_refused(code, err, str(target), f"is a {kind}, not a regular file; exports write regular files only")
     assert out == "" and (target.lstat().st_mode, target.lstat().st_ino) == (before.st_mode, before.st_ino)
     if kind == "socket":

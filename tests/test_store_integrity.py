@@ -145,9 +145,7 @@ def test_single_byte_flips_in_a_rank_file_are_all_refused(dataset: Path, capsys:
     assert {p: p.read_bytes() for p in others} == others
 
 
-def test_a_forged_rank_file_with_impossible_times_is_refused(
-    dataset: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_forged_rank_file_with_impossible_times_is_refused(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The loader's rules apply to what is read back: a rank file rewritten with a kernel of 10**13 µs
     (over a week) and a manifest forged to match its size and checksum is refused, not summed."""
     import hashlib

@@ -134,15 +134,7 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     cancel.check()
     if not table.per_rank:
         result = table.compute(traces, options)
-        if table.rankless is None:
-            return result
-        frame, message = frame_of(result)
-        noted = noted_rankless(table, frame, chosen_ranks(traces, options))
-        left_out = frame_of(noted)[1]
-        if message is None or left_out is None:
-            return NotedTable(frame, message or left_out)
-        # The table's own sentence stays; a rank left out is named first.
-        return NotedTable(frame, message if frame.height == 0 else f"{left_out}; {message}")
+        return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))
 
     def frame(part_traces: TraceSet, part_options: OptionsT) -> pl.DataFrame:
         part = table.compute(part_traces, part_options)
@@ -150,6 +142,16 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
         return part
 
     return noted_rankless(table, rank_by_rank(traces, options, frame), chosen_ranks(traces, options))
+
+
+def _noted_whole(table: Table[Any], result: TableResult, chosen: Sequence[int]) -> NotedTable:
+    """A table made over all ranks at once, with its own sentence and the ranks it left out."""
+    whole, message = frame_of(result)
+    left_out = frame_of(noted_rankless(table, whole, chosen))[1]
+    if message is None or left_out is None:
+        return NotedTable(whole, message or left_out)
+    # The table's own sentence stays; a rank left out is named first.
+    return NotedTable(whole, message if whole.height == 0 else f"{left_out}; {message}")
 
 
 def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]) -> TableResult:
@@ -227,9 +229,7 @@ VIEWS: tuple[View[Any], ...] = (
         "Launch",
         launch.LaunchOptions,
         (
-            Table(
-                "main", launch.compute, per_rank=True, key_columns=("launch_delay_us",), rankless=NO_MATCHED_LAUNCH
-            ),
+            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",), rankless=NO_MATCHED_LAUNCH),
             Table(
                 "summary",
                 launch.summary,
