@@ -181,3 +181,19 @@ def test_every_per_rank_gpu_table_names_the_ranks_it_has_no_row_for(
     # All ranks present: no sentence.
     clean = load_traces([job(tmp_path / "ok")], use_cache=False, max_workers=1)
     assert frame_of(make_table(VIEWS[0].main, clean, VIEWS[0].options()))[1] is None
+
+
+def test_a_job_written_twice_gives_the_stragglers_of_the_job_written_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every event of every rank written twice. Before (the issue's probe): kernel counts, sums and
+    straggler delays doubled. Now one of each is kept, with a warning per file, and rank 1 is the
+    straggler by 600 µs (2 steps × 300 µs) as in the job written once."""
+    once = job(tmp_path / "once")
+    twice = job(tmp_path / "twice", dict.fromkeys(range(3), lambda events: [*events, *events]))
+    clean, _ = report(capsys, once, "stragglers")
+    rows, err = report(capsys, twice, "stragglers")
+    assert rows == clean
+    assert [(r["rank"], r["delay_us"]) for r in rows if r["is_straggler"] == "true"] == [("1", "600.0")]
+    assert sum("complete event(s) repeated exactly" in line for line in err) == 3
+    assert report(capsys, twice, "kernels")[0] == report(capsys, once, "kernels")[0]
