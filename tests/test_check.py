@@ -163,3 +163,108 @@ def test_a_dataset_names_them_from_its_summary_without_reading_a_rank(tmp_path: 
         "rank 2 (rank-2.json): no GPU kernels, copies or memsets while other ranks have them (a CPU-only rank)"
     ]
     assert not any(rank.loaded for rank in dataset.ranks.values())
+
+
+def test_the_faces_name_a_skewed_clock_at_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 3's clock an hour off: `report`'s preamble and the app's notes say so at load (the
+    events are in memory, so the collectives' end points are cheap to compare), for any view."""
+    from htatui.analysis.health import load_notes
+
+    for rank in range(4):
+        events = gloo_rank(rank)
+        if rank == 3:
+            events = [{**event, "ts": event["ts"] + HOUR_US} for event in events]
+        write_trace(tmp_path / f"rank-{rank}.json", events, rank=rank, base_ns=1_700_000_000_000_000_000)
+    line = "rank 3 (rank-3.json): its 3 collective calls end +3,600,000,000 µs from the other ranks' (median)"
+    assert main(["report", str(tmp_path), "--view", "ops", "--format", "csv", "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    assert [x for x in err.splitlines() if "clock" in x][0].startswith(f"htatui: warning: {line}")
+    notes = load_notes(load_traces([tmp_path], use_cache=False, max_workers=1))
+    assert [note for note in notes if note.startswith(line)] != []
+    assert "Traceback" not in err
+
+
+def shared_jobs(root: Path) -> list[Path]:
+    """Every job folder under ../shared/traces: a folder of trace files, or each sub-folder of a
+    folder of jobs (trace_diff/control, critical_path/alexnet, …)."""
+    jobs = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        subfolders = sorted(p for p in folder.iterdir() if p.is_dir())
+        has_files = any(p.is_file() and p.name.endswith((".json", ".json.gz")) for p in folder.iterdir())
+        jobs += [folder] if has_files or not subfolders else subfolders
+    return jobs
+
+
+def test_check_answers_on_every_shared_trace_folder(
+    shared_traces: Path,
+    load_shared,  # type: ignore[no-untyped-def]  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`htatui check` on each shared job prints what it can answer, without a traceback: exit 0 or
+    1 with a row per rank, and a few answers known from the traces' README; memory_timeline (not
+    a Kineto trace) is exit 2 and one line naming it. Jobs are loaded once per session
+    (load_shared); the checks that re-read the files (shapes, flops) run too."""
+    import argparse
+
+    from htatui.cli.check import run_check
+
+    reports: dict[str, dict[str, Any]] = {}
+    for job in shared_jobs(shared_traces):
+        name = str(job.relative_to(shared_traces))
+
+        def load(paths: list[str], use_cache: bool, show_warnings: bool = True, name: str = name) -> object:
+            return load_shared(name)
+
+        for fmt in ("table", "json"):
+            args = argparse.Namespace(paths=[str(job)], no_cache=True, format=fmt, quick=False, wide=False)
+            code = run_check(args, load)
+            out = capsys.readouterr()
+            assert "Traceback" not in out.err + out.out, name
+            if name == "memory_timeline":
+                assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1, out.err
+                assert out.err.startswith(f"htatui: {job}: ")
+                break
+            assert code in (0, 1), (name, out.err)
+            if fmt == "table":
+                assert "htatui check: what each rank can answer" in out.out, name
+                assert ("what is odd" in out.out) == (code == 1) or out.out.count("skipped "), name
+            else:
+                reports[name] = json.loads(out.out)
+                assert reports[name]["ranks"] and reports[name]["status"] == ("clean", "warnings")[code], name
+    assert len(reports) >= 25  # 29 job folders, less memory_timeline
+
+    def rank_rows(name: str) -> list[dict[str, Any]]:
+        return reports[name]["ranks"]
+
+    assert [r["rank"] for r in rank_rows("trace_filter")] == [0, 1]
+    assert [(r["world_size"], r["cpu_collectives"] > 0) for r in rank_rows("h100_ddp_gloo_2rank")] == [(2, True)] * 2
+    assert rank_rows("nccl_parser_config")[0]["comm_kernels"] > 0
+    assert rank_rows("with_gpu_user_annotation")[0]["gpu_annotations"] > 0
+    assert rank_rows("cupti_profiler")[0]["cupti_ranges"] > 0
+    memory = rank_rows("h100_resnet_memory_profile")[0]
+    assert memory["memory_events"] > 0 and memory["python_frames"] > 0
+    assert rank_rows("h100_resnet_eager")[0]["input_shapes"] > 0
+    for cpu_only in ("cpu_only", "rank_non_gpu"):
+        assert reports[cpu_only]["status"] == "warnings" and rank_rows(cpu_only)[0]["gpu_rows"] == 0
+        assert [f["kind"] for f in reports[cpu_only]["findings"]] == ["no GPU work"]
+
+
+def test_nccl_name_drift_between_ranks_and_hta_compat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """All ranks name their all_reduce ncclDevKernel_* (NCCL >= 2.19): `check` says HTA 0.6.1's
+    late starts will be empty. Rank 2 on an older NCCL (ncclKernel_*): named as drift, exit 1."""
+    old = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    for rank in range(3):
+        events = nccl_rank(rank)
+        write_trace(tmp_path / "new" / f"rank-{rank}.json", events, rank=rank)
+        if rank == 2:
+            events = [{**e, "name": old} if str(e["name"]).startswith("ncclDev") else e for e in events]
+        write_trace(tmp_path / "mixed" / f"rank-{rank}.json", events, rank=rank)
+    code, report = check(capsys, tmp_path / "new")
+    assert code == 0 and [r["nccl_names"] for r in report["ranks"]] == ["ncclDevKernel_*"] * 3
+    assert report["views"][0].startswith("late-starts --hta-compat: empty (HTA 0.6.1 looks for ncclKernel_* kernels")
+    code, report = check(capsys, tmp_path / "mixed")
+    assert code == 1 and kinds(report) == [(2, "NCCL names")]
+    assert report["findings"][0]["message"].startswith(
+        "its NCCL kernels are named ncclKernel_* while most ranks' are ncclDevKernel_*: the ranks ran different NCCL"
+    )
+    assert not any(view.startswith("late-starts --hta-compat") for view in report["views"])

@@ -642,3 +642,70 @@ def test_a_damaged_or_borrowed_cache_entry_is_rebuilt(tmp_path: Path, isolated_c
     json_a.unlink()
     json_a.symlink_to(isolated_cache / f"{key_b}.json")
     assert cache.load_cached(first) is None
+
+
+@pytest.mark.parametrize("kind", ["device", "socket"])
+def test_an_export_never_replaces_a_device_node_or_a_socket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Before: `export slice … -o /dev/full --force`, as root, replaced the device node with a
+    regular file and printed success. Made here on a node of its own (char 1,7, as /dev/full),
+    never on the system's, and on a Unix socket: one line, exit 2, the node left as it was."""
+    import socket
+    import stat
+
+    path = write_trace(tmp_path / "job" / "rank-0.json", events(), rank=0)
+    target = tmp_path / "full"
+    if kind == "device":
+        try:
+            os.mknod(target, 0o600 | stat.S_IFCHR, os.makedev(1, 7))
+        except (PermissionError, AttributeError):
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
+    else:
+        listener = socket.socket(socket.AF_UNIX)
+        try:
+            listener.bind(str(target))
+        except OSError:
+            pytest.skip("cannot bind a Unix socket here (path too long)")
+    before = target.lstat()
+    code, out, err = cli(
+        capsys, "export", "slice", path.parent, "--start", "0", "--end", "100", "-o", target, "--force"
+    )
+    assert_refused(code, err, str(target), f"is a {kind}, not a regular file; exports write regular files only")
+    assert out == "" and (target.lstat().st_mode, target.lstat().st_ino) == (before.st_mode, before.st_ino)
+    if kind == "socket":
+        listener.close()
+
+
+def test_a_cache_entry_that_panics_polars_or_holds_impossible_times_is_rebuilt(
+    tmp_path: Path, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A polars panic (pyo3's PanicException derives from BaseException) while reading an entry, or
+    an entry rewritten with a kernel of 10**13 µs and a record forged to match: neither is served;
+    the trace is parsed again and the numbers are its own."""
+    from htatui.trace import cache
+
+    first = write_trace(tmp_path / "a" / "rank-0.json", events(), rank=0)
+    fresh = load_traces([first], use_cache=True, max_workers=1).ranks[0].events
+
+    class PanicException(BaseException):
+        pass
+
+    def panic(*_: object, **__: object) -> None:
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("htatui.trace.cache.pl.read_ipc", panic)
+        assert cache.load_cached(first) is None
+    key = cache.cache_key(first)
+    arrow, record = isolated_cache / f"{key}.arrow", isolated_cache / f"{key}.json"
+    import polars as pl
+
+    forged = pl.read_ipc(arrow).with_columns(dur=pl.when(pl.col("cat") == "kernel").then(1e13).otherwise(pl.col("dur")))
+    forged.write_ipc(arrow)
+    data = arrow.read_bytes()
+    meta = json.loads(record.read_bytes())
+    meta["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    record.write_bytes(json.dumps(meta).encode())
+    assert cache.load_cached(first) is None
+    assert load_traces([first], use_cache=True, max_workers=1).ranks[0].events.equals(fresh)

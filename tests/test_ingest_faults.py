@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -201,3 +202,44 @@ def test_export_refuses_a_source_changed_since_ingest(tmp_path: Path) -> None:
     )
     assert "Traceback" not in done.stderr
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_an_export_refuses_a_trace_file_changed_since_it_was_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_cache: bool
+) -> None:
+    """The app keeps a job loaded while its files are edited: an export that re-reads the file
+    (counters, slice, patterns) refuses one whose size, mtime, ctime or inode changed since it
+    was loaded (before: the new file's events were spliced with counters from the old ones). A
+    rank served from the cache carries the identity its entry was keyed on."""
+    from htatui.analysis.export.slice import export_slice
+    from htatui.analysis.export.traces import ExportError, export_counters
+
+    monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))
+    job = tiny_job(tmp_path / "job")
+    if use_cache:
+        load_traces([job], use_cache=True, max_workers=1)  # fills the cache
+    traces = load_traces([job], use_cache=use_cache, max_workers=1)
+    source = job / "rank-0.json.gz"
+    before = source.stat()
+    # Rewritten in place with other kernels, its mtime put back: only ctime says it changed.
+    write_trace(
+        source,
+        [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("conv", 20, 70, corr=1)],
+        rank=0,
+        base_ns=1_700_000_000_000_000_000,
+    )
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    out = tmp_path / "out"
+    out.mkdir()
+    line = f"{source}: changed since it was loaded; its events are not the ones analysed (load it again)"
+    with pytest.raises(ExportError) as counters:
+        export_counters(traces, None, out)
+    assert str(counters.value).splitlines() == [f"{line}; no rank was exported (all or none)"]
+    with pytest.raises(ExportError, match=f"^{re.escape(line)}$"):
+        export_slice(traces, [0], 0.0, 1e12, out / "slice.json")
+    assert list(out.iterdir()) == []
+    # The untouched rank still exports, and the job loaded again exports every rank.
+    assert [p.name for p in export_counters(traces, [1], out)] == ["rank-1_with_counters.json.gz"]
+    again = load_traces([job], use_cache=use_cache, max_workers=1)
+    assert len(export_counters(again, None, tmp_path / "out", force=True)) == 2

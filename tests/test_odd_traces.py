@@ -120,3 +120,79 @@ def test_overlapping_kernels_are_named_at_load(tmp_path: Path, capsys: pytest.Ca
     _, err = report(capsys, tmp_path / "job", "kernels")
     assert f"htatui: warning: {line}" in err
     assert line in load_notes(load_traces([tmp_path / "job"], use_cache=False, max_workers=1))
+
+
+def test_every_per_rank_gpu_table_names_the_ranks_it_has_no_row_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 2 recorded only its CPU side (no kernels) and rank 1 lost its ProfilerStep events.
+    Each table that can have no row for a chosen rank says which and why (before: only temporal),
+    in `report` and on the app's pages; a table with rows for every rank says nothing."""
+    from htatui.analysis import registry as views
+    from htatui.analysis.registry import (
+        NO_COPIES,
+        NO_GPU_WORK,
+        NO_IDLE_GAP,
+        NO_MATCHED_LAUNCH,
+        NO_STEPS,
+        VIEWS,
+        PageTable,
+        frame_of,
+        make_page_tables,
+        make_table,
+    )
+
+    def cpu_only(events: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [e for e in events if e["cat"] != "kernel"]
+
+    traces = load_traces([job(tmp_path / "job", {1: without_steps, 2: cpu_only})], use_cache=False, max_workers=1)
+    expected = {
+        ("idle", "main"): f"rank 2 left out: {NO_IDLE_GAP}",
+        ("idle", "by-stream"): f"rank 2 left out: {NO_IDLE_GAP}",
+        ("idle", "interval-stats"): f"rank 2 left out: {NO_IDLE_GAP}",
+        ("kernel-types", "main"): f"rank 2 left out: {NO_GPU_WORK}",
+        ("kernels", "main"): f"rank 2 left out: {NO_GPU_WORK}",
+        ("kernel-spread", "main"): f"rank 2 left out: {NO_GPU_WORK}",
+        ("overlap", "main"): f"rank 2 left out: {NO_GPU_WORK}",
+        ("temporal", "main"): f"rank 2 left out: {NO_GPU_WORK}",
+        ("launch", "main"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("launch", "summary"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("queue", "main"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("queue", "overview"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("queue", "series"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("queue", "blocked"): f"rank 2 left out: {NO_MATCHED_LAUNCH}",
+        ("membw", "main"): NO_COPIES,  # no rank copies: the table is empty, and says why
+        ("membw", "series"): NO_COPIES,
+        ("steps", "main"): f"rank 1 left out: {NO_STEPS}",
+    }
+    for (view_id, table_name), sentence in expected.items():
+        table = views.view(view_id).table(table_name)
+        assert table.rankless is not None, (view_id, table_name)
+        _, message = frame_of(make_table(table, traces, views.view(view_id).options()))
+        assert message == sentence, (view_id, table_name)
+    # The app's Counters page makes the same tables (its together path for datasets included).
+    from htatui.analysis.registry import page
+
+    pages = make_page_tables(traces, page("counters").tables, {v.id: v.options() for v in VIEWS})
+    assert pages[PageTable("queue", "overview")].message == f"rank 2 left out: {NO_MATCHED_LAUNCH}"
+    rows, err = report(capsys, tmp_path / "job", "launch")
+    assert f"htatui: rank 2 left out: {NO_MATCHED_LAUNCH}" in err
+    # All ranks present: no sentence.
+    clean = load_traces([job(tmp_path / "ok")], use_cache=False, max_workers=1)
+    assert frame_of(make_table(VIEWS[0].main, clean, VIEWS[0].options()))[1] is None
+
+
+def test_a_job_written_twice_gives_the_stragglers_of_the_job_written_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every event of every rank written twice. Before (the issue's probe): kernel counts, sums and
+    straggler delays doubled. Now one of each is kept, with a warning per file, and rank 1 is the
+    straggler by 600 µs (2 steps × 300 µs) as in the job written once."""
+    once = job(tmp_path / "once")
+    twice = job(tmp_path / "twice", dict.fromkeys(range(3), lambda events: [*events, *events]))
+    clean, _ = report(capsys, once, "stragglers")
+    rows, err = report(capsys, twice, "stragglers")
+    assert rows == clean
+    assert [(r["rank"], r["delay_us"]) for r in rows if r["is_straggler"] == "true"] == [("1", "600.0")]
+    assert sum("complete event(s) repeated exactly" in line for line in err) == 3
+    assert report(capsys, twice, "kernels")[0] == report(capsys, once, "kernels")[0]

@@ -30,6 +30,7 @@ CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
     "world_size": pl.Int64(),
     "gpu_rows": pl.Int64(),
     "comm_kernels": pl.Int64(),
+    "nccl_names": pl.Utf8(),
     "cpu_collectives": pl.Int64(),
     "gpu_annotations": pl.Int64(),
     "python_frames": pl.Int64(),
@@ -39,7 +40,11 @@ CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
     "flops": pl.Int64(),
 }
 """Per rank: counts of what each analysis reads (0: the trace has none); `input_shapes` and
-`flops` count host ops with them (null when the file could not be read again for them)."""
+`flops` count host ops with them (null when the file could not be read again for them);
+`nccl_names` says how its NCCL kernels are named (NCCL_OLD, NCCL_NEW, both, or "")."""
+
+NCCL_OLD, NCCL_NEW = "ncclKernel_*", "ncclDevKernel_*"
+"""NCCL's kernel names before 2.19 and since: HTA 0.6.1's late-start method looks for the first only."""
 
 FINDING_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -85,6 +90,8 @@ def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
         ).row(0, named=True)
         kernels = events.filter(cat == "kernel").select("cat", "name", "collective_name")
         comm = int(kernels.select((kernel_type(False) == COMMUNICATION).sum()).item()) if kernels.height else 0
+        kernel_name = kernels["name"].cast(pl.Utf8)
+        nccl = [kind for kind in (NCCL_OLD, NCCL_NEW) if kernel_name.str.starts_with(kind[:-1]).any()]
         steps = rank_steps(events.select("ph", "cat", "name", "ts", "end", "dur"), Scope(steps=Steps("all"))).available
         world = (trace.meta.distributed_info or {}).get("world_size")
         shapes: int | None = None
@@ -106,6 +113,7 @@ def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
                 "world_size": world if isinstance(world, int) and not isinstance(world, bool) else None,
                 **counts,
                 "comm_kernels": comm,
+                "nccl_names": " + ".join(nccl),
                 "input_shapes": shapes,
                 "flops": flops,
             }
@@ -120,7 +128,7 @@ def _steps_text(steps: tuple[int, ...]) -> str:
 def findings(traces: TraceSet, table: pl.DataFrame, *, thorough: bool = True) -> pl.DataFrame:
     """What is odd (FINDING_COLUMNS), from the job and its `capabilities` table. `thorough` adds
     the checks that read every event: kernels overlapping on a stream, clocks that disagree."""
-    found = [*_load_warnings(traces), *_missing_among_ranks(table)]
+    found = [*_load_warnings(traces), *_missing_among_ranks(table), *_nccl_name_drift(table)]
     if thorough:
         found += [*_stream_overlaps(traces), *_clock_offsets(traces)]
     return pl.DataFrame([vars(f) for f in found], schema=FINDING_COLUMNS)
@@ -153,10 +161,31 @@ def _missing_among_ranks(table: pl.DataFrame) -> list[Finding]:
     return out
 
 
+def _nccl_name_drift(table: pl.DataFrame) -> list[Finding]:
+    """Ranks whose NCCL kernels are named otherwise than the other ranks' (different NCCL versions
+    in one job): htatui matches collectives by kind, but per-name tables split them."""
+    named = table.filter(pl.col("nccl_names") != "")
+    if named["nccl_names"].n_unique() < 2:
+        return []
+    usual = named["nccl_names"].mode().sort()[0]
+    return [
+        Finding(
+            rank,
+            file,
+            "NCCL names",
+            f"its NCCL kernels are named {names} while most ranks' are {usual}: the ranks ran different NCCL "
+            "versions; collectives still match by kind, but kernels and kernel-spread list them apart "
+            f"and HTA's late starts sees only {NCCL_OLD}",
+        )
+        for rank, file, names in named.filter(pl.col("nccl_names") != usual).select("rank", "file", "nccl_names").rows()
+    ]
+
+
 def quick_findings(traces: TraceSet) -> list[Finding]:
     """The findings every face shows at load, without reading a dataset's ranks: a rank without
     steps or GPU work among ranks that have them (from the stored summary when there is one),
-    and, when the events are in memory, kernels overlapping on a stream."""
+    and, when the events are in memory, kernels overlapping on a stream and ranks whose clock
+    disagrees with the others' at the collectives (a dataset's are left to `htatui check`)."""
     summary = traces.summary
     if summary is not None and summary.height == len(traces.rank_ids):
         table = summary.select(
@@ -178,8 +207,9 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
         table = pl.DataFrame(
             rows, schema={"rank": pl.Int32(), "file": pl.Utf8(), "steps": pl.Utf8(), "gpu_rows": pl.Int64()}
         )
-        # Events in memory: overlapping kernels are cheap to look for (16 ms on 216k events).
-        return [*_missing_among_ranks(table), *_stream_overlaps(traces)]
+        # Events in memory: overlapping kernels and clocks are cheap to look for (16 ms on 216k
+        # events; clocks 0.33 s on 8 ranks of 200k events, whose load took 16 s).
+        return [*_missing_among_ranks(table), *_stream_overlaps(traces), *_clock_offsets(traces)]
     return _missing_among_ranks(table)
 
 
@@ -232,9 +262,7 @@ def _clock_offsets(traces: TraceSet) -> list[Finding]:
     own); the cross-rank views realign them by that offset (`ranks.meeting.skewed_clocks`)."""
     if len(traces.rank_ids) < 2:
         return []
-    clocks = ranks_view.analyse(traces, ranks_view.RanksOptions(Scope(steps=Steps("all")))).clocks
-    if clocks is None:
-        return []
+    clocks = ranks_view.clock_offsets(traces, ranks_view.RanksOptions(Scope(steps=Steps("all"))))
     return [
         Finding(
             rank,
@@ -260,6 +288,11 @@ def view_notes(table: pl.DataFrame) -> list[str]:
             notes.append("stragglers, collectives: empty (no communication kernels and no gloo:/nccl:/c10d ops)")
     if ranks < 2:
         notes.append("stragglers, late-starts: empty (one rank); collectives: no cross-rank skew")
+    elif ranks and (table["nccl_names"] == NCCL_NEW).all():
+        notes.append(
+            f"late-starts --hta-compat: empty (HTA 0.6.1 looks for {NCCL_OLD} kernels; these are {NCCL_NEW}, "
+            "NCCL >= 2.19); htatui's own late-starts and stragglers find them"
+        )
     if ranks and (table["steps"].fill_null("") == "").all():
         notes.append("steps, rank-steps: empty; every view counts the whole trace (no ProfilerStep)")
     shapes = table["input_shapes"]

@@ -49,6 +49,10 @@ class FrameWithMessage(Protocol):
 TableResult = pl.DataFrame | FrameWithMessage
 
 NO_GPU_WORK = "no GPU kernels, copies or memsets in the chosen steps"
+NO_IDLE_GAP = "no gap between GPU kernels, copies or memsets in the chosen steps (no GPU work, or one op per stream)"
+NO_MATCHED_LAUNCH = "no kernel launch matched to its GPU work (by correlation id) in the chosen steps"
+NO_COPIES = "no memory copies or memsets in the chosen steps"
+NO_STEPS = "no ProfilerStep in the trace (or none of the chosen steps)"
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,8 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     rank at a time (`each_rank`), so memory holds one rank, not all."""
     cancel.check()
     if not table.per_rank:
-        return table.compute(traces, options)
+        result = table.compute(traces, options)
+        return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))
 
     unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
     parts = [table.compute(traces, options)] if len(unread) < 2 else each_rank(traces, options, table.compute)
@@ -154,12 +159,23 @@ def joined_parts(table: Table[Any], parts: Sequence[TableResult], chosen: Sequen
     return NotedTable(frame, "; ".join(dict.fromkeys([*messages, *([message] if message else [])])))
 
 
+def _noted_whole(table: Table[Any], result: TableResult, chosen: Sequence[int]) -> NotedTable:
+    """A table made over all ranks at once, with its own sentence and the ranks it left out."""
+    whole, message = frame_of(result)
+    left_out = frame_of(noted_rankless(table, whole, chosen))[1]
+    if message is None or left_out is None:
+        return NotedTable(whole, message or left_out)
+    # The table's own sentence stays; a rank left out is named first.
+    return NotedTable(whole, message if whole.height == 0 else f"{left_out}; {message}")
+
+
 def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]) -> TableResult:
     """`frame`, with a sentence naming the chosen ranks it has no row for and why (`table.rankless`)."""
     if table.rankless is None or "rank" not in frame.columns or not chosen:
         return frame
-    present = set(frame["rank"].unique().to_list())
-    missing = [rank for rank in chosen if rank not in present]
+    # kernel-types writes its ranks as text (beside "all"): compared as text.
+    present = {str(rank) for rank in frame["rank"].unique().to_list()}
+    missing = [rank for rank in chosen if str(rank) not in present]
     if not missing:
         return frame
     if len(missing) == len(chosen):
@@ -196,23 +212,46 @@ VIEWS: tuple[View[Any], ...] = (
         "Idle",
         idle.IdleOptions,
         (
-            Table("main", idle.compute, per_rank=True),
-            Table("by-stream", idle.by_stream, per_rank=True),
-            Table("interval-stats", idle.interval_stats, per_rank=True),
+            Table("main", idle.compute, per_rank=True, rankless=NO_IDLE_GAP),
+            Table("by-stream", idle.by_stream, per_rank=True, rankless=NO_IDLE_GAP),
+            Table("interval-stats", idle.interval_stats, per_rank=True, rankless=NO_IDLE_GAP),
         ),
         headline=True,
     ),
-    View("kernel-types", "Kernel types", kernels.KernelTypesOptions, (Table("main", kernels.compute_types),), True),
-    View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute),)),
-    View("kernel-spread", "Kernel spread", kernels.KernelSpreadOptions, (Table("main", kernels.spread),)),
-    View("overlap", "Overlap", overlap.OverlapOptions, (Table("main", overlap.table),), headline=True),
+    View(
+        "kernel-types",
+        "Kernel types",
+        kernels.KernelTypesOptions,
+        (Table("main", kernels.compute_types, rankless=NO_GPU_WORK),),
+        True,
+    ),
+    View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute, rankless=NO_GPU_WORK),)),
+    View(
+        "kernel-spread",
+        "Kernel spread",
+        kernels.KernelSpreadOptions,
+        (Table("main", kernels.spread, rankless=NO_GPU_WORK),),
+    ),
+    View(
+        "overlap",
+        "Overlap",
+        overlap.OverlapOptions,
+        (Table("main", overlap.table, rankless=NO_GPU_WORK),),
+        headline=True,
+    ),
     View(
         "launch",
         "Launch",
         launch.LaunchOptions,
         (
-            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",)),
-            Table("summary", launch.summary, per_rank=True, key_columns=("delay_mean_us", "delay_p99_us")),
+            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",), rankless=NO_MATCHED_LAUNCH),
+            Table(
+                "summary",
+                launch.summary,
+                per_rank=True,
+                key_columns=("delay_mean_us", "delay_p99_us"),
+                rankless=NO_MATCHED_LAUNCH,
+            ),
             Table("short-kernels", _outliers("short"), per_rank=True, key_columns=("gpu_duration_us",)),
             Table("runtime-outliers", _outliers("runtime"), per_rank=True, key_columns=("cpu_duration_us",)),
             Table("delay-outliers", _outliers("delay"), per_rank=True, key_columns=("launch_delay_us",)),
@@ -226,19 +265,22 @@ VIEWS: tuple[View[Any], ...] = (
         "Queue length",
         queue.QueueOptions,
         (
-            Table("main", queue.compute, per_rank=True),
-            Table("overview", queue.overview, per_rank=True),
-            Table("series", queue.series, per_rank=True),
-            Table("blocked", queue.blocked, per_rank=True),
+            Table("main", queue.compute, per_rank=True, rankless=NO_MATCHED_LAUNCH),
+            Table("overview", queue.overview, per_rank=True, rankless=NO_MATCHED_LAUNCH),
+            Table("series", queue.series, per_rank=True, rankless=NO_MATCHED_LAUNCH),
+            Table("blocked", queue.blocked, per_rank=True, rankless=NO_MATCHED_LAUNCH),
         ),
     ),
     View(
         "membw",
         "Memory bandwidth",
         membw.MemoryBandwidthOptions,
-        (Table("main", membw.compute, per_rank=True), Table("series", membw.series, per_rank=True)),
+        (
+            Table("main", membw.compute, per_rank=True, rankless=NO_COPIES),
+            Table("series", membw.series, per_rank=True, rankless=NO_COPIES),
+        ),
     ),
-    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True),)),
+    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True, rankless=NO_STEPS),)),
     View(
         "late-starts",
         "Late starts (HTA's straggler method)",

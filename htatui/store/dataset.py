@@ -48,6 +48,7 @@ import polars as pl
 from htatui.store.layout import MANIFEST, SUMMARY, is_dataset
 from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
 from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
+from htatui.trace.validate import drop_impossible_events
 
 FORMAT = "htatui-dataset"
 FORMAT_VERSION = 3
@@ -111,6 +112,9 @@ class StoredRank:
         frame = read_frame(data, self.events_file.path, EventsUnavailable)
         if frame.schema != pl.Schema(EVENT_SCHEMA):
             raise EventsUnavailable(f"{self.events_file.path}: not an htatui event table")
+        # The loader's own rules, on what is read back: ingest never stores such an event.
+        if drop_impossible_events(frame)[1] is not None:
+            raise EventsUnavailable(f"{self.events_file.path}: holds events with impossible times; ingest again")
         return frame
 
 

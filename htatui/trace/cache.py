@@ -28,6 +28,7 @@ import polars as pl
 from htatui.sources import RemotePath, SourcePath, cache_identity
 from htatui.trace.model import EVENT_SCHEMA, TraceMeta
 from htatui.trace.read import FileIdentity, identity
+from htatui.trace.validate import drop_impossible_events
 
 LOADER_VERSION = "7"
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
@@ -137,10 +138,13 @@ def _regular(path: Path) -> Path:
     return path
 
 
-def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
-    """The cached parse of `path`, or None when absent, stale, corrupt or another entry's."""
+def load_cached(
+    path: SourcePath, file_identity: FileIdentity | None = None
+) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
+    """The cached parse of `path` (of a local file with `file_identity` when given, else as it is
+    now), or None when absent, stale, corrupt or another entry's."""
     try:
-        key = cache_key(path)
+        key = cache_key(path, file_identity)
         folder = cache_dir()
         record = _regular(folder / f"{key}.json").read_bytes()
         meta, warnings = meta_from_json(record)
@@ -155,6 +159,8 @@ def load_cached(path: SourcePath) -> tuple[pl.DataFrame, TraceMeta, list[str]] |
         return None
     if events.schema != pl.Schema(EVENT_SCHEMA):
         return None
+    if drop_impossible_events(events)[1] is not None:
+        return None  # the loader never stores such an event: parsed again
     for suffix in (".arrow", ".json"):
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last

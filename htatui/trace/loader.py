@@ -32,7 +32,7 @@ from htatui.trace.model import (
     TraceMeta,
 )
 from htatui.trace.parallel import decode_columns_parallel
-from htatui.trace.read import FileIdentity, TraceSource, is_pipe_argument, open_trace
+from htatui.trace.read import FileIdentity, TraceSource, identity, is_pipe_argument, open_trace
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 from htatui.trace.workers import die_with_parent
 
@@ -220,12 +220,13 @@ def parse_all(
     for path in files:
         if path in pipes:
             continue
-        hit = cache.load_cached(path) if use_cache else None
+        taken = _identity_or_none(path)
+        hit = cache.load_cached(path, taken) if use_cache else None
         if hit is None:
             to_parse.append(path)
             continue
         events, meta, warnings = hit
-        results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings)
+        results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=taken)
         report(path, True)
     parse_here(pipes)
     try:
@@ -237,6 +238,16 @@ def parse_all(
     except FetchCancelled:
         raise LoadCancelled from None
     return [results[path] for path in files]
+
+
+def _identity_or_none(path: SourcePath) -> FileIdentity | None:
+    """A local file's identity now (what a cache hit is keyed on and an export checks against)."""
+    if not isinstance(path, Path):
+        return None
+    try:
+        return identity(path)
+    except OSError:
+        return None
 
 
 def _parse_local(
@@ -402,7 +413,9 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
             )
         else:
             events = aligned_events(item.events, rank, shift)
-            aligned[rank] = RankTrace(rank, item.path, source, events, item.meta, shift, tuple(item.warnings))
+            aligned[rank] = RankTrace(
+                rank, item.path, source, events, item.meta, shift, tuple(item.warnings), source_identity=item.identity
+            )
     return aligned
 
 

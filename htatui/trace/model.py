@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from htatui.sources import SourcePath
 from htatui.trace.errors import EventsUnavailable as EventsUnavailable  # raised by lazily read ranks
+
+if TYPE_CHECKING:
+    from htatui.trace.read import FileIdentity
 
 # Where a rank number came from, in order of trust.
 RANK_FROM_TRACE = "distributedInfo"
@@ -76,6 +79,7 @@ class RankTrace:
         "rank",
         "rank_source",
         "shift_us",
+        "source_identity",
         "source_stamp",
         "warnings",
     )
@@ -92,6 +96,7 @@ class RankTrace:
         *,
         load: Callable[[], pl.DataFrame] | None = None,
         source_stamp: tuple[int, int] | None = None,
+        source_identity: FileIdentity | None = None,
     ) -> None:
         if (events is None) == (load is None):
             raise TypeError("RankTrace takes either events or load")
@@ -107,6 +112,11 @@ class RankTrace:
         self.source_stamp = source_stamp
         """The source file's (size, mtime_ns) when a dataset ingested it: exports that re-read the
         source refuse a file changed since (its events would not be the stored ones)."""
+        self.source_identity = source_identity
+        """The trace file's identity (size, mtime, ctime, inode, device) taken before it was read,
+        for a rank loaded from a local file (None for a pipe, a download or a dataset): exports
+        that re-read the file refuse it when it changed since, as the app keeps a loaded job while
+        its files may be edited."""
 
     @property
     def events(self) -> pl.DataFrame:
@@ -141,6 +151,7 @@ class RankTrace:
             self.shift_us,
             self.warnings,
             source_stamp=self.source_stamp,
+            source_identity=self.source_identity,
         )
 
     def __repr__(self) -> str:

@@ -197,7 +197,7 @@ class HtaTuiApp(ThemedApp):
             self.notify(missing, title="Steps", severity="warning", timeout=10)
         # Notes (ranks taken from file order, each file's warnings, what is odd across ranks) go to
         # the status line and N, not over the panes.
-        self.load_notes = load_notes(message.traces)
+        self.load_notes = message.notes if message.notes is not None else load_notes(message.traces)
 
     # ---- the selection every view follows -----------------------------------------------
     def scope(self) -> Scope:

@@ -67,3 +67,22 @@ async def test_per_rank_screens_keep_no_rank_of_a_dataset(trace_root: Path, tmp_
             assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values()), key
             expected = screen.analyse(direct, app.scope())  # type: ignore[attr-defined]
             assert _same(screen.result, expected), key  # type: ignore[attr-defined]
+
+
+async def test_a_damaged_rank_file_is_one_notification_not_computing_forever(trace_root: Path, tmp_path: Path) -> None:
+    """Before: a flipped byte made polars panic (a BaseException the workers let through); the
+    Kernels page stayed on "computing…" with Rust backtraces over the screen. Now the page's
+    analysis fails with the one line naming the file, as a notification."""
+    ingest([trace_root / "small"], tmp_path / "ds", max_workers=1)
+    rank_file = tmp_path / "ds" / "ranks" / "00000.arrow"
+    data = bytearray(rank_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    rank_file.write_bytes(bytes(data))
+    app = HtaTuiApp(Settings(paths=(tmp_path / "ds",), use_cache=False, max_workers=1))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot)
+        await press(pilot, "3")
+        assert app.current_mode == "kernels"
+        line = f"{rank_file}: changed since it was ingested (size or checksum differs); ingest again"
+        assert [n.message for n in app._notifications if str(rank_file) in n.message] == [line]
+        assert "computing" not in str(app.screen.query_one("StatusBar").render())

@@ -383,3 +383,23 @@ async def test_rank_picker_cursor_has_a_glyph(small_traces: TraceSet) -> None:
         await press(pilot, "j")
         prompts = [str(picker.rank_list.get_option_at_index(i).prompt) for i in range(2)]
         assert prompts == ["  rank 0", "▶ rank 1"]
+
+
+async def test_a_skewed_clock_is_in_the_notes_made_by_the_load_worker(tmp_path: Path) -> None:
+    """Rank 3's clock an hour off: the app, loading the folder itself, lists it under N (the notes
+    are made in the load worker, off the screen's thread)."""
+    from kineto_util import write_trace
+    from ranks_jobs import gloo_rank
+
+    from htatui.tui.app import HtaTuiApp, Settings
+
+    for rank in range(4):
+        events = gloo_rank(rank)
+        if rank == 3:
+            events = [{**event, "ts": event["ts"] + 3600 * 1e6} for event in events]
+        write_trace(tmp_path / f"rank-{rank}.json", events, rank=rank, base_ns=1_700_000_000_000_000_000)
+    app = HtaTuiApp(Settings(paths=(tmp_path,), use_cache=False, max_workers=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        line = "rank 3 (rank-3.json): its 3 collective calls end +3,600,000,000 µs from the other ranks' (median)"
+        assert [note for note in app.load_notes if note.startswith(line)] != []

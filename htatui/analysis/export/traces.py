@@ -35,6 +35,7 @@ from htatui.trace.decode import TraceFormatError
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import RankTrace, TraceSet
+from htatui.trace.read import identity
 
 QUEUE_LENGTH = "queue_length"
 MEMORY_BW = "memory_bw"
@@ -217,6 +218,7 @@ def read_source(rank_trace: RankTrace) -> bytes:
     is refused, since its events would be spliced with counters computed from the stored ones.
     """
     _check_unchanged_since_ingest(rank_trace)
+    _check_unchanged_since_load(rank_trace)
     try:
         return bytes(read_source_bytes(rank_trace.path))
     except FileNotFoundError:
@@ -243,6 +245,23 @@ def _check_unchanged_since_ingest(rank_trace: RankTrace) -> None:
         raise ExportError(
             f"{rank_trace.path}: changed since it was ingested; its events are not the dataset's "
             "(ingest it again, or export from the trace files)",
+            rank_trace.path,
+        )
+
+
+def _check_unchanged_since_load(rank_trace: RankTrace) -> None:
+    """A trace file edited or replaced since it was loaded (the app keeps a job loaded for hours)
+    would splice its new events with counters or steps computed from the old ones."""
+    taken = rank_trace.source_identity
+    if taken is None or not isinstance(rank_trace.path, Path):
+        return
+    try:
+        now = identity(rank_trace.path)
+    except OSError:
+        return  # read_source names the problem
+    if now != taken:
+        raise ExportError(
+            f"{rank_trace.path}: changed since it was loaded; its events are not the ones analysed (load it again)",
             rank_trace.path,
         )
 

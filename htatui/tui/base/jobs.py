@@ -20,6 +20,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from htatui.trace.errors import EventsUnavailable
+
 Work = Callable[[threading.Event], Any]
 """A job's body: gets the cancel event (set when the user cancels) and returns the result."""
 
@@ -98,7 +100,9 @@ class JobRunner(Widget):
     def job_failed(self, job: str, error: BaseException) -> None:
         """The latest run of `job` failed (main thread); the default says so in one notification."""
         title = f"{self.job_title()} failed" if self.job_title() else "Failed"
-        self.notify(f"{type(error).__name__}: {error}", title=title, severity="error")
+        # A rank that cannot be read says so in a line naming its file; other errors name their type.
+        text = str(error) if isinstance(error, EventsUnavailable) else f"{type(error).__name__}: {error}"
+        self.notify(text, title=title, severity="error")
 
     @on(JobDone)
     def _deliver_job(self, message: JobDone) -> None:

@@ -37,6 +37,9 @@ class TracesLoaded(Message):
     """The traces are loaded and the first view can be shown."""
 
     traces: TraceSet
+    notes: tuple[str, ...] | None = None
+    """What loading noted and what is odd (`health.load_notes`), made in the load worker, as the
+    clocks and overlaps read every event; None: the app makes them."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
+from htatui.analysis.health import load_notes
 from htatui.jobs.load import load_traces
 from htatui.sources import RemotePath, SourcePath
 from htatui.store.layout import is_dataset
@@ -135,7 +136,7 @@ class LoadingScreen(JobRunner, Screen[None]):
             return
         self.start_job("load", self._load, "load traces")
 
-    def _load(self, cancel: threading.Event) -> TraceSet:
+    def _load(self, cancel: threading.Event) -> tuple[TraceSet, tuple[str, ...]]:
         """Find the files, then load them; progress goes to the screen as messages (worker thread)."""
         # A dataset (`htatui ingest`) lists its rank files itself, as the loader reads it.
         trace_paths = [p for p in self.paths if not (isinstance(p, Path) and is_dataset(p))]
@@ -156,7 +157,7 @@ class LoadingScreen(JobRunner, Screen[None]):
         def progress_bytes(update: DownloadProgress) -> None:
             self.post_message(DownloadProgressed(update.done_bytes, update.total_bytes))
 
-        return load_traces(
+        traces = load_traces(
             self.paths,
             use_cache=self.use_cache,
             refresh_cache=not self.use_cache,
@@ -165,9 +166,12 @@ class LoadingScreen(JobRunner, Screen[None]):
             max_workers=self.max_workers,
             download_progress=progress_bytes,
         )
+        # Here, off the screen's thread: the clocks and overlaps read every event (0.6 s on 1.6M).
+        return traces, load_notes(traces)
 
     def job_done(self, job: str, result: Any) -> None:
-        self.app.post_message(TracesLoaded(result))
+        traces, notes = result
+        self.app.post_message(TracesLoaded(traces, notes))
 
     def job_failed(self, job: str, error: BaseException) -> None:
         if isinstance(error, LoadCancelled):

@@ -123,6 +123,16 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     )
 
 
+def clock_offsets(traces: TraceSet, options: RanksOptions) -> pl.DataFrame:
+    """`skewed_clocks` of the chosen ranks' collective calls, without the rest of `analyse`
+    (no waits, phases or message bytes): cheap enough for the notes made at load."""
+    prepared = prepare(traces, options, columns=ANALYSE_READS)
+    left_out = stepless_among_stepped(prepared.steps_used)
+    steps_used = {rank: steps for rank, steps in prepared.steps_used.items() if rank not in left_out}
+    calls, _ = meeting_points(prepared.events.filter(~pl.col("rank").is_in(left_out)), options.hta_compat)
+    return skewed_clocks(_in_used_steps(calls, steps_used))
+
+
 def stepless_among_stepped(steps_used: dict[int, list[int]]) -> list[int]:
     """Ranks without steps when other ranks have them (none when no rank has steps: then every
     rank counts its whole trace, alike)."""
