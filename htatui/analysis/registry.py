@@ -321,7 +321,9 @@ VIEWS: tuple[View[Any], ...] = (
         "Ops",
         ops.OpsOptions,
         (
-            Table("main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us")),
+            Table(
+                "main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound")
+            ),
             Table("top-bars", ops.top),
             Table("categories", ops.categories),
         ),
