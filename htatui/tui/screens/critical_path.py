@@ -51,9 +51,9 @@ PATH_COLUMNS = {
     "index": ColumnHint(priority=3),
 }
 EVENT_COLUMNS = {
-    "name": ColumnHint(width=32, short_names=True, priority=0),
+    "name": ColumnHint(width=24, short_names=True, priority=0),
     "time_us": ColumnHint(priority=0),
-    "bound_by": ColumnHint(width=18),
+    "bound_by": ColumnHint(width=23, priority=0),
     "index": ColumnHint(priority=3),
 }
 NO_PATH = "No critical path on this rank."
@@ -71,7 +71,7 @@ def _events_pane(title: str) -> Pane:
 class CriticalPathScreen(PageScreen):
     PAGE: ClassVar[str] = "critical-path"
     PANES: ClassVar[dict[PageTable, Pane]] = {
-        EDGES: _path_pane("The path, edge by edge (t: the edge in the timeline)"),
+        EDGES: _path_pane("The path, edge by edge (t: timeline)"),
         TOP: _events_pane("Events on the path by their time on it"),
         JOB_EDGES: _path_pane("The job's path across ranks, edge by edge (t: timeline)"),
         JOB_TOP: _events_pane("Events on the job's path by their time on it"),
