@@ -350,6 +350,14 @@ class HtaTuiApp(ThemedApp):
                     screen.action_export_patterns,
                 )
             )
+        if isinstance(screen, CriticalPathScreen):
+            commands.append(
+                (
+                    "export: critical-path overlay…",
+                    "Mark the rank's critical path in a copy of its trace (key e)",
+                    screen.action_export_path,
+                )
+            )
         return commands
 
     def action_export_counters(self) -> None:

@@ -21,7 +21,6 @@ from htatui.jobs.load import load_traces
 from htatui.trace import LoadCancelled, LoadProgress, TraceSet
 from htatui.tui import theming
 from htatui.tui.app import VIEWS, HtaTuiApp, Settings
-from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.commands import HtaCommands
 from htatui.tui.screens.base import ViewScreen
 from htatui.tui.screens.counters import CountersResult
@@ -30,6 +29,7 @@ from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.loading import LoadingScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.widgets.table import ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 

@@ -16,6 +16,7 @@ from tui_helpers import make_app, press, ready
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
 from htatui.trace import TraceSet
+from htatui.tui.commands import HtaCommands
 from htatui.tui.screens.critical_path import CriticalPathScreen
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.timeline import TimelineScreen
@@ -78,6 +79,9 @@ async def test_e_writes_the_overlay_into_the_chosen_folder(small_traces: TraceSe
     app = make_app(small_traces)
     async with app.run_test(size=(100, 40)) as pilot:
         await open_page(pilot)
+        entries = {entry.title: entry.help for entry in HtaCommands(app.screen).entries()}
+        assert entries["export: critical-path overlay…"].endswith("(key e)")
+        assert entries["view: Critical path"] == "Keys [ and ] (no number key)" and entries["view: Ranks"] == "Key 9"
         await press(pilot, "e")
         modal = app.screen
         assert isinstance(modal, ExportModal)

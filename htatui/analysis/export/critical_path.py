@@ -54,7 +54,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def flow_event(event: dict[str, Any], at_start: bool, flow_id: int, link: dict[str, Any], start: bool) -> dict[str, Any]:
+def flow_event(
+    event: dict[str, Any], at_start: bool, flow_id: int, link: dict[str, Any], start: bool
+) -> dict[str, Any]:
     """One end of a path edge's arrow, on `event` (HTA's `get_flow_event`)."""
     ts = _number(event.get("ts")) or 0.0
     dur = _number(event.get("dur")) or 0.0

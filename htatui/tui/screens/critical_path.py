@@ -91,8 +91,20 @@ class CriticalPathScreen(PageScreen):
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("m", "toggle_job", "Rank/job", tooltip="The rank's path or the job's path across ranks", id="critical-path.job"),
-        Binding("e", "export_path", "Export", tooltip="Write the rank's trace with its path marked", id="critical-path.export"),
+        Binding(
+            "m",
+            "toggle_job",
+            "Rank/job",
+            tooltip="The rank's path or the job's path across ranks",
+            id="critical-path.job",
+        ),
+        Binding(
+            "e",
+            "export_path",
+            "Export",
+            tooltip="Write the rank's trace with its path marked",
+            id="critical-path.export",
+        ),
     ]
 
     def __init__(self) -> None:
@@ -133,7 +145,13 @@ class CriticalPathScreen(PageScreen):
             chart.show(None, sentence(output.message or NO_PATH))
             return
         notes = [f"{pct:5.1f}% {time / 1000:,.2f} ms" for time, pct in summary.select("time_us", "pct").iter_rows()]
-        chart.show(BarRows(summary["bound_by"].to_list(), [Series("time", summary["time_us"].to_list(), "hta-series-1")], notes=notes))
+        chart.show(
+            BarRows(
+                summary["bound_by"].to_list(),
+                [Series("time", summary["time_us"].to_list(), "hta-series-1")],
+                notes=notes,
+            )
+        )
 
     def _show_mode(self) -> None:
         for table in RANK_PANES:
@@ -161,7 +179,9 @@ class CriticalPathScreen(PageScreen):
         row = pane.table.selected_row() if pane is not None else None
         traces = self.hta.traces
         if traces is not None and row and row.get("start_us") is None and row.get("index") is not None:
-            span = event_span(traces.ranks[row["rank"]].events, int(row["index"])) if row["rank"] in traces.ranks else None
+            span = (
+                event_span(traces.ranks[row["rank"]].events, int(row["index"])) if row["rank"] in traces.ranks else None
+            )
             if span is not None:
                 return int(row["rank"]), *span
         return super().timeline_target()
@@ -207,4 +227,3 @@ def event_span(events: pl.DataFrame, index: int) -> tuple[float, float] | None:
     if found.height == 0:
         return None
     return float(found["ts"][0]), float(found["end"][0])
-

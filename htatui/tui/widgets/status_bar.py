@@ -72,9 +72,7 @@ def tab_labels(
         return f"[{label}]" if is_current else f"{pad}{label}{pad}"
 
     for letters, pad, gap in ((None, " ", ""), (None, "", " "), (4, "", " "), (3, "", " "), (0, "", " ")):
-        pieces = [
-            (piece(mode, title, mode == current, letters, pad) + gap, mode == current) for mode, title in views
-        ]
+        pieces = [(piece(mode, title, mode == current, letters, pad) + gap, mode == current) for mode, title in views]
         if sum(len(text) for text, _ in pieces) <= width:
             return pieces
     return pieces
