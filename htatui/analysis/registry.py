@@ -402,6 +402,17 @@ PAGES: tuple[Page, ...] = (
         ),
     ),
     Page("memory", "Memory", ()),
+    Page(
+        "critical-path",
+        "Critical path",
+        (
+            PageTable("critical-path"),
+            PageTable("critical-path", "edges"),
+            PageTable("critical-path", "top-events"),
+            PageTable("critical-path", "job"),
+            PageTable("critical-path", "job-edges"),
+        ),
+    ),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 

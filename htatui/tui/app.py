@@ -25,6 +25,7 @@ from htatui.trace import TraceSet
 from htatui.tui.base.messages import TracesLoaded
 from htatui.tui.commands import HtaCommands
 from htatui.tui.screens.counters import CountersScreen
+from htatui.tui.screens.critical_path import CriticalPathScreen
 from htatui.tui.screens.diff import DiffScreen
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
@@ -66,6 +67,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "patterns": PatternsScreen,
     "ranks": RanksScreen,
     "memory": MemoryScreen,
+    "critical-path": CriticalPathScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/registry.py PAGES)."""
 
@@ -346,6 +348,14 @@ class HtaTuiApp(ThemedApp):
                     "export: patterns overlay…",
                     "Mark the frequent patterns in a copy of the trace (key e)",
                     screen.action_export_patterns,
+                )
+            )
+        if isinstance(screen, CriticalPathScreen):
+            commands.append(
+                (
+                    "export: critical-path overlay…",
+                    "Mark the rank's critical path in a copy of its trace (key e)",
+                    screen.action_export_path,
                 )
             )
         return commands

@@ -12,6 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from htatui.analysis.core.scope import Steps
 from htatui.tui.base.host import KeymapHost, PaletteHost
 from htatui.tui.base.keymap import remapped
+from htatui.tui.widgets.status_bar import page_keys
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -75,8 +76,10 @@ class HtaCommands(Provider):
     def _views(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:
             return
-        for number, (mode, title) in enumerate(app.view_order(), start=1):
-            yield Entry(f"view: {title}", f"Key {number % 10}", partial(app.run_action, f"view('{mode}')"))
+        keys = page_keys()
+        for mode, title in app.view_order():
+            key = f"Key {keys[mode]}" if mode in keys else "Keys [ and ] (no number key)"
+            yield Entry(f"view: {title}", key, partial(app.run_action, f"view('{mode}')"))
         yield Entry("view: Timeline", "Key t (at the highlighted row's time)", app.open_timeline)
 
     def _ranks(self, app: PaletteHost) -> Iterator[Entry]:

@@ -12,6 +12,7 @@ from tui_helpers import make_app, press, ready
 
 from htatui.trace import TraceSet
 from htatui.tui.app import VIEWS
+from htatui.tui.widgets.status_bar import page_keys
 
 SnapCompare = Callable[..., bool]
 SIZES = [(80, 24), (120, 40)]
@@ -26,8 +27,9 @@ def visit(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return run_before
 
 
-# The Memory page (last) shows only for traces with [memory] events: tests/tui/test_memory_screen.py.
-TRACE_VIEWS = [mode for mode, _ in VIEWS if mode != "memory"]
+# The Memory page shows only for traces with [memory] events: tests/tui/test_memory_screen.py; the
+# pages past the tenth have no number key: tests/tui/test_critical_path_screen.py.
+TRACE_VIEWS = [mode for mode, _ in VIEWS if mode != "memory" and mode in page_keys()]
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from htatui.analysis.registry import PAGES
 from htatui.tui.base.host import AnalysisHost
+
+NUMBERED_PAGES = 10
+"""Pages with a number key: 1-9, then 0 for the tenth; later pages are reached with [ ] and the palette."""
+
+
+def page_keys() -> dict[str, str]:
+    """Each numbered page's key, by its place in the registry (not among the pages shown: the
+    Memory page hides on traces without memory events, and the pages after it keep their keys)."""
+    return {page.id: str(number % 10) for number, page in enumerate(PAGES, 1) if number <= NUMBERED_PAGES}
 
 
 class ViewTabs(Widget):
@@ -36,26 +48,31 @@ class ViewTabs(Widget):
         views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
         text = Text(no_wrap=True, overflow="ellipsis")
-        for label, is_current in tab_labels(views, self.current, self.size.width):
+        for label, is_current in tab_labels(views, self.current, self.size.width, page_keys()):
             text.append(label, style=current if is_current else "")
         return text
 
 
-def tab_labels(views: list[tuple[str, str]], current: str, width: int) -> list[tuple[str, bool]]:
+def tab_labels(
+    views: list[tuple[str, str]], current: str, width: int, keys: Mapping[str, str] | None = None
+) -> list[tuple[str, bool]]:
     """`1 Temporal  2 Idle …` as (text, is current) pieces that fit `width`: other views' titles
-    are cut to 4, then 3 letters, then left out (the number stays, so every view's key shows).
-    The current view is bracketed, so it reads without colour."""
+    are cut to 4, then 3 letters, then left out (the number stays, so every view's key shows; a
+    view without a key keeps 3 letters). The current view is bracketed, so it reads without
+    colour. `keys`: each view's key (default: by position, 1-9 then 0, none past the tenth)."""
+    if keys is None:
+        keys = {mode: str(n % 10) for n, (mode, _title) in enumerate(views, 1) if n <= NUMBERED_PAGES}
 
-    def piece(number: int, title: str, is_current: bool, letters: int | None, pad: str) -> str:
+    def piece(mode: str, title: str, is_current: bool, letters: int | None, pad: str) -> str:
+        key = keys.get(mode, "")
+        if not key and letters is not None:
+            letters = max(letters, 3)
         shown = title if is_current or letters is None else title[:letters]
-        label = f"{number % 10} {shown}".rstrip()
+        label = f"{key} {shown}".strip()
         return f"[{label}]" if is_current else f"{pad}{label}{pad}"
 
     for letters, pad, gap in ((None, " ", ""), (None, "", " "), (4, "", " "), (3, "", " "), (0, "", " ")):
-        pieces = [
-            (piece(number, title, mode == current, letters, pad) + gap, mode == current)
-            for number, (mode, title) in enumerate(views, 1)
-        ]
+        pieces = [(piece(mode, title, mode == current, letters, pad) + gap, mode == current) for mode, title in views]
         if sum(len(text) for text, _ in pieces) <= width:
             return pieces
     return pieces

@@ -76,6 +76,16 @@ Solved = tuple[RankGraph | None, NotedTable]
 """A path's graph (None when there is none) and its edges, or an empty table and why."""
 
 
+def chosen_rank(traces: TraceSet, options: CriticalPathOptions) -> int | None:
+    """The rank whose path the per-rank tables follow (None when `rank` is not in the job)."""
+    return _rank(traces, options)
+
+
+def rank_graph(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+    """The chosen rank's graph (None when it has no path) and its path's edges, or why not."""
+    return _rank_solved(traces, options)
+
+
 def rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The chosen rank's path (PATH_SCHEMA), or an empty one with why."""
     return _rank_solved(traces, options)[1]

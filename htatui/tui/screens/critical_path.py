@@ -1,0 +1,229 @@
+"""Critical path: what bounds the step, on one rank's path or on the job's path across ranks.
+
+The bars are the time on the path by what bounds it (`report --view critical-path`), the path is
+its edges in order (`--edges`), and the events are the path's events by their time on it
+(`--top-events`); `m` shows the job's path instead (`--job-edges`, `--job`), and `e` writes the
+rank's trace with its path marked (`htatui export critical-path`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+import polars as pl
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+
+from htatui.analysis.export.critical_path import export_critical_path, overlay_file_name
+from htatui.analysis.registry import PageTable
+from htatui.analysis.views import critical_path
+from htatui.tui.screens.export_modal import ExportModal
+from htatui.tui.screens.page import PageResult, PageScreen, Pane, pane_id
+from htatui.tui.widgets.chart import BarRows, Chart, Series
+from htatui.tui.widgets.options import OptionsBar
+from htatui.tui.widgets.table import ColumnHint
+from htatui.tui.widgets.table_pane import TablePane, sentence
+
+SUMMARY = PageTable("critical-path")
+EDGES = PageTable("critical-path", "edges")
+TOP = PageTable("critical-path", "top-events")
+JOB_TOP = PageTable("critical-path", "job")
+JOB_EDGES = PageTable("critical-path", "job-edges")
+
+RANK_PANES = (EDGES, TOP)
+JOB_PANES = (JOB_EDGES, JOB_TOP)
+
+
+def edge_kind(edge_type: str) -> str:
+    """'critical_path_kernel_launch_delay' → 'kernel_launch_delay'."""
+    return edge_type.removeprefix("critical_path_")
+
+
+PATH_COLUMNS = {
+    "name": ColumnHint(width=22, short_names=True, priority=0),
+    "edge_type": ColumnHint(width=12, transform=edge_kind, priority=0),
+    "duration_us": ColumnHint(priority=0),
+    "bound_by": ColumnHint(width=18, priority=0),
+    "end_us": ColumnHint(priority=2),
+    "index": ColumnHint(priority=3),
+}
+EVENT_COLUMNS = {
+    "name": ColumnHint(width=24, short_names=True, priority=0),
+    "time_us": ColumnHint(priority=0),
+    "bound_by": ColumnHint(width=23, priority=0),
+    "index": ColumnHint(priority=3),
+}
+NO_PATH = "No critical path on this rank."
+PICK = "Change the rank, annotation or instance above."
+
+
+def _path_pane(title: str) -> Pane:
+    return Pane(title, NO_PATH, sort="step", descending=False, columns=PATH_COLUMNS, row_limit=5000, hint=PICK)
+
+
+def _events_pane(title: str) -> Pane:
+    return Pane(title, NO_PATH, sort="time_us", columns=EVENT_COLUMNS, hint=PICK)
+
+
+class CriticalPathScreen(PageScreen):
+    PAGE: ClassVar[str] = "critical-path"
+    PANES: ClassVar[dict[PageTable, Pane]] = {
+        EDGES: _path_pane("The path, edge by edge (t: timeline)"),
+        TOP: _events_pane("Events on the path by their time on it"),
+        JOB_EDGES: _path_pane("The job's path across ranks, edge by edge (t: timeline)"),
+        JOB_TOP: _events_pane("Events on the job's path by their time on it"),
+    }
+    VIEW_TITLE: ClassVar[str] = "Critical path"
+    HELP: ClassVar[str] = (
+        "The longest chain of dependent work through a rank's ops, runtime calls and GPU work in "
+        "the scope's steps (HTA's critical path): the bars give the time on it by what bounds it "
+        "(*cpu_bound*, *gpu_compute_bound*, *gpu_communication_bound*, launch and kernel-to-kernel "
+        "overhead), the path lists its edges in order, and the events sum each event's time on it, "
+        "what to make faster first. **rank** picks the rank (empty: the first chosen), "
+        "**annotation** a window instead of the steps (an event whose name contains it) and "
+        "**instance** which of those events. `m` shows the job's path, every chosen rank joined at "
+        "their collectives; `t` opens the timeline at the highlighted edge or event; `e` writes the "
+        "rank's trace with its path marked for Perfetto (`htatui export critical-path`). "
+        "`report --view critical-path --what-if` tries each long event faster."
+    )
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "m",
+            "toggle_job",
+            "Rank/job",
+            tooltip="The rank's path or the job's path across ranks",
+            id="critical-path.job",
+        ),
+        Binding(
+            "e",
+            "export_path",
+            "Export",
+            tooltip="Write the rank's trace with its path marked",
+            id="critical-path.export",
+        ),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_path = False
+
+    @property
+    def options(self) -> critical_path.CriticalPathOptions:
+        found = self.view_options["critical-path"]
+        assert isinstance(found, critical_path.CriticalPathOptions)
+        return found
+
+    def mode_name(self) -> str:
+        return self.PAGE
+
+    def compose_body(self) -> ComposeResult:
+        with OptionsBar():
+            yield from self.option_fields("critical-path", "rank", "annotation", "instance")
+        yield Chart("Time on the path by what bounds it", id="critical-path-chart")
+        for table in (*RANK_PANES, *JOB_PANES):
+            yield self.pane(table)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._show_mode()
+
+    def draw(self, result: PageResult) -> None:
+        chart = self.query_one("#critical-path-chart", Chart)
+        if self.job_path:
+            output = result.output("critical-path", "job-edges")
+            summary = critical_path.summarise(output.frame)
+            chart.title = "The job's path by what bounds it (m: one rank's)"
+        else:
+            output = result.output("critical-path")
+            summary = output.frame
+            chart.title = "Time on the path by what bounds it (m: the job's)"
+        if summary.height == 0:
+            chart.show(None, sentence(output.message or NO_PATH))
+            return
+        notes = [f"{pct:5.1f}% {time / 1000:,.2f} ms" for time, pct in summary.select("time_us", "pct").iter_rows()]
+        chart.show(
+            BarRows(
+                summary["bound_by"].to_list(),
+                [Series("time", summary["time_us"].to_list(), "hta-series-1")],
+                notes=notes,
+            )
+        )
+
+    def _show_mode(self) -> None:
+        for table in RANK_PANES:
+            self.query_one(f"#{pane_id(table)}", TablePane).display = not self.job_path
+        for table in JOB_PANES:
+            self.query_one(f"#{pane_id(table)}", TablePane).display = self.job_path
+
+    def action_toggle_job(self) -> None:
+        self.job_path = not self.job_path
+        self._show_mode()
+        if self.result is not None:
+            self.draw(self.result)
+        self.focus_first_table()
+
+    def focus_first_table(self) -> None:
+        """The first shown table with rows (the other mode's panes are hidden, not empty)."""
+        for pane in self.query(TablePane):
+            if pane.display and not pane.has_class("-empty"):
+                pane.table.focus()
+                return
+
+    def timeline_target(self) -> tuple[int | None, float | None, float | None]:
+        """An edge row opens at its own span; an event row at that event (by its index on the rank)."""
+        pane = self._focused_pane()
+        row = pane.table.selected_row() if pane is not None else None
+        traces = self.hta.traces
+        if traces is not None and row and row.get("start_us") is None and row.get("index") is not None:
+            span = (
+                event_span(traces.ranks[row["rank"]].events, int(row["index"])) if row["rank"] in traces.ranks else None
+            )
+            if span is not None:
+                return int(row["rank"]), *span
+        return super().timeline_target()
+
+    def action_export_path(self) -> None:
+        traces = self.hta.traces
+        if traces is None:
+            return
+        options = replace(self.options, scope=self.hta.scope())
+        rank = critical_path.chosen_rank(traces, options)
+        if rank is None:
+            self.notify(f"Rank {options.rank} is not loaded.", severity="warning")
+            return
+        options = replace(options, rank=rank)
+        name = overlay_file_name(traces.ranks[rank].path)
+
+        def job(
+            _ranks: tuple[int, ...] | None,
+            folder: Path,
+            force: bool,
+            _progress: Callable[[int, int, Path], None],
+        ) -> list[Path]:
+            return [export_critical_path(traces, options, folder / name, force)[0]]
+
+        self.app.push_screen(
+            ExportModal(
+                "Export the critical-path overlay",
+                job,
+                loaded_ranks=traces.rank_ids,
+                ranks=(rank,),
+                folder=Path.cwd(),
+                ask_ranks=False,
+                about=f"Rank {rank}: a copy of its trace named {name} where the path's events get "
+                "args.critical = 1 and its dependency, launch and sync edges are flow arrows (HTA's "
+                "overlay); open it in Perfetto.",
+            )
+        )
+
+
+def event_span(events: pl.DataFrame, index: int) -> tuple[float, float] | None:
+    """(start, end) µs of the rank's event at file index `index`."""
+    found = events.filter(pl.col("index") == index).select("ts", "end").head(1)
+    if found.height == 0:
+        return None
+    return float(found["ts"][0]), float(found["end"][0])
