@@ -97,9 +97,16 @@ print(json.dumps(figures))
 """
 
 
+CHECKOUT = ROOT
+"""Whose htatui the children run (`--checkout`: another worktree, for a before/after on one job)."""
+
+
 def child(code: str, *args: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
+    env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
+    # cwd too: `python -c` puts the working folder first on sys.path.
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=CHECKOUT, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "child failed")
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -140,7 +147,10 @@ def main() -> int:
     parser.add_argument("--views", default=VIEWS, help=f"report views to time (default {VIEWS})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per view; the best is printed")
     parser.add_argument("--app", action="store_true", help="also the app on every page (slow)")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="run this checkout's htatui (default: this one)")
     args = parser.parse_args()
+    global CHECKOUT
+    CHECKOUT = args.checkout.resolve()
     trace = args.trace or next(p for p in sorted(DEFAULT_TRACE.iterdir()) if p.name.endswith((".json", ".json.gz")))
     with tempfile.TemporaryDirectory(prefix="htatui-scale-") as tmp:
         work = Path(tmp)
@@ -149,7 +159,8 @@ def main() -> int:
         total_mb = size * args.ranks / 1e6
         print(
             f"job: {args.ranks} ranks × {size / 1e6:.1f} MB = {total_mb:.0f} MB of JSON ({trace.name}); "
-            f"workers {args.workers}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}"
+            f"workers {args.workers}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; "
+            f"htatui of {CHECKOUT}"
         )
         for engine in args.engines.split(","):
             reason = ray_missing() if engine == "ray" else None
@@ -162,7 +173,7 @@ def main() -> int:
                 print(f"ingest --engine {engine}: failed: {exc}")
                 continue
             stored_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}").rglob("*") if f.is_file()) / 1e6
-            tables_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}" / "tables").rglob("*")) / 1e6
+            tables_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}").glob("tables/*")) / 1e6
             print(
                 f"ingest --engine {engine:5}: {run['seconds']:7.1f} s  {total_mb / run['seconds']:6.1f} MB/s  "
                 f"peak RSS {run['rss_mb']:6.0f} MB  ({run['ranks']:.0f} ranks; dataset {stored_mb:.0f} MB on disk, "

@@ -62,9 +62,7 @@ def report(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
 
 
 @pytest.mark.parametrize("job", list(JOBS))
-def test_ranks_views_on_a_dataset_are_the_folders(
-    job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ranks_views_on_a_dataset_are_the_folders(job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = JOBS[job](tmp_path / "job")
     ingest([folder], tmp_path / "ds", max_workers=1)
     for view in RANK_VIEWS:

@@ -392,12 +392,13 @@ def commit(
     }
     summary_size, summary_sha256 = _write_ipc(summary, stage.folder / SUMMARY)
     manifest["summary"] = {"size": summary_size, "sha256": summary_sha256}
-    manifest["tables"] = {}
+    stored_tables: dict[str, dict[str, object]] = {}
     for name, frame in (tables or {}).items():
         file = f"{TABLES}/{name}.arrow"
         (stage.folder / TABLES).mkdir(exist_ok=True)
         size, digest = _write_ipc(frame, stage.folder / file)
-        manifest["tables"][name] = {"file": file, "size": size, "sha256": digest}
+        stored_tables[name] = {"file": file, "size": size, "sha256": digest}
+    manifest["tables"] = stored_tables
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     target = stage.target
     raced = DatasetError(f"{stage.asked or target}: written by another ingest while this one ran; not replacing it")

@@ -3,7 +3,8 @@
 The parts: where ranks meet and who waited (`meeting`), what each rank spent its steps on
 (`phases`), the straggler verdict and its cause (`stragglers`), the collectives (`collectives`)
 and the matrix (`matrix`); this module runs them once per job and scope (`analyse`) and gives
-the report tables. docs/semantics-ranks.md has the rules.
+the report tables. They read each rank's small tables (`tables`: stored by an ingest, or made a
+rank at a time from the events), never every rank's events at once. docs/semantics-ranks.md has the rules.
 
 Corrected mode only: `stragglers` with `hta_compat` returns HTA 0.6.1's score table
 (`steps.stragglers`), named as HTA's method.
