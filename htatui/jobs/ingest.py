@@ -3,7 +3,8 @@
 Each task parses one file, writes its events into the staged dataset folder and sends back only
 the small record (metadata, warnings, first timestamp), so the driver's memory does not grow with
 the ranks' sizes; a second, cheap task per rank reads the written events back and makes the
-rank's summary row once every rank's number and time shift is known. `local` runs the tasks on
+rank's summary row and its cross-rank tables (collective calls, step and phase times: what the
+Ranks views read instead of events) once every rank's number and time shift is known. `local` runs the tasks on
 a process pool over this machine's cores; `ray` runs them as Ray tasks (a cluster given by
 address, or a local Ray): the folder must then be on a file system that every worker sees.
 Both engines write the same dataset.
@@ -23,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.jobs.summary import SUMMARY_COLUMNS, rank_summary, summary_frame
+from htatui.jobs.summary import TABLE_COLUMNS, rank_summary_and_tables, summary_frame
 from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_rank
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
@@ -77,11 +78,14 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
     return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest, stamp)
 
 
-def summarize_file(folder: Path, record: IngestedFile, rank: int, shift_us: float) -> dict[str, Any]:
-    """Task 2: the summary row of a written rank file, aligned as loading the dataset will align it."""
-    events = pl.read_ipc(folder / record.events_name, columns=list(SUMMARY_COLUMNS))
+def summarize_file(
+    folder: Path, record: IngestedFile, rank: int, shift_us: float
+) -> tuple[dict[str, Any], dict[str, pl.DataFrame]]:
+    """Task 2: the summary row of a written rank file and its cross-rank tables, aligned as
+    loading the dataset will align it."""
+    events = pl.read_ipc(folder / record.events_name, columns=list(TABLE_COLUMNS))
     meta = meta_from_json(record.meta_json)[0]
-    return rank_summary(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
+    return rank_summary_and_tables(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
 
 
 def ingest(
@@ -125,16 +129,26 @@ def ingest(
         bad = [row for row in rows if isinstance(row, IngestFailure)]
         if bad:
             raise LoadError(f"{bad[0].source}: could not be summarised ({bad[0].message})")
+        made = [r for r in rows if isinstance(r, tuple)]
         removed = commit(
             stage,
             done,
             [(f.source, f.message) for f in failed],
-            summary_frame([r for r in rows if isinstance(r, dict)]),
+            summary_frame([row for row, _ in made]),
+            _joined_tables([rank_tables for _, rank_tables in made]),
         )
     except BaseException:
         discard(stage)
         raise
     return IngestReport(folder=target, ranks=len(done), problems=failed, removed=removed, cleaned=list(stage.cleaned))
+
+
+def _joined_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    """Every rank's cross-rank tables, one table of all ranks per name, in rank order."""
+    if not parts:
+        return {}
+    ordered = sorted(parts, key=lambda part: int(part["rank_steps"]["rank"][0]) if part["rank_steps"].height else -1)
+    return {name: pl.concat([part[name] for part in ordered], how="vertical") for name in ordered[0]}
 
 
 def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -22,7 +22,7 @@ from htatui.trace.loader import (
     assign_ranks,
     parse_all,
 )
-from htatui.trace.model import LoadProblem, RankTrace, TraceSet
+from htatui.trace.model import EventsUnavailable, LoadProblem, RankTrace, TraceSet
 
 
 def load_traces(
@@ -65,20 +65,50 @@ def load_traces(
     notes.extend(rank_notes)
     aligned = align(ranks)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
-    summary = _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else None
-    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary)
+    summary, stored_table = (
+        _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else (None, None)
+    )
+    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary, stored_table=stored_table)
 
 
-def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
-    """The summary rows of a dataset opened alone, read only when its size and checksum are the ingest's."""
+def _dataset_summary(
+    folder: Path, ranks: dict[int, RankTrace]
+) -> tuple[pl.DataFrame | None, Callable[[str], pl.DataFrame] | None]:
+    """The summary rows of a dataset opened alone, read only when its size and checksum are the
+    ingest's, and a reader of its cross-rank tables (None, None when they do not hold: the ranks
+    are aligned otherwise than at ingest)."""
+    from htatui.analysis.views.ranks.tables import SCHEMAS
     from htatui.store.dataset import DatasetError, open_dataset
     from htatui.store.summary_table import summary_for
 
     try:
-        summary = open_dataset(folder).summary()
+        dataset = open_dataset(folder)
+        summary = dataset.summary()
     except DatasetError as exc:
         raise LoadError(str(exc)) from None
-    return summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()})
+    held = summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()})
+    if held is None:
+        return None, None
+    read: dict[str, pl.DataFrame] = {}
+    lock = threading.Lock()
+
+    def stored_table(name: str) -> pl.DataFrame:
+        # Read once (a worker thread may ask while another reads); a file changed since the ingest
+        # is one line naming it, as a damaged rank file is.
+        with lock:
+            if name not in read:
+                try:
+                    frame = dataset.table(name)
+                except DatasetError as exc:
+                    raise EventsUnavailable(str(exc)) from None
+                if frame.schema != pl.Schema(SCHEMAS[name]):
+                    raise EventsUnavailable(
+                        f"{dataset.table_files[name].path}: not an htatui {name} table; ingest again"
+                    )
+                read[name] = frame
+            return read[name]
+
+    return held, stored_table
 
 
 def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:

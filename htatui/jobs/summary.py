@@ -20,6 +20,7 @@ from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.rank_figures import rank_figures
 from htatui.analysis.views import overlap, steps, temporal
+from htatui.analysis.views.ranks import tables
 from htatui.store.summary_table import SUMMARY_SCHEMA
 from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
@@ -30,10 +31,28 @@ SUMMARY_COLUMNS = (
 """The event columns the summary's views read; ingest reads only these back (16 of 35: ~40 % less memory)."""
 
 
+TABLE_COLUMNS = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *(c for c in tables.READS if c != "rank"))))
+"""What ingest reads back of a rank for its summary row and its cross-rank tables (24 of 35 columns)."""
+
+
 def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float) -> dict[str, Any]:
     """One summary row for a parsed trace file, given its events as rank `rank` shifted by `shift_us`."""
     trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us)
+    return _summary_row(TraceSet(ranks={rank: trace}), source, events, rank, shift_us)
+
+
+def rank_summary_and_tables(
+    source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float
+) -> tuple[dict[str, Any], tables.RankTables]:
+    """The rank's summary row and its cross-rank tables (`analysis.views.ranks.tables`), made with
+    the default options from its events as rank `rank` shifted by `shift_us` (what the Ranks
+    views read of a dataset instead of its events)."""
+    trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us)
     alone = TraceSet(ranks={rank: trace})
+    return _summary_row(alone, source, events, rank, shift_us), tables.rank_tables(alone, CommonOptions())
+
+
+def _summary_row(alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float) -> dict[str, Any]:
     figures = rank_figures(events)
     row: dict[str, Any] = dict.fromkeys(SUMMARY_SCHEMA)
     row.update(

@@ -8,6 +8,9 @@ DATASET/
                         ranks without reading them); the summary's size and sha256
   ranks/NNNNN.arrow     the rank's event frame as the parser made it (zstd Arrow IPC)
   summary.arrow         one row per rank: span, steps, temporal/idle/overlap figures
+  tables/NAME.arrow     the cross-rank analysis's small tables, every rank's rows (collective
+                        calls, merged GPU work, step and phase times: analysis/views/ranks/tables.py);
+                        each with its size and sha256 in the manifest
 ```
 
 A dataset holds what parsing the trace files gives, before ranks are assigned and aligned, so
@@ -45,13 +48,14 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from htatui.store.layout import MANIFEST, SUMMARY, is_dataset
+from htatui.store.layout import MANIFEST, SUMMARY, TABLES, is_dataset
 from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
 from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
 from htatui.trace.validate import drop_impossible_events
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+"""4 added the cross-rank tables (`tables/`); a dataset of another version is refused: ingest again."""
 
 
 class DatasetError(Exception):
@@ -136,9 +140,17 @@ class Dataset:
     ranks: list[StoredRank]
     problems: list[tuple[Path, str]]
     summary_file: DatasetFile
+    table_files: dict[str, DatasetFile]
 
     def summary(self) -> pl.DataFrame:
         return read_frame(self.summary_file.verified_bytes(), self.summary_file.path, DatasetError)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A cross-rank table as stored, read only when its size and sha256 are the ingest's."""
+        stored = self.table_files.get(name)
+        if stored is None:
+            raise DatasetError(f"{self.folder}: the manifest names no table {name!r}; ingest again")
+        return read_frame(stored.verified_bytes(), stored.path, DatasetError)
 
 
 def _inside(folder: Path, name: object) -> Path:
@@ -183,11 +195,15 @@ def open_dataset(folder: Path) -> Dataset:
         problems = [(Path(p["source"]), str(p["message"])) for p in data["problems"]]
         summary = data["summary"]
         summary_file = _stored(folder, SUMMARY, summary.get("size"), summary.get("sha256"))
+        table_files = {
+            str(name): _stored(folder, entry.get("file"), entry.get("size"), entry.get("sha256"))
+            for name, entry in data["tables"].items()
+        }
     except DatasetError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DatasetError(f"{folder}: unreadable dataset manifest ({type(exc).__name__})") from None
-    return Dataset(folder=folder, ranks=ranks, problems=problems, summary_file=summary_file)
+    return Dataset(folder=folder, ranks=ranks, problems=problems, summary_file=summary_file, table_files=table_files)
 
 
 @dataclass(frozen=True)
@@ -331,6 +347,8 @@ def foreign_files(folder: Path) -> list[str]:
         ranks = data.get("ranks") if isinstance(data, dict) else None
         names = {MANIFEST, SUMMARY}
         names.update(str(r.get("events")) for r in ranks or [] if isinstance(r, dict))
+        tables = data.get("tables") if isinstance(data, dict) else None
+        names.update(str(t.get("file")) for t in (tables or {}).values() if isinstance(t, dict))
     except (OSError, orjson.JSONDecodeError):
         names = {MANIFEST, SUMMARY}
     found = []
@@ -348,6 +366,7 @@ def commit(
     files: list[IngestedFile],
     problems: list[tuple[Path, str]],
     summary: pl.DataFrame,
+    tables: dict[str, pl.DataFrame] | None = None,
 ) -> list[str]:
     """Write the manifest and summary, then move the staged folder into place.
 
@@ -377,6 +396,13 @@ def commit(
     }
     summary_size, summary_sha256 = _write_ipc(summary, stage.folder / SUMMARY)
     manifest["summary"] = {"size": summary_size, "sha256": summary_sha256}
+    stored_tables: dict[str, dict[str, object]] = {}
+    for name, frame in (tables or {}).items():
+        file = f"{TABLES}/{name}.arrow"
+        (stage.folder / TABLES).mkdir(exist_ok=True)
+        size, digest = _write_ipc(frame, stage.folder / file)
+        stored_tables[name] = {"file": file, "size": size, "sha256": digest}
+    manifest["tables"] = stored_tables
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     target = stage.target
     raced = DatasetError(f"{stage.asked or target}: written by another ingest while this one ran; not replacing it")

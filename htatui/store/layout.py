@@ -6,6 +6,7 @@ from pathlib import Path
 
 MANIFEST = "htatui-dataset.json"
 SUMMARY = "summary.arrow"
+TABLES = "tables"
 
 
 def is_dataset(path: Path) -> bool:

@@ -179,6 +179,9 @@ class TraceSet:
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
     """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
     when the job is one dataset opened alone; views answer from it without reading any rank."""
+    stored_table: Callable[[str], pl.DataFrame] | None = field(default=None, compare=False, repr=False)
+    """Reads, verified, one of the small per-rank tables an ingest stored for the cross-rank
+    analysis (`analysis.views.ranks.tables`), under the same condition as `summary`."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""

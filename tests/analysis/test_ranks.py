@@ -18,7 +18,7 @@ from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import Prepared
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import ranks
-from htatui.analysis.views.ranks import RanksOptions, meeting, phases
+from htatui.analysis.views.ranks import RanksOptions, meeting, phases, tables
 from htatui.trace import TraceSet
 
 
@@ -441,12 +441,12 @@ def test_analyse_needs_only_its_columns(
     """analyse reads ANALYSE_READS only; with every column prepared it must give the same result."""
     traces = load_shared(folder)
     narrow = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))
-    real_prepare = ranks.prepare
+    real_prepare = tables.prepare
 
     def every_column(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
         return real_prepare(traces, options)
 
-    monkeypatch.setattr(ranks, "prepare", every_column)
+    monkeypatch.setattr(tables, "prepare", every_column)
     wide = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))
     assert _same(narrow, wide)
     assert wide.rank_count >= 1 and wide.calls.height + wide.matrix.height > 0

@@ -101,24 +101,53 @@ _STRAGGLER_READS = ("rank", "index", "cat", "name", "stream", "iteration", "ts",
 """What the late-start detection reads (kernel typing included): a copy of only these, not of every column."""
 
 
+LATE_KERNEL_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "index": pl.Int64(),
+    "stream": pl.Int64(),
+    "iteration": pl.Int64(),
+    "name": pl.Utf8(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
+}
+"""A rank's communication kernels inside its steps: what the late-start method picks from."""
+
+LATE_SPAN_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "iteration": pl.Int64(),
+    "ts_min": pl.Float64(),
+    "end_max": pl.Float64(),
+}
+"""Per rank and step, its first start and last end (the steps' extent the method measures in)."""
+
+
+def late_start_inputs(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What the corrected late-start method reads of prepared events (`LATE_KERNEL_COLUMNS`,
+    `LATE_SPAN_COLUMNS`): a rank's rows from that rank alone, so they can be made a rank at a time."""
+    stepped = events.filter(pl.col("iteration").is_not_null())
+    spans = stepped.group_by("rank", "iteration").agg(ts_min=pl.col("ts").min(), end_max=pl.col("end").max())
+    kernels = stepped.filter(pl.col("cat") == "kernel").filter(kernel_type(False) == COMMUNICATION)
+    return (
+        kernels.select([pl.col(c).cast(t) for c, t in LATE_KERNEL_COLUMNS.items()]),
+        spans.select([pl.col(c).cast(t) for c, t in LATE_SPAN_COLUMNS.items()]).sort("rank", "iteration"),
+    )
+
+
 def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
     """Per rank: straggler_score (how many analysed steps marked the rank as one of the
     `num_candidates` latest starters of the chosen communication kernel) and is_straggler
     (among the top `num_candidates` scores, ties broken by lower rank). An empty frame and a
     message when detection is not possible."""
     prepared = prepare(traces, options, columns=_STRAGGLER_READS)
+    if not options.hta_compat:
+        kernels, spans = late_start_inputs(prepared.events)
+        return late_starts(kernels, spans, prepared.steps_used, options)
     ranks = sorted(prepared.steps_used)
     if len(ranks) < 2:
         return _empty_stragglers(NOT_ENOUGH_RANKS)
-    available = sorted({step for steps in prepared.steps_used.values() for step in steps})
-    wanted = available if options.profiler_steps is None else [s for s in options.profiler_steps if s in available]
-    if not wanted:
-        return _empty_stragglers(
-            f"no usable ProfilerStep: requested {list(options.profiler_steps or [])}, available {available}"
-            if options.profiler_steps is not None
-            else "no ProfilerStep markers on the chosen ranks: straggler detection needs steps"
-        )
-    k = max(1, options.num_candidates)
+    wanted, missing = _wanted_steps(prepared.steps_used, options)
+    if missing is not None:
+        return missing
     events = prepared.events.filter(pl.col("iteration").is_in(pl.Series(wanted, dtype=pl.Int64).implode()))
     n_iterations = events["iteration"].n_unique()
     t_min = events["ts"].min()
@@ -127,18 +156,60 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
         return _empty_stragglers("no events inside the chosen steps")
     mean_iter_time = (t_max - t_min) / n_iterations
     long_enough = pl.col("dur") >= mean_iter_time * options.min_normalized_duration
-    if options.hta_compat:
-        is_comm = (
-            pl.col("name").cat.starts_with("ncclKernel")
-            & (pl.col("stream").fill_null(-1) > 0)
-            & (pl.col("iteration") > 0)
-        )
-        long_comm = events.filter(is_comm & long_enough)
-    else:
-        kernels = events.filter((pl.col("cat") == "kernel") & long_enough)
-        long_comm = kernels.filter(kernel_type(False) == COMMUNICATION)
+    is_comm = (
+        pl.col("name").cat.starts_with("ncclKernel") & (pl.col("stream").fill_null(-1) > 0) & (pl.col("iteration") > 0)
+    )
+    long_comm = events.filter(is_comm & long_enough)
     if long_comm.height == 0:
         return _empty_stragglers(_no_long_comm(events, options))
+    return _scores(long_comm, t_min, mean_iter_time, ranks, options)
+
+
+def late_starts(
+    kernels: pl.DataFrame, spans: pl.DataFrame, steps_used: dict[int, list[int]], options: StragglerOptions
+) -> StragglerResult:
+    """The corrected late-start scores from the ranks' `late_start_inputs` and the steps each uses."""
+    ranks = sorted(steps_used)
+    if len(ranks) < 2:
+        return _empty_stragglers(NOT_ENOUGH_RANKS)
+    wanted, missing = _wanted_steps(steps_used, options)
+    if missing is not None:
+        return missing
+    in_wanted = pl.col("iteration").is_in(pl.Series(wanted, dtype=pl.Int64).implode())
+    spans = spans.filter(in_wanted)
+    n_iterations = spans["iteration"].n_unique()
+    t_min = spans["ts_min"].min()
+    t_max = spans["end_max"].max()
+    if not isinstance(t_min, float) or not isinstance(t_max, float) or n_iterations == 0 or t_max <= t_min:
+        return _empty_stragglers("no events inside the chosen steps")
+    mean_iter_time = (t_max - t_min) / n_iterations
+    kernels = kernels.filter(in_wanted)
+    long_comm = kernels.filter(pl.col("dur") >= mean_iter_time * options.min_normalized_duration)
+    if long_comm.height == 0:
+        return _empty_stragglers(_no_long_comm_message(kernels.height > 0, options))
+    return _scores(long_comm, t_min, mean_iter_time, ranks, options)
+
+
+def _wanted_steps(
+    steps_used: dict[int, list[int]], options: StragglerOptions
+) -> tuple[list[int], StragglerResult | None]:
+    """The steps to analyse, or the empty answer saying there are none."""
+    available = sorted({step for steps in steps_used.values() for step in steps})
+    wanted = available if options.profiler_steps is None else [s for s in options.profiler_steps if s in available]
+    if wanted:
+        return wanted, None
+    return wanted, _empty_stragglers(
+        f"no usable ProfilerStep: requested {list(options.profiler_steps or [])}, available {available}"
+        if options.profiler_steps is not None
+        else "no ProfilerStep markers on the chosen ranks: straggler detection needs steps"
+    )
+
+
+def _scores(
+    long_comm: pl.DataFrame, t_min: float, mean_iter_time: float, ranks: list[int], options: StragglerOptions
+) -> StragglerResult:
+    """Per rank, how many steps marked it among the latest starters of the most variable kernel."""
+    k = max(1, options.num_candidates)
     keys = ["rank", "stream", "iteration", "name"]
     order = ["rank", "index"] if options.hta_compat else ["rank", "ts", "index"]
     last = (
@@ -195,6 +266,10 @@ def _no_long_comm(events: pl.DataFrame, options: StragglerOptions) -> str:
         any_comm = kernels.filter(pl.col("name").cat.starts_with("ncclKernel")).height > 0
     else:
         any_comm = kernels.filter(kernel_type(False) == COMMUNICATION).height > 0
+    return _no_long_comm_message(any_comm, options)
+
+
+def _no_long_comm_message(any_comm: bool, options: StragglerOptions) -> str:
     if not any_comm:
         return (
             "no communication kernels on the GPU in the chosen steps: a gloo or CPU-only job communicates "

@@ -3,7 +3,8 @@
 The parts: where ranks meet and who waited (`meeting`), what each rank spent its steps on
 (`phases`), the straggler verdict and its cause (`stragglers`), the collectives (`collectives`)
 and the matrix (`matrix`); this module runs them once per job and scope (`analyse`) and gives
-the report tables. docs/semantics-ranks.md has the rules.
+the report tables. They read each rank's small tables (`tables`: stored by an ingest, or made a
+rank at a time from the events), never every rank's events at once. docs/semantics-ranks.md has the rules.
 
 Corrected mode only: `stragglers` with `hta_compat` returns HTA 0.6.1's score table
 (`steps.stragglers`), named as HTA's method.
@@ -15,24 +16,21 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.core.kernel_types import typed_gpu_events
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import NotedTable
-from htatui.analysis.core.prepare import Prepared, chosen_ranks, each_rank, prepare
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
 from htatui.analysis.views.ranks.meeting import (
+    best_source,
     call_delays,
-    meeting_points,
     realigned,
     skewed_clocks,
     with_exposed_waits,
     with_waits,
 )
-from htatui.analysis.views.ranks.op_bytes import op_bytes
-from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, cpu_phases, gpu_phases, phase_excess
+from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, fold_cpu_phases, phase_excess
 from htatui.analysis.views.ranks.stragglers import (
     METHOD,
     STEP_STRAGGLER_COLUMNS,
@@ -41,6 +39,7 @@ from htatui.analysis.views.ranks.stragglers import (
     per_step_stragglers,
     too_few_ranks,
 )
+from htatui.analysis.views.ranks.tables import READS, job_tables
 from htatui.trace.model import TraceSet
 
 
@@ -94,26 +93,27 @@ def analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
 
 
 def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
-    prepared, step_table = _rank_inputs(traces, options)
-    events = prepared.events
-    left_out = stepless_among_stepped(prepared.steps_used)
-    steps_used = {rank: steps for rank, steps in prepared.steps_used.items() if rank not in left_out}
+    # Each rank's small tables (stored at ingest, or made a rank at a time), never every rank's events.
+    tables = job_tables(traces, options)
+    steps_used = {int(rank): list(used) for rank, used in tables["rank_steps"].select("rank", "steps_used").iter_rows()}
+    left_out = stepless_among_stepped(steps_used)
+    steps_used = {rank: steps for rank, steps in steps_used.items() if rank not in left_out}
     rank_count = len(steps_used)
-    step_table = step_table.filter("used")
-    calls, source = meeting_points(events, options.hta_compat, lambda chosen: op_bytes(traces, chosen))
+    step_table = tables["steps"].filter("used")
+    calls, source = best_source(tables["calls"])
     calls = _in_used_steps(calls, steps_used)
     # A rank on a clock of its own (another host, no sync) is moved onto the others' by where
     # the collectives end: else its waits read as hours inside a step of milliseconds.
     clocks = skewed_clocks(calls)
+    busy = tables["busy"]
     if clocks.height:
-        events, calls = realigned(events, clocks), realigned(calls, clocks)
-    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
-    calls = with_exposed_waits(with_waits(calls), gpu)
-    phases_cpu = _in_used_steps(cpu_phases(events), steps_used)
-    gpu_steps = _in_used_steps(gpu_phases(gpu), steps_used)
+        busy, calls = realigned(busy, clocks), realigned(calls, clocks)
+    calls = with_exposed_waits(with_waits(calls), busy)
+    phases_cpu = _in_used_steps(fold_cpu_phases(tables["cpu_phases"]), steps_used)
+    gpu_steps = _in_used_steps(tables["gpu_phases"], steps_used)
     # group_by gives no row order: sorted, so the table and its ties read the same every time.
     phases = pl.concat([phases_cpu, gpu_steps], how="vertical_relaxed").sort("rank", "step", "phase")
-    matrix = step_matrix(step_table, gpu, calls, source, phases_cpu)
+    matrix = step_matrix(step_table, tables["gpu_steps"], calls, source, phases_cpu)
     delays = call_delays(calls)
     stragglers, message = find_stragglers(delays, phases, rank_count, source, len(traces.ranks))
     per_step = per_step_stragglers(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
@@ -157,32 +157,8 @@ def _left_out_note(result: RanksResult, message: str | None) -> str | None:
     return "; ".join([*notes, message] if message else notes)
 
 
-ANALYSE_READS = (
-    *("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "iteration"),
-    *("collective_name", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "out_msg_size", "group_size"),
-    *("pg_name", "msg_dtype"),
-)
+ANALYSE_READS = READS
 """The event columns `analyse` reads (21 of 35); tests/analysis/test_ranks.py checks it against every column."""
-
-
-def _rank_inputs(traces: TraceSet, options: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
-    """The chosen ranks' prepared events (ANALYSE_READS only) and their step table.
-
-    Over ranks not read yet (a dataset) a rank at a time (`each_rank`), so a thousand-rank job
-    holds these columns of every rank, not every event frame.
-    """
-    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
-    if len(unread) < 2:
-        return prepare(traces, options, columns=ANALYSE_READS), steps_view.compute(traces, _steps_options(options))
-
-    def one_rank(part: TraceSet, alone: RanksOptions) -> tuple[Prepared, pl.DataFrame]:
-        return prepare(part, alone, columns=ANALYSE_READS), steps_view.compute(part, _steps_options(alone))
-
-    parts = each_rank(traces, options, one_rank)
-    events = pl.concat([prepared.events for prepared, _ in parts], how="vertical")
-    steps = {rank: rank_steps for prepared, _ in parts for rank, rank_steps in prepared.steps.items()}
-    step_table = pl.concat([table for _, table in parts], how="vertical")
-    return Prepared(events, steps, options.hta_compat), step_table
 
 
 def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:
@@ -197,19 +173,18 @@ def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.
     return pl.concat([kept, frame.filter(pl.col("rank").is_in(stepless))]) if stepless else kept
 
 
-def _steps_options(options: RanksOptions) -> steps_view.StepsOptions:
-    return steps_view.StepsOptions(options.scope)
-
-
 def stragglers(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """The one straggler answer, its method named: who the others waited for at collectives and
     why, with HTA's late-start score beside it as one more signal (`hta_late_starts`). In compat
     mode, HTA 0.6.1's own table (its late-start method), named as such."""
-    late = steps_view.stragglers(traces, options)
     if options.hta_compat:
+        late = steps_view.stragglers(traces, options)
         method = "method: HTA 0.6.1's late starts (per step, the ranks that start its most variable collective last)"
         return NotedTable(late.frame, f"{method}; {late.message}" if late.message else method)
     result = analyse(traces, options)
+    tables = job_tables(traces, options)
+    steps_used = {int(rank): list(used) for rank, used in tables["rank_steps"].select("rank", "steps_used").iter_rows()}
+    late = steps_view.late_starts(tables["late_kernels"], tables["late_spans"], steps_used, options)
     scores = late.frame.filter(pl.col("straggler_score") > 0).select("rank", hta_late_starts="straggler_score")
     frame = (
         result.stragglers.join(scores, on="rank", how="full", coalesce=True)

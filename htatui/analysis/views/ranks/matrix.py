@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.core.intervals import busy_time
-from htatui.analysis.core.kernel_types import COMMUNICATION
 from htatui.analysis.views.ranks.meeting import KERNELS
 
 MATRIX_BASE: dict[str, pl.DataType] = {
@@ -21,14 +20,14 @@ MATRIX_BASE: dict[str, pl.DataType] = {
 
 
 def step_matrix(
-    step_table: pl.DataFrame, gpu: pl.DataFrame, calls: pl.DataFrame, source: str | None, phases: pl.DataFrame
+    step_table: pl.DataFrame, gpu_steps: pl.DataFrame, calls: pl.DataFrame, source: str | None, phases: pl.DataFrame
 ) -> pl.DataFrame:
+    """`gpu_steps`: rank, step, gpu_busy_us, comm_kernel_us (`tables.rank_tables`)."""
     keys = ["rank", "step"]
     base = step_table.select("rank", "step", step_us="dur_us")
-    by_step = gpu.filter(pl.col("iteration").is_not_null()).rename({"iteration": "step"})
-    busy = busy_time(by_step, keys).rename({"busy_us": "gpu_busy_us"})
+    busy = gpu_steps.select(*keys, "gpu_busy_us")
     if source == KERNELS:
-        comm = busy_time(by_step.filter(pl.col("kind") == COMMUNICATION), keys)
+        comm = gpu_steps.select(*keys, busy_us="comm_kernel_us").drop_nulls("busy_us")
     else:
         comm = busy_time(calls.filter(pl.col("step").is_not_null()), keys)
     waits = calls.group_by(keys).agg(wait_us=pl.col("wait_us").sum())

@@ -16,7 +16,6 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.names import shorten_name
 from htatui.analysis.views.ranks.op_bytes import OP_BYTES_SCHEMA, launched_under
@@ -125,6 +124,10 @@ OpBytesOf = Callable[[list[int]], pl.DataFrame]
 """The ranks → rank, index, op_bytes of their collective host ops (op_bytes.op_bytes, read from the files)."""
 
 
+SOURCES = (KERNELS, CPU_OPS, C10D_OPS)
+"""The meeting-point sources, best first: a job uses the first any of its ranks has."""
+
+
 def meeting_points(
     events: pl.DataFrame, hta_compat: bool, op_bytes_of: OpBytesOf | None = None
 ) -> tuple[pl.DataFrame, str | None]:
@@ -133,44 +136,58 @@ def meeting_points(
 
     A call without message args takes its bytes from its host ops' input shapes when
     `op_bytes_of` is given (`bytes_derived` true)."""
-    gpu = typed_gpu_events(
-        events,
-        hta_compat,
-        "rank",
-        "ts",
-        "end",
-        "dur",
-        "iteration",
-        "collective_name",
-        "pg_name",
-        "group_size",
-        "in_msg_nelems",
-        "out_msg_nelems",
-        "in_msg_size",
-        "msg_dtype",
-        "index",
-        "correlation",
-    )
-    comm = gpu.filter((pl.col("kind") == COMMUNICATION) & (pl.col("cat") == "kernel"))
-    if comm.height:
-        rows, source = comm, KERNELS
+    for source in SOURCES:
+        calls = source_calls(events, hta_compat, source, op_bytes_of)
+        if calls.height:
+            return calls, source
+    return _empty_calls(), None
+
+
+def best_source(calls: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """`calls` of every source (a `source` column) → those of the best source any rank has, and its name."""
+    for source in SOURCES:
+        chosen = calls.filter(pl.col("source") == source)
+        if chosen.height:
+            return chosen.drop("source"), source
+    return _empty_calls(), None
+
+
+def source_calls(events: pl.DataFrame, hta_compat: bool, source: str, op_bytes_of: OpBytesOf | None) -> pl.DataFrame:
+    """The ranks' collective calls seen from one source (empty when they have none): each rank's
+    rows depend on that rank alone, so a rank at a time gives the same calls."""
+    if source == KERNELS:
+        gpu = typed_gpu_events(
+            events,
+            hta_compat,
+            "rank",
+            "ts",
+            "end",
+            "dur",
+            "iteration",
+            "collective_name",
+            "pg_name",
+            "group_size",
+            "in_msg_nelems",
+            "out_msg_nelems",
+            "in_msg_size",
+            "msg_dtype",
+            "index",
+            "correlation",
+        )
+        rows = gpu.filter((pl.col("kind") == COMMUNICATION) & (pl.col("cat") == "kernel"))
         label = pl.coalesce(pl.col("collective_name").cast(pl.Utf8), pl.col("name").cast(pl.Utf8))
     else:
         host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
         names = host["name"].cast(pl.Utf8).unique()
-        cpu_names = names.filter(names.str.contains(CPU_COLLECTIVE))
-        source = CPU_OPS
-        if cpu_names.len() == 0:
-            cpu_names = names.filter(names.str.contains(C10D_COLLECTIVE))
-            source = C10D_OPS
-        if cpu_names.len() == 0:
-            return _empty_calls(), None
-        rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(cpu_names.implode()))
+        chosen = names.filter(names.str.contains(CPU_COLLECTIVE if source == CPU_OPS else C10D_COLLECTIVE))
+        rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(chosen.implode()))
         label = pl.col("name").cast(pl.Utf8)
+    if rows.height == 0:
+        return _empty_calls()
     labelled = rows.with_columns(_label=label, _args_bytes=_message_bytes())
     labelled = labelled.with_columns(_op_bytes=_op_bytes(labelled, events, source, op_bytes_of))
     kinds = _kinds(labelled["_label"])
-    calls = (
+    return (
         labelled.select(
             "rank",
             pg=pl.col("pg_name").cast(pl.Utf8).fill_null(""),
@@ -186,7 +203,6 @@ def meeting_points(
         .sort("rank", "ts")
         .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg", "kind", "step"))
     )
-    return calls, source
 
 
 def _op_bytes(rows: pl.DataFrame, events: pl.DataFrame, source: str, op_bytes_of: OpBytesOf | None) -> pl.Series:
@@ -235,16 +251,15 @@ def with_waits(calls: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(wait_us=pl.when(pl.col("call_ranks") > 1).then(pl.col("arrival_last_us") - pl.col("ts")))
 
 
-def with_exposed_waits(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+def with_exposed_waits(calls: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
     """`exposed_wait_us`: the part of each call's wait during which the rank's own GPU did no
-    other work (computation, copies, memsets).
+    other work (computation, copies, memsets): `busy` is that work's merged intervals (rank, ts, end).
 
     A rank waiting in a collective while its GPU still runs its own kernels loses nothing: with
     DDP's buckets the comm stream waits while backward goes on, and summing raw waits counted
     that time (on fixtures/demo, twice the straggler's real lag).
     """
-    work = gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end")
-    busy = merge_intervals(work, ["rank"]).sort("rank", "ts")
+    busy = busy.sort("rank", "ts")
     parts = []
     for (rank,), rank_calls in calls.with_row_index("_call").group_by(["rank"], maintain_order=True):
         rank_busy = busy.filter(pl.col("rank") == rank)

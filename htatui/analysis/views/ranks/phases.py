@@ -32,6 +32,12 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
     """rank, step, phase, dur_us: the ProfilerStep's children on its own thread — record_function
     ranges such as data_loader, forward, backward, and operators outside any range. The
     MAX_CPU_PHASES names with the most time keep their name; the rest become OTHER_CPU_OPS."""
+    return fold_cpu_phases(cpu_phase_times(events))
+
+
+def cpu_phase_times(events: pl.DataFrame) -> pl.DataFrame:
+    """rank, step, phase, dur_us: each top-level range's time per step, by its own name (a rank's
+    rows from that rank alone; `fold_cpu_phases` names the job's biggest)."""
     host = events.filter(
         pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]) & pl.col("iteration").is_not_null()
     )
@@ -40,7 +46,7 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
     step_threads = host.filter(is_step).select("rank", "pid", "tid").unique()
     inside = host.filter(~is_step).join(step_threads, on=["rank", "pid", "tid"], how="semi")
     if inside.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()})
+        return pl.DataFrame(schema=CPU_PHASE_SCHEMA)
     # Sorted by start (longer first at equal starts), a range is top-level when it starts at or
     # after every earlier range of its step has ended.
     ordered = inside.sort(["rank", "pid", "tid", "iteration", "ts", "end"], descending=[False] * 5 + [True])
@@ -49,6 +55,24 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("_before").is_null() | (pl.col("ts") >= pl.col("_before"))
     )
     per_name = top.group_by("rank", "iteration", name.alias("phase")).agg(dur_us=pl.col("dur").sum())
+    return per_name.select(pl.col("rank").cast(pl.Int32), step="iteration", phase="phase", dur_us="dur_us").sort(
+        "rank", "step", "phase"
+    )
+
+
+CPU_PHASE_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "phase": pl.Utf8(),
+    "dur_us": pl.Float64(),
+}
+
+
+def fold_cpu_phases(per_name: pl.DataFrame) -> pl.DataFrame:
+    """`cpu_phase_times` of the job with the MAX_CPU_PHASES names of most time kept and the rest
+    summed as OTHER_CPU_OPS."""
+    if per_name.height == 0:
+        return pl.DataFrame(schema=CPU_PHASE_SCHEMA)
     # Eager loops without record_function have one phase per top-level operator: keep the big ones.
     kept = (
         per_name.group_by("phase")
@@ -57,9 +81,7 @@ def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
         .head(MAX_CPU_PHASES)["phase"]
     )
     folded = pl.when(pl.col("phase").is_in(kept.implode())).then(pl.col("phase")).otherwise(pl.lit(OTHER_CPU_OPS))
-    return (
-        per_name.group_by("rank", "iteration", phase=folded).agg(pl.col("dur_us").sum()).rename({"iteration": "step"})
-    )
+    return per_name.group_by("rank", "step", phase=folded, maintain_order=True).agg(pl.col("dur_us").sum())
 
 
 def gpu_phases(gpu: pl.DataFrame) -> pl.DataFrame:

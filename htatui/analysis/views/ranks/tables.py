@@ -1,0 +1,177 @@
+"""The small per-rank tables the cross-rank analysis reads, instead of every rank's events.
+
+Each table's rows of a rank come from that rank's events alone (its collective calls from every
+meeting-point source, its merged GPU work, its per-step GPU and CPU phase times, its step spans,
+the communication kernels and step extents HTA's late-start method reads), so they are made a rank
+at a time — at ingest into the dataset (`htatui.jobs.rank_tables`), or rank by rank when a view
+asks — and only they are held together. `analyse` and the late starts combine them across ranks;
+the in-memory path and a dataset's stored tables go through the same functions, so their answers
+are identical.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.intervals import busy_time, merge_intervals
+from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
+from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import chosen_ranks, each_rank, prepare
+from htatui.analysis.views import steps as steps_view
+from htatui.analysis.views.ranks.meeting import SOURCES, source_calls
+from htatui.analysis.views.ranks.op_bytes import op_bytes
+from htatui.analysis.views.ranks.phases import cpu_phase_times, gpu_phases
+from htatui.trace.model import TraceSet
+
+READS = (
+    *("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "iteration"),
+    *("collective_name", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "out_msg_size", "group_size"),
+    *("pg_name", "msg_dtype"),
+)
+"""The event columns the tables are made from (21 of 35); tests/analysis/test_ranks.py checks it."""
+
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "calls": {
+        "source": pl.Utf8(),
+        "rank": pl.Int32(),
+        "pg": pl.Utf8(),
+        "kind": pl.Utf8(),
+        "step": pl.Int64(),
+        "ts": pl.Float64(),
+        "end": pl.Float64(),
+        "dur_us": pl.Float64(),
+        "msg_bytes": pl.Float64(),
+        "bytes_derived": pl.Boolean(),
+        "group_size": pl.Int64(),
+        "seq": pl.Int64(),
+    },
+    "busy": {"rank": pl.Int32(), "ts": pl.Float64(), "end": pl.Float64()},
+    "gpu_steps": {"rank": pl.Int32(), "step": pl.Int64(), "gpu_busy_us": pl.Float64(), "comm_kernel_us": pl.Float64()},
+    "gpu_phases": {"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()},
+    "cpu_phases": {"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()},
+    "steps": dict(steps_view.COLUMNS),
+    "rank_steps": {"rank": pl.Int32(), "steps_used": pl.List(pl.Int64()), "comm_rules": pl.Utf8()},
+    "late_kernels": dict(steps_view.LATE_KERNEL_COLUMNS),
+    "late_spans": dict(steps_view.LATE_SPAN_COLUMNS),
+}
+"""Every table and its columns. `calls`: each rank's collective calls from each meeting-point
+source (`meeting.SOURCES`); `busy`: the merged intervals of its GPU work other than communication
+(what hides a wait); `gpu_steps`: per step, GPU busy and communication-kernel time; `gpu_phases`
+and `cpu_phases`: per step, GPU compute and kernel-name times, and every top-level CPU range's
+time by name (folded across ranks later); `steps`: the step view's rows; `rank_steps`: the steps
+the scope keeps, one row per rank, with the communication rules' digest; `late_kernels` and
+`late_spans`: what HTA's late-start method reads."""
+
+NAMES = tuple(SCHEMAS)
+
+RankTables = dict[str, pl.DataFrame]
+
+
+def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
+    """The tables of the chosen ranks of `traces`, from their events (all at once: every table is
+    made per rank, so one rank at a time gives the same rows)."""
+    prepared = prepare(traces, options, columns=READS)
+    events = prepared.events
+
+    def bytes_of(ranks: list[int]) -> pl.DataFrame:
+        return op_bytes(traces, ranks)
+
+    calls = pl.concat(
+        [
+            source_calls(events, options.hta_compat, source, bytes_of).with_columns(source=pl.lit(source))
+            for source in SOURCES
+        ],
+        how="vertical_relaxed",
+    )
+    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
+    work = gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end")
+    by_step = gpu.filter(pl.col("iteration").is_not_null()).rename({"iteration": "step"})
+    keys = ["rank", "step"]
+    comm = busy_time(by_step.filter(pl.col("kind") == COMMUNICATION), keys).rename({"busy_us": "comm_kernel_us"})
+    gpu_steps = busy_time(by_step, keys).rename({"busy_us": "gpu_busy_us"}).join(comm, on=keys, how="left")
+    ranks = list(prepared.steps)
+    rank_steps = pl.DataFrame(
+        {
+            "rank": ranks,
+            "steps_used": [list(prepared.steps[rank].used) for rank in ranks],
+            "comm_rules": [comm_rules().fingerprint] * len(ranks),
+        },
+        schema=SCHEMAS["rank_steps"],
+    )
+    late_kernels, late_spans = steps_view.late_start_inputs(prepared.events)
+    tables = {
+        "calls": calls,
+        "busy": merge_intervals(work, ["rank"]),
+        "gpu_steps": gpu_steps,
+        "gpu_phases": gpu_phases(gpu),
+        "cpu_phases": cpu_phase_times(events),
+        "steps": steps_view.compute(traces, steps_view.StepsOptions(options.scope)),
+        "rank_steps": rank_steps,
+        "late_kernels": late_kernels,
+        "late_spans": late_spans,
+    }
+    return {name: _ordered(name, tables[name]) for name in NAMES}
+
+
+_ORDER = {
+    "calls": ["rank", "source", "ts", "pg", "kind", "step", "seq"],
+    "busy": ["rank", "ts"],
+    "gpu_steps": ["rank", "step"],
+    "gpu_phases": ["rank", "step", "phase"],
+    "cpu_phases": ["rank", "step", "phase"],
+    "steps": ["rank", "step"],
+    "rank_steps": ["rank"],
+    "late_kernels": ["rank", "ts", "index"],
+    "late_spans": ["rank", "iteration"],
+}
+
+
+def _ordered(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """The table in its schema's columns and types, in a fixed row order (rank first)."""
+    schema = SCHEMAS[name]
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(
+        _ORDER[name], nulls_last=True, maintain_order=True
+    )
+
+
+def empty_tables() -> RankTables:
+    return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+
+
+def job_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
+    """The chosen ranks' tables: a dataset's stored ones when they hold for `options`, else made
+    from the events — a rank at a time over ranks not read yet, so only the tables are held together."""
+    return memoised(traces, ("ranks.tables", *selection_key(traces, options)), lambda: _job_tables(traces, options))
+
+
+def _job_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
+    chosen = chosen_ranks(traces, options)
+    stored = stored_tables(traces, options, chosen)
+    if stored is not None:
+        return stored
+    unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
+    if len(unread) < 2:
+        return rank_tables(traces, options)
+    parts = each_rank(traces, options, rank_tables)
+    # Rank order whatever order the ranks were chosen in, as one call over all of them gives.
+    return {name: _ordered(name, pl.concat([part[name] for part in parts], how="vertical")) for name in NAMES}
+
+
+def stored_tables(traces: TraceSet, options: CommonOptions, chosen: list[int]) -> RankTables | None:
+    """The chosen ranks' rows of the tables an ingest stored, when the scope is the default one
+    (the steps the default rule keeps, corrected mode) and the communication rules are the ones
+    they were made with; None otherwise."""
+    read = traces.stored_table
+    if read is None or not options.scope.is_default:
+        return None
+    rank_steps = read("rank_steps")
+    if rank_steps.height and rank_steps["comm_rules"][0] != comm_rules().fingerprint:
+        return None
+    wanted = pl.Series(chosen, dtype=pl.Int32).implode()
+    return {
+        name: (rank_steps if name == "rank_steps" else read(name)).filter(pl.col("rank").is_in(wanted))
+        for name in NAMES
+    }

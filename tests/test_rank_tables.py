@@ -1,0 +1,125 @@
+"""A dataset's cross-rank tables: the Ranks views over a dataset read them, not the ranks' events,
+and print exactly what they print over the trace folder; a table changed since the ingest is one
+line, as a changed rank file is."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kineto_util import traces_of
+from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
+
+from fixtures.scale import write_scale
+from htatui.analysis.registry import BY_ID
+from htatui.cli.main import main
+from htatui.jobs.ingest import ingest
+from htatui.jobs.load import load_traces
+from htatui.store.layout import MANIFEST
+
+DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+RANK_VIEWS = ("stragglers", "rank-steps", "collectives")
+
+
+def _demo(folder: Path) -> Path:
+    shutil.copytree(DEMO, folder)
+    return folder
+
+
+def _generated(folder: Path) -> Path:
+    """4 ranks of the generated training loop (rank 1 its straggler), ~2,000 events each."""
+    write_scale(folder, ranks=4, events=2000)
+    return folder
+
+
+def _planted(rank_events: Callable[[int], list[dict[str, object]]], ranks: int) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        folder.mkdir()
+        traces_of(folder, *(rank_events(r) for r in range(ranks)))
+        return folder
+
+    return make
+
+
+JOBS: dict[str, Callable[[Path], Path]] = {
+    "demo": _demo,
+    "generated": _generated,
+    "gloo": _planted(gloo_rank, 4),  # meeting points: the gloo CPU ops
+    "skewed": _planted(skewed_rank, 4),  # a rank on a clock of its own, realigned
+    "nccl": _planted(nccl_rank, 3),  # message bytes from the kernels' args
+}
+
+
+def report(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
+    code = main(["report", *map(str, args), "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_ranks_views_on_a_dataset_are_the_folders(job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = JOBS[job](tmp_path / "job")
+    ingest([folder], tmp_path / "ds", max_workers=1)
+    for view in RANK_VIEWS:
+        stored = report(capsys, tmp_path / "ds", "--view", view)
+        assert stored == report(capsys, folder, "--view", view), view
+        assert json.loads(stored), view  # something to compare: not two empty answers
+    # Another scope than the stored one computes from the events, and still agrees.
+    assert report(capsys, tmp_path / "ds", "--view", "rank-steps", "--steps", "all") == report(
+        capsys, folder, "--view", "rank-steps", "--steps", "all"
+    )
+
+
+def test_the_ranks_views_read_no_rank_of_a_dataset(tmp_path: Path) -> None:
+    ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    traces = load_traces([tmp_path / "ds"])
+    for view_id in RANK_VIEWS:
+        view = BY_ID[view_id]
+        for table in view.tables:
+            table.compute(traces, view.options())
+    assert not any(rank.loaded for rank in traces.ranks.values())
+
+
+def test_the_manifest_records_each_tables_size_and_checksum(tmp_path: Path) -> None:
+    ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
+    assert manifest["version"] == 4
+    assert sorted(manifest["tables"]) == sorted(
+        ["busy", "calls", "cpu_phases", "gpu_phases", "gpu_steps", "late_kernels", "late_spans", "rank_steps", "steps"]
+    )
+    for entry in manifest["tables"].values():
+        data = (tmp_path / "ds" / entry["file"]).read_bytes()
+        assert (entry["size"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+
+
+def test_a_changed_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    calls = tmp_path / "ds" / "tables" / "calls.arrow"
+    data = bytearray(calls.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    calls.write_bytes(bytes(data))
+    # The views that do not read it still answer.
+    assert main(["report", str(tmp_path / "ds"), "--view", "temporal"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "ds"), "--view", "stragglers"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == f"htatui: {calls}: changed since it was ingested (size or checksum differs); ingest again"
+
+
+def test_a_dataset_of_the_version_before_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
+    manifest["version"] = 3
+    del manifest["tables"]
+    (tmp_path / "ds" / MANIFEST).write_text(json.dumps(manifest))
+    assert main(["info", str(tmp_path / "ds")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"htatui: {tmp_path / 'ds'}: not an htatui dataset of version 4; ingest again"
