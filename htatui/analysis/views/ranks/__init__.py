@@ -19,12 +19,14 @@ import polars as pl
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import NotedTable
+from htatui.analysis.core.prepare import prepare
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
 from htatui.analysis.views.ranks.meeting import (
     best_source,
     call_delays,
+    meeting_points,
     realigned,
     skewed_clocks,
     with_exposed_waits,
