@@ -297,6 +297,10 @@ class ViewTable(DataTable[Text]):
             self.add_column(labels[index], key=column.key, width=fitted_width(column, cells[index]))
         for row_index in range(self.shown.height):
             self.add_row(*(cells[index][row_index] for index in kept), label=Text(" "))
+        # The gutter is one cell wide from the first frame: Textual measures row labels only when
+        # idle, and a screen drawn before that (a busy machine, a snapshot) had its header and rows
+        # one cell apart.
+        self._label_column.content_width = max(self._label_column.content_width, 1)
         self._marked_row = None
         if self.row_count:
             self.move_cursor(row=min(row, self.row_count - 1), animate=False)
