@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 
-def status_mb(field: str) -> float:
+def status_mib(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
@@ -50,7 +50,7 @@ def main() -> None:
     rows: list[tuple[str, float, float, float]] = []
 
     def record(page: str, started: float) -> None:
-        rows.append((page, time.perf_counter() - started, status_mb("VmRSS"), status_mb("VmHWM")))
+        rows.append((page, time.perf_counter() - started, status_mib("VmRSS"), status_mib("VmHWM")))
 
     async def drive(pilot):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
@@ -73,7 +73,7 @@ def main() -> None:
     app.run(headless=True, size=(120, 40), auto_pilot=drive)
     size = json_bytes(args.path)
     print(f"{args.path}: {size / 1e6:.0f} MB of JSON; cache {'off' if args.no_cache else 'on'}")
-    print(f"{'page':<16}{'s':>8}{'RSS MB':>9}{'peak MB':>9}")
+    print(f"{'page':<16}{'s':>8}{'RSS MiB':>9}{'peak MiB':>9}")
     for page, seconds, rss, peak in rows:
         print(f"{page:<16}{seconds:>8.2f}{rss:>9.0f}{peak:>9.0f}")
     if rows:
