@@ -1,0 +1,87 @@
+"""The app's memory on one trace after each page: headless, every page in the tab order, then the timeline.
+
+    python benchmarks/app_pages.py /tmp/big556              # the cache as it is (the second run: cached)
+    python benchmarks/app_pages.py /tmp/big556 --no-cache   # parse again
+
+Prints, after the first screen and after each page, the process's resident memory now (VmRSS) and
+its peak so far (VmHWM), both from /proc/self/status, with the seconds that page took to settle;
+then the JSON bytes of the trace files and the peak over them (issue 26's goal: ≤ 1.0× the JSON).
+The app runs in this process, so the figures are the whole app's (Textual, polars, the loaded job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import time
+from pathlib import Path
+
+
+def status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def json_bytes(path: Path) -> int:
+    """A trace file's JSON bytes (a gzip file's ISIZE: one member under 4 GB), or a folder's sum."""
+    if path.is_dir():
+        return sum(json_bytes(p) for p in sorted(path.rglob("*.json*")) if p.is_file())
+    if path.name.endswith(".gz"):
+        with path.open("rb") as file:
+            if file.read(2) != b"\x1f\x8b":
+                return path.stat().st_size
+            file.seek(-4, 2)
+            return int(struct.unpack("<I", file.read(4))[0])
+    return path.stat().st_size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--no-cache", action="store_true")
+    args = parser.parse_args()
+
+    from htatui.tui.app import HtaTuiApp, Settings
+    from htatui.tui.run import settle, wait_until_loaded
+
+    app = HtaTuiApp(Settings(paths=(args.path,), use_cache=not args.no_cache))
+    rows: list[tuple[str, float, float, float]] = []
+
+    def record(page: str, started: float) -> None:
+        rows.append((page, time.perf_counter() - started, status_mib("VmRSS"), status_mib("VmHWM")))
+
+    async def drive(pilot):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        if not await wait_until_loaded(pilot, timeout=1800):
+            app.exit()
+            return
+        await settle(pilot)
+        record("first screen", started)
+        for mode, _title in app.view_order():
+            started = time.perf_counter()
+            await app.action_view(mode)
+            await settle(pilot)
+            record(mode, started)
+        started = time.perf_counter()
+        app.open_timeline()
+        await settle(pilot)
+        record("timeline", started)
+        app.exit()
+
+    app.run(headless=True, size=(120, 40), auto_pilot=drive)
+    size = json_bytes(args.path)
+    print(f"{args.path}: {size / 1e6:.0f} MB of JSON; cache {'off' if args.no_cache else 'on'}")
+    print(f"{'page':<16}{'s':>8}{'RSS MiB':>9}{'peak MiB':>9}")
+    for page, seconds, rss, peak in rows:
+        print(f"{page:<16}{seconds:>8.2f}{rss:>9.0f}{peak:>9.0f}")
+    if rows:
+        peak = rows[-1][3] * 1024 * 1024
+        print(f"peak after every page: {peak / 1e6:.0f} MB = {peak / size:.2f}x the JSON")
+    else:
+        print("the trace did not load")
+
+
+if __name__ == "__main__":
+    main()
