@@ -19,16 +19,17 @@ import polars as pl
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import NotedTable
-from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.prepare import each_rank, prepare
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
 from htatui.analysis.views.ranks.meeting import (
+    SOURCES,
     best_source,
     call_delays,
-    meeting_points,
     realigned,
     skewed_clocks,
+    source_calls,
     with_exposed_waits,
     with_waits,
 )
@@ -127,11 +128,24 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
 
 def clock_offsets(traces: TraceSet, options: RanksOptions) -> pl.DataFrame:
     """`skewed_clocks` of the chosen ranks' collective calls, without the rest of `analyse`
-    (no waits, phases or message bytes): cheap enough for the notes made at load."""
-    prepared = prepare(traces, options, columns=ANALYSE_READS)
-    left_out = stepless_among_stepped(prepared.steps_used)
-    steps_used = {rank: steps for rank, steps in prepared.steps_used.items() if rank not in left_out}
-    calls, _ = meeting_points(prepared.events.filter(~pl.col("rank").is_in(left_out)), options.hta_compat)
+    (no waits, phases or message bytes): cheap enough for the notes made at load. Each rank's
+    calls are found on its own events, so the ranks' columns are never copied into one frame
+    (that copy doubled the memory of a 256-rank folder's `report`)."""
+
+    def rank_calls(part: TraceSet, alone: RanksOptions) -> tuple[pl.DataFrame, dict[int, list[int]]]:
+        prepared = prepare(part, alone, columns=ANALYSE_READS)
+        calls = [
+            source_calls(prepared.events, alone.hta_compat, source, None).with_columns(source=pl.lit(source))
+            for source in SOURCES
+        ]
+        return pl.concat(calls, how="vertical_relaxed"), prepared.steps_used
+
+    parts = each_rank(traces, options, rank_calls)
+    steps_used = {rank: steps for _, used in parts for rank, steps in used.items()}
+    left_out = stepless_among_stepped(steps_used)
+    steps_used = {rank: steps for rank, steps in steps_used.items() if rank not in left_out}
+    every = pl.concat([calls for calls, _ in parts], how="vertical_relaxed")
+    calls, _ = best_source(every.filter(~pl.col("rank").is_in(left_out)))
     return skewed_clocks(_in_used_steps(calls, steps_used))
 
 
