@@ -137,8 +137,10 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
         result = table.compute(traces, options)
         return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))
 
-    unread = [rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded]
-    parts = [table.compute(traces, options)] if len(unread) < 2 else each_rank(traces, options, table.compute)
+    # A rank at a time whenever there are several: over loaded ranks too, so the ranks' columns
+    # are never copied into one frame (a folder of 256 ranks held them twice).
+    chosen = chosen_ranks(traces, options)
+    parts = [table.compute(traces, options)] if len(chosen) < 2 else each_rank(traces, options, table.compute)
     return joined_parts(table, parts, chosen_ranks(traces, options))
 
 
@@ -434,15 +436,15 @@ def make_page_tables(
     """Each of a page's tables, made as `report` makes it with `options[view id]` (the scope and
     the view's knob values); the work between tables stops when the analysis is cancelled.
 
-    Over a dataset, the page's per-rank tables are made together a rank at a time, so each rank
-    is read once for all of them (and dropped), not once per table.
+    Over several ranks, the page's per-rank tables are made together a rank at a time, so each
+    rank is read once for all of them (a dataset's is dropped again), not once per table, and the
+    ranks' columns are never copied into one frame.
     """
     out: dict[PageTable, NotedTable] = {}
     together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
     if len(together) > 1 and options:
         any_options = options[together[0].view]
-        unread = [rank for rank in chosen_ranks(traces, any_options) if not traces.ranks[rank].loaded]
-        if len(unread) >= 2:
+        if len(chosen_ranks(traces, any_options)) >= 2:
 
             def build(part: TraceSet, alone: CommonOptions) -> list[TableResult]:
                 return [
