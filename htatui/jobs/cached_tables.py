@@ -32,10 +32,10 @@ def tables_tag(trace: RankTrace) -> str:
 
 
 def cached_rank_tables(
-    ranks: dict[int, RankTrace],
+    ranks: dict[int, RankTrace], *, read: bool = True
 ) -> tuple[StoredTable | None, StoredRankTable | None, KeepTables | None]:
-    """Readers of the job's kept tables and the keeper that stores a rank's tables in its entry
-    (all None when no rank is a cacheable local file). Nothing is read until a view asks: the
+    """Readers of the job's kept tables (None without `read`) and the keeper that stores a rank's
+    tables in its entry (all None when no rank is a cacheable local file). Nothing is read until a view asks: the
     readers give None when a rank has no tables of its tag, and the views make them."""
     local = {rank: trace for rank, trace in ranks.items() if isinstance(trace.path, Path) and trace.source_identity}
     if not local:
@@ -46,12 +46,12 @@ def cached_rank_tables(
         if trace is not None:
             cache.store_tables(trace.path, trace.source_identity, tables_tag(trace), tables)
 
-    if len(local) != len(ranks):
+    if len(local) != len(ranks) or not read:  # --no-cache reads none: it makes them again
         return None, None, keep
     lock = threading.Lock()
     found: dict[int, cache.CachedTables] = {}
     looked: list[bool] = []
-    read: dict[str, pl.DataFrame | None] = {}
+    frames_read: dict[str, pl.DataFrame | None] = {}
 
     def entries() -> dict[int, cache.CachedTables] | None:
         # Looked up once, when a view first asks (the JSON records only): every rank's, or none.
@@ -76,11 +76,11 @@ def cached_rank_tables(
             kept = entries()
             if kept is None:
                 return None
-            if name not in read:
+            if name not in frames_read:
                 frames = [kept[rank].read(name) for rank in sorted(kept)]
                 good = all(frame is not None and frame.schema == schema(name) for frame in frames)
-                read[name] = pl.concat([f for f in frames if f is not None], how="vertical") if good else None
-            return read[name]
+                frames_read[name] = pl.concat([f for f in frames if f is not None], how="vertical") if good else None
+            return frames_read[name]
 
     def stored_rank_table(name: str, rank: int) -> pl.DataFrame | None:
         with lock:

@@ -74,7 +74,7 @@ def load_traces(
     if not datasets and (use_cache or refresh_cache):
         from htatui.jobs.cached_tables import cached_rank_tables
 
-        stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned)
+        stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned, read=use_cache)
     return TraceSet(
         ranks=aligned,
         problems=problems,

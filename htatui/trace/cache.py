@@ -144,32 +144,75 @@ def load_cached(
 ) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
     """The cached parse of `path` (of a local file with `file_identity` when given, else as it is
     now), or None when absent, stale, corrupt or another entry's."""
+    entry = peek_cached(path, file_identity, start=False)
+    events = entry.read_events() if entry is not None else None
+    if entry is None or events is None:
+        return None
+    return events, entry.meta, entry.warnings
+
+
+class CachedEntry:
+    """A cache entry whose record was read and whose events file is in place (its size is the
+    record's); the events are read, and their checksum verified, only by `read_events`."""
+
+    def __init__(self, folder: Path, key: str, meta: TraceMeta, warnings: list[str], start_ns: int | None) -> None:
+        self.folder, self.key, self.meta, self.warnings, self.start_ns = folder, key, meta, warnings, start_ns
+
+    def read_events(self) -> pl.DataFrame | None:
+        """The entry's events when its size, checksum, schema and times hold; None otherwise."""
+        try:
+            record = _regular(self.folder / f"{self.key}.json").read_bytes()
+            entry = orjson.loads(record).get("entry")
+            data = _regular(self.folder / f"{self.key}.arrow").read_bytes()
+            if entry != {"key": self.key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+                return None
+            events = pl.read_ipc(io.BytesIO(data))
+        except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+        if events.schema != pl.Schema(EVENT_SCHEMA):
+            return None
+        if drop_impossible_events(events)[1] is not None:
+            return None  # the loader never stores such an event: parsed again
+        return events
+
+
+def peek_cached(path: SourcePath, file_identity: FileIdentity | None = None, *, start: bool = True) -> CachedEntry | None:
+    """The entry of `path` with its metadata, without reading its events: None when absent,
+    another entry's, its events file is not a regular file of the recorded size, or (with
+    `start`) the record keeps no first-event time (an entry written before it did)."""
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
         record = _regular(folder / f"{key}.json").read_bytes()
         meta, warnings = meta_from_json(record)
-        entry = orjson.loads(record).get("entry")
-        data = _regular(folder / f"{key}.arrow").read_bytes()
-        if entry != {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+        data = orjson.loads(record)
+        entry = data.get("entry")
+        first = data.get("start_ns")
+        if not isinstance(entry, dict) or entry.get("key") != key:
             return None
-        events = pl.read_ipc(io.BytesIO(data))
-    except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+        if os.lstat(_regular(folder / f"{key}.arrow")).st_size != entry.get("size"):
+            return None
+        if start and (not isinstance(first, int) or isinstance(first, bool)):
+            return None
+    except BaseException as exc:  # noqa: BLE001 - any failure means "rebuild"
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         return None
-    if events.schema != pl.Schema(EVENT_SCHEMA):
-        return None
-    if drop_impossible_events(events)[1] is not None:
-        return None  # the loader never stores such an event: parsed again
-    for suffix in (".arrow", ".json"):
+    for suffix in (".arrow", ".json", ".tables"):
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
-    return events, meta, warnings
+    return CachedEntry(folder, key, meta, warnings, first if isinstance(first, int) else None)
 
 
 def store(
-    path: SourcePath, file_identity: FileIdentity | None, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]
+    path: SourcePath,
+    file_identity: FileIdentity | None,
+    events: pl.DataFrame,
+    meta: TraceMeta,
+    warnings: list[str],
+    start_ns: int | None = None,
 ) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
@@ -186,6 +229,7 @@ def store(
         data = buffer.getvalue()
         record = orjson.loads(meta_to_json(meta, warnings))
         record["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
         _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
         evict(folder, max_cache_bytes())
