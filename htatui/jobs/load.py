@@ -65,11 +65,11 @@ def load_traces(
     notes.extend(rank_notes)
     aligned = align(ranks)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
-    summary, stored_table, stored_rank_table = (
-        _dataset_summary(datasets[0], aligned)
-        if datasets and not traces and len(datasets) == 1
-        else (None, None, None)
-    )
+    summary: pl.DataFrame | None = None
+    stored_table: Callable[[str], pl.DataFrame | None] | None = None
+    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = None
+    if datasets and not traces and len(datasets) == 1:
+        summary, stored_table, stored_rank_table = _dataset_summary(datasets[0], aligned)
     keep_tables = None
     if not datasets and (use_cache or refresh_cache):
         from htatui.jobs.cached_tables import cached_rank_tables

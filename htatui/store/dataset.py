@@ -218,7 +218,12 @@ def open_dataset(folder: Path) -> Dataset:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DatasetError(f"{folder}: unreadable dataset manifest ({type(exc).__name__})") from None
-    return Dataset(folder=folder, ranks=ranks, problems=problems, summary_file=summary_file, table_files=table_files,
+    return Dataset(
+        folder=folder,
+        ranks=ranks,
+        problems=problems,
+        summary_file=summary_file,
+        table_files=table_files,
         busy_files=busy_files,
     )
 

@@ -178,7 +178,9 @@ class CachedEntry:
         return events
 
 
-def peek_cached(path: SourcePath, file_identity: FileIdentity | None = None, *, start: bool = True) -> CachedEntry | None:
+def peek_cached(
+    path: SourcePath, file_identity: FileIdentity | None = None, *, start: bool = True
+) -> CachedEntry | None:
     """The entry of `path` with its metadata, without reading its events: None when absent,
     another entry's, its events file is not a regular file of the recorded size, or (with
     `start`) the record keeps no first-event time (an entry written before it did)."""
@@ -237,7 +239,9 @@ def store(
         return
 
 
-def store_tables(path: SourcePath, file_identity: FileIdentity | None, tag: str, tables: dict[str, pl.DataFrame]) -> None:
+def store_tables(
+    path: SourcePath, file_identity: FileIdentity | None, tag: str, tables: dict[str, pl.DataFrame]
+) -> None:
     """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
     shift, analysis version) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
     bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
@@ -296,7 +300,8 @@ def cached_tables(path: SourcePath, file_identity: FileIdentity | None, tag: str
         if record["entry"]["key"] != key or not isinstance(kept, dict) or kept.get("tag") != tag:
             return None
         parts = {
-            str(name): (int(offset), int(length), str(digest)) for name, (offset, length, digest) in kept["parts"].items()
+            str(name): (int(offset), int(length), str(digest))
+            for name, (offset, length, digest) in kept["parts"].items()
         }
         return CachedTables(_regular(folder / f"{key}.tables"), parts)
     except Exception:  # noqa: BLE001 - absent, malformed or another entry's: none kept

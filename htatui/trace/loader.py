@@ -229,7 +229,7 @@ def parse_all(
             continue
         taken = _identity_or_none(path)
         entry = cache.peek_cached(path, taken) if use_cache and isinstance(path, Path) and taken else None
-        if entry is not None and entry.start_ns is not None:
+        if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
             read = functools.partial(_cached_events, path, taken, entry)
             results[path] = StoredFile(path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken)
             report(path, True)
@@ -285,7 +285,7 @@ def _parse_local(
     write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
-    results: dict[SourcePath, ParsedFile | LoadProblem],
+    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
     report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
 ) -> None:
@@ -319,7 +319,7 @@ def _parse_in_pool(
     files: list[tuple[Path, RemotePath | None]],
     workers: int,
     write_cache: bool,
-    results: dict[SourcePath, ParsedFile | LoadProblem],
+    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
     cancel: threading.Event | None,
 ) -> None:

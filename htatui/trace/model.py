@@ -184,9 +184,7 @@ class TraceSet:
     analysis (`analysis.views.ranks.tables`), under the same condition as `summary`; for a trace
     folder whose ranks all keep their tables in the parse cache, those ranks' rows (None when one
     cannot be read: they are made again)."""
-    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = field(
-        default=None, compare=False, repr=False
-    )
+    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
     """Reads, verified, one rank's rows of a table kept a file per rank (`busy`), under the same
     condition as `stored_table` (None from the parse cache when it cannot be read)."""
     keep_tables: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)

@@ -195,9 +195,7 @@ def _job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
     tables = {name: _ordered(name, pl.concat([part[name] for part in parts], how="vertical")) for name in NAMES}
     busy = dict(tables["busy"].partition_by("rank", as_dict=True))
     empty = pl.DataFrame(schema=SCHEMAS["busy"])
-    return JobTables(
-        {name: tables[name] for name in SHARED}, lambda rank: busy.get((rank,), empty)
-    )
+    return JobTables({name: tables[name] for name in SHARED}, lambda rank: busy.get((rank,), empty))
 
 
 def stored_tables(traces: TraceSet, options: CommonOptions, chosen: list[int]) -> JobTables | None:
