@@ -14,6 +14,7 @@ from test_rank_tables import RANK_VIEWS, _demo, _generated, report
 from htatui.analysis.registry import BY_ID
 from htatui.analysis.views.ranks import tables
 from htatui.jobs.load import load_traces
+from htatui.trace.model import EventsUnavailable
 
 
 def _skewed(folder: Path) -> Path:
@@ -62,3 +63,40 @@ def test_the_kept_tables_are_read_without_the_events_analysis_and_hold_only_for_
     alone = load_traces(files[1:], max_workers=1)
     assert {r: t.shift_us for r, t in alone.ranks.items()} != {r: again.ranks[r].shift_us for r in alone.ranks}
     assert alone.stored_table is not None and alone.stored_table("calls") is None
+
+
+def test_a_cached_folders_ranks_stay_unread_and_the_ranks_views_read_none(tmp_path: Path) -> None:
+    folder = _demo(tmp_path / "job")
+    view = BY_ID["stragglers"]
+    first = load_traces([folder], max_workers=1)
+    assert all(rank.loaded for rank in first.ranks.values())  # parsed now
+    expected = view.tables[0].compute(first, view.options())
+    again = load_traces([folder], max_workers=1)
+    assert not any(rank.loaded for rank in again.ranks.values())
+    for view_id in RANK_VIEWS:
+        for table in BY_ID[view_id].tables:
+            table.compute(again, BY_ID[view_id].options())
+    assert not any(rank.loaded for rank in again.ranks.values())
+    assert view.tables[0].compute(again, view.options()).frame.equals(expected.frame)
+    # Read when asked: the events of the fresh parse.
+    assert again.ranks[1].events.equals(first.ranks[1].events)
+
+
+def test_a_cached_rank_evicted_after_the_open_is_parsed_again_and_a_changed_file_is_one_line(
+    tmp_path: Path, isolated_cache: Path
+) -> None:
+    folder = _demo(tmp_path / "job")
+    fresh = load_traces([folder], max_workers=1)
+    opened = load_traces([folder], max_workers=1)
+    for entry in isolated_cache.glob("*.arrow"):
+        entry.unlink()
+    assert opened.ranks[0].events.equals(fresh.ranks[0].events)
+    load_traces([folder], max_workers=1)  # the other ranks parsed again, cached
+    reopened = load_traces([folder], max_workers=1)
+    assert not reopened.ranks[2].loaded
+    target = next(folder.glob("rank-2*"))
+    target.write_bytes(target.read_bytes())  # the same bytes, a new identity (ctime)
+    for entry in isolated_cache.glob("*.arrow"):
+        entry.unlink()
+    with pytest.raises(EventsUnavailable, match=rf"^{target}: changed since the job was opened; open it again$"):
+        _ = reopened.ranks[2].events
