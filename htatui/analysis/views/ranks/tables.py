@@ -3,10 +3,11 @@
 Each table's rows of a rank come from that rank's events alone (its collective calls from every
 meeting-point source, its merged GPU work, its per-step GPU and CPU phase times, its step spans,
 the communication kernels and step extents HTA's late-start method reads), so they are made a rank
-at a time — at ingest into the dataset (`htatui.jobs.rank_tables`), or rank by rank when a view
-asks — and only they are held together. `analyse` and the late starts combine them across ranks;
-the in-memory path and a dataset's stored tables go through the same functions, so their answers
-are identical.
+at a time — at ingest into the dataset (`htatui.jobs.ingest`), or rank by rank when a view asks,
+then kept in the parse cache for a trace folder (`htatui.jobs.cached_tables`) — and only they are
+held together, except `busy` (merged GPU work, the big one), read a rank at a time. `analyse` and
+the late starts combine them across ranks; the in-memory path and the stored tables go through
+the same functions, so their answers are identical.
 """
 
 from __future__ import annotations
