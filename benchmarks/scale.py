@@ -173,7 +173,7 @@ def main() -> int:
                 print(f"ingest --engine {engine}: failed: {exc}")
                 continue
             stored_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}").rglob("*") if f.is_file()) / 1e6
-            tables_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}").glob("tables/*")) / 1e6
+            tables_mb = sum(f.stat().st_size for f in (work / f"ds-{engine}").rglob("tables/**/*.arrow")) / 1e6
             print(
                 f"ingest --engine {engine:5}: {run['seconds']:7.1f} s  {total_mb / run['seconds']:6.1f} MB/s  "
                 f"peak RSS {run['rss_mb']:6.0f} MB  ({run['ranks']:.0f} ranks; dataset {stored_mb:.0f} MB on disk, "

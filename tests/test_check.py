@@ -147,6 +147,28 @@ def test_the_faces_name_a_rank_without_steps_at_load(tmp_path: Path, capsys: pyt
     assert line in load_notes(load_traces([tmp_path], use_cache=False, max_workers=1))
 
 
+def test_a_folder_opened_from_the_cache_still_names_them_and_keeps_its_ranks_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached folder's ranks open unread (issue 26); the load-time findings read each and drop it again."""
+    from htatui.analysis.health import load_notes
+
+    monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))
+    for rank in range(2):
+        events = nccl_rank(rank)
+        if rank == 1:
+            events = [e for e in events if not str(e["name"]).startswith("ProfilerStep")]
+        write_trace(tmp_path / "job" / f"rank-{rank}.json", events, rank=rank)
+    line = "rank 1 (rank-1.json): no ProfilerStep while other ranks have them: the cross-rank views leave it out"
+    for _ in range(2):  # parsed and cached, then opened from the cache
+        assert main(["report", str(tmp_path / "job"), "--view", "temporal", "--format", "csv"]) == 0
+        assert f"htatui: warning: {line}" in capsys.readouterr().err
+    cached = load_traces([tmp_path / "job"], max_workers=1)
+    assert not any(trace.loaded for trace in cached.ranks.values())
+    assert line in load_notes(cached)
+    assert not any(trace.loaded for trace in cached.ranks.values())
+
+
 def test_a_dataset_names_them_from_its_summary_without_reading_a_rank(tmp_path: Path) -> None:
     from htatui.analysis.health import finding_line, quick_findings
     from htatui.jobs.ingest import ingest

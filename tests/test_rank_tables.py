@@ -88,11 +88,13 @@ def test_the_ranks_views_read_no_rank_of_a_dataset(tmp_path: Path) -> None:
 def test_the_manifest_records_each_tables_size_and_checksum(tmp_path: Path) -> None:
     ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
-    assert manifest["version"] == 4
+    assert manifest["version"] == 5
     assert sorted(manifest["tables"]) == sorted(
-        ["busy", "calls", "cpu_phases", "gpu_phases", "gpu_steps", "late_kernels", "late_spans", "rank_steps", "steps"]
+        ["calls", "cpu_phases", "gpu_phases", "gpu_steps", "late_kernels", "late_spans", "rank_steps", "steps"]
     )
-    for entry in manifest["tables"].values():
+    # `busy` grows with the kernel count: a file per rank, read a rank at a time.
+    assert sorted(manifest["busy"]) == ["0", "1", "2", "3"]
+    for entry in [*manifest["tables"].values(), *manifest["busy"].values()]:
         data = (tmp_path / "ds" / entry["file"]).read_bytes()
         assert (entry["size"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
 
@@ -117,9 +119,18 @@ def test_a_dataset_of_the_version_before_is_refused_in_one_line(
 ) -> None:
     ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
-    manifest["version"] = 3
-    del manifest["tables"]
+    manifest["version"] = 4
+    del manifest["busy"]
     (tmp_path / "ds" / MANIFEST).write_text(json.dumps(manifest))
     assert main(["info", str(tmp_path / "ds")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == f"htatui: {tmp_path / 'ds'}: not an htatui dataset of version 4; ingest again"
+    assert err.strip() == f"htatui: {tmp_path / 'ds'}: not an htatui dataset of version 5; ingest again"
+
+
+def test_a_changed_busy_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
+    busy = tmp_path / "ds" / "tables" / "busy" / "00001.arrow"
+    busy.write_bytes(busy.read_bytes()[:-1])
+    assert main(["report", str(tmp_path / "ds"), "--view", "stragglers"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"htatui: {busy}: changed since it was ingested (size or checksum differs); ingest again"

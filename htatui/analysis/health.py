@@ -19,6 +19,7 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, rank_steps
 from htatui.analysis.views import ranks as ranks_view
+from htatui.trace.errors import EventsUnavailable
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION, step_spans
 from htatui.trace.model import TraceSet
 
@@ -195,21 +196,32 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
             gpu_rows=pl.col("streams"),
         )
     else:
+        # A folder opened from the cache keeps its ranks unread: each is read, looked at and
+        # dropped again, so the findings hold while memory holds one rank.
         rows = []
+        overlaps: list[Finding] = []
+        all_read = all(traces.ranks[rank].loaded for rank in traces.rank_ids)
         for rank in traces.rank_ids:
             trace = traces.ranks[rank]
-            if not trace.loaded:
-                return []
-            events = trace.events
+            was_read = trace.loaded
+            try:
+                events = trace.events
+            except EventsUnavailable:
+                continue
             has_steps = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur")).height > 0
             gpu = int(events.select(pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum()).item())
             rows.append({"rank": rank, "file": trace.path.name, "steps": "yes" if has_steps else "", "gpu_rows": gpu})
+            overlaps += _rank_overlaps(rank, trace.path.name, events)
+            if not was_read:
+                trace.unload()
         table = pl.DataFrame(
             rows, schema={"rank": pl.Int32(), "file": pl.Utf8(), "steps": pl.Utf8(), "gpu_rows": pl.Int64()}
         )
-        # Events in memory: overlapping kernels and clocks are cheap to look for (16 ms on 216k
-        # events; clocks 0.33 s on 8 ranks of 200k events, whose load took 16 s).
-        return [*_missing_among_ranks(table), *_stream_overlaps(traces), *_clock_offsets(traces)]
+        # Overlapping kernels are cheap to look for (16 ms on 216k events). Clocks (0.33 s on 8
+        # ranks of 200k events, whose load took 16 s) only when every rank is in memory: ranks
+        # left unread (a cached folder, like a dataset) are left to `check` and the cross-rank
+        # views, which name a realigned clock themselves.
+        return [*_missing_among_ranks(table), *overlaps, *(_clock_offsets(traces) if all_read else [])]
     return _missing_among_ranks(table)
 
 
@@ -231,30 +243,36 @@ def load_notes(traces: TraceSet) -> tuple[str, ...]:
 
 def _stream_overlaps(traces: TraceSet) -> list[Finding]:
     """Kernels that start long before the kernel before them on their stream has ended."""
-    out: list[Finding] = []
-    for rank in traces.rank_ids:
-        trace = traces.ranks[rank]
-        kernels = (
-            trace.events.filter((pl.col("cat") == "kernel") & pl.col("stream").is_not_null())
-            .select("stream", "ts", "end", "dur")
-            .sort("stream", "ts")
-            .with_columns(_before=pl.col("end").cum_max().shift(1).over("stream"))
-            .with_columns(_overlap=(pl.col("_before") - pl.col("ts")).clip(lower_bound=0.0))
+    return [
+        finding
+        for rank in traces.rank_ids
+        for finding in _rank_overlaps(rank, traces.ranks[rank].path.name, traces.ranks[rank].events)
+    ]
+
+
+def _rank_overlaps(rank: int, file: str, events: pl.DataFrame) -> list[Finding]:
+    """`_stream_overlaps` of one rank's events."""
+    kernels = (
+        events.filter((pl.col("cat") == "kernel") & pl.col("stream").is_not_null())
+        .select("stream", "ts", "end", "dur")
+        .sort("stream", "ts")
+        .with_columns(_before=pl.col("end").cum_max().shift(1).over("stream"))
+        .with_columns(_overlap=(pl.col("_before") - pl.col("ts")).clip(lower_bound=0.0))
+    )
+    heavy = kernels.filter((pl.col("_overlap") > OVERLAP_MIN_US) & (pl.col("_overlap") > 0.5 * pl.col("dur")))
+    if heavy.height == 0:
+        return []
+    streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
+    return [
+        Finding(
+            rank,
+            file,
+            "overlapping kernels",
+            f"{heavy.height} kernel(s) start more than {OVERLAP_MIN_US:g} µs (and half their length) before "
+            f"the kernel before them on stream {streams} ends ({heavy['_overlap'].sum():,.0f} µs in all): "
+            "a merged or broken trace; busy and compute times count them once, kernel sums twice",
         )
-        heavy = kernels.filter((pl.col("_overlap") > OVERLAP_MIN_US) & (pl.col("_overlap") > 0.5 * pl.col("dur")))
-        if heavy.height:
-            streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
-            out.append(
-                Finding(
-                    rank,
-                    trace.path.name,
-                    "overlapping kernels",
-                    f"{heavy.height} kernel(s) start more than {OVERLAP_MIN_US:g} µs (and half their length) before "
-                    f"the kernel before them on stream {streams} ends ({heavy['_overlap'].sum():,.0f} µs in all): "
-                    "a merged or broken trace; busy and compute times count them once, kernel sums twice",
-                )
-            )
-    return out
+    ]
 
 
 def _clock_offsets(traces: TraceSet) -> list[Finding]:

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from htatui.jobs.summary import TABLE_COLUMNS, rank_summary_and_tables, summary_frame
-from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_rank
+from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_busy, write_rank
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
@@ -80,12 +80,15 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
 
 def summarize_file(
     folder: Path, record: IngestedFile, rank: int, shift_us: float
-) -> tuple[dict[str, Any], dict[str, pl.DataFrame]]:
+) -> tuple[dict[str, Any], dict[str, pl.DataFrame], tuple[int, tuple[str, int, str]]]:
     """Task 2: the summary row of a written rank file and its cross-rank tables, aligned as
-    loading the dataset will align it."""
+    loading the dataset will align it; its `busy` table (the big one) is written here, a file
+    per rank, and only its name, size and sha256 go back."""
     events = pl.read_ipc(folder / record.events_name, columns=list(TABLE_COLUMNS))
     meta = meta_from_json(record.meta_json)[0]
-    return rank_summary_and_tables(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
+    row, tables = rank_summary_and_tables(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
+    busy = write_busy(folder, rank, tables.pop("busy"))
+    return row, tables, (rank, busy)
 
 
 def ingest(
@@ -134,8 +137,9 @@ def ingest(
             stage,
             done,
             [(f.source, f.message) for f in failed],
-            summary_frame([row for row, _ in made]),
-            _joined_tables([rank_tables for _, rank_tables in made]),
+            summary_frame([row for row, _, _ in made]),
+            _joined_tables([rank_tables for _, rank_tables, _ in made]),
+            dict(busy for _, _, busy in made),
         )
     except BaseException:
         discard(stage)

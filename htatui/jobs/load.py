@@ -65,15 +65,30 @@ def load_traces(
     notes.extend(rank_notes)
     aligned = align(ranks)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
-    summary, stored_table = (
-        _dataset_summary(datasets[0], aligned) if datasets and not traces and len(datasets) == 1 else (None, None)
+    summary: pl.DataFrame | None = None
+    stored_table: Callable[[str], pl.DataFrame | None] | None = None
+    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = None
+    if datasets and not traces and len(datasets) == 1:
+        summary, stored_table, stored_rank_table = _dataset_summary(datasets[0], aligned)
+    keep_tables = None
+    if not datasets and (use_cache or refresh_cache):
+        from htatui.jobs.cached_tables import cached_rank_tables
+
+        stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned, read=use_cache)
+    return TraceSet(
+        ranks=aligned,
+        problems=problems,
+        notes=tuple(notes),
+        summary=summary,
+        stored_table=stored_table,
+        stored_rank_table=stored_rank_table,
+        keep_tables=keep_tables,
     )
-    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary, stored_table=stored_table)
 
 
 def _dataset_summary(
     folder: Path, ranks: dict[int, RankTrace]
-) -> tuple[pl.DataFrame | None, Callable[[str], pl.DataFrame] | None]:
+) -> tuple[pl.DataFrame | None, Callable[[str], pl.DataFrame] | None, Callable[[str, int], pl.DataFrame] | None]:
     """The summary rows of a dataset opened alone, read only when its size and checksum are the
     ingest's, and a reader of its cross-rank tables (None, None when they do not hold: the ranks
     are aligned otherwise than at ingest)."""
@@ -88,7 +103,7 @@ def _dataset_summary(
         raise LoadError(str(exc)) from None
     held = summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()})
     if held is None:
-        return None, None
+        return None, None, None
     read: dict[str, pl.DataFrame] = {}
     lock = threading.Lock()
 
@@ -108,7 +123,17 @@ def _dataset_summary(
                 read[name] = frame
             return read[name]
 
-    return held, stored_table
+    def stored_rank_table(name: str, rank: int) -> pl.DataFrame:
+        # Read each time, not kept: a rank's intervals are wanted once, while its calls are measured.
+        try:
+            frame = dataset.busy(rank)
+        except DatasetError as exc:
+            raise EventsUnavailable(str(exc)) from None
+        if frame.schema != pl.Schema(SCHEMAS[name]):
+            raise EventsUnavailable(f"{dataset.busy_files[rank].path}: not an htatui {name} table; ingest again")
+        return frame
+
+    return held, stored_table, stored_rank_table
 
 
 def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:

@@ -9,8 +9,10 @@ DATASET/
   ranks/NNNNN.arrow     the rank's event frame as the parser made it (zstd Arrow IPC)
   summary.arrow         one row per rank: span, steps, temporal/idle/overlap figures
   tables/NAME.arrow     the cross-rank analysis's small tables, every rank's rows (collective
-                        calls, merged GPU work, step and phase times: analysis/views/ranks/tables.py);
-                        each with its size and sha256 in the manifest
+                        calls, step and phase times: analysis/views/ranks/tables.py); each with
+                        its size and sha256 in the manifest
+  tables/busy/RANK.arrow  one rank's merged GPU work (`busy`: it grows with the kernel count, so it
+                        is read a rank at a time), with its size and sha256 in the manifest
 ```
 
 A dataset holds what parsing the trace files gives, before ranks are assigned and aligned, so
@@ -54,8 +56,9 @@ from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
 from htatui.trace.validate import drop_impossible_events
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 4
-"""4 added the cross-rank tables (`tables/`); a dataset of another version is refused: ingest again."""
+FORMAT_VERSION = 5
+"""4 added the cross-rank tables (`tables/`), 5 keeps `busy` a file per rank (`tables/busy/`); a
+dataset of another version is refused: ingest again."""
 
 
 class DatasetError(Exception):
@@ -141,6 +144,7 @@ class Dataset:
     problems: list[tuple[Path, str]]
     summary_file: DatasetFile
     table_files: dict[str, DatasetFile]
+    busy_files: dict[int, DatasetFile]
 
     def summary(self) -> pl.DataFrame:
         return read_frame(self.summary_file.verified_bytes(), self.summary_file.path, DatasetError)
@@ -150,6 +154,13 @@ class Dataset:
         stored = self.table_files.get(name)
         if stored is None:
             raise DatasetError(f"{self.folder}: the manifest names no table {name!r}; ingest again")
+        return read_frame(stored.verified_bytes(), stored.path, DatasetError)
+
+    def busy(self, rank: int) -> pl.DataFrame:
+        """One rank's `busy` table as stored, read only when its size and sha256 are the ingest's."""
+        stored = self.busy_files.get(rank)
+        if stored is None:
+            raise DatasetError(f"{self.folder}: the manifest names no busy table for rank {rank}; ingest again")
         return read_frame(stored.verified_bytes(), stored.path, DatasetError)
 
 
@@ -199,11 +210,22 @@ def open_dataset(folder: Path) -> Dataset:
             str(name): _stored(folder, entry.get("file"), entry.get("size"), entry.get("sha256"))
             for name, entry in data["tables"].items()
         }
+        busy_files = {
+            int(rank): _stored(folder, entry.get("file"), entry.get("size"), entry.get("sha256"))
+            for rank, entry in data["busy"].items()
+        }
     except DatasetError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DatasetError(f"{folder}: unreadable dataset manifest ({type(exc).__name__})") from None
-    return Dataset(folder=folder, ranks=ranks, problems=problems, summary_file=summary_file, table_files=table_files)
+    return Dataset(
+        folder=folder,
+        ranks=ranks,
+        problems=problems,
+        summary_file=summary_file,
+        table_files=table_files,
+        busy_files=busy_files,
+    )
 
 
 @dataclass(frozen=True)
@@ -236,6 +258,15 @@ def _write_ipc(frame: pl.DataFrame, target: Path) -> tuple[int, str]:
     data = buffer.getvalue()
     target.write_bytes(data)
     return len(data), hashlib.sha256(data).hexdigest()
+
+
+def write_busy(folder: Path, rank: int, busy: pl.DataFrame) -> tuple[str, int, str]:
+    """Write one rank's `busy` table under `folder/tables/busy/`; its name, size and sha256."""
+    name = f"{TABLES}/busy/{rank:05d}.arrow"
+    target = folder / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    size, digest = _write_ipc(busy, target)
+    return name, size, digest
 
 
 def meta_json(meta: TraceMeta, warnings: list[str]) -> bytes:
@@ -349,6 +380,8 @@ def foreign_files(folder: Path) -> list[str]:
         names.update(str(r.get("events")) for r in ranks or [] if isinstance(r, dict))
         tables = data.get("tables") if isinstance(data, dict) else None
         names.update(str(t.get("file")) for t in (tables or {}).values() if isinstance(t, dict))
+        busy = data.get("busy") if isinstance(data, dict) else None
+        names.update(str(t.get("file")) for t in (busy or {}).values() if isinstance(t, dict))
     except (OSError, orjson.JSONDecodeError):
         names = {MANIFEST, SUMMARY}
     found = []
@@ -367,6 +400,7 @@ def commit(
     problems: list[tuple[Path, str]],
     summary: pl.DataFrame,
     tables: dict[str, pl.DataFrame] | None = None,
+    busy: dict[int, tuple[str, int, str]] | None = None,
 ) -> list[str]:
     """Write the manifest and summary, then move the staged folder into place.
 
@@ -403,6 +437,9 @@ def commit(
         size, digest = _write_ipc(frame, stage.folder / file)
         stored_tables[name] = {"file": file, "size": size, "sha256": digest}
     manifest["tables"] = stored_tables
+    manifest["busy"] = {
+        str(rank): {"file": file, "size": size, "sha256": digest} for rank, (file, size, digest) in (busy or {}).items()
+    }
     (stage.folder / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     target = stage.target
     raced = DatasetError(f"{stage.asked or target}: written by another ingest while this one ran; not replacing it")

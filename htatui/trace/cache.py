@@ -4,7 +4,8 @@ A cache entry is two files written atomically (temp + rename): `<key>.arrow` wit
 and `<key>.json` with the metadata, the warnings, the entry's key and the events file's size and
 sha256. An entry is served only when both are regular files (not links), the JSON names this key
 (a copy of another entry's files is not this trace) and the events file has that size and
-checksum; anything else is rebuilt, never trusted.
+checksum; anything else is rebuilt, never trusted. An entry may also keep the rank's small
+analysis tables (`store_tables`): `<key>.tables`, each table's size and sha256 in the JSON.
 
 The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
 file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
@@ -143,32 +144,77 @@ def load_cached(
 ) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
     """The cached parse of `path` (of a local file with `file_identity` when given, else as it is
     now), or None when absent, stale, corrupt or another entry's."""
+    entry = peek_cached(path, file_identity, start=False)
+    events = entry.read_events() if entry is not None else None
+    if entry is None or events is None:
+        return None
+    return events, entry.meta, entry.warnings
+
+
+class CachedEntry:
+    """A cache entry whose record was read and whose events file is in place (its size is the
+    record's); the events are read, and their checksum verified, only by `read_events`."""
+
+    def __init__(self, folder: Path, key: str, meta: TraceMeta, warnings: list[str], start_ns: int | None) -> None:
+        self.folder, self.key, self.meta, self.warnings, self.start_ns = folder, key, meta, warnings, start_ns
+
+    def read_events(self) -> pl.DataFrame | None:
+        """The entry's events when its size, checksum, schema and times hold; None otherwise."""
+        try:
+            record = _regular(self.folder / f"{self.key}.json").read_bytes()
+            entry = orjson.loads(record).get("entry")
+            data = _regular(self.folder / f"{self.key}.arrow").read_bytes()
+            if entry != {"key": self.key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+                return None
+            events = pl.read_ipc(io.BytesIO(data))
+        except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+        if events.schema != pl.Schema(EVENT_SCHEMA):
+            return None
+        if drop_impossible_events(events)[1] is not None:
+            return None  # the loader never stores such an event: parsed again
+        return events
+
+
+def peek_cached(
+    path: SourcePath, file_identity: FileIdentity | None = None, *, start: bool = True
+) -> CachedEntry | None:
+    """The entry of `path` with its metadata, without reading its events: None when absent,
+    another entry's, its events file is not a regular file of the recorded size, or (with
+    `start`) the record keeps no first-event time (an entry written before it did)."""
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
         record = _regular(folder / f"{key}.json").read_bytes()
         meta, warnings = meta_from_json(record)
-        entry = orjson.loads(record).get("entry")
-        data = _regular(folder / f"{key}.arrow").read_bytes()
-        if entry != {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+        data = orjson.loads(record)
+        entry = data.get("entry")
+        first = data.get("start_ns")
+        if not isinstance(entry, dict) or entry.get("key") != key:
             return None
-        events = pl.read_ipc(io.BytesIO(data))
-    except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+        if os.lstat(_regular(folder / f"{key}.arrow")).st_size != entry.get("size"):
+            return None
+        if start and (not isinstance(first, int) or isinstance(first, bool)):
+            return None
+    except BaseException as exc:  # noqa: BLE001 - any failure means "rebuild"
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         return None
-    if events.schema != pl.Schema(EVENT_SCHEMA):
-        return None
-    if drop_impossible_events(events)[1] is not None:
-        return None  # the loader never stores such an event: parsed again
-    for suffix in (".arrow", ".json"):
+    for suffix in (".arrow", ".json", ".tables"):
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
-    return events, meta, warnings
+    return CachedEntry(folder, key, meta, warnings, first if isinstance(first, int) else None)
 
 
 def store(
-    path: SourcePath, file_identity: FileIdentity | None, events: pl.DataFrame, meta: TraceMeta, warnings: list[str]
+    path: SourcePath,
+    file_identity: FileIdentity | None,
+    events: pl.DataFrame,
+    meta: TraceMeta,
+    warnings: list[str],
+    start_ns: int | None = None,
 ) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
@@ -185,6 +231,7 @@ def store(
         data = buffer.getvalue()
         record = orjson.loads(meta_to_json(meta, warnings))
         record["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
         _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
         evict(folder, max_cache_bytes())
@@ -192,11 +239,80 @@ def store(
         return
 
 
+def store_tables(
+    path: SourcePath, file_identity: FileIdentity | None, tag: str, tables: dict[str, pl.DataFrame]
+) -> None:
+    """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
+    shift, analysis version) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
+    bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
+    table is read and verified alone. Never fails the caller; nothing is kept without an entry."""
+    try:
+        key = cache_key(path, file_identity)
+        folder = cache_dir()
+        record = orjson.loads(_regular(folder / f"{key}.json").read_bytes())
+        if not isinstance(record, dict) or not isinstance(record.get("entry"), dict) or record["entry"]["key"] != key:
+            return
+        blobs, parts, offset = [], {}, 0
+        for name, frame in tables.items():
+            buffer = io.BytesIO()
+            frame.write_ipc(buffer, compression="zstd")
+            blob = buffer.getvalue()
+            parts[name] = [offset, len(blob), hashlib.sha256(blob).hexdigest()]
+            blobs.append(blob)
+            offset += len(blob)
+        record["tables"] = {"tag": tag, "parts": parts}
+        _atomic_write(folder / f"{key}.tables", lambda f: [f.write(blob) for blob in blobs])
+        _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
+    except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
+        return
+
+
+class CachedTables:
+    """A cache entry's small analysis tables (`store_tables`), each read and verified when asked."""
+
+    def __init__(self, file: Path, parts: dict[str, tuple[int, int, str]]) -> None:
+        self.file = file
+        self.parts = parts
+
+    def read(self, name: str) -> pl.DataFrame | None:
+        """The table as stored, or None when it is absent, changed or unreadable."""
+        try:
+            offset, length, digest = self.parts[name]
+            with _regular(self.file).open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length)
+            if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
+                return None
+            return pl.read_ipc(io.BytesIO(data))
+        except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "make them again"
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+
+
+def cached_tables(path: SourcePath, file_identity: FileIdentity | None, tag: str) -> CachedTables | None:
+    """The tables kept for this entry when they were made for `tag`; None otherwise (reads the JSON only)."""
+    try:
+        key = cache_key(path, file_identity)
+        folder = cache_dir()
+        record = orjson.loads(_regular(folder / f"{key}.json").read_bytes())
+        kept = record.get("tables")
+        if record["entry"]["key"] != key or not isinstance(kept, dict) or kept.get("tag") != tag:
+            return None
+        parts = {
+            str(name): (int(offset), int(length), str(digest))
+            for name, (offset, length, digest) in kept["parts"].items()
+        }
+        return CachedTables(_regular(folder / f"{key}.tables"), parts)
+    except Exception:  # noqa: BLE001 - absent, malformed or another entry's: none kept
+        return None
+
+
 def evict(folder: Path, limit: int) -> None:
     """Delete the least recently used entries until the folder's entries fit in `limit` bytes."""
     entries: dict[str, list[os.stat_result]] = {}
     for child in folder.iterdir():
-        if child.suffix in (".arrow", ".json") and not child.name.startswith("."):
+        if child.suffix in (".arrow", ".json", ".tables") and not child.name.startswith("."):
             with contextlib.suppress(OSError):
                 entries.setdefault(child.stem, []).append(child.lstat())
     total = sum(s.st_size for stats in entries.values() for s in stats)
@@ -204,7 +320,7 @@ def evict(folder: Path, limit: int) -> None:
         return
     oldest_first = sorted(entries, key=lambda stem: max(s.st_mtime_ns for s in entries[stem]))
     for stem in oldest_first[:-1] if len(oldest_first) > 1 else []:
-        for suffix in (".json", ".arrow"):
+        for suffix in (".json", ".arrow", ".tables"):
             with contextlib.suppress(OSError):
                 (folder / f"{stem}{suffix}").unlink()
         total -= sum(s.st_size for s in entries[stem])

@@ -27,6 +27,7 @@ from htatui.trace.model import (
     RANK_FROM_FILENAME,
     RANK_FROM_ORDER,
     RANK_FROM_TRACE,
+    EventsUnavailable,
     LoadProblem,
     RankTrace,
     TraceMeta,
@@ -153,9 +154,10 @@ def _parse_or_problem(
     if origin is not None:
         parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
         if write_cache:
-            cache.store(origin, None, parsed.events, parsed.meta, parsed.warnings)
+            cache.store(origin, None, parsed.events, parsed.meta, parsed.warnings, start_ns(parsed.events, parsed.meta))
     elif write_cache and parsed.identity is not None:
-        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings)
+        first = start_ns(parsed.events, parsed.meta)
+        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first)
     return parsed
 
 
@@ -170,6 +172,8 @@ class StoredFile:
     read_events: Callable[[], pl.DataFrame]
     source_stamp: tuple[int, int] | None = None
     """The source file's (size, mtime_ns) at ingest, or None when the dataset did not record it."""
+    identity: FileIdentity | None = None
+    """A local trace file's identity, for a rank whose parse the cache keeps (read when asked)."""
 
 
 Parsed = ParsedFile | StoredFile
@@ -184,8 +188,11 @@ def parse_all(
     cancel: threading.Event | None,
     max_workers: int | None,
     download_progress: DownloadCallback | None = None,
-) -> list[ParsedFile | LoadProblem]:
-    results: dict[SourcePath, ParsedFile | LoadProblem] = {}
+) -> list[ParsedFile | StoredFile | LoadProblem]:
+    """Each file parsed, or as the cache keeps it: a local file's cached events are read only
+    when a view first asks for that rank (as a dataset's), so a cached job of many ranks opens
+    without holding them all."""
+    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
     done = 0
 
     def report(path: SourcePath, from_cache: bool) -> None:
@@ -221,6 +228,12 @@ def parse_all(
         if path in pipes:
             continue
         taken = _identity_or_none(path)
+        entry = cache.peek_cached(path, taken) if use_cache and isinstance(path, Path) and taken else None
+        if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
+            read = functools.partial(_cached_events, path, taken, entry)
+            results[path] = StoredFile(path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken)
+            report(path, True)
+            continue
         hit = cache.load_cached(path, taken) if use_cache else None
         if hit is None:
             to_parse.append(path)
@@ -240,6 +253,23 @@ def parse_all(
     return [results[path] for path in files]
 
 
+def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
+    """A cached rank's events, read now; parsed again when its entry was evicted or damaged since
+    the job was opened, as long as the file is still the one opened."""
+    events = entry.read_events()
+    if events is not None:
+        return events
+    try:
+        if identity(path) != taken:
+            raise EventsUnavailable(f"{path}: changed since the job was opened; open it again")
+        parsed = _parse_or_problem(path, True)
+    except OSError as exc:
+        raise EventsUnavailable(f"{path}: cannot be read again ({exc.strerror or exc})") from None
+    if isinstance(parsed, LoadProblem):
+        raise EventsUnavailable(str(parsed))
+    return parsed.events
+
+
 def _identity_or_none(path: SourcePath) -> FileIdentity | None:
     """A local file's identity now (what a cache hit is keyed on and an export checks against)."""
     if not isinstance(path, Path):
@@ -255,7 +285,7 @@ def _parse_local(
     write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
-    results: dict[SourcePath, ParsedFile | LoadProblem],
+    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
     report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
 ) -> None:
@@ -289,7 +319,7 @@ def _parse_in_pool(
     files: list[tuple[Path, RemotePath | None]],
     workers: int,
     write_cache: bool,
-    results: dict[SourcePath, ParsedFile | LoadProblem],
+    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
     report: Callable[[SourcePath, bool], None],
     cancel: threading.Event | None,
 ) -> None:
@@ -410,6 +440,7 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
                 warnings=tuple(item.warnings),
                 load=load,
                 source_stamp=item.source_stamp,
+                source_identity=item.identity,
             )
         else:
             events = aligned_events(item.events, rank, shift)

@@ -179,9 +179,17 @@ class TraceSet:
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
     """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
     when the job is one dataset opened alone; views answer from it without reading any rank."""
-    stored_table: Callable[[str], pl.DataFrame] | None = field(default=None, compare=False, repr=False)
+    stored_table: Callable[[str], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
     """Reads, verified, one of the small per-rank tables an ingest stored for the cross-rank
-    analysis (`analysis.views.ranks.tables`), under the same condition as `summary`."""
+    analysis (`analysis.views.ranks.tables`), under the same condition as `summary`; for a trace
+    folder whose ranks all keep their tables in the parse cache, those ranks' rows (None when one
+    cannot be read: they are made again)."""
+    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
+    """Reads, verified, one rank's rows of a table kept a file per rank (`busy`), under the same
+    condition as `stored_table` (None from the parse cache when it cannot be read)."""
+    keep_tables: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
+    """Keeps a rank's tables, made from its events with the default options, in its parse-cache
+    entry (a trace folder loaded with the cache), so the next open reads them instead."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""

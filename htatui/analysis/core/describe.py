@@ -23,7 +23,15 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
         stored = dict(summary.select("rank", "iterations").iter_rows())
         if all(rank in stored for rank in chosen):
             return {rank: choose_steps(stored[rank], options.scope.steps) for rank in chosen}
-    return {rank: rank_steps_of(traces, rank, options.scope) for rank in chosen}
+    # Ranks not read yet (a cached folder's, or a dataset's opened with others) are read one at a
+    # time and dropped again, as `each_rank` does: the header never holds every rank's events.
+    unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
+    steps = {}
+    for rank in chosen:
+        steps[rank] = rank_steps_of(traces, rank, options.scope)
+        if len(unread) >= 2 and rank in unread:
+            traces.ranks[rank].unload()
+    return steps
 
 
 def describe_ranks(traces: TraceSet, options: CommonOptions) -> str:

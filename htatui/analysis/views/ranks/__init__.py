@@ -108,10 +108,14 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     # A rank on a clock of its own (another host, no sync) is moved onto the others' by where
     # the collectives end: else its waits read as hours inside a step of milliseconds.
     clocks = skewed_clocks(calls)
-    busy = tables["busy"]
+    busy_of = tables.busy_of  # a rank's intervals at a time: all ranks' grow with the kernel count
     if clocks.height:
-        busy, calls = realigned(busy, clocks), realigned(calls, clocks)
-    calls = with_exposed_waits(with_waits(calls), busy)
+        calls = realigned(calls, clocks)
+
+        def busy_of(rank: int) -> pl.DataFrame:
+            return realigned(tables.busy_of(rank), clocks)
+
+    calls = with_exposed_waits(with_waits(calls), busy_of)
     phases_cpu = _in_used_steps(fold_cpu_phases(tables["cpu_phases"]), steps_used)
     gpu_steps = _in_used_steps(tables["gpu_phases"], steps_used)
     # group_by gives no row order: sorted, so the table and its ties read the same every time.

@@ -251,18 +251,18 @@ def with_waits(calls: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(wait_us=pl.when(pl.col("call_ranks") > 1).then(pl.col("arrival_last_us") - pl.col("ts")))
 
 
-def with_exposed_waits(calls: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+def with_exposed_waits(calls: pl.DataFrame, busy_of: Callable[[int], pl.DataFrame]) -> pl.DataFrame:
     """`exposed_wait_us`: the part of each call's wait during which the rank's own GPU did no
-    other work (computation, copies, memsets): `busy` is that work's merged intervals (rank, ts, end).
+    other work (computation, copies, memsets): `busy_of(rank)` is that work's merged intervals
+    (rank, ts, end) on that rank, read a rank at a time.
 
     A rank waiting in a collective while its GPU still runs its own kernels loses nothing: with
     DDP's buckets the comm stream waits while backward goes on, and summing raw waits counted
     that time (on fixtures/demo, twice the straggler's real lag).
     """
-    busy = busy.sort("rank", "ts")
     parts = []
     for (rank,), rank_calls in calls.with_row_index("_call").group_by(["rank"], maintain_order=True):
-        rank_busy = busy.filter(pl.col("rank") == rank)
+        rank_busy = busy_of(int(rank)).sort("ts")
         starts = rank_calls["ts"].to_numpy()
         ends = rank_calls["arrival_last_us"].fill_null(rank_calls["ts"]).to_numpy()
         covered = _busy_before(rank_busy, ends) - _busy_before(rank_busy, starts)

@@ -3,13 +3,18 @@
 Each table's rows of a rank come from that rank's events alone (its collective calls from every
 meeting-point source, its merged GPU work, its per-step GPU and CPU phase times, its step spans,
 the communication kernels and step extents HTA's late-start method reads), so they are made a rank
-at a time — at ingest into the dataset (`htatui.jobs.rank_tables`), or rank by rank when a view
-asks — and only they are held together. `analyse` and the late starts combine them across ranks;
-the in-memory path and a dataset's stored tables go through the same functions, so their answers
-are identical.
+at a time — at ingest into the dataset (`htatui.jobs.ingest`), or rank by rank when a view asks,
+then kept in the parse cache for a trace folder (`htatui.jobs.cached_tables`) — and only they are
+held together, except `busy` (merged GPU work, the big one), read a rank at a time. `analyse` and
+the late starts combine them across ranks; the in-memory path and the stored tables go through
+the same functions, so their answers are identical.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -87,7 +92,6 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
         how="vertical_relaxed",
     )
     gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
-    work = gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end")
     by_step = gpu.filter(pl.col("iteration").is_not_null()).rename({"iteration": "step"})
     keys = ["rank", "step"]
     comm = busy_time(by_step.filter(pl.col("kind") == COMMUNICATION), keys).rename({"busy_us": "comm_kernel_us"})
@@ -104,7 +108,7 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
     late_kernels, late_spans = steps_view.late_start_inputs(prepared.events)
     tables = {
         "calls": calls,
-        "busy": merge_intervals(work, ["rank"]),
+        "busy": busy_intervals(events, options.hta_compat, gpu),
         "gpu_steps": gpu_steps,
         "gpu_phases": gpu_phases(gpu),
         "cpu_phases": cpu_phase_times(events),
@@ -114,6 +118,13 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
         "late_spans": late_spans,
     }
     return {name: _ordered(name, tables[name]) for name in NAMES}
+
+
+def busy_intervals(events: pl.DataFrame, hta_compat: bool, gpu: pl.DataFrame | None = None) -> pl.DataFrame:
+    """rank, ts, end: the merged intervals of the ranks' GPU work other than communication."""
+    if gpu is None:
+        gpu = typed_gpu_events(events, hta_compat, "rank", "ts", "end", "dur", "iteration")
+    return merge_intervals(gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end"), ["rank"])
 
 
 _ORDER = {
@@ -141,37 +152,77 @@ def empty_tables() -> RankTables:
     return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
 
 
-def job_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
-    """The chosen ranks' tables: a dataset's stored ones when they hold for `options`, else made
-    from the events — a rank at a time over ranks not read yet, so only the tables are held together."""
+PER_RANK = ("busy",)
+"""Tables kept a file per rank and read a rank at a time (`JobTables.busy_of`): `busy` grows with
+the kernel count (82 % of the tables), and only a rank's own calls read its intervals."""
+
+SHARED = tuple(name for name in NAMES if name not in PER_RANK)
+"""Tables read whole, every chosen rank's rows together."""
+
+TABLES_VERSION = "1"
+"""Changes when what a table holds changes: the parse cache's kept tables of another version are made again."""
+
+
+@dataclass(frozen=True)
+class JobTables:
+    """The chosen ranks' `SHARED` tables, and a reader of one rank's `busy` intervals."""
+
+    tables: RankTables
+    busy_of: Callable[[int], pl.DataFrame]
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        return self.tables[name]
+
+
+def job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
+    """The chosen ranks' tables: stored ones (a dataset's, or a trace folder's kept in the parse
+    cache) when they hold for `options`, else made from the events — a rank at a time over ranks
+    not read yet, so only the tables are held together — and kept in the parse cache."""
     return memoised(traces, ("ranks.tables", *selection_key(traces, options)), lambda: _job_tables(traces, options))
 
 
-def _job_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
+def _job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
     chosen = chosen_ranks(traces, options)
     stored = stored_tables(traces, options, chosen)
     if stored is not None:
         return stored
     unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
-    if len(unread) < 2:
-        return rank_tables(traces, options)
-    parts = each_rank(traces, options, rank_tables)
+    parts = [rank_tables(traces, options)] if len(unread) < 2 else each_rank(traces, options, rank_tables)
+    if traces.keep_tables is not None and options.scope.is_default:
+        for part in parts:
+            for rank in part["rank_steps"]["rank"].to_list():
+                traces.keep_tables(rank, {name: frame.filter(pl.col("rank") == rank) for name, frame in part.items()})
     # Rank order whatever order the ranks were chosen in, as one call over all of them gives.
-    return {name: _ordered(name, pl.concat([part[name] for part in parts], how="vertical")) for name in NAMES}
+    tables = {name: _ordered(name, pl.concat([part[name] for part in parts], how="vertical")) for name in NAMES}
+    busy = dict(tables["busy"].partition_by("rank", as_dict=True))
+    empty = pl.DataFrame(schema=SCHEMAS["busy"])
+    return JobTables({name: tables[name] for name in SHARED}, lambda rank: busy.get((rank,), empty))
 
 
-def stored_tables(traces: TraceSet, options: CommonOptions, chosen: list[int]) -> RankTables | None:
-    """The chosen ranks' rows of the tables an ingest stored, when the scope is the default one
-    (the steps the default rule keeps, corrected mode) and the communication rules are the ones
-    they were made with; None otherwise."""
-    read = traces.stored_table
-    if read is None or not options.scope.is_default:
+def stored_tables(traces: TraceSet, options: CommonOptions, chosen: list[int]) -> JobTables | None:
+    """The chosen ranks' rows of the tables an ingest stored (or the parse cache kept), when the
+    scope is the default one (the steps the default rule keeps, corrected mode) and the
+    communication rules are the ones they were made with; None otherwise."""
+    read, read_rank = traces.stored_table, traces.stored_rank_table
+    if read is None or read_rank is None or not options.scope.is_default:
         return None
     rank_steps = read("rank_steps")
-    if rank_steps.height and rank_steps["comm_rules"][0] != comm_rules().fingerprint:
+    if rank_steps is None or (rank_steps.height and rank_steps["comm_rules"][0] != comm_rules().fingerprint):
         return None
     wanted = pl.Series(chosen, dtype=pl.Int32).implode()
-    return {
-        name: (rank_steps if name == "rank_steps" else read(name)).filter(pl.col("rank").is_in(wanted))
-        for name in NAMES
-    }
+    tables: RankTables = {}
+    for name in SHARED:
+        frame = rank_steps if name == "rank_steps" else read(name)
+        if frame is None:
+            return None
+        tables[name] = frame.filter(pl.col("rank").is_in(wanted))
+    return JobTables(tables, functools.partial(_stored_busy, traces, read_rank))
+
+
+def _stored_busy(traces: TraceSet, read_rank: Callable[[str, int], pl.DataFrame | None], rank: int) -> pl.DataFrame:
+    """One rank's stored `busy` intervals; made from its events when the parse cache lost them."""
+    frame = read_rank("busy", rank)
+    if frame is not None:
+        return frame
+    alone = TraceSet(ranks={rank: traces.ranks[rank]})
+    return _ordered("busy", busy_intervals(prepare(alone, CommonOptions(), columns=READS).events, False))
