@@ -18,7 +18,13 @@ def add_ingest_parser(sub: Any) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="trace folder(s) or file(s)")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DATASET", help="dataset folder to write")
     parser.add_argument("--engine", choices=("local", "ray"), default="local", help="local process pool or Ray tasks")
-    parser.add_argument("--workers", type=int, default=None, metavar="N", help="parallel tasks (default: all cores)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel tasks (default: HTATUI_JOBS, else the cores this process may use)",
+    )
     parser.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster (default: local Ray)")
     parser.add_argument("--force", action="store_true", help="replace an existing dataset")
     parser.set_defaults(run=run_ingest)

@@ -29,7 +29,16 @@ from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, me
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
-from htatui.trace.loader import LoadError, ParsedFile, aligned_events, assign_ranks, parse_file, shifts_us, start_ns
+from htatui.trace.loader import (
+    LoadError,
+    ParsedFile,
+    aligned_events,
+    assign_ranks,
+    default_workers,
+    parse_file,
+    shifts_us,
+    start_ns,
+)
 from htatui.trace.workers import die_with_parent
 
 ENGINES = ("local", "ray")
@@ -177,7 +186,7 @@ def _engine(engine: str, max_workers: int | None, address: str | None, tasks: in
         with _ray_session(max_workers, address) as run:
             yield run
         return
-    workers = min(tasks, max_workers or os.cpu_count() or 1)
+    workers = min(tasks, max_workers or default_workers())
     if workers <= 1:
         yield _run_here
         return
@@ -253,7 +262,7 @@ def _ray_session(max_workers: int | None, address: str | None) -> Iterator[Runne
                 # Its raylet waits ~15 s for its agent processes by default, too short on a busy machine.
                 os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
                 os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
-                ray.init(num_cpus=max_workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+                ray.init(num_cpus=max_workers or default_workers(), include_dashboard=False, log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions when its node cannot start
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DatasetError(f"{RAY_DID_NOT_START}: {message}") from None
