@@ -222,22 +222,24 @@ def _op_bytes(rows: pl.DataFrame, events: pl.DataFrame, source: str, op_bytes_of
     return keyed["op_bytes"].alias("_op_bytes")
 
 
+CALL_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "pg": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "step": pl.Int64(),
+    "ts": pl.Float64(),
+    "end": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "msg_bytes": pl.Float64(),
+    "bytes_derived": pl.Boolean(),
+    "group_size": pl.Int64(),
+    "seq": pl.Int64(),
+}
+"""A collective call's columns, whatever its source (the stored `calls` table adds `source`)."""
+
+
 def _empty_calls() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={
-            "rank": pl.Int32(),
-            "pg": pl.Utf8(),
-            "kind": pl.Utf8(),
-            "step": pl.Int64(),
-            "ts": pl.Float64(),
-            "end": pl.Float64(),
-            "dur_us": pl.Float64(),
-            "msg_bytes": pl.Float64(),
-            "bytes_derived": pl.Boolean(),
-            "group_size": pl.Int64(),
-            "seq": pl.Int64(),
-        }
-    )
+    return pl.DataFrame(schema=CALL_SCHEMA)
 
 
 CALL_KEY = ["pg", "kind", "step", "seq"]

@@ -25,7 +25,7 @@ from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, prepare
 from htatui.analysis.views import steps as steps_view
-from htatui.analysis.views.ranks.meeting import SOURCES, source_calls
+from htatui.analysis.views.ranks.meeting import CALL_SCHEMA, SOURCES, source_calls
 from htatui.analysis.views.ranks.op_bytes import op_bytes
 from htatui.analysis.views.ranks.phases import cpu_phase_times, gpu_phases
 from htatui.trace.model import TraceSet
@@ -39,20 +39,7 @@ READS = (
 
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "calls": {
-        "source": pl.Utf8(),
-        "rank": pl.Int32(),
-        "pg": pl.Utf8(),
-        "kind": pl.Utf8(),
-        "step": pl.Int64(),
-        "ts": pl.Float64(),
-        "end": pl.Float64(),
-        "dur_us": pl.Float64(),
-        "msg_bytes": pl.Float64(),
-        "bytes_derived": pl.Boolean(),
-        "group_size": pl.Int64(),
-        "seq": pl.Int64(),
-    },
+    "calls": {"source": pl.Utf8(), **CALL_SCHEMA},
     "busy": {"rank": pl.Int32(), "ts": pl.Float64(), "end": pl.Float64()},
     "gpu_steps": {"rank": pl.Int32(), "step": pl.Int64(), "gpu_busy_us": pl.Float64(), "comm_kernel_us": pl.Float64()},
     "gpu_phases": {"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()},
