@@ -285,3 +285,36 @@ def test_info_folds_each_ranks_warnings_into_lines_under_the_table() -> None:
     assert said == ["rank source: trace"]
     assert lines == ["rank 0: w1", "rank 0: w2"]
     assert "device" in folded.columns and "warnings" not in folded.columns and "rank_source" not in folded.columns
+
+
+def test_the_ops_rooflines_figures_are_kept_when_a_flops_table_is_fitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --flops the ops table's key columns include the roofline's verdict, so 80 columns keep it."""
+    from htatui.analysis.registry import BY_ID
+
+    key = BY_ID["ops"].table("main").key_columns
+    frame = pl.DataFrame(
+        {
+            "rank": [0],
+            "name": ["aten::mm"],
+            "kind": ["op"],
+            "input_dims": ["[[8192, 768], [768, 32000]]"],
+            "n": [2],
+            "cpu_total_us": [1341.97],
+            "cpu_self_us": [119.8],
+            "gpu_self_us": [567.5],
+            "gpu_total_us": [567.5],
+            "gflop": [402.65],
+            "bytes_moved": [1.2e8],
+            "flop_per_byte": [3355.4],
+            "tflop_per_s": [709.5],
+            "pct_of_peak": [71.71],
+            "bound": ["compute"],
+            "headroom_us": [160.6],
+        }
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    render_frame(frame, "table", out=out, key=key)
+    header = out.getvalue().splitlines()[1:4]
+    assert all(any(label in line for line in header) for label in ("tflop per s", "pct of peak", "bound"))
+    assert "71.71" in out.getvalue() and "compute" in out.getvalue()
