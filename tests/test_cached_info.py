@@ -21,7 +21,16 @@ BASE_NS = 1_000_000_000_000  # rank 1 starts 250 ns later in absolute time: shif
 
 def memory_event(ts: float) -> dict[str, object]:
     args = {"Addr": 1, "Bytes": 512, "Total Allocated": 512, "Total Reserved": 2048, "Device Id": 0}
-    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": ts, "args": args}
+    return {
+        "ph": "i",
+        "s": "t",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "args": args,
+    }
 
 
 def _job(folder: Path) -> Path:

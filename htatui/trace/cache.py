@@ -230,7 +230,9 @@ def peek_cached(
     for suffix in (".arrow", ".json", ".tables"):
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
-    return CachedEntry(folder, key, meta, warnings, first if isinstance(first, int) else None, _parts(data, "file_tables"))
+    return CachedEntry(
+        folder, key, meta, warnings, first if isinstance(first, int) else None, _parts(data, "file_tables")
+    )
 
 
 def _parts(record: Any, group: str) -> dict[str, tuple[int, int, str]]:
