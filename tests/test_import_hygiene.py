@@ -259,3 +259,32 @@ def test_headless_commands_import_no_textual(tmp_path: Path) -> None:
         assert "polars" in modules, "the probe saw no imports at all"
         ui = modules & set(UI_PACKAGES)
         assert ui == set(), f"headless `htatui {args[0]}` imported {sorted(ui)}"
+
+
+def test_a_cached_info_table_imports_neither_numpy_nor_the_dataset_reader(tmp_path: Path) -> None:
+    """A cached `info` prints figures its cache entries keep: no numpy (only CSV and JSON clean
+    floats with it), no job-dataset reader, no Textual."""
+    from kineto_util import kernel, runtime, step, write_trace
+
+    trace = write_trace(
+        tmp_path / "job" / "rank-0.json",
+        [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)],
+        rank=0,
+    )
+    code, _, stderr = _imported_by("info", str(trace), cache=tmp_path / "cache")  # fills the cache
+    assert code == 0, stderr
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HTATUI_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "htatui", "info", str(trace)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.count("|") == 2}
+    assert "polars" in imported and "htatui.trace.cache" in imported, "the probe saw no imports at all"
+    unwanted = {name for name in imported if name.split(".")[0] in ("numpy", *UI_PACKAGES)}
+    assert unwanted | (imported & {"htatui.store.dataset"}) == set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
-from htatui.analysis.core.rank_figures import rank_figures
+from htatui.analysis.core.rank_figures import trace_figures
 from htatui.trace import TraceSet
 
 INFO_COLUMNS = (
@@ -36,15 +36,14 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
         if rank in stored:
             rows.append(stored[rank])
             continue
-        events = rank_trace.events
-        figures = rank_figures(events)
+        figures = trace_figures(rank_trace)  # kept in a cached rank's entry: its events stay unread
         rows.append(
             {
                 "rank": rank,
                 "file": rank_trace.path.name,
                 "rank_source": rank_trace.rank_source,
                 "device": rank_trace.meta.device_name,
-                "events": events.height,
+                "events": figures.events,
                 "kernels": figures.kernels,
                 "streams": figures.streams,
                 "span_ms": figures.span_us / 1000.0,

@@ -138,6 +138,8 @@ def _dataset_summary(
 
 def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:
     """The files an ingest stored (`htatui ingest`), as if parsed now; no rank's events are read yet."""
+    if not folders:
+        return []  # trace files only: the dataset reader is not even imported
     from htatui.store.dataset import DatasetError, open_dataset
 
     results: list[StoredFile | LoadProblem] = []

@@ -7,14 +7,16 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
-import numpy as np
 import orjson
 import polars as pl
 
 from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
 from htatui.text.numbers import cell_text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")
@@ -55,6 +57,8 @@ def clean_values(values: np.ndarray) -> np.ndarray:
     Vectorised: scaling by an exact power of ten and dividing back is rounded once, so `near` is
     the double nearest the decimal; the rare values whose scale is not exact (under 1e-10, over
     1e35) go through the decimal text one at a time."""
+    import numpy as np  # only CSV and JSON clean their floats: a table (and `info`) loads no numpy
+
     x = np.asarray(values, dtype=np.float64)
     out = x.copy()
     with np.errstate(all="ignore"):
@@ -77,6 +81,8 @@ def clean_values(values: np.ndarray) -> np.ndarray:
 
 def clean_float(value: float) -> float:
     """One value through clean_values (730.3699999999999 → 730.37)."""
+    import numpy as np
+
     return float(clean_values(np.array([value]))[0])
 
 

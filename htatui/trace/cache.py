@@ -4,8 +4,17 @@ A cache entry is two files written atomically (temp + rename): `<key>.arrow` wit
 and `<key>.json` with the metadata, the warnings, the entry's key and the events file's size and
 sha256. An entry is served only when both are regular files (not links), the JSON names this key
 (a copy of another entry's files is not this trace) and the events file has that size and
-checksum; anything else is rebuilt, never trusted. An entry may also keep the rank's small
-analysis tables (`store_tables`): `<key>.tables`, each table's size and sha256 in the JSON.
+checksum; anything else is rebuilt, never trusted. An entry may also keep small tables in
+`<key>.tables`, each one's offset, size and sha256 in the JSON: the file's headline figures
+(`trace.figures`, written with the events: what a cached `info` prints, so it reads no events)
+and a rank's cross-rank analysis tables (`store_tables`, tagged with the job they hold for).
+
+What is verified, and when: the JSON record is read whole on every open (it is the root: it names
+its key and holds the checksums). The events file's size is checked on open, and its whole bytes
+against the record's sha256 each time the events are read (all of them, before any is decoded);
+each small table's bytes against its own sha256 each time that table is read, alone. A table
+that does not check out is never used: the figures are made again from the (verified) events and
+kept again, the analysis tables made again from the events.
 
 The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
 file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
@@ -155,8 +164,24 @@ class CachedEntry:
     """A cache entry whose record was read and whose events file is in place (its size is the
     record's); the events are read, and their checksum verified, only by `read_events`."""
 
-    def __init__(self, folder: Path, key: str, meta: TraceMeta, warnings: list[str], start_ns: int | None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        key: str,
+        meta: TraceMeta,
+        warnings: list[str],
+        start_ns: int | None,
+        file_tables: dict[str, tuple[int, int, str]] | None = None,
+    ) -> None:
         self.folder, self.key, self.meta, self.warnings, self.start_ns = folder, key, meta, warnings, start_ns
+        self.file_tables = file_tables or {}
+        """The entry's untagged small tables (e.g. `figures`) as the record names them: offset, size, sha256."""
+
+    def read_table(self, name: str) -> pl.DataFrame | None:
+        """One of the entry's untagged small tables, verified against its sha256; None when absent or changed."""
+        if name not in self.file_tables:
+            return None
+        return CachedTables(self.folder / f"{self.key}.tables", self.file_tables).read(name)
 
     def read_events(self) -> pl.DataFrame | None:
         """The entry's events when its size, checksum, schema and times hold; None otherwise."""
@@ -205,7 +230,21 @@ def peek_cached(
     for suffix in (".arrow", ".json", ".tables"):
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
-    return CachedEntry(folder, key, meta, warnings, first if isinstance(first, int) else None)
+    return CachedEntry(
+        folder, key, meta, warnings, first if isinstance(first, int) else None, _parts(data, "file_tables")
+    )
+
+
+def _parts(record: Any, group: str) -> dict[str, tuple[int, int, str]]:
+    """The (offset, size, sha256) of each table the record's `group` names; empty when malformed or absent."""
+    try:
+        kept = record.get(group) if isinstance(record, dict) else None
+        return {
+            str(name): (int(offset), int(length), str(digest))
+            for name, (offset, length, digest) in (kept or {}).get("parts", {}).items()
+        }
+    except (AttributeError, TypeError, ValueError):
+        return {}
 
 
 def store(
@@ -215,10 +254,12 @@ def store(
     meta: TraceMeta,
     warnings: list[str],
     start_ns: int | None = None,
+    figures: pl.DataFrame | None = None,
 ) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
-    Nothing is stored for a local file that changed since that identity was taken.
+    `figures` (`trace.figures.file_figures` of these events) is kept as the entry's `figures`
+    table. Nothing is stored for a local file that changed since that identity was taken.
     """
     try:
         if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
@@ -233,7 +274,8 @@ def store(
         record["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
-        _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
+        untagged = {"figures": _ipc_bytes(figures)} if figures is not None else {}
+        _write_tables(folder, key, record, untagged, None)
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode
         return
@@ -245,26 +287,90 @@ def store_tables(
     """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
     shift, analysis version) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
     bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
-    table is read and verified alone. Never fails the caller; nothing is kept without an entry."""
+    table is read and verified alone. The entry's untagged tables (its figures) are kept when they
+    check out. Never fails the caller; nothing is kept without an entry."""
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
-        record = orjson.loads(_regular(folder / f"{key}.json").read_bytes())
-        if not isinstance(record, dict) or not isinstance(record.get("entry"), dict) or record["entry"]["key"] != key:
+        record = _entry_record(folder, key)
+        if record is None:
             return
-        blobs, parts, offset = [], {}, 0
-        for name, frame in tables.items():
-            buffer = io.BytesIO()
-            frame.write_ipc(buffer, compression="zstd")
-            blob = buffer.getvalue()
-            parts[name] = [offset, len(blob), hashlib.sha256(blob).hexdigest()]
-            blobs.append(blob)
-            offset += len(blob)
-        record["tables"] = {"tag": tag, "parts": parts}
-        _atomic_write(folder / f"{key}.tables", lambda f: [f.write(blob) for blob in blobs])
-        _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
+        tagged = (tag, {name: _ipc_bytes(frame) for name, frame in tables.items()})
+        _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), tagged)
     except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
         return
+
+
+def store_figures(path: SourcePath, file_identity: FileIdentity | None, figures: pl.DataFrame) -> None:
+    """Keep (again) the entry's `figures` table, made from its verified events after the kept one
+    did not check out (or an entry written before figures were kept); the tagged tables that check
+    out are kept with it. Never fails the caller; nothing is kept without an entry."""
+    try:
+        key = cache_key(path, file_identity)
+        folder = cache_dir()
+        record = _entry_record(folder, key)
+        if record is None:
+            return
+        untagged = {**_verified_blobs(folder, key, record, "file_tables"), "figures": _ipc_bytes(figures)}
+        kept = record.get("tables")
+        tag = kept.get("tag") if isinstance(kept, dict) else None
+        tagged = (tag, _verified_blobs(folder, key, record, "tables")) if isinstance(tag, str) else None
+        _write_tables(folder, key, record, untagged, tagged)
+    except Exception:  # noqa: BLE001 - e.g. OSError: made again from the events next time
+        return
+
+
+def _entry_record(folder: Path, key: str) -> dict[str, Any] | None:
+    record = orjson.loads(_regular(folder / f"{key}.json").read_bytes())
+    if not isinstance(record, dict) or not isinstance(record.get("entry"), dict) or record["entry"].get("key") != key:
+        return None
+    return record
+
+
+def _ipc_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def _verified_blobs(folder: Path, key: str, record: dict[str, Any], group: str) -> dict[str, bytes]:
+    """The bytes of each table of the record's `group` that still matches its sha256 (others are dropped)."""
+    kept = {}
+    for name, (offset, length, digest) in _parts(record, group).items():
+        data = CachedTables(folder / f"{key}.tables", {}).read_bytes(offset, length)
+        if data is not None and hashlib.sha256(data).hexdigest() == digest:
+            kept[name] = data
+    return kept
+
+
+def _write_tables(
+    folder: Path,
+    key: str,
+    record: dict[str, Any],
+    untagged: dict[str, bytes],
+    tagged: tuple[str, dict[str, bytes]] | None,
+) -> None:
+    """Write `<key>.tables` (the untagged tables, then the tagged ones) and then the record naming
+    them; the record is written last, so a reader sees the old record (whose checksums no longer
+    match: made again) or the new one, never a table it would trust wrongly."""
+    blobs: list[bytes] = []
+
+    def parts(tables: dict[str, bytes]) -> dict[str, list[object]]:
+        named: dict[str, list[object]] = {}
+        for name, blob in tables.items():
+            named[name] = [sum(len(b) for b in blobs), len(blob), hashlib.sha256(blob).hexdigest()]
+            blobs.append(blob)
+        return named
+
+    record.pop("file_tables", None)
+    record.pop("tables", None)
+    if untagged:
+        record["file_tables"] = {"parts": parts(untagged)}
+    if tagged is not None:
+        record["tables"] = {"tag": tagged[0], "parts": parts(tagged[1])}
+    if blobs:
+        _atomic_write(folder / f"{key}.tables", lambda f: [f.write(blob) for blob in blobs])
+    _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
 
 
 class CachedTables:
@@ -278,16 +384,24 @@ class CachedTables:
         """The table as stored, or None when it is absent, changed or unreadable."""
         try:
             offset, length, digest = self.parts[name]
-            with _regular(self.file).open("rb") as handle:
-                handle.seek(offset)
-                data = handle.read(length)
-            if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
+            data = self.read_bytes(offset, length)
+            if data is None or hashlib.sha256(data).hexdigest() != digest:
                 return None
             return pl.read_ipc(io.BytesIO(data))
         except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "make them again"
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return None
+
+    def read_bytes(self, offset: int, length: int) -> bytes | None:
+        """`length` bytes of the tables file from `offset`; None when the file is shorter or unreadable."""
+        try:
+            with _regular(self.file).open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length)
+        except (OSError, ValueError):
+            return None
+        return data if len(data) == length else None
 
 
 def cached_tables(path: SourcePath, file_identity: FileIdentity | None, tag: str) -> CachedTables | None:
@@ -299,11 +413,7 @@ def cached_tables(path: SourcePath, file_identity: FileIdentity | None, tag: str
         kept = record.get("tables")
         if record["entry"]["key"] != key or not isinstance(kept, dict) or kept.get("tag") != tag:
             return None
-        parts = {
-            str(name): (int(offset), int(length), str(digest))
-            for name, (offset, length, digest) in kept["parts"].items()
-        }
-        return CachedTables(_regular(folder / f"{key}.tables"), parts)
+        return CachedTables(_regular(folder / f"{key}.tables"), _parts(record, "tables"))
     except Exception:  # noqa: BLE001 - absent, malformed or another entry's: none kept
         return None
 

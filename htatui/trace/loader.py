@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import multiprocessing
@@ -22,6 +23,7 @@ from htatui.trace import cache, chunks
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import rank_from_filename
 from htatui.trace.fetch import DownloadCallback, FetchCancelled, fetched
+from htatui.trace.figures import file_figures, valid_figures
 from htatui.trace.frame import finish_pieces
 from htatui.trace.model import (
     RANK_FROM_FILENAME,
@@ -76,6 +78,8 @@ class ParsedFile:
     warnings: list[str]
     identity: FileIdentity | None = None
     """The file's identity taken before reading; None for a pipe (never cached)."""
+    figures: pl.DataFrame | None = None
+    """`trace.figures.file_figures` of the events, when they were made for the cache entry."""
 
 
 def default_workers() -> int:
@@ -153,11 +157,12 @@ def _parse_or_problem(
         return LoadProblem(source, "out of memory while parsing")
     if origin is not None:
         parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
-        if write_cache:
-            cache.store(origin, None, parsed.events, parsed.meta, parsed.warnings, start_ns(parsed.events, parsed.meta))
-    elif write_cache and parsed.identity is not None:
+    if write_cache and (origin is not None or parsed.identity is not None):
+        # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
+        figures = file_figures(parsed.events)
         first = start_ns(parsed.events, parsed.meta)
-        cache.store(path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first)
+        cache.store(origin or path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first, figures)
+        parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
 
 
@@ -174,6 +179,8 @@ class StoredFile:
     """The source file's (size, mtime_ns) at ingest, or None when the dataset did not record it."""
     identity: FileIdentity | None = None
     """A local trace file's identity, for a rank whose parse the cache keeps (read when asked)."""
+    read_figures: Callable[[], pl.DataFrame | None] | None = None
+    """The file's figures as its cache entry keeps them (`trace.figures`), read when asked."""
 
 
 Parsed = ParsedFile | StoredFile
@@ -231,7 +238,10 @@ def parse_all(
         entry = cache.peek_cached(path, taken) if use_cache and isinstance(path, Path) and taken else None
         if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
             read = functools.partial(_cached_events, path, taken, entry)
-            results[path] = StoredFile(path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken)
+            figures = functools.partial(_cached_figures, path, taken, entry)
+            results[path] = StoredFile(
+                path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken, read_figures=figures
+            )
             report(path, True)
             continue
         hit = cache.load_cached(path, taken) if use_cache else None
@@ -268,6 +278,17 @@ def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) ->
     if isinstance(parsed, LoadProblem):
         raise EventsUnavailable(str(parsed))
     return parsed.events
+
+
+def _cached_figures(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
+    """A cached rank's figures as its entry keeps them; when the kept table does not check out (or
+    the entry was written before figures were kept), made again from the verified events and kept."""
+    figures = valid_figures(entry.read_table("figures"))
+    if figures is not None:
+        return figures
+    figures = file_figures(_cached_events(path, taken, entry))
+    cache.store_figures(path, taken, figures)
+    return figures
 
 
 def _identity_or_none(path: SourcePath) -> FileIdentity | None:
@@ -441,13 +462,26 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
                 load=load,
                 source_stamp=item.source_stamp,
                 source_identity=item.identity,
+                figures=item.read_figures,
             )
         else:
             events = aligned_events(item.events, rank, shift)
             aligned[rank] = RankTrace(
-                rank, item.path, source, events, item.meta, shift, tuple(item.warnings), source_identity=item.identity
+                rank,
+                item.path,
+                source,
+                events,
+                item.meta,
+                shift,
+                tuple(item.warnings),
+                source_identity=item.identity,
+                figures=functools.partial(_given, item.figures) if item.figures is not None else None,
             )
     return aligned
+
+
+def _given(figures: pl.DataFrame) -> pl.DataFrame:
+    return figures
 
 
 def _read_aligned(read: Callable[[], pl.DataFrame], rank: int, shift_us: float) -> pl.DataFrame:

@@ -72,6 +72,7 @@ class RankTrace:
 
     __slots__ = (
         "_events",
+        "_figures",
         "_load",
         "_lock",
         "meta",
@@ -97,6 +98,7 @@ class RankTrace:
         load: Callable[[], pl.DataFrame] | None = None,
         source_stamp: tuple[int, int] | None = None,
         source_identity: FileIdentity | None = None,
+        figures: Callable[[], pl.DataFrame | None] | None = None,
     ) -> None:
         if (events is None) == (load is None):
             raise TypeError("RankTrace takes either events or load")
@@ -109,6 +111,7 @@ class RankTrace:
         self._events = events
         self._load = load
         self._lock = threading.Lock()
+        self._figures = figures
         self.source_stamp = source_stamp
         """The source file's (size, mtime_ns) when a dataset ingested it: exports that re-read the
         source refuse a file changed since (its events would not be the stored ones)."""
@@ -129,6 +132,12 @@ class RankTrace:
                     assert self._load is not None
                     frame = self._events = self._load()
         return frame
+
+    def stored_figures(self) -> pl.DataFrame | None:
+        """The file's headline figures as parsing made them (`trace.figures.file_figures`, before
+        this rank's shift), without reading the events: kept in its cache entry, or made when it
+        was parsed now; None when neither holds (they are made from the events)."""
+        return self._figures() if self._figures is not None else None
 
     @property
     def loaded(self) -> bool:

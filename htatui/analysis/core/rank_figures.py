@@ -1,16 +1,20 @@
 """A rank's headline figures (`info`'s columns and the dataset summary's): span, kernels, streams, steps.
 
-Computed in one select over the few columns they read: filtering a whole event frame first copies
-all of its columns, which on a 2 M-event rank was ~400 MB more peak memory than the frame itself.
+Computed in one select over the few columns they read (`trace.figures.file_figures`): filtering a
+whole event frame first copies all of its columns, which on a 2 M-event rank was ~400 MB more peak
+memory than the frame itself. A cached rank keeps that row in its cache entry (`stored_figures`),
+so its figures are had without reading its events.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
-from htatui.trace.kineto import GPU_ACTIVITY_CATS
+from htatui.trace.figures import file_figures
+from htatui.trace.model import RankTrace
 
 
 @dataclass(frozen=True)
@@ -23,22 +27,40 @@ class RankFigures:
     memory_events: int
     iterations: list[int]
     """The step numbers present, ascending."""
+    events: int = 0
+    """Rows of the rank's event frame."""
 
 
 def rank_figures(events: pl.DataFrame) -> RankFigures:
-    timed = pl.col("ph") == "X"
-    row = events.select(
-        start=pl.col("ts").filter(timed).min(),
-        end=pl.col("end").filter(timed).max(),
-        kernels=(pl.col("cat") == "kernel").sum(),
-        streams=pl.col("stream").filter(timed & pl.col("cat").is_in(list(GPU_ACTIVITY_CATS))).drop_nulls().n_unique(),
-        memory_events=(pl.col("name") == "[memory]").sum(),
-    ).row(0, named=True)
-    start, end = row["start"], row["end"]
-    span = (_number(end) - _number(start)) if start is not None else 0.0
-    iterations = events["iteration"].drop_nulls().unique().sort().to_list()
-    return RankFigures(span, int(row["kernels"]), int(row["streams"]), int(row["memory_events"]), iterations)
+    return figures_of(file_figures(events).row(0, named=True), 0.0)
 
 
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) else 0.0
+def figures_of(row: dict[str, Any], shift_us: float) -> RankFigures:
+    """A `file_figures` row of a file's events as the figures of those events shifted by `shift_us`:
+    the shift is added to the first start and last end before they are subtracted, as it is to
+    every event's `ts` and `end` when a rank is aligned, so the span is the aligned frame's to the bit."""
+    start, end = row["first_start_us"], row["last_end_us"]
+    span = _shifted(end, shift_us) - _shifted(start, shift_us) if start is not None else 0.0
+    return RankFigures(
+        span,
+        int(row["kernels"]),
+        int(row["streams"]),
+        int(row["memory_events"]),
+        list(row["iterations"]),
+        int(row["events"]),
+    )
+
+
+def stored_figures(trace: RankTrace) -> RankFigures | None:
+    """The rank's figures as its cache entry keeps them (its events unread), or None when none are kept."""
+    row = trace.stored_figures()
+    return figures_of(row.row(0, named=True), trace.shift_us) if row is not None else None
+
+
+def trace_figures(trace: RankTrace) -> RankFigures:
+    """The rank's figures: kept ones when its cache entry has them, else made from its events."""
+    return stored_figures(trace) or rank_figures(trace.events)
+
+
+def _shifted(value: object, shift_us: float) -> float:
+    return float(value) + shift_us if isinstance(value, (int, float)) else 0.0
