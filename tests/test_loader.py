@@ -13,6 +13,7 @@ from kineto_util import cpu_op, kernel, runtime, step, write_trace
 from htatui.jobs.load import load_traces
 from htatui.trace import LoadError, LoadProgress
 from htatui.trace.discover import rank_from_filename
+from htatui.trace.model import with_details
 
 
 def load(paths: list[Path], **kwargs: object):  # type: ignore[no-untyped-def]
@@ -98,9 +99,16 @@ def test_columns_are_typed_and_times_are_not_rounded(tmp_path: Path) -> None:
     frame = traces.ranks[0].events
     gemm = frame.filter(pl.col("name") == "gemm").row(0, named=True)
     assert gemm["ts"] - frame["ts"].min() == pytest.approx(10.375)  # type: ignore[operator]
-    assert gemm["dur"] == 0.875
-    assert gemm["grid"] == "4,2,1" and gemm["block"] == "128,1,1"
-    assert gemm["occupancy_pct"] == 50.0 and gemm["stream"] == 7 and gemm["device"] == 0
+    assert gemm["dur"] == 0.875 and gemm["stream"] == 7 and gemm["device"] == 0
+    # The launch statistics live in the rank's detail table, one row for the kernel alone.
+    assert "grid" not in frame.columns
+    details = traces.ranks[0].details
+    assert details.select("rank", "index").rows() == [(0, 1)]
+    launch = with_details(frame.filter(pl.col("name") == "gemm"), details).row(0, named=True)
+    assert launch["grid"] == "4,2,1" and launch["block"] == "128,1,1" and launch["occupancy_pct"] == 50.0
+    assert launch["registers_per_thread"] is None
+    call = with_details(frame.filter(pl.col("name") == "cudaLaunchKernel"), details, ("grid",)).row(0, named=True)
+    assert call["grid"] is None
     copy = frame.filter(pl.col("cat") == "gpu_memcpy").row(0, named=True)
     assert copy["bytes"] == 4096 and copy["memory_bw_gbps"] == 1.024
     flows = frame.filter(pl.col("cat") == "ac2g")
