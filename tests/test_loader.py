@@ -242,6 +242,35 @@ def test_cache_hit_miss_and_corruption(tmp_path: Path, isolated_cache: Path) -> 
     assert seen[-1].from_cache is False
 
 
+def test_the_cache_keeps_the_detail_table_and_a_damaged_one_is_parsed_again(
+    tmp_path: Path, isolated_cache: Path
+) -> None:
+    events = [*simple_events(), kernel("nccl", 60, 10, corr=2, grid=[8, 1, 1], **{"Group size": 4})]
+    path = write_trace(tmp_path / "rank-0.json.gz", events)
+    first = load([path]).ranks[0].details
+    # Only the kernel with details has a row (the step, the launch and the plain gemm have none).
+    assert first.select("index", "grid", "group_size").rows() == [(3, "8,1,1", 4)]
+    assert load([path]).ranks[0].details.equals(first)  # read from the entry's `.details` file
+    (damaged,) = isolated_cache.glob("*.details")
+    damaged.write_bytes(b"garbage")
+    assert load([path]).ranks[0].details.equals(first)  # its checksum fails: the file is parsed again
+
+
+def test_a_repeated_kernel_goes_with_its_details_and_different_details_are_no_repeat(tmp_path: Path) -> None:
+    launch = {"grid": [8, 1, 1], "Group size": 4}
+    events = [
+        *simple_events(),
+        kernel("nccl", 60, 10, corr=2, **launch),
+        kernel("nccl", 60, 10, corr=2, **launch),  # written twice: dropped with its detail row
+        kernel("nccl", 80, 10, corr=3, **launch),
+        kernel("nccl", 80, 10, corr=3, **{**launch, "Group size": 2}),  # differs in a detail: kept
+    ]
+    rank = load([write_trace(tmp_path / "rank-0.json", events)]).ranks[0]
+    assert rank.warnings[-1] == "1 complete event(s) repeated exactly (every field but the position) dropped"
+    assert rank.events.filter(pl.col("name") == "nccl")["index"].to_list() == [3, 5, 6]
+    assert rank.details.select("index", "group_size").rows() == [(3, 4), (5, 4), (6, 2)]
+
+
 def test_parallel_load_reports_progress_per_rank(tmp_path: Path) -> None:
     for rank in range(3):
         write_trace(tmp_path / f"rank-{rank}.json.gz", simple_events())

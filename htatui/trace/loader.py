@@ -130,7 +130,7 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
         if gc_was_enabled:
             gc.enable()
     events, dropped = drop_impossible_events(events)
-    events, repeated = drop_duplicate_events(events)
+    events, repeated = drop_duplicate_events(events, details)
     if dropped or repeated:
         # A dropped event's details go with it.
         details = details.join(events.select("index"), on="index", how="semi", maintain_order="left")
