@@ -60,7 +60,7 @@ def serial_parts(path: Path) -> dict[str, float]:
     hand_over = (time.process_time() - start - decode_sample) * pieces / len(sample)
     start = time.process_time()
     with open_trace(path) as source:
-        columns, _ = decode_columns(source, [])
+        columns, _, _ = decode_columns(source, [])
     decode = time.process_time() - start
     start = time.process_time()
     events = finish_pieces(columns)

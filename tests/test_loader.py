@@ -13,6 +13,7 @@ from kineto_util import cpu_op, kernel, runtime, step, write_trace
 from htatui.jobs.load import load_traces
 from htatui.trace import LoadError, LoadProgress
 from htatui.trace.discover import rank_from_filename
+from htatui.trace.model import with_details
 
 
 def load(paths: list[Path], **kwargs: object):  # type: ignore[no-untyped-def]
@@ -98,9 +99,16 @@ def test_columns_are_typed_and_times_are_not_rounded(tmp_path: Path) -> None:
     frame = traces.ranks[0].events
     gemm = frame.filter(pl.col("name") == "gemm").row(0, named=True)
     assert gemm["ts"] - frame["ts"].min() == pytest.approx(10.375)  # type: ignore[operator]
-    assert gemm["dur"] == 0.875
-    assert gemm["grid"] == "4,2,1" and gemm["block"] == "128,1,1"
-    assert gemm["occupancy_pct"] == 50.0 and gemm["stream"] == 7 and gemm["device"] == 0
+    assert gemm["dur"] == 0.875 and gemm["stream"] == 7 and gemm["device"] == 0
+    # The launch statistics live in the rank's detail table, one row for the kernel alone.
+    assert "grid" not in frame.columns
+    details = traces.ranks[0].details
+    assert details.select("rank", "index").rows() == [(0, 1)]
+    launch = with_details(frame.filter(pl.col("name") == "gemm"), details).row(0, named=True)
+    assert launch["grid"] == "4,2,1" and launch["block"] == "128,1,1" and launch["occupancy_pct"] == 50.0
+    assert launch["registers_per_thread"] is None
+    call = with_details(frame.filter(pl.col("name") == "cudaLaunchKernel"), details, ("grid",)).row(0, named=True)
+    assert call["grid"] is None
     copy = frame.filter(pl.col("cat") == "gpu_memcpy").row(0, named=True)
     assert copy["bytes"] == 4096 and copy["memory_bw_gbps"] == 1.024
     flows = frame.filter(pl.col("cat") == "ac2g")
@@ -232,6 +240,35 @@ def test_cache_hit_miss_and_corruption(tmp_path: Path, isolated_cache: Path) -> 
     assert seen[-1].from_cache is False
     load([path], use_cache=False, progress=seen.append)
     assert seen[-1].from_cache is False
+
+
+def test_the_cache_keeps_the_detail_table_and_a_damaged_one_is_parsed_again(
+    tmp_path: Path, isolated_cache: Path
+) -> None:
+    events = [*simple_events(), kernel("nccl", 60, 10, corr=2, grid=[8, 1, 1], **{"Group size": 4})]
+    path = write_trace(tmp_path / "rank-0.json.gz", events)
+    first = load([path]).ranks[0].details
+    # Only the kernel with details has a row (the step, the launch and the plain gemm have none).
+    assert first.select("index", "grid", "group_size").rows() == [(3, "8,1,1", 4)]
+    assert load([path]).ranks[0].details.equals(first)  # read from the entry's `.details` file
+    (damaged,) = isolated_cache.glob("*.details")
+    damaged.write_bytes(b"garbage")
+    assert load([path]).ranks[0].details.equals(first)  # its checksum fails: the file is parsed again
+
+
+def test_a_repeated_kernel_goes_with_its_details_and_different_details_are_no_repeat(tmp_path: Path) -> None:
+    launch = {"grid": [8, 1, 1], "Group size": 4}
+    events = [
+        *simple_events(),
+        kernel("nccl", 60, 10, corr=2, **launch),
+        kernel("nccl", 60, 10, corr=2, **launch),  # written twice: dropped with its detail row
+        kernel("nccl", 80, 10, corr=3, **launch),
+        kernel("nccl", 80, 10, corr=3, **{**launch, "Group size": 2}),  # differs in a detail: kept
+    ]
+    rank = load([write_trace(tmp_path / "rank-0.json", events)]).ranks[0]
+    assert rank.warnings[-1] == "1 complete event(s) repeated exactly (every field but the position) dropped"
+    assert rank.events.filter(pl.col("name") == "nccl")["index"].to_list() == [3, 5, 6]
+    assert rank.details.select("index", "group_size").rows() == [(3, 4), (5, 4), (6, 2)]
 
 
 def test_parallel_load_reports_progress_per_rank(tmp_path: Path) -> None:

@@ -33,19 +33,23 @@ def pool() -> Iterator[ProcessPoolExecutor]:
         yield executor
 
 
-def one_process(path: Path, chunk_bytes: int) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
+Decoded = tuple[pl.DataFrame, TraceMeta, list[str], pl.DataFrame]
+"""Frame, metadata, warnings and detail table."""
+
+
+def one_process(path: Path, chunk_bytes: int) -> Decoded:
     warnings: list[str] = []
     with open_trace(path) as source:
-        frame, meta = decode_columns(source, warnings, chunk_bytes=chunk_bytes)
-    return finish_pieces(frame), meta, warnings
+        frame, details, meta = decode_columns(source, warnings, chunk_bytes=chunk_bytes)
+    return finish_pieces(frame), meta, warnings, details
 
 
 def in_workers(
     path: Path, chunk_bytes: int, pool: ProcessPoolExecutor, progress: list[tuple[int, int]] | None = None
-) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
+) -> Decoded:
     warnings: list[str] = []
     with open_trace(path) as source:
-        frame, meta = decode_columns_parallel(
+        frame, details, meta = decode_columns_parallel(
             source,
             warnings,
             WORKERS,
@@ -54,12 +58,13 @@ def in_workers(
             executor=pool,
             progress=None if progress is None else lambda done, total: progress.append((done, total)),
         )
-    return finish_pieces(frame), meta, warnings
+    return finish_pieces(frame), meta, warnings, details
 
 
 def assert_same(path: Path, chunk_bytes: int, pool: ProcessPoolExecutor) -> pl.DataFrame:
-    frame, meta, warnings = one_process(path, chunk_bytes)
-    parallel_frame, parallel_meta, parallel_warnings = in_workers(path, chunk_bytes, pool)
+    frame, meta, warnings, details = one_process(path, chunk_bytes)
+    parallel_frame, parallel_meta, parallel_warnings, parallel_details = in_workers(path, chunk_bytes, pool)
+    assert parallel_details.schema == details.schema and parallel_details.equals(details)
     assert parallel_frame.schema == frame.schema
     assert parallel_frame.equals(frame)
     assert parallel_meta == meta and parallel_warnings == warnings

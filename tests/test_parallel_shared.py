@@ -1,4 +1,4 @@
-"""Every shared trace file decoded in small pieces on 2 processes gives the frame 1 process gives.
+"""Every shared trace file decoded in small pieces on 2 processes gives the frame and detail table 1 process gives.
 
 The parallel decoder engages only past `parallel.LOCAL_PIECES` pieces of `chunks.CHUNK_BYTES`
 (32 MB of JSON), which no shared trace reaches; here each file is cut into ~24 pieces (4 KB at
@@ -32,7 +32,7 @@ WORKERS = 2
 PIECES = 24
 """Pieces per file: enough that the worker gets most of them, few enough to keep each piece's cost small."""
 
-Outcome = tuple[pl.DataFrame, TraceMeta, list[str]] | tuple[str, str]
+Outcome = tuple[pl.DataFrame, pl.DataFrame, TraceMeta, list[str]] | tuple[str, str]
 
 
 def shared_trace_files() -> list[Path]:
@@ -74,14 +74,14 @@ def decoded(path: Path, chunk_bytes: int, pool: ProcessPoolExecutor | None) -> O
     try:
         with open_trace(path) as source:
             if pool is None:
-                frame, meta = decode_columns(source, warnings, chunk_bytes=chunk_bytes)
+                frame, details, meta = decode_columns(source, warnings, chunk_bytes=chunk_bytes)
             else:
-                frame, meta = decode_columns_parallel(
+                frame, details, meta = decode_columns_parallel(
                     source, warnings, WORKERS, chunk_bytes=chunk_bytes, local_pieces=2, executor=pool
                 )
     except Exception as exc:  # noqa: BLE001 - both routes must refuse a file the same way
         return type(exc).__name__, str(exc)
-    return finish_pieces(frame), meta, warnings
+    return finish_pieces(frame), details, meta, warnings
 
 
 @pytest.mark.parametrize("path", shared_trace_files(), ids=lambda path: str(path.relative_to(SHARED_TRACES)))
@@ -94,11 +94,14 @@ def test_two_workers_give_the_one_process_frame(path: Path, shared_traces: Path,
     if isinstance(one[0], str) or isinstance(two[0], str):
         assert two == one
         return
-    frame, meta, warnings = one
-    two_frame, two_meta, two_warnings = two
+    frame, details, meta, warnings = one
+    two_frame, two_details, two_meta, two_warnings = two
     assert isinstance(frame, pl.DataFrame) and isinstance(two_frame, pl.DataFrame)
+    assert isinstance(details, pl.DataFrame) and isinstance(two_details, pl.DataFrame)
     assert two_frame.schema == frame.schema
     assert two_frame.equals(frame)
+    assert two_details.schema == details.schema
+    assert two_details.equals(details)
     assert two_meta == meta and two_warnings == warnings
     # Two pieces are decoded here, then the worker is sent two: a file of 4 pieces or more had some there.
     assert in_worker >= min(2, frame["ts"].n_chunks() - 2)

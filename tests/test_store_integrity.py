@@ -44,6 +44,8 @@ def test_the_manifest_records_each_files_size_and_checksum(dataset: Path) -> Non
     for entry in manifest["ranks"]:
         data = (dataset / entry["events"]).read_bytes()
         assert (entry["size"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+        details = (dataset / entry["details"]).read_bytes()
+        assert (entry["details_size"], entry["details_sha256"]) == (len(details), hashlib.sha256(details).hexdigest())
     summary = (dataset / SUMMARY).read_bytes()
     assert manifest["summary"] == {"size": len(summary), "sha256": hashlib.sha256(summary).hexdigest()}
 
@@ -92,6 +94,18 @@ def test_swapped_rank_files_are_not_taken_for_each_other(dataset: Path, capsys: 
     assert code == 2 and err.strip() == (
         f"htatui: {first}: changed since it was ingested (size or checksum differs); ingest again"
     )
+
+
+def test_an_edited_detail_table_is_refused_when_read(dataset: Path) -> None:
+    """A rank's detail table is verified like its events: a flipped byte is one line naming the file."""
+    details = dataset / "ranks" / "00001.details.arrow"
+    data = bytearray(details.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    details.write_bytes(bytes(data))
+    traces = load_traces([dataset])
+    with pytest.raises(EventsUnavailable) as raised:
+        _ = traces.ranks[1].details
+    assert str(raised.value) == f"{details}: changed since it was ingested (size or checksum differs); ingest again"
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")

@@ -25,13 +25,24 @@ from typing import Any
 import polars as pl
 
 from htatui.jobs.summary import TABLE_COLUMNS, rank_summary_and_tables, summary_frame
-from htatui.store.dataset import DatasetError, IngestedFile, commit, discard, meta_json, staging, write_busy, write_rank
+from htatui.store.dataset import (
+    DatasetError,
+    IngestedFile,
+    commit,
+    discard,
+    meta_json,
+    staging,
+    write_busy,
+    write_details,
+    write_rank,
+)
 from htatui.trace.cache import meta_from_json
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.discover import DiscoveryError, discover
 from htatui.trace.loader import (
     LoadError,
     ParsedFile,
+    aligned_details,
     aligned_events,
     assign_ranks,
     default_workers,
@@ -80,11 +91,12 @@ def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
         return IngestFailure(source, "out of memory while parsing")
     try:
         name, size, digest = write_rank(folder, index, parsed.events)
+        details = write_details(folder, index, parsed.details)
     except OSError as exc:
         return IngestFailure(source, f"cannot write its events ({exc.strerror or exc})")
     meta = meta_json(parsed.meta, parsed.warnings)
     stamp = (info.st_size, info.st_mtime_ns)
-    return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest, stamp)
+    return IngestedFile(source, name, meta, start_ns(parsed.events, parsed.meta), size, digest, stamp, details)
 
 
 def summarize_file(
@@ -94,8 +106,10 @@ def summarize_file(
     loading the dataset will align it; its `busy` table (the big one) is written here, a file
     per rank, and only its name, size and sha256 go back."""
     events = pl.read_ipc(folder / record.events_name, columns=list(TABLE_COLUMNS))
+    details = aligned_details(pl.read_ipc(folder / record.details[0]), rank)
     meta = meta_from_json(record.meta_json)[0]
-    row, tables = rank_summary_and_tables(record.source, aligned_events(events, rank, shift_us), meta, rank, shift_us)
+    aligned = aligned_events(events, rank, shift_us)
+    row, tables = rank_summary_and_tables(record.source, aligned, details, meta, rank, shift_us)
     busy = write_busy(folder, rank, tables.pop("busy"))
     return row, tables, (rank, busy)
 
@@ -166,9 +180,7 @@ def _joined_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFra
 
 def _ranks_and_shifts(done: list[IngestedFile]) -> tuple[dict[Path, int], dict[int, float]]:
     """The rank the loader will give each file and each rank's time shift (same rules, same order)."""
-    stand_ins = [
-        ParsedFile(path=f.source, events=pl.DataFrame(), meta=meta_from_json(f.meta_json)[0], warnings=[]) for f in done
-    ]
+    stand_ins = [ParsedFile(f.source, pl.DataFrame(), pl.DataFrame(), meta_from_json(f.meta_json)[0], []) for f in done]
     assigned, _ = assign_ranks(stand_ins)
     rank_of = {item.path: rank for rank, (item, _) in assigned.items()}
     starts = {rank_of[f.source]: f.start_ns for f in done}

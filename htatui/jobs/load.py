@@ -154,7 +154,13 @@ def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> li
                 stored.check()
                 results.append(
                     StoredFile(
-                        stored.source, stored.meta, stored.warnings, stored.start_ns, stored.events, stored.source_stamp
+                        stored.source,
+                        stored.meta,
+                        stored.warnings,
+                        stored.start_ns,
+                        stored.events,
+                        stored.details,
+                        stored.source_stamp,
                     )
                 )
             except DatasetError as exc:

@@ -22,17 +22,20 @@ from htatui.analysis.core.rank_figures import rank_figures
 from htatui.analysis.views import overlap, steps, temporal
 from htatui.analysis.views.ranks import tables
 from htatui.store.summary_table import SUMMARY_SCHEMA
-from htatui.trace.model import RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
+from htatui.trace.model import EVENT_SCHEMA, RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
 SUMMARY_COLUMNS = (
     *("index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end"),
     *("stream", "device", "correlation", "external_id", "flow_id", "iteration", "collective_name"),
 )
-"""The event columns the summary's views read; ingest reads only these back (16 of 35: ~40 % less memory)."""
+"""The event columns the summary's views read; ingest reads only these back (16 of 21)."""
 
 
-TABLE_COLUMNS = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *(c for c in tables.READS if c != "rank"))))
-"""What ingest reads back of a rank for its summary row and its cross-rank tables (24 of 35 columns)."""
+TABLE_COLUMNS = tuple(
+    dict.fromkeys((*SUMMARY_COLUMNS, *(c for c in tables.READS if c != "rank" and c in EVENT_SCHEMA)))
+)
+"""What ingest reads back of a rank's events for its summary row and its cross-rank tables (16 of
+21 columns; the tables' detail columns come from the rank's detail table)."""
 
 
 def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float) -> dict[str, Any]:
@@ -42,12 +45,12 @@ def rank_summary(source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int,
 
 
 def rank_summary_and_tables(
-    source: Path, events: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float
+    source: Path, events: pl.DataFrame, details: pl.DataFrame, meta: TraceMeta, rank: int, shift_us: float
 ) -> tuple[dict[str, Any], tables.RankTables]:
     """The rank's summary row and its cross-rank tables (`analysis.views.ranks.tables`), made with
     the default options from its events as rank `rank` shifted by `shift_us` (what the Ranks
-    views read of a dataset instead of its events)."""
-    trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us)
+    views read of a dataset instead of its events); `details` is its detail table as rank `rank`."""
+    trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us, details=details)
     alone = TraceSet(ranks={rank: trace})
     return _summary_row(alone, source, events, rank, shift_us), tables.rank_tables(alone, CommonOptions())
 

@@ -7,6 +7,8 @@ DATASET/
                         have parsed from the trace), and when its first event happened (to align
                         ranks without reading them); the summary's size and sha256
   ranks/NNNNN.arrow     the rank's event frame as the parser made it (zstd Arrow IPC)
+  ranks/NNNNN.details.arrow  the rank's detail table (trace.model.DETAIL_SCHEMA), with its size
+                        and sha256 in the manifest
   summary.arrow         one row per rank: span, steps, temporal/idle/overlap figures
   tables/NAME.arrow     the cross-rank analysis's small tables, every rank's rows (collective
                         calls, step and phase times: analysis/views/ranks/tables.py); each with
@@ -52,13 +54,14 @@ import polars as pl
 
 from htatui.store.layout import MANIFEST, SUMMARY, TABLES, is_dataset
 from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
-from htatui.trace.model import EVENT_SCHEMA, EventsUnavailable, TraceMeta
+from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA, EventsUnavailable, TraceMeta
 from htatui.trace.validate import drop_impossible_events
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 5
-"""4 added the cross-rank tables (`tables/`), 5 keeps `busy` a file per rank (`tables/busy/`); a
-dataset of another version is refused: ingest again."""
+FORMAT_VERSION = 6
+"""4 added the cross-rank tables (`tables/`), 5 keeps `busy` a file per rank (`tables/busy/`), 6
+keeps each rank's detail table apart (`ranks/NNNNN.details.arrow`); a dataset of another version
+is refused: ingest again."""
 
 
 class DatasetError(Exception):
@@ -96,20 +99,22 @@ class StoredRank:
 
     source: Path
     events_file: DatasetFile
+    details_file: DatasetFile
     meta: TraceMeta
     warnings: list[str]
     start_ns: int
     source_stamp: tuple[int, int] | None = None
 
     def check(self) -> None:
-        """Raise DatasetError unless the events file is a regular file of the manifest's size (cheap:
-        the checksum is verified when the events are read)."""
-        try:
-            info = self.events_file.path.lstat()
-        except OSError as exc:
-            raise DatasetError(f"{self.events_file.path}: unreadable ({exc.strerror or exc})") from None
-        if not stat.S_ISREG(info.st_mode) or info.st_size != self.events_file.size:
-            raise DatasetError(f"{self.events_file.path}: not the file that was ingested (its type or size differs)")
+        """Raise DatasetError unless the events and details files are regular files of the
+        manifest's sizes (cheap: the checksums are verified when they are read)."""
+        for file in (self.events_file, self.details_file):
+            try:
+                info = file.path.lstat()
+            except OSError as exc:
+                raise DatasetError(f"{file.path}: unreadable ({exc.strerror or exc})") from None
+            if not stat.S_ISREG(info.st_mode) or info.st_size != file.size:
+                raise DatasetError(f"{file.path}: not the file that was ingested (its type or size differs)")
 
     def events(self) -> pl.DataFrame:
         try:
@@ -122,6 +127,17 @@ class StoredRank:
         # The loader's own rules, on what is read back: ingest never stores such an event.
         if drop_impossible_events(frame)[1] is not None:
             raise EventsUnavailable(f"{self.events_file.path}: holds events with impossible times; ingest again")
+        return frame
+
+    def details(self) -> pl.DataFrame:
+        """The rank's detail table, read only when its size and sha256 are the ingest's."""
+        try:
+            data = self.details_file.verified_bytes()
+        except DatasetError as exc:
+            raise EventsUnavailable(str(exc)) from None
+        frame = read_frame(data, self.details_file.path, EventsUnavailable)
+        if frame.schema != pl.Schema(DETAIL_SCHEMA):
+            raise EventsUnavailable(f"{self.details_file.path}: not an htatui detail table")
         return frame
 
 
@@ -196,6 +212,7 @@ def open_dataset(folder: Path) -> Dataset:
             StoredRank(
                 source=Path(entry["source"]),
                 events_file=_stored(folder, entry["events"], entry.get("size"), entry.get("sha256")),
+                details_file=_stored(folder, entry["details"], entry.get("details_size"), entry.get("details_sha256")),
                 meta=meta_from_json(orjson.dumps(entry["meta"]))[0],
                 warnings=list(entry["warnings"]),
                 start_ns=int(entry["start_ns"]),
@@ -240,6 +257,8 @@ class IngestedFile:
     sha256: str
     source_stamp: tuple[int, int] | None = None
     """The source file's (size, mtime_ns) taken before it was parsed."""
+    details: tuple[str, int, str] = ("", 0, "")
+    """The detail table's file name, size and sha256."""
 
 
 def write_rank(folder: Path, index: int, events: pl.DataFrame) -> tuple[str, int, str]:
@@ -248,6 +267,15 @@ def write_rank(folder: Path, index: int, events: pl.DataFrame) -> tuple[str, int
     target = folder / name
     target.parent.mkdir(parents=True, exist_ok=True)
     size, digest = _write_ipc(events, target)
+    return name, size, digest
+
+
+def write_details(folder: Path, index: int, details: pl.DataFrame) -> tuple[str, int, str]:
+    """Write one rank's detail table under `folder/ranks/`; its name, size and sha256."""
+    name = f"ranks/{index:05d}.details.arrow"
+    target = folder / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    size, digest = _write_ipc(details, target)
     return name, size, digest
 
 
@@ -378,6 +406,7 @@ def foreign_files(folder: Path) -> list[str]:
         ranks = data.get("ranks") if isinstance(data, dict) else None
         names = {MANIFEST, SUMMARY}
         names.update(str(r.get("events")) for r in ranks or [] if isinstance(r, dict))
+        names.update(str(r.get("details")) for r in ranks or [] if isinstance(r, dict))
         tables = data.get("tables") if isinstance(data, dict) else None
         names.update(str(t.get("file")) for t in (tables or {}).values() if isinstance(t, dict))
         busy = data.get("busy") if isinstance(data, dict) else None
@@ -418,6 +447,9 @@ def commit(
                 "events": f.events_name,
                 "size": f.size,
                 "sha256": f.sha256,
+                "details": f.details[0],
+                "details_size": f.details[1],
+                "details_sha256": f.details[2],
                 "meta": orjson.loads(f.meta_json),
                 "warnings": orjson.loads(f.meta_json)["warnings"],
                 "start_ns": f.start_ns,

@@ -1,20 +1,21 @@
 """Parsed ranks cached as Arrow IPC under the user cache dir, keyed by file identity.
 
-A cache entry is two files written atomically (temp + rename): `<key>.arrow` with the events
-and `<key>.json` with the metadata, the warnings, the entry's key and the events file's size and
-sha256. An entry is served only when both are regular files (not links), the JSON names this key
-(a copy of another entry's files is not this trace) and the events file has that size and
-checksum; anything else is rebuilt, never trusted. An entry may also keep small tables in
-`<key>.tables`, each one's offset, size and sha256 in the JSON: the file's headline figures
-(`trace.figures`, written with the events: what a cached `info` prints, so it reads no events)
-and a rank's cross-rank analysis tables (`store_tables`, tagged with the job they hold for).
+A cache entry is three files written atomically (temp + rename): `<key>.arrow` with the events,
+`<key>.details` with the detail table (model.DETAIL_SCHEMA) and `<key>.json` with the metadata,
+the warnings, the entry's key and each data file's size and sha256. An entry is served only when
+they are regular files (not links), the JSON names this key (a copy of another entry's files is
+not this trace) and the data files have those sizes and checksums; anything else is rebuilt,
+never trusted. An entry may also keep small tables in `<key>.tables`, each one's offset, size and
+sha256 in the JSON: the file's headline figures (`trace.figures`, written with the events: what a
+cached `info` prints, so it reads no events) and a rank's cross-rank analysis tables
+(`store_tables`, tagged with the job they hold for).
 
 What is verified, and when: the JSON record is read whole on every open (it is the root: it names
-its key and holds the checksums). The events file's size is checked on open, and its whole bytes
-against the record's sha256 each time the events are read (all of them, before any is decoded);
-each small table's bytes against its own sha256 each time that table is read, alone. A table
-that does not check out is never used: the figures are made again from the (verified) events and
-kept again, the analysis tables made again from the events.
+its key and holds the checksums). The events file's size is checked on open; the events and
+details files' whole bytes against the record's size and sha256 each time they are read (all of
+them, before any is decoded); each small table's bytes against its own sha256 each time that table is read, alone.
+A table that does not check out is never used: the figures are made again from the (verified)
+events and kept again, the analysis tables made again from the events.
 
 The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
 file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
@@ -36,11 +37,11 @@ import orjson
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath, cache_identity
-from htatui.trace.model import EVENT_SCHEMA, TraceMeta
+from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA, TraceMeta
 from htatui.trace.read import FileIdentity, identity
 from htatui.trace.validate import drop_impossible_events
 
-LOADER_VERSION = "7"
+LOADER_VERSION = "8"
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
 
 
@@ -150,14 +151,15 @@ def _regular(path: Path) -> Path:
 
 def load_cached(
     path: SourcePath, file_identity: FileIdentity | None = None
-) -> tuple[pl.DataFrame, TraceMeta, list[str]] | None:
+) -> tuple[pl.DataFrame, pl.DataFrame, TraceMeta, list[str]] | None:
     """The cached parse of `path` (of a local file with `file_identity` when given, else as it is
-    now), or None when absent, stale, corrupt or another entry's."""
+    now): events, detail table, metadata and warnings; None when absent, stale, corrupt or another entry's."""
     entry = peek_cached(path, file_identity, start=False)
     events = entry.read_events() if entry is not None else None
-    if entry is None or events is None:
+    details = entry.read_details() if entry is not None and events is not None else None
+    if entry is None or events is None or details is None:
         return None
-    return events, entry.meta, entry.warnings
+    return events, details, entry.meta, entry.warnings
 
 
 class CachedEntry:
@@ -202,6 +204,20 @@ class CachedEntry:
             return None  # the loader never stores such an event: parsed again
         return events
 
+    def read_details(self) -> pl.DataFrame | None:
+        """The entry's detail table when its size, checksum and schema hold; None otherwise."""
+        try:
+            record = orjson.loads(_regular(self.folder / f"{self.key}.json").read_bytes())
+            data = _regular(self.folder / f"{self.key}.details").read_bytes()
+            if record.get("details") != {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+                return None
+            details = pl.read_ipc(io.BytesIO(data))
+        except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+        return details if details.schema == pl.Schema(DETAIL_SCHEMA) else None
+
 
 def peek_cached(
     path: SourcePath, file_identity: FileIdentity | None = None, *, start: bool = True
@@ -227,7 +243,7 @@ def peek_cached(
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         return None
-    for suffix in (".arrow", ".json", ".tables"):
+    for suffix in _SUFFIXES:
         with contextlib.suppress(OSError):
             os.utime(folder / f"{key}{suffix}")  # recently used: evicted last
     return CachedEntry(
@@ -251,6 +267,7 @@ def store(
     path: SourcePath,
     file_identity: FileIdentity | None,
     events: pl.DataFrame,
+    details: pl.DataFrame,
     meta: TraceMeta,
     warnings: list[str],
     start_ns: int | None = None,
@@ -270,10 +287,15 @@ def store(
         buffer = io.BytesIO()
         events.write_ipc(buffer, compression="zstd")
         data = buffer.getvalue()
+        buffer = io.BytesIO()
+        details.write_ipc(buffer, compression="zstd")
+        detail_data = buffer.getvalue()
         record = orjson.loads(meta_to_json(meta, warnings))
         record["entry"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        record["details"] = {"size": len(detail_data), "sha256": hashlib.sha256(detail_data).hexdigest()}
         record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
+        _atomic_write(folder / f"{key}.details", lambda f: f.write(detail_data))
         untagged = {"figures": _ipc_bytes(figures)} if figures is not None else {}
         _write_tables(folder, key, record, untagged, None)
         evict(folder, max_cache_bytes())
@@ -422,7 +444,7 @@ def evict(folder: Path, limit: int) -> None:
     """Delete the least recently used entries until the folder's entries fit in `limit` bytes."""
     entries: dict[str, list[os.stat_result]] = {}
     for child in folder.iterdir():
-        if child.suffix in (".arrow", ".json", ".tables") and not child.name.startswith("."):
+        if child.suffix in _SUFFIXES and not child.name.startswith("."):
             with contextlib.suppress(OSError):
                 entries.setdefault(child.stem, []).append(child.lstat())
     total = sum(s.st_size for stats in entries.values() for s in stats)
@@ -430,12 +452,16 @@ def evict(folder: Path, limit: int) -> None:
         return
     oldest_first = sorted(entries, key=lambda stem: max(s.st_mtime_ns for s in entries[stem]))
     for stem in oldest_first[:-1] if len(oldest_first) > 1 else []:
-        for suffix in (".json", ".arrow", ".tables"):
+        for suffix in (".json", ".arrow", ".details", ".tables"):
             with contextlib.suppress(OSError):
                 (folder / f"{stem}{suffix}").unlink()
         total -= sum(s.st_size for s in entries[stem])
         if total <= limit:
             return
+
+
+_SUFFIXES = (".arrow", ".details", ".json", ".tables")
+"""The files of a cache entry."""
 
 
 def _atomic_write(target: Path, write: Any) -> None:

@@ -20,9 +20,9 @@ from msgspec.structs import astuple
 
 from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader
 from htatui.trace.events import TraceInput, read_events
-from htatui.trace.frame import finish_pieces, finish_rows, placeholder_rank
+from htatui.trace.frame import finish_details, finish_pieces, finish_rows, placeholder_rank
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
-from htatui.trace.model import TraceMeta
+from htatui.trace.model import DETAIL_COLUMNS, DETAIL_SCHEMA, TraceMeta, empty_details, with_details
 
 __all__ = ["FrameColumns", "PieceColumns", "decode_columns", "decode_frame", "piece_columns"]
 
@@ -34,9 +34,11 @@ def decode_frame(
     chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, TraceMeta]:
-    """The rank's event frame (EVENT_SCHEMA) and metadata."""
-    columns, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
-    return finish_pieces(columns), meta
+    """The rank's whole decoded record, its event frame (EVENT_SCHEMA) with the detail table's
+    columns joined on (null where a row has none), and its metadata: what tests and benchmarks
+    compare (the loader keeps the two tables apart)."""
+    columns, details, meta = decode_columns(raw, warnings, chunk_bytes=chunk_bytes, progress=progress)
+    return with_details(finish_pieces(columns), details), meta
 
 
 def decode_columns(
@@ -45,8 +47,9 @@ def decode_columns(
     *,
     chunk_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> tuple[pl.DataFrame, TraceMeta]:
-    """The events' columns before `finish_pieces` (so the caller can free `raw` first), and the metadata.
+) -> tuple[pl.DataFrame, pl.DataFrame, TraceMeta]:
+    """The events' columns before `finish_pieces` (so the caller can free `raw` first), the detail
+    table (DETAIL_SCHEMA), and the metadata.
 
     `raw` is the JSON bytes, or an opened file read block by block as pieces are cut (progress then
     counts the file's bytes). The frame is left in one chunk per piece: joining them would copy
@@ -57,7 +60,7 @@ def decode_columns(
     del raw
     frame = columns.frame()
     warnings.extend(columns.lost_warnings())
-    return frame, columns.meta(header)
+    return frame, columns.details(), columns.meta(header)
 
 
 def _ints(values: Sequence[Any]) -> pl.Series:
@@ -108,7 +111,8 @@ _DEVICE_COLUMNS: dict[str, tuple[str, Callable[[Sequence[Any]], pl.Series]]] = {
     "shared_memory": ("shared_memory", _ints),
     "wait_on_stream": ("wait_on_stream", _ints),
 }
-"""Each device-only column: the EventArgs key it is made of, and its conversion."""
+"""Each device-only column: the EventArgs key it is made of, and its conversion. Those of
+DETAIL_SCHEMA go to the detail table, the others to the event frame."""
 
 _HOST_KEYS = attrgetter(*HOST_KEYS)
 _ARG_FIELDS = {name: i for i, name in enumerate(EventArgs.__struct_fields__)}
@@ -125,6 +129,7 @@ class PieceColumns:
     """
 
     frame: pl.DataFrame | None
+    details: pl.DataFrame | None
     events: int
     offset: int
     fractional_ts: bool
@@ -136,7 +141,7 @@ class PieceColumns:
 
 def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = True) -> PieceColumns:
     """A piece's events (in file order) as frame columns, their `index` counted on from `offset`."""
-    piece = PieceColumns(None, len(events), offset, False)
+    piece = PieceColumns(None, None, len(events), offset, False)
     if not events:
         return piece
     # One C-level pass makes a tuple per event, and zip turns them into columns.
@@ -151,7 +156,9 @@ def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = 
         columns = [list(compress(column, keep)) for column in columns]
     del events
     if positions:
-        piece.frame = finish_rows(_piece_frame(columns, positions, piece.lost))
+        frame, details = _piece_frame(columns, positions, piece.lost)
+        piece.frame = finish_rows(frame)
+        piece.details = finish_details(details)
     return piece
 
 
@@ -173,6 +180,7 @@ class FrameColumns:
 
     def __init__(self) -> None:
         self.frames: list[pl.DataFrame] = []
+        self.detail_frames: list[pl.DataFrame] = []
         self.events_seen = 0
         self.fractional_ts = False
         self.process_names: dict[str, str] = {}
@@ -201,11 +209,24 @@ class FrameColumns:
             if shift:
                 frame = frame.with_columns(pl.col("index") + shift)
             self.frames.append(frame)
+        if piece.details is not None and piece.details.height:
+            details = piece.details
+            if shift:
+                details = details.with_columns(pl.col("index") + shift)
+            self.detail_frames.append(details)
+
+    def details(self) -> pl.DataFrame:
+        """The pieces' detail tables as one (the pieces are let go)."""
+        if not self.detail_frames:
+            return empty_details()
+        details = pl.concat(self.detail_frames, how="vertical")
+        self.detail_frames.clear()
+        return details
 
     def frame(self) -> pl.DataFrame:
         """The pieces' frames as one, a chunk per piece (the pieces are let go)."""
         if not self.frames:
-            return finish_rows(_piece_frame([()] * _EVENT_WIDTH, [], {}))
+            return finish_rows(_piece_frame([()] * _EVENT_WIDTH, [], {})[0])
         frame = pl.concat(_cut_alike(self.frames), how="vertical", rechunk=False)
         self.frames.clear()
         return frame
@@ -258,8 +279,11 @@ def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any
     return list(zip(*rows, strict=True)) or [()] * width
 
 
-def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: dict[str, int]) -> pl.DataFrame:
-    """A piece's columns (Event's fields, in order) as frame columns; values that did not fit added to `lost`."""
+def _piece_frame(
+    columns: list[Sequence[Any]], positions: Sequence[int], lost: dict[str, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A piece's columns (Event's fields, in order) as frame columns and detail rows; values that
+    did not fit added to `lost`."""
     phs, cats, names, pids, tids, ts, dur, ids, args = columns
     is_host = list(map(HOST_ARG_CATS.__contains__, cats))
     is_device = list(map(DEVICE_ARG_CATS.__contains__, cats))
@@ -288,8 +312,8 @@ def _piece_frame(columns: list[Sequence[Any]], positions: Sequence[int], lost: d
         pl.when(with_args).then(pl.col("stream", "correlation", "external_id")),
         launched_kernel=pl.when(pl.Series(is_host, dtype=pl.Boolean)).then(pl.col("launched_kernel")),
     )
-    device = _device_columns(list(compress(args, is_device)), is_device, lost)
-    return pl.concat([frame, device], how="horizontal")
+    device, details = _device_columns(list(compress(args, is_device)), is_device, positions, lost)
+    return pl.concat([frame, device], how="horizontal"), details
 
 
 def _labels(values: Sequence[Any]) -> pl.Series:
@@ -319,18 +343,24 @@ def _lost_where(values: Sequence[Any], series: pl.Series, mask: pl.Series) -> in
     return int((present & series.is_null() & mask).sum())
 
 
-def _device_columns(device_args: list[EventArgs], is_device: list[bool], lost: dict[str, int]) -> pl.DataFrame:
-    """The device-only columns, converted over device rows and spread back to every row."""
+def _device_columns(
+    device_args: list[EventArgs], is_device: list[bool], positions: Sequence[int], lost: dict[str, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The device-only columns, converted over device rows: the event frame's spread back to
+    every row, the detail table's kept on the device rows that have any (keyed by `index`)."""
     fields = _transpose(map(astuple, device_args), len(_ARG_FIELDS))
-    frame = pl.DataFrame(
-        {
-            col: _device_column(col, convert, fields[_ARG_FIELDS[name]], lost)
-            for col, (name, convert) in _DEVICE_COLUMNS.items()
-        }
-    )
+    converted = {
+        col: _device_column(col, convert, fields[_ARG_FIELDS[name]], lost)
+        for col, (name, convert) in _DEVICE_COLUMNS.items()
+    }
+    frame = pl.DataFrame([series.alias(col) for col, series in converted.items() if col not in DETAIL_SCHEMA])
     mask = pl.Series(is_device, dtype=pl.Boolean)
     position = pl.when(mask).then(mask.cum_sum() - 1)
-    return frame.select(pl.all().gather(pl.select(position).to_series()))
+    details = pl.DataFrame(
+        [pl.Series("index", list(compress(positions, is_device)), dtype=pl.Int64)]
+        + [converted[col].alias(col) for col in DETAIL_COLUMNS]
+    ).filter(pl.any_horizontal(pl.col(DETAIL_COLUMNS).is_not_null()))
+    return frame.select(pl.all().gather(pl.select(position).to_series())), details
 
 
 def _device_column(

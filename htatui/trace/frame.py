@@ -11,7 +11,7 @@ from itertools import accumulate
 import polars as pl
 
 from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION, is_device_row, step_number
-from htatui.trace.model import EVENT_SCHEMA
+from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA
 
 
 def placeholder_rank() -> pl.Expr:
@@ -36,6 +36,13 @@ def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("pid").cast(pl.Utf8).cast(pl.Int64, strict=False)),
     )
     return frame.select([pl.col(name).cast(dtype) for name, dtype in EVENT_SCHEMA.items() if name != "iteration"])
+
+
+def finish_details(details: pl.DataFrame) -> pl.DataFrame:
+    """A piece's detail rows (`index` and detail values) in DETAIL_SCHEMA's types, with the placeholder rank."""
+    return details.with_columns(placeholder_rank()).select(
+        [pl.col(name).cast(dtype) for name, dtype in DETAIL_SCHEMA.items()]
+    )
 
 
 def finish_pieces(frame: pl.DataFrame) -> pl.DataFrame:

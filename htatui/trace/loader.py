@@ -74,6 +74,8 @@ ProgressCallback = Callable[[LoadProgress], None]
 class ParsedFile:
     path: SourcePath
     events: pl.DataFrame
+    details: pl.DataFrame
+    """The detail table (model.DETAIL_SCHEMA) of the events kept."""
     meta: TraceMeta
     warnings: list[str]
     identity: FileIdentity | None = None
@@ -122,7 +124,7 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
     gc.disable()
     try:
         warnings: list[str] = []
-        columns, meta = decode_columns_parallel(source, warnings, workers, progress=byte_progress)
+        columns, details, meta = decode_columns_parallel(source, warnings, workers, progress=byte_progress)
         # Finished once the JSON is let go: the JSON and the frame are not both alive.
         events = finish_pieces(columns)
         del columns
@@ -132,12 +134,17 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
         if gc_was_enabled:
             gc.enable()
     events, dropped = drop_impossible_events(events)
-    events, repeated = drop_duplicate_events(events)
+    events, repeated = drop_duplicate_events(events, details)
+    if dropped or repeated:
+        # A dropped event's details go with it.
+        details = details.join(events.select("index"), on="index", how="semi", maintain_order="left")
     meta, meta_warnings = check_meta(meta)
     warnings.extend(meta_warnings + [w for w in (dropped, repeated) if w])
     if events.height == 0:
         raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
-    return ParsedFile(path=source.path, events=events, meta=meta, warnings=warnings, identity=source.identity)
+    return ParsedFile(
+        path=source.path, events=events, details=details, meta=meta, warnings=warnings, identity=source.identity
+    )
 
 
 def _parse_or_problem(
@@ -156,12 +163,14 @@ def _parse_or_problem(
     except MemoryError:
         return LoadProblem(source, "out of memory while parsing")
     if origin is not None:
-        parsed = ParsedFile(path=origin, events=parsed.events, meta=parsed.meta, warnings=parsed.warnings)
+        parsed = ParsedFile(origin, parsed.events, parsed.details, parsed.meta, parsed.warnings)
     if write_cache and (origin is not None or parsed.identity is not None):
         # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
         figures = file_figures(parsed.events)
         first = start_ns(parsed.events, parsed.meta)
-        cache.store(origin or path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first, figures)
+        cache.store(
+            origin or path, parsed.identity, parsed.events, parsed.details, parsed.meta, parsed.warnings, first, figures
+        )
         parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
 
@@ -175,6 +184,7 @@ class StoredFile:
     warnings: list[str]
     start_ns: int
     read_events: Callable[[], pl.DataFrame]
+    read_details: Callable[[], pl.DataFrame]
     source_stamp: tuple[int, int] | None = None
     """The source file's (size, mtime_ns) at ingest, or None when the dataset did not record it."""
     identity: FileIdentity | None = None
@@ -239,8 +249,16 @@ def parse_all(
         if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
             read = functools.partial(_cached_events, path, taken, entry)
             figures = functools.partial(_cached_figures, path, taken, entry)
+            read_details = functools.partial(_cached_details, path, taken, entry)
             results[path] = StoredFile(
-                path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken, read_figures=figures
+                path,
+                entry.meta,
+                entry.warnings,
+                entry.start_ns,
+                read,
+                read_details,
+                identity=taken,
+                read_figures=figures,
             )
             report(path, True)
             continue
@@ -248,8 +266,8 @@ def parse_all(
         if hit is None:
             to_parse.append(path)
             continue
-        events, meta, warnings = hit
-        results[path] = ParsedFile(path=path, events=events, meta=meta, warnings=warnings, identity=taken)
+        events, details, meta, warnings = hit
+        results[path] = ParsedFile(path, events, details, meta, warnings, identity=taken)
         report(path, True)
     parse_here(pipes)
     try:
@@ -267,8 +285,16 @@ def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) ->
     """A cached rank's events, read now; parsed again when its entry was evicted or damaged since
     the job was opened, as long as the file is still the one opened."""
     events = entry.read_events()
-    if events is not None:
-        return events
+    return events if events is not None else _parsed_again(path, taken).events
+
+
+def _cached_details(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
+    """A cached rank's detail table, read now (parsed again as `_cached_events` says)."""
+    details = entry.read_details()
+    return details if details is not None else _parsed_again(path, taken).details
+
+
+def _parsed_again(path: Path, taken: FileIdentity) -> ParsedFile:
     try:
         if identity(path) != taken:
             raise EventsUnavailable(f"{path}: changed since the job was opened; open it again")
@@ -277,7 +303,7 @@ def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) ->
         raise EventsUnavailable(f"{path}: cannot be read again ({exc.strerror or exc})") from None
     if isinstance(parsed, LoadProblem):
         raise EventsUnavailable(str(parsed))
-    return parsed.events
+    return parsed
 
 
 def _cached_figures(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
@@ -440,6 +466,11 @@ def aligned_events(events: pl.DataFrame, rank: int, shift_us: float) -> pl.DataF
     )
 
 
+def aligned_details(details: pl.DataFrame, rank: int) -> pl.DataFrame:
+    """A parsed file's detail table as rank `rank` (its values need no shift)."""
+    return details.with_columns(rank=pl.lit(rank, dtype=pl.Int32))
+
+
 def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
     """Every rank on one time base (`shifts_us`); a stored rank's events stay unread until asked for."""
     starts = {
@@ -452,6 +483,7 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
         shift = shifts[rank]
         if isinstance(item, StoredFile):
             load = functools.partial(_read_aligned, item.read_events, rank, shift)
+            load_details = functools.partial(_read_aligned_details, item.read_details, rank)
             aligned[rank] = RankTrace(
                 rank,
                 item.path,
@@ -463,6 +495,7 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
                 source_stamp=item.source_stamp,
                 source_identity=item.identity,
                 figures=item.read_figures,
+                load_details=load_details,
             )
         else:
             events = aligned_events(item.events, rank, shift)
@@ -476,6 +509,7 @@ def align(ranks: dict[int, tuple[Parsed, str]]) -> dict[int, RankTrace]:
                 tuple(item.warnings),
                 source_identity=item.identity,
                 figures=functools.partial(_given, item.figures) if item.figures is not None else None,
+                details=aligned_details(item.details, rank),
             )
     return aligned
 
@@ -486,3 +520,7 @@ def _given(figures: pl.DataFrame) -> pl.DataFrame:
 
 def _read_aligned(read: Callable[[], pl.DataFrame], rank: int, shift_us: float) -> pl.DataFrame:
     return aligned_events(read(), rank, shift_us)
+
+
+def _read_aligned_details(read: Callable[[], pl.DataFrame], rank: int) -> pl.DataFrame:
+    return aligned_details(read(), rank)

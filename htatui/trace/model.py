@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -71,9 +72,11 @@ class RankTrace:
     """
 
     __slots__ = (
+        "_details",
         "_events",
         "_figures",
         "_load",
+        "_load_details",
         "_lock",
         "meta",
         "path",
@@ -99,9 +102,13 @@ class RankTrace:
         source_stamp: tuple[int, int] | None = None,
         source_identity: FileIdentity | None = None,
         figures: Callable[[], pl.DataFrame | None] | None = None,
+        details: pl.DataFrame | None = None,
+        load_details: Callable[[], pl.DataFrame] | None = None,
     ) -> None:
         if (events is None) == (load is None):
             raise TypeError("RankTrace takes either events or load")
+        if details is not None and load_details is not None:
+            raise TypeError("RankTrace takes either details or load_details")
         self.rank = rank
         self.path = path
         self.rank_source = rank_source
@@ -110,6 +117,8 @@ class RankTrace:
         self.warnings = warnings
         self._events = events
         self._load = load
+        self._details = details if details is not None or load_details is not None else empty_details()
+        self._load_details = load_details
         self._lock = threading.Lock()
         self._figures = figures
         self.source_stamp = source_stamp
@@ -140,6 +149,19 @@ class RankTrace:
         return self._figures() if self._figures is not None else None
 
     @property
+    def details(self) -> pl.DataFrame:
+        """The rank's detail table (DETAIL_SCHEMA), read now if it was not read yet, like `events`:
+        join it to event rows with `with_details`."""
+        frame = self._details
+        if frame is None:
+            with self._lock:
+                frame = self._details
+                if frame is None:
+                    assert self._load_details is not None
+                    frame = self._details = self._load_details()
+        return frame
+
+    @property
     def loaded(self) -> bool:
         """Whether the events are in memory (always, except for a dataset rank not yet asked for)."""
         return self._events is not None
@@ -148,6 +170,8 @@ class RankTrace:
         """Drop the events of a rank read on demand (read again when next asked for); no-op otherwise."""
         if self._load is not None:
             self._events = None
+        if self._load_details is not None:
+            self._details = None
 
     def with_events(self, events: pl.DataFrame) -> RankTrace:
         """The same rank with other events (e.g. only some steps' rows)."""
@@ -161,6 +185,8 @@ class RankTrace:
             self.warnings,
             source_stamp=self.source_stamp,
             source_identity=self.source_identity,
+            details=self._details,
+            load_details=None if self._details is not None else self._load_details,
         )
 
     def __repr__(self) -> str:
@@ -236,6 +262,18 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "bytes": pl.Int64(),
     "memory_bw_gbps": pl.Float64(),
     "collective_name": pl.Categorical(),
+    "wait_on_stream": pl.Int64(),
+    "launched_kernel": pl.Categorical(),
+}
+"""Columns of every rank's event frame (µs floats for time; null where an event lacks a value).
+
+Text is Categorical: polars keeps a 16-byte view per row of a String column even where it is
+null, and the device-only text columns are null on most rows (4 bytes per row as Categorical).
+The rarely read device details are kept apart, in the rank's detail table (DETAIL_SCHEMA)."""
+
+DETAIL_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "index": pl.Int64(),
     "in_msg_nelems": pl.Int64(),
     "out_msg_nelems": pl.Int64(),
     "in_msg_size": pl.Int64(),
@@ -250,14 +288,45 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "warps_per_sm": pl.Float64(),
     "registers_per_thread": pl.Int64(),
     "shared_memory": pl.Int64(),
-    "wait_on_stream": pl.Int64(),
-    "launched_kernel": pl.Categorical(),
 }
-"""Columns of every rank's event frame (µs floats for time; null where an event lacks a value).
+"""Columns of every rank's detail table: a collective kernel's message arguments and a kernel's
+launch statistics, one row per event that has any (keyed by the event's `rank` and `index`).
 
-Text is Categorical: polars keeps a 16-byte view per row of a String column even where it is
-null, and the device-only text columns are null on most rows (4 bytes per row as Categorical)."""
+Null on 84-100 % of the event rows and read by few views, they cost ~100 bytes a row in the
+event frame; here they cost that only on the rows that carry them."""
+
+DETAIL_COLUMNS = tuple(name for name in DETAIL_SCHEMA if name not in ("rank", "index"))
+"""The detail values (DETAIL_SCHEMA without its key)."""
 
 
 def empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=EVENT_SCHEMA)
+
+
+def empty_details() -> pl.DataFrame:
+    return pl.DataFrame(schema=DETAIL_SCHEMA)
+
+
+def with_details(frame: pl.DataFrame, details: pl.DataFrame, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """`frame` (event rows with `index`, and `rank` when it holds several ranks) with the detail
+    columns of its rows joined on (null where a row has none), in its own row order.
+
+    `details` is the rank's detail table (`RankTrace.details`), or several ranks' concatenated;
+    `columns`: only these detail columns (all by default).
+    """
+    wanted = DETAIL_COLUMNS if columns is None else columns
+    chosen = tuple(c for c in wanted if c in DETAIL_COLUMNS and c not in frame.columns)
+    if not chosen:
+        return frame
+    keys = ["rank", "index"] if "rank" in frame.columns else ["index"]
+    right = details.select(*keys, *(c for c in chosen if c not in keys))
+    joined = frame.join(right, on=keys, how="left", maintain_order="left")
+    # Cut as `frame` was: float sums over a column depend on its chunks, and the views' figures
+    # must not change with where their columns came from.
+    lengths = max((frame.get_column(name).chunk_lengths() for name in frame.columns), key=len, default=[])
+    if len(lengths) <= 1:
+        return joined
+    offsets = [0, *accumulate(lengths)][:-1]
+    return pl.concat(
+        [joined.slice(offset, length) for offset, length in zip(offsets, lengths, strict=True)], rechunk=False
+    )

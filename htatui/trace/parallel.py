@@ -51,6 +51,8 @@ class Decoded:
     error: Exception | None = None
     frame_ipc: bytes | None = None
     """From a worker: the columns' frame as lz4 Arrow IPC (`columns.frame` is then None)."""
+    details_ipc: bytes | None = None
+    """From a worker: the columns' detail rows as lz4 Arrow IPC (`columns.details` is then None)."""
 
     def received(self) -> Decoded:
         """The frame read back from its IPC bytes, in this process."""
@@ -60,8 +62,9 @@ class Decoded:
         # frame as in one process. Were it cut unlike the other columns, the next expression over the
         # frame would copy every column to realign them (the loader's peak grew by 1.3x the JSON).
         frame = pl.read_ipc(io.BytesIO(self.frame_ipc)).with_columns(placeholder_rank())
-        columns = dataclasses.replace(self.columns, frame=frame)
-        return dataclasses.replace(self, columns=columns, frame_ipc=None)
+        details = None if self.details_ipc is None else pl.read_ipc(io.BytesIO(self.details_ipc))
+        columns = dataclasses.replace(self.columns, frame=frame, details=details)
+        return dataclasses.replace(self, columns=columns, frame_ipc=None, details_ipc=None)
 
 
 def decode_piece(piece: Piece, list_form: bool) -> Decoded:
@@ -85,8 +88,13 @@ def decode_piece_to_send(piece: Piece, list_form: bool) -> Decoded:
         return decoded
     buffer = io.BytesIO()
     decoded.columns.frame.write_ipc(buffer, compression="lz4")
-    columns = dataclasses.replace(decoded.columns, frame=None)
-    return dataclasses.replace(decoded, columns=columns, frame_ipc=buffer.getvalue())
+    details_ipc = None
+    if decoded.columns.details is not None:
+        details_buffer = io.BytesIO()
+        decoded.columns.details.write_ipc(details_buffer, compression="lz4")
+        details_ipc = details_buffer.getvalue()
+    columns = dataclasses.replace(decoded.columns, frame=None, details=None)
+    return dataclasses.replace(decoded, columns=columns, frame_ipc=buffer.getvalue(), details_ipc=details_ipc)
 
 
 def decode_columns_parallel(
@@ -98,7 +106,7 @@ def decode_columns_parallel(
     progress: Callable[[int, int], None] | None = None,
     local_pieces: int = LOCAL_PIECES,
     executor: ProcessPoolExecutor | None = None,
-) -> tuple[pl.DataFrame, TraceMeta]:
+) -> tuple[pl.DataFrame, pl.DataFrame, TraceMeta]:
     """`columns.decode_columns` of a regular file on `workers` processes (this one included).
 
     `executor` (for tests) is used instead of starting workers, and left running.
@@ -119,7 +127,7 @@ def decode_columns_parallel(
             gc.enable()
     frame = columns.frame()
     warnings.extend(columns.lost_warnings())
-    return frame, columns.meta(header)
+    return frame, columns.details(), columns.meta(header)
 
 
 def start_worker() -> None:

@@ -11,7 +11,7 @@ import dataclasses
 
 import polars as pl
 
-from htatui.trace.model import TraceMeta
+from htatui.trace.model import TraceMeta, with_details
 
 # A week: no profiling window is longer, so a longer event is corrupt (HTA caps durations too).
 MAX_EVENT_DURATION_US = 7 * 24 * 3600 * 1e6
@@ -40,12 +40,14 @@ def drop_impossible_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | No
     return events.filter(~is_bad), warning
 
 
-def drop_duplicate_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+def drop_duplicate_events(events: pl.DataFrame, details: pl.DataFrame | None = None) -> tuple[pl.DataFrame, str | None]:
     """Complete events that repeat another one exactly (every field but the file position) dropped,
     with a warning counting them: a trace written twice into one file would double every count
     and sum while the interval views (temporal, overlap) stay the same.
 
-    Rows are compared by a hash first, so only the few rows whose hash repeats are compared whole.
+    Rows are compared by a hash first, so only the few rows whose hash repeats are compared whole,
+    their detail columns (`details`, the events' detail table) included: kernels that differ only
+    in their launch statistics are not repeats.
     """
     fields = events.drop("index")
     hashes = fields.hash_rows()
@@ -57,7 +59,10 @@ def drop_duplicate_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | Non
     repeated = (events["ph"] == "X") & hashes.is_in(twice.implode())
     if not repeated.any():
         return events, None
-    candidates = fields.with_row_index("_row").filter(repeated)
+    candidates = events.with_row_index("_row").filter(repeated)
+    if details is not None:
+        candidates = with_details(candidates, details)
+    candidates = candidates.drop("index")
     first = candidates.select(pl.struct(pl.all().exclude("_row")).is_first_distinct())
     later = candidates.filter(~first.to_series())["_row"]
     if later.len() == 0:

@@ -20,6 +20,7 @@ from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import ranks
 from htatui.analysis.views.ranks import RanksOptions, meeting, phases, tables
 from htatui.trace import TraceSet
+from htatui.trace.model import DETAIL_COLUMNS, EVENT_SCHEMA
 
 
 def test_slow_data_loader_on_gloo(tmp_path: Path) -> None:
@@ -444,7 +445,7 @@ def test_analyse_needs_only_its_columns(
     real_prepare = tables.prepare
 
     def every_column(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
-        return real_prepare(traces, options)
+        return real_prepare(traces, options, columns=(*EVENT_SCHEMA, *DETAIL_COLUMNS))
 
     monkeypatch.setattr(tables, "prepare", every_column)
     wide = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))

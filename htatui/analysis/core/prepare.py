@@ -16,7 +16,7 @@ import polars as pl
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions, OptionsT
 from htatui.analysis.core.scope import RankSteps, Scope, scope_mask
-from htatui.trace.model import TraceSet, empty_events
+from htatui.trace.model import DETAIL_SCHEMA, TraceSet, empty_details, empty_events, with_details
 
 
 @dataclass(frozen=True)
@@ -90,17 +90,25 @@ def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFr
 def _prepared_columns(
     traces: TraceSet, rank: int, scope: Scope, columns: tuple[str, ...]
 ) -> tuple[pl.DataFrame, RankSteps]:
-    """`_prepared_rank`'s frame with only `columns`, filtering just those when the whole one is not made yet."""
+    """`_prepared_rank`'s frame with only `columns`, filtering just those when the whole one is not made yet.
+
+    Detail columns among `columns` (model.DETAIL_SCHEMA) are joined on from the rank's detail table.
+    """
+    detailed = tuple(c for c in columns if c in DETAIL_SCHEMA and c not in ("rank", "index"))
+    own = tuple(dict.fromkeys((*(c for c in columns if c not in detailed), *(("index",) if detailed else ()))))
     whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *scope_key(scope)))
     if whole is not None:
-        return whole[0].select(columns), whole[1]
-    keep, steps = _prepared_mask(traces, rank, scope)
-    rounds = _rounds(traces, rank, scope.hta_compat)
-    # Rounding recomputes dur from ts and end, so those come along when rounding.
-    read = tuple(dict.fromkeys((*columns, "ts", "end", "dur"))) if rounds else columns
-    events = traces.ranks[rank].events.select(read).filter(keep)
-    if rounds:
-        events = round_like_hta(events)
+        events, steps = whole[0].select(own), whole[1]
+    else:
+        keep, steps = _prepared_mask(traces, rank, scope)
+        rounds = _rounds(traces, rank, scope.hta_compat)
+        # Rounding recomputes dur from ts and end, so those come along when rounding.
+        read = tuple(dict.fromkeys((*own, "ts", "end", "dur"))) if rounds else own
+        events = traces.ranks[rank].events.select(read).filter(keep)
+        if rounds:
+            events = round_like_hta(events)
+    if detailed:
+        events = with_details(events, traces.ranks[rank].details, detailed)
     return events.select(columns), steps
 
 
@@ -122,7 +130,8 @@ def prepare(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] |
     if frames:
         events = pl.concat(frames, how="vertical")
     else:
-        events = empty_events() if columns is None else empty_events().select(columns)
+        empty = pl.concat([empty_events(), empty_details().drop("rank", "index")], how="horizontal")
+        events = empty_events() if columns is None else empty.select(columns)
     return Prepared(events=events, steps=steps, hta_compat=scope.hta_compat)
 
 

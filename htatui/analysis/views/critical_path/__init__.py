@@ -22,7 +22,7 @@ from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
 from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
-from htatui.trace.model import TraceSet
+from htatui.trace.model import TraceSet, with_details
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
 NOTHING_TO_FOLLOW = "no op, runtime call or GPU work with a duration in the window"
@@ -195,7 +195,9 @@ def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.D
     """
     if options.hta_compat or options.annotation == "":
         return prepare(traces, options.with_ranks((rank,)), columns=COLUMNS).events
-    return traces.ranks[rank].events.select(COLUMNS)
+    trace = traces.ranks[rank]
+    own = [c for c in COLUMNS if c in trace.events.columns]
+    return with_details(trace.events.select(own), trace.details, COLUMNS).select(COLUMNS)
 
 
 def summarise(path: pl.DataFrame) -> pl.DataFrame:

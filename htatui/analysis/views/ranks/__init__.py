@@ -178,7 +178,7 @@ def _left_out_note(result: RanksResult, message: str | None) -> str | None:
 
 
 ANALYSE_READS = READS
-"""The event columns `analyse` reads (21 of 35); tests/analysis/test_ranks.py checks it against every column."""
+"""The event and detail columns `analyse` reads; tests/analysis/test_ranks.py checks it against every column."""
 
 
 def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.DataFrame:

@@ -35,7 +35,8 @@ READS = (
     *("collective_name", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "out_msg_size", "group_size"),
     *("pg_name", "msg_dtype"),
 )
-"""The event columns the tables are made from (21 of 35); tests/analysis/test_ranks.py checks it."""
+"""The event columns the tables are made from (14 of the frame's 21, and 7 of the detail table's
+columns, joined on by `prepare`); tests/analysis/test_ranks.py checks it."""
 
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
