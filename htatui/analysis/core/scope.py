@@ -209,7 +209,6 @@ def _available(steps_by_rank: dict[int, RankSteps]) -> list[int]:
     return sorted({s for r in steps_by_rank.values() for s in r.available})
 
 
-
 def last_complete_step(chosen: RankSteps, default: RankSteps) -> int | None:
     """The last step `chosen` counts that the profiler did not cut short (None when it counts none).
 
