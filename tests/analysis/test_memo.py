@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.memo import derived_bytes, forget_large, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.scope import Scope, Steps
@@ -237,3 +237,14 @@ def test_subtree_sums_add_children_in_row_order() -> None:
     parent = np.array([-1, 0, 1, 0])
     total = op_nesting.subtree_sums(np.array([1.0, 2.0, 4.0, 8.0]), parent, op_nesting.depths(parent))
     assert total.tolist() == [15.0, 6.0, 4.0, 8.0]
+
+
+def test_forget_large_drops_the_named_values_over_the_size_only(demo: TraceSet) -> None:
+    traces = TraceSet(ranks=demo.ranks)
+    big = pl.DataFrame({"x": np.zeros(1000)})  # 8,000 bytes
+    traces.derived.update({("big",): (big, 3), ("small",): pl.DataFrame({"x": [1.0]}), ("other",): big.clone()})
+    assert 8000 <= forget_large(traces, [("big",), ("small",), ("absent",)], over_bytes=1000) < 8200
+    assert set(traces.derived) == {("small",), ("other",)}
+    # Through dataclasses and lists: the frame once, a long list of numbers at 28 bytes an item.
+    assert derived_bytes([big, big, list(range(2000))]) >= 8000 + 2000 * 28
+    assert derived_bytes([big, big]) < 2 * 8000

@@ -16,7 +16,7 @@ from kineto_util import kernel, runtime, step, write_trace
 from htatui.analysis.core.describe import describe_scope, missing_steps
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.core.scope import Scope, Steps, choose_steps
+from htatui.analysis.core.scope import Scope, Steps, choose_steps, last_complete_step
 from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, select_sides
 from htatui.analysis.views import steps, temporal
@@ -142,3 +142,15 @@ def test_ddp_temporal_span_is_the_span_of_the_used_steps(load_shared: Any) -> No
     summary = diff_summary.summary(traces, traces, DiffOptions())
     span = summary.filter((pl.col("view") == "temporal") & (pl.col("metric") == "span_us"))
     assert span["base"][0] == pytest.approx(spans["span_us"].mean())
+
+
+def test_the_last_complete_step_is_the_last_one_counted_that_the_default_keeps() -> None:
+    # Run 7, 5, 6: 6 started last (cut short), so the last complete step is 7, whichever steps count.
+    default = choose_steps([7, 5, 6], Steps())
+    assert last_complete_step(default, default) == 7
+    assert last_complete_step(choose_steps([7, 5, 6], Steps("all")), default) == 7
+    assert last_complete_step(choose_steps([7, 5, 6], Steps.parse("5-6")), default) == 5
+    # Only the cut-short step counted: that one; one step: it; no step: none.
+    assert last_complete_step(choose_steps([7, 5, 6], Steps.parse("6")), default) == 6
+    assert last_complete_step(choose_steps([5], Steps()), choose_steps([5], Steps())) == 5
+    assert last_complete_step(choose_steps([], Steps()), choose_steps([], Steps())) is None

@@ -1,4 +1,4 @@
-"""The Critical path page: reached with [ (no number key), bars, path, m for the job's path, t, e (Pilot + snapshot)."""
+"""The Critical path page: reached with [ (no number key), one step (, . a), bars, path, m for the job's path, t, e."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis.core.scope import Scope
+from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import critical_path as cp
 from htatui.trace import TraceSet
 from htatui.tui.commands import HtaCommands
@@ -35,15 +35,20 @@ async def open_page(pilot: Pilot[Any]) -> CriticalPathScreen:
     return screen
 
 
+LAST_STEP = Scope(steps=Steps.parse("2"))
+"""The small job counts steps 1-2 (3 is left out): the page follows step 2, its last complete one."""
+
+
 async def test_page_shows_the_rank_path_then_the_jobs_and_t_opens_the_timeline(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
-    options = cp.CriticalPathOptions(Scope())
+    options = cp.CriticalPathOptions(LAST_STEP)
     summary, path = cp.compute(small_traces, options).frame, cp.edges(small_traces, options).frame
     assert path.height > 0
     async with app.run_test(size=(100, 40)) as pilot:
         screen = await open_page(pilot)
         lines = screen_lines(app)
         assert lines[0].rstrip().endswith("[Critical path]")
+        assert "│ step 2 of 1-2 (, . another · a all)" in lines[1]
         for bound, pct in summary.select("bound_by", "pct").iter_rows():
             assert any(line.startswith(bound) and f"{pct:.1f}%" in line for line in lines), bound
         edges = screen.query_one("#critical-path-edges", TablePane)
@@ -63,7 +68,7 @@ async def test_page_shows_the_rank_path_then_the_jobs_and_t_opens_the_timeline(s
 
 
 async def test_t_on_an_event_row_opens_that_event(small_traces: TraceSet) -> None:
-    top = cp.top_events(small_traces, cp.CriticalPathOptions(Scope())).frame.row(0, named=True)
+    top = cp.top_events(small_traces, cp.CriticalPathOptions(LAST_STEP)).frame.row(0, named=True)
     events = small_traces.ranks[top["rank"]].events
     event = events.filter(events["index"] == top["index"]).row(0, named=True)
     app = make_app(small_traces)
@@ -73,6 +78,37 @@ async def test_t_on_an_event_row_opens_that_event(small_traces: TraceSet) -> Non
         await press(pilot, "t")
         assert isinstance(app.screen, TimelineScreen)
         assert app.screen.target == (top["rank"], event["ts"], event["end"])
+
+
+async def test_comma_and_full_stop_move_between_steps_and_a_takes_every_step(small_traces: TraceSet) -> None:
+    def edges(steps: str) -> list[dict[str, Any]]:
+        return cp.edges(small_traces, cp.CriticalPathOptions(Scope(steps=Steps.parse(steps)))).frame.to_dicts()
+
+    app = make_app(small_traces)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_page(pilot)
+
+        def shown() -> tuple[str, list[dict[str, Any]]]:
+            assert screen.result is not None
+            return screen_lines(app)[1], screen.result.frame("critical-path", "edges").to_dicts()
+
+        header, path = shown()
+        assert "step 2 of 1-2" in header and path == edges("2")
+        await press(pilot, "comma")
+        header, path = shown()
+        assert "step 1 of 1-2" in header and path == edges("1") != edges("2")
+        await press(pilot, "comma")  # no step before the first: it stays, and says so
+        assert "step 1 of 1-2" in shown()[0]
+        assert [n.message for n in app._notifications][-1] == "Step 1 is the scope's first."
+        await press(pilot, "a")  # every step of the app's scope, as `report` by default
+        header, path = shown()
+        assert "│ steps 1-2 (last step 3 left out)" in header and path == edges("default")
+        assert screen.result.scope == app.scope()
+        await press(pilot, "full_stop")  # back to one step: the one last followed
+        header, path = shown()
+        assert "step 1 of 1-2" in header and path == edges("1")
+        await press(pilot, "full_stop")
+        assert "step 2 of 1-2" in shown()[0]
 
 
 async def test_e_writes_the_overlay_into_the_chosen_folder(small_traces: TraceSet, tmp_path: Path) -> None:

@@ -106,7 +106,8 @@ async def test_every_page_table_is_reports_table(
             assert isinstance(screen, PageScreen) and screen.PAGE == page.id
             assert screen.result is not None, f"{page.id}: no result on {job}"
             for table in page.tables:
-                options = dataclasses.replace(screen.view_options[table.view], scope=app.scope())
+                # The page's scope: the app's, or the one step the Critical path page follows.
+                options = dataclasses.replace(screen.view_options[table.view], scope=screen.result.scope or app.scope())
                 rows = _rows(screen.result.frame(table.view, table.table))
                 shown.append((page.id, table, knob_flags(table.view, options), rows))
                 if table in screen.PANES:

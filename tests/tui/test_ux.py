@@ -244,7 +244,7 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
     assert "p ranks" in readme and "r ranks" not in readme and "d diff" in readme
     paragraph = readme[readme.index("**In the app.**") : readme.index("- **Your own keys.**")]
     names = {"esc": "escape", "/": "slash", "?": "question_mark", "[": "left_square_bracket"}
-    names |= {"]": "right_square_bracket", ":": "colon", "tab": "tab"}
+    names |= {"]": "right_square_bracket", ":": "colon", "tab": "tab", ",": "comma", ".": "full_stop"}
     bound = {"tab"}
     for cls in (HtaTuiApp, ViewTable, DiffScreen, TimelineScreen, *(screen for _mode, _title, screen in VIEW_SCREENS)):
         for binding in bindings_of(cls):

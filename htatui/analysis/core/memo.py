@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
+
+import polars as pl
 
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions
@@ -56,3 +60,58 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def derived_keys(traces: TraceSet) -> list[Any]:
+    """The keys of what the job holds derived now (a snapshot: `list` of a dict takes it in one step,
+    while an analysis on another thread may be adding to it)."""
+    return list(traces.derived)
+
+
+def derived_bytes(value: Any) -> int:
+    """About how many bytes a derived value holds: its frames, series and arrays, through the
+    tuples, lists, dicts and dataclasses around them (a long list of numbers or texts at 36 bytes an item)."""
+    return _bytes(value, set())
+
+
+def _bytes(value: Any, seen: set[int]) -> int:
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, (pl.DataFrame, pl.Series)):
+        return int(value.estimated_size())
+    nbytes = getattr(value, "nbytes", None)  # a numpy array (not imported here: start-up time)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, (list, tuple)):
+        if len(value) > _LONG and isinstance(value[0], (int, float, str, type(None))):
+            return sys.getsizeof(value) + 28 * len(value)
+        return sys.getsizeof(value) + sum(_bytes(item, seen) for item in value)
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(_bytes(item, seen) for item in value.values())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(_bytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return sys.getsizeof(value) + sum(_bytes(item, seen) for item in vars(value).values())
+    return sys.getsizeof(value)
+
+
+_LONG = 1000
+
+
+def forget_large(traces: TraceSet, keys: Iterable[Any], over_bytes: int) -> int:
+    """Drop the derived values under `keys` that hold more than `over_bytes`; the bytes dropped.
+
+    What a page derived is reused while it shows; once it is left, a later call makes the large
+    values again (`memoised` and `prepare` make what is missing) rather than the job keeping them.
+    """
+    dropped = 0
+    for key in keys:
+        value = traces.derived.get(key, _MISSING)
+        if value is _MISSING:
+            continue
+        size = derived_bytes(value)
+        if size > over_bytes:
+            traces.derived.pop(key, None)
+            dropped += size
+    return dropped

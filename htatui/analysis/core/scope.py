@@ -207,3 +207,16 @@ def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
 
 def _available(steps_by_rank: dict[int, RankSteps]) -> list[int]:
     return sorted({s for r in steps_by_rank.values() for s in r.available})
+
+
+def last_complete_step(chosen: RankSteps, default: RankSteps) -> int | None:
+    """The last step `chosen` counts that the profiler did not cut short (None when it counts none).
+
+    `default`: the rank's steps under the default scope, which leaves out the step that started
+    last when there are two or more (the one the profiler cuts short); so `--steps all` gives the
+    step before that one, and a rank with one step gives that step.
+    """
+    complete = [step for step in chosen.used if step in default.used]
+    if complete:
+        return complete[-1]
+    return chosen.used[-1] if chosen.used else None

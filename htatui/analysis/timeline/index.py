@@ -245,6 +245,23 @@ class RankIndex:
     last_us: float = 0.0
 
 
+_TYPED_COLUMNS = (
+    "ph",
+    "cat",
+    "name",
+    "collective_name",
+    "tid",
+    "stream",
+    "ts",
+    "end",
+    "dur",
+    "index",
+    "correlation",
+    "external_id",
+)
+"""What `_typed_events` reads of a rank's events."""
+
+
 def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
     """Complete events drawn on the timeline with their row kind, key and cell type.
 
@@ -262,7 +279,8 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    chosen = events.filter(
+    # The columns drawn or looked up only: filtering the whole frame first copied every column.
+    chosen = events.select(_TYPED_COLUMNS).filter(
         (pl.col("ph") == "X")
         & pl.col("ts").is_not_null()
         & pl.col("dur").is_not_null()
@@ -348,7 +366,7 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
     events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
-    timed = raw.filter(pl.col("ph") == "X")
+    timed = raw.select("ph", "ts", "dur").filter(pl.col("ph") == "X")
     first = timed["ts"].min()
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
     first_us = float(first) if isinstance(first, (int, float)) else 0.0

@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 
 from htatui.analysis.core.cancel import cancellable
+from htatui.analysis.core.memo import derived_keys, forget_large
 from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
 from htatui.tui.base.host import AnalysisHost
@@ -32,6 +33,11 @@ from htatui.tui.widgets.table_pane import TablePane
 
 ResultT = TypeVar("ResultT")
 """What a view's analysis returns to draw."""
+
+KEEP_DERIVED_BYTES = 32 * 1024 * 1024
+"""A left view keeps what its analysis derived on the job up to this size a value (a step list,
+a small table); the large frames (a filtered copy of the events, an op tree, a path's graph) are
+made again when a view needs them, so the app after every page holds what the first one did."""
 
 
 class Body(VerticalScroll, can_focus=False):
@@ -62,6 +68,8 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None
+        self._derived: set[Hashable] = set()
+        """What this view's analyses added to the job's derived values (`TraceSet.derived`)."""
 
     @property
     def hta(self) -> AnalysisHost:
@@ -111,8 +119,16 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
                 self.request_analysis()
 
     def on_screen_suspend(self) -> None:
-        """A notice raised in a view (a full name, a copy) never outlives it."""
+        """A notice raised in a view (a full name, a copy) never outlives it, nor its large derived frames."""
         self.app.clear_notifications()
+        self.forget_derived()
+
+    def forget_derived(self) -> None:
+        """Drop the large values this view's analyses derived on the job (its tables stay shown)."""
+        traces = self.hta.traces
+        if traces is not None and self._derived:
+            forget_large(traces, self._derived, KEEP_DERIVED_BYTES)
+        self._derived = set()
 
     def _selection_changed(self, _ranks: object) -> None:
         self.query_one(StatusBar).refresh()
@@ -135,13 +151,19 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         scope = self.hta.scope()
 
         def work(cancel_event: threading.Event) -> ResultT:
-            with cancellable(cancel_event):
-                return self.analyse(traces, scope)
+            before = set(derived_keys(traces))
+            try:
+                with cancellable(cancel_event):
+                    return self.analyse(traces, scope)
+            finally:
+                self._derived.update(key for key in derived_keys(traces) if key not in before)
 
         self.request_id = self.start_job("analysis", work, "view analysis")
 
     def job_done(self, job: str, result: Any) -> None:
         self.query_one(Body).loading = False
+        if not self.is_current:  # finished after the view was left
+            self.forget_derived()
         self._shown_key = self._requested_key
         try:
             self.show_result(result)

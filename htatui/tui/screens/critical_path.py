@@ -4,12 +4,16 @@ The bars are the time on the path by what bounds it (`report --view critical-pat
 its edges in order (`--edges`), and the events are the path's events by their time on it
 (`--top-events`); `m` shows the job's path instead (`--job-edges`, `--job`), and `e` writes the
 rank's trace with its path marked (`htatui export critical-path`).
+
+The page follows one step, as HTA's analysis follows one iteration: the scope's last complete
+step at first (`report --steps N` for that step), `,` and `.` the step before or after, `a` every
+step of the scope (`report`'s default; slow and large on a long trace, a graph of every event).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,13 +21,18 @@ import polars as pl
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
+from htatui.analysis.core.prepare import rank_steps_of
+from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.scope import Scope, Steps, last_complete_step
 from htatui.analysis.export.critical_path import export_critical_path, overlay_file_name
 from htatui.analysis.registry import PageTable
 from htatui.analysis.views import critical_path
+from htatui.trace import TraceSet
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.page import PageResult, PageScreen, Pane, pane_id
 from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.options import OptionsBar
+from htatui.tui.widgets.status_bar import StatusBar
 from htatui.tui.widgets.table import ColumnHint
 from htatui.tui.widgets.table_pane import TablePane, sentence
 
@@ -57,7 +66,17 @@ EVENT_COLUMNS = {
     "index": ColumnHint(priority=3),
 }
 NO_PATH = "No critical path on this rank."
-PICK = "Change the rank, annotation or instance above."
+PICK = "Change the rank, annotation or instance above, or the step (, . a)."
+
+
+@dataclass(frozen=True)
+class StepResult(PageResult):
+    """The page's tables for one step of the scope, and the steps it can move between."""
+
+    step: int | None = None
+    """The step followed; None: every step of the app's scope (or an annotation's window)."""
+    steps: tuple[int, ...] = ()
+    """The scope's steps on the followed rank."""
 
 
 def _path_pane(title: str) -> Pane:
@@ -82,7 +101,10 @@ class CriticalPathScreen(PageScreen):
         "the scope's steps (HTA's critical path): the bars give the time on it by what bounds it "
         "(*cpu_bound*, *gpu_compute_bound*, *gpu_communication_bound*, launch and kernel-to-kernel "
         "overhead), the path lists its edges in order, and the events sum each event's time on it, "
-        "what to make faster first. **rank** picks the rank (empty: the first chosen), "
+        "what to make faster first. The page follows **one step**, as HTA follows one iteration: "
+        "the scope's last complete step at first, named in the header; `,` and `.` the step before "
+        "and after, `a` every step of the scope at once (slow on a long trace). "
+        "**rank** picks the rank (empty: the first chosen), "
         "**annotation** a window instead of the steps (an event whose name contains it) and "
         "**instance** which of those events. `m` shows the job's path, every chosen rank joined at "
         "their collectives; `t` opens the timeline at the highlighted edge or event; `e` writes the "
@@ -99,6 +121,30 @@ class CriticalPathScreen(PageScreen):
             id="critical-path.job",
         ),
         Binding(
+            "a",
+            "toggle_steps",
+            "Step/all",
+            show=False,  # the status line names it, with , and .
+            tooltip="One step's path or the path through every step of the scope",
+            id="critical-path.steps",
+        ),
+        Binding(
+            "full_stop",
+            "step(1)",
+            "Next step",
+            show=False,
+            tooltip="The next step's path",
+            id="critical-path.next_step",
+        ),
+        Binding(
+            "comma",
+            "step(-1)",
+            "Previous step",
+            show=False,
+            tooltip="The previous step's path",
+            id="critical-path.prev_step",
+        ),
+        Binding(
             "e",
             "export_path",
             "Export",
@@ -110,6 +156,10 @@ class CriticalPathScreen(PageScreen):
     def __init__(self) -> None:
         super().__init__()
         self.job_path = False
+        self.one_step = True
+        """One step of the scope (the default) or all of them (`a`)."""
+        self.step: int | None = None
+        """The step picked with `,` and `.`; None: the scope's last complete step."""
 
     @property
     def options(self) -> critical_path.CriticalPathOptions:
@@ -119,6 +169,57 @@ class CriticalPathScreen(PageScreen):
 
     def mode_name(self) -> str:
         return self.PAGE
+
+    def option_values(self) -> Hashable:
+        return (super().option_values(), self.one_step, self.step)
+
+    def analyse(self, traces: TraceSet, scope: Scope) -> PageResult:
+        """The tables for the step followed: the app's scope narrowed to it (`report --steps N`)."""
+        steps, step = self.followed_step(traces, scope)
+        narrowed = scope if step is None else replace(scope, steps=Steps.of([step]))
+        found = super().analyse(traces, narrowed)
+        return StepResult(found.tables, narrowed, step=step, steps=steps)
+
+    def followed_step(self, traces: TraceSet, scope: Scope) -> tuple[tuple[int, ...], int | None]:
+        """The scope's steps on the followed rank, and the one to follow (None: the whole scope, as
+        with `a`, an annotation's window, or a rank without steps)."""
+        options = replace(self.options, scope=scope)
+        rank = critical_path.chosen_rank(traces, options)
+        if rank is None:
+            return (), None
+        steps = rank_steps_of(traces, rank, scope)
+        if not self.one_step or options.annotation or not steps.used:
+            return steps.used, None
+        if self.step in steps.used:
+            return steps.used, self.step
+        default = steps if scope.steps == Steps() else rank_steps_of(traces, rank, replace(scope, steps=Steps()))
+        return steps.used, last_complete_step(steps, default)
+
+    def show_result(self, result: PageResult) -> None:
+        super().show_result(result)
+        self.query_one(StatusBar).steps = step_header(result)
+
+    def action_toggle_steps(self) -> None:
+        self.one_step = not self.one_step
+        self.request_analysis()
+
+    def action_step(self, delta: int) -> None:
+        """Follow the step `delta` away from the one shown (from every step: the one last followed)."""
+        result = self.result if isinstance(self.result, StepResult) else None
+        if self.options.annotation:
+            self.notify("The annotation names the window; clear it to follow a step.", severity="warning")
+            return
+        if result is None or not result.steps:
+            self.notify("No ProfilerStep on this rank in the scope.", severity="warning")
+            return
+        if self.one_step and result.step is not None:
+            position = result.steps.index(result.step) + delta
+            if not 0 <= position < len(result.steps):
+                self.notify(f"Step {result.step} is the scope's {'last' if delta > 0 else 'first'}.")
+                return
+            self.step = result.steps[position]
+        self.one_step = True
+        self.request_analysis()
 
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
@@ -190,7 +291,9 @@ class CriticalPathScreen(PageScreen):
         traces = self.hta.traces
         if traces is None:
             return
-        options = replace(self.options, scope=self.hta.scope())
+        # The path shown: the step followed, not every step of the app's scope.
+        shown = self.result.scope if self.result is not None else None
+        options = replace(self.options, scope=shown or self.hta.scope())
         rank = critical_path.chosen_rank(traces, options)
         if rank is None:
             self.notify(f"Rank {options.rank} is not loaded.", severity="warning")
@@ -219,6 +322,13 @@ class CriticalPathScreen(PageScreen):
                 "overlay); open it in Perfetto.",
             )
         )
+
+
+def step_header(result: PageResult) -> str:
+    """'step 7 of 1-8 (, . another · a all)' for the status line; empty (the app's steps) over every step."""
+    if not isinstance(result, StepResult) or result.step is None:
+        return ""
+    return f"step {result.step} of {format_ranges(result.steps, separator=',')} (, . another · a all)"
 
 
 def event_span(events: pl.DataFrame, index: int) -> tuple[float, float] | None:

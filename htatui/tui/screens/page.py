@@ -32,6 +32,8 @@ class PageResult:
     """A page's registered tables as `report` makes them for the page's scope and knobs."""
 
     tables: dict[PageTable, NotedTable]
+    scope: Scope | None = None
+    """The scope the tables were made for (a page may narrow the app's: Critical path's one step)."""
 
     def output(self, view: str, table: str = "main") -> NotedTable:
         return self.tables[PageTable(view, table)]
@@ -119,7 +121,7 @@ class PageScreen(ViewScreen["PageResult"]):
     def analyse(self, traces: TraceSet, scope: Scope) -> PageResult:
         """The page's tables for `scope` (on a worker thread, so no widget access here)."""
         options = {view_id: dataclasses.replace(o, scope=scope) for view_id, o in self.view_options.items()}
-        return PageResult(make_page_tables(traces, self.page.tables, options))
+        return PageResult(make_page_tables(traces, self.page.tables, options), scope)
 
     def show_result(self, result: PageResult) -> None:
         """Fill each table's pane, then `draw` what else the page shows (main thread)."""

@@ -91,6 +91,9 @@ class StatusBar(Widget):
 
     state: reactive[str] = reactive("")
     """What the view's analysis is doing: 'computing…', 'ready', an error."""
+    steps: reactive[str] = reactive("")
+    """The steps a view's numbers count when it narrows the app's (the Critical path page's one
+    step); empty: the app's steps."""
 
     def render(self) -> Text:
         app = self.app
@@ -106,7 +109,7 @@ class StatusBar(Widget):
             if app.load_notes:
                 count = len(app.load_notes)
                 text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
-            text.append(f" │ {app.steps_label}")
+            text.append(f" │ {self.steps or app.steps_label}")
         if self.state:
             text.append(f" │ {self.state}", style="italic")
         return text

@@ -91,8 +91,14 @@ def rank_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     return _rank_solved(traces, options)[1]
 
 
+def _rank_key(traces: TraceSet, options: CriticalPathOptions, rank: int | None) -> tuple[object, ...]:
+    # The rank followed, not the option: no rank and the first rank named are one path.
+    fields = selection_key(traces, options, "annotation", "instance", "data_loading")
+    return ("critical_path.rank_path", *fields, ("rank", rank))
+
+
 def _rank_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
-    key = ("critical_path.rank_path", *selection_key(traces, options, "rank", "annotation", "instance", "data_loading"))
+    key = _rank_key(traces, options, _rank(traces, options) if options.rank is None else options.rank)
     return memoised(traces, key, lambda: _solve_rank(traces, options))
 
 
@@ -127,6 +133,11 @@ def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
 def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     graphs, problems = {}, []
     for rank in chosen_ranks(traces, options):
+        # A rank whose own path was solved already (the page's rank tables) lends its graph.
+        solved: Solved | None = traces.derived.get(_rank_key(traces, options, rank))
+        if solved is not None and solved[0] is not None:
+            graphs[rank] = solved[0]
+            continue
         events = rank_rows(traces, options, rank)
         try:
             graphs[rank] = build_graph(

@@ -1,0 +1,40 @@
+"""A page that is left drops the large frames its analysis derived on the job, and still shows its tables."""
+
+from __future__ import annotations
+
+import pytest
+from tui_helpers import make_app, press, ready
+
+from htatui.analysis.core.scope import Scope
+from htatui.analysis.registry import frame_of
+from htatui.analysis.views import ops
+from htatui.trace import TraceSet
+from htatui.tui.screens import base
+from htatui.tui.screens.ops import OpsScreen
+from htatui.tui.widgets.table_pane import TablePane
+
+
+def tree_keys(traces: TraceSet) -> list[object]:
+    return [key for key in traces.derived if isinstance(key, tuple) and key[0] == "ops.tree"]
+
+
+async def test_leaving_ops_drops_its_op_tree_and_coming_back_shows_the_same_rows(
+    small_traces: TraceSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces = TraceSet(ranks=small_traces.ranks)  # a job of its own: nothing derived yet
+    monkeypatch.setattr(base, "KEEP_DERIVED_BYTES", 0)  # every value counts as large here
+    expected = frame_of(ops.compute(TraceSet(ranks=small_traces.ranks), ops.OpsOptions(Scope())))[0].to_dicts()
+    app = make_app(traces)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await ready(pilot)
+        await press(pilot, "7")
+        screen = app.screen
+        assert isinstance(screen, OpsScreen) and tree_keys(traces)
+        pane = screen.query_one("#ops-main", TablePane)
+        assert pane.table.source is not None and pane.table.source.to_dicts() == expected
+        await press(pilot, "1")
+        assert tree_keys(traces) == []  # the page's op tree went with it
+        await press(pilot, "7")
+        assert app.screen is screen and pane.table.source is not None and pane.table.source.to_dicts() == expected
+        await press(pilot, "r")  # made again from the events: the same table
+        assert tree_keys(traces) and pane.table.source is not None and pane.table.source.to_dicts() == expected
