@@ -215,14 +215,15 @@ def store(
     meta: TraceMeta,
     warnings: list[str],
     start_ns: int | None = None,
-) -> None:
+) -> bool:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
-    Nothing is stored for a local file that changed since that identity was taken.
+    Nothing is stored for a local file that changed since that identity was taken. Returns
+    whether the entry was written (False: not cacheable, changed, or the folder is not writable).
     """
     try:
         if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
-            return
+            return False
         key = cache_key(path, file_identity)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
@@ -236,7 +237,8 @@ def store(
         _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode
-        return
+        return False
+    return True
 
 
 def store_tables(

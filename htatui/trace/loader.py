@@ -8,6 +8,7 @@ import functools
 import gc
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -34,6 +35,7 @@ from htatui.trace.model import (
 )
 from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import FileIdentity, TraceSource, identity, is_pipe_argument, open_trace
+from htatui.trace.spill import SpillFolder, spill_events
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 from htatui.trace.workers import die_with_parent
 
@@ -162,6 +164,51 @@ def _parse_or_problem(
 
 
 @dataclass(frozen=True)
+class HeldFile:
+    """A rank of a many-file job, parsed and put aside instead of handed back whole: its events
+    are in the parse cache (`spilled` None) or in a spill file, read back when a view asks."""
+
+    path: SourcePath
+    meta: TraceMeta
+    warnings: list[str]
+    start_ns: int
+    identity: FileIdentity | None
+    spilled: Path | None = None
+    cache_refused: bool = False
+    """A local file whose cache entry could not be written (full disk, read-only folder): spilled instead."""
+
+
+def _parse_and_put_aside(
+    path: Path,
+    write_cache: bool,
+    origin: RemotePath | None = None,
+    byte_progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
+    *,
+    spill_folder: Path | None,
+) -> ParsedFile | HeldFile | LoadProblem:
+    """Parse `path` (in a worker) and put its events aside: into the parse cache when it is
+    written, else into `spill_folder`; the events come back only when neither can be written."""
+    parsed = _parse_or_problem(path, False, origin, byte_progress, workers)
+    if isinstance(parsed, LoadProblem):
+        return parsed
+    first = start_ns(parsed.events, parsed.meta)
+    local = origin is None and parsed.identity is not None
+    cached = (
+        write_cache
+        and (origin is not None or local)
+        and cache.store(origin or path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first)
+    )
+    if cached and local:  # read back as a cached open reads it (a downloaded copy is spilled too)
+        return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
+    spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
+    if spilled is None:
+        return parsed
+    refused = write_cache and local and not cached
+    return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity, spilled, refused)
+
+
+@dataclass(frozen=True)
 class StoredFile:
     """A parsed file kept in a job dataset: metadata now, events read when a view first asks."""
 
@@ -188,12 +235,31 @@ def parse_all(
     cancel: threading.Event | None,
     max_workers: int | None,
     download_progress: DownloadCallback | None = None,
+    notes: list[str] | None = None,
 ) -> list[ParsedFile | StoredFile | LoadProblem]:
     """Each file parsed, or as the cache keeps it: a local file's cached events are read only
     when a view first asks for that rank (as a dataset's), so a cached job of many ranks opens
-    without holding them all."""
+    without holding them all.
+
+    A job of several files opens the same way when it is parsed now: each rank, once parsed, is
+    put aside (`_parse_and_put_aside`) and read back when asked, so at most a rank per worker is
+    in memory. Where that could not be done as asked, a line is added to `notes`.
+    """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
+    held: dict[SourcePath, HeldFile] = {}
     done = 0
+    put_aside = len(files) > 1  # one file is one frame: kept as parsed
+    spill = SpillFolder.make() if put_aside else None
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem
+    if put_aside:
+        parse_one = functools.partial(_parse_and_put_aside, spill_folder=spill.path if spill else None)
+
+    def keep(path: SourcePath, result: ParsedFile | HeldFile | LoadProblem) -> None:
+        if isinstance(result, HeldFile):
+            held[path] = result
+            results[path] = _stored(result, spill)
+        else:
+            results[path] = result
 
     def report(path: SourcePath, from_cache: bool) -> None:
         nonlocal done
@@ -206,7 +272,7 @@ def parse_all(
         for path in paths:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[path] = _parse_or_problem(path, write_cache)
+            keep(path, parse_one(path, write_cache))
             report(path, False)
 
     def report_bytes(path: SourcePath) -> Callable[[int, int], None] | None:
@@ -247,18 +313,57 @@ def parse_all(
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, write_cache, cancel, max_workers, results, report, report_bytes)
+            _parse_local(ready.files, write_cache, cancel, max_workers, keep, report, report_bytes, parse_one)
     except FetchCancelled:
         raise LoadCancelled from None
+    finally:
+        if spill is not None and (sys.exc_info()[0] is not None or not any(h.spilled for h in held.values())):
+            spill.remove()  # the load stopped, or nothing was spilled: the folder goes now
+    if notes is not None and put_aside:
+        notes.extend(_put_aside_notes(list(held.values()), [r for r in results.values() if isinstance(r, ParsedFile)]))
     return [results[path] for path in files]
+
+
+def _put_aside_notes(held: list[HeldFile], in_memory: list[ParsedFile]) -> list[str]:
+    """A line for each way ranks were put aside otherwise than asked (nothing when all went as asked)."""
+    notes = []
+    refused = sum(item.cache_refused for item in held)
+    if refused:
+        notes.append(
+            f"the parse cache ({cache.cache_dir()}) could not be written: {refused} rank(s) kept in a"
+            " temporary folder instead until exit"
+        )
+    if in_memory:
+        notes.append(f"{len(in_memory)} rank(s) kept in memory: no temporary folder could be written")
+    return notes
+
+
+def _stored(item: HeldFile, spill: SpillFolder | None) -> StoredFile:
+    """A put-aside rank as a stored one: its events read back from the cache or its spill file."""
+    if item.spilled is not None and spill is not None:
+        read = functools.partial(spill.read, item.spilled, item.path)
+    else:
+        assert isinstance(item.path, Path) and item.identity is not None
+        read = functools.partial(_read_back, item.path, item.identity)
+    return StoredFile(item.path, item.meta, item.warnings, item.start_ns, read, identity=item.identity)
+
+
+def _read_back(path: Path, taken: FileIdentity) -> pl.DataFrame:
+    """A rank this load put into the parse cache, read back (parsed again if evicted since)."""
+    entry = cache.peek_cached(path, taken, start=False)
+    events = entry.read_events() if entry is not None else None
+    return events if events is not None else _parse_again(path, taken)
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
     """A cached rank's events, read now; parsed again when its entry was evicted or damaged since
     the job was opened, as long as the file is still the one opened."""
     events = entry.read_events()
-    if events is not None:
-        return events
+    return events if events is not None else _parse_again(path, taken)
+
+
+def _parse_again(path: Path, taken: FileIdentity) -> pl.DataFrame:
+    """A rank's events parsed again for a view (its cached copy is gone), if the file is unchanged."""
     try:
         if identity(path) != taken:
             raise EventsUnavailable(f"{path}: changed since the job was opened; open it again")
@@ -285,23 +390,26 @@ def _parse_local(
     write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
-    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
+    keep: Callable[[SourcePath, ParsedFile | HeldFile | LoadProblem], None],
     report: Callable[[SourcePath, bool], None],
     report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem,
 ) -> None:
-    """Parse local files (downloaded copies stand for their `origin`) into `results`.
+    """Parse local files (downloaded copies stand for their `origin`) with `parse_one`, each result to `keep`.
 
     Files parsed in this process report their bytes as they go; pool workers report whole files.
     One worker count serves both: a file per worker, or a lone file's pieces on every worker.
     """
     cores = max_workers or default_workers()
+    done: set[SourcePath] = set()
 
     def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
         for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
             progress = report_bytes(origin or path)
-            results[origin or path] = _parse_or_problem(path, write_cache, origin, progress, cores)
+            keep(origin or path, parse_one(path, write_cache, origin, progress, cores))
+            done.add(origin or path)
             report(origin or path, False)
 
     workers = min(len(files), cores)
@@ -309,19 +417,21 @@ def _parse_local(
         parse_here(files)
         return
     try:
-        _parse_in_pool(files, workers, write_cache, results, report, cancel)
+        _parse_in_pool(files, workers, write_cache, keep, done, report, cancel, parse_one)
     except (BrokenProcessPool, OSError):
         # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
-        parse_here([(path, origin) for path, origin in files if (origin or path) not in results])
+        parse_here([(path, origin) for path, origin in files if (origin or path) not in done])
 
 
 def _parse_in_pool(
     files: list[tuple[Path, RemotePath | None]],
     workers: int,
     write_cache: bool,
-    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
+    keep: Callable[[SourcePath, ParsedFile | HeldFile | LoadProblem], None],
+    done: set[SourcePath],
     report: Callable[[SourcePath, bool], None],
     cancel: threading.Event | None,
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem,
 ) -> None:
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
     context = multiprocessing.get_context("spawn")
@@ -329,8 +439,8 @@ def _parse_in_pool(
         max_workers=workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
     )
     try:
-        futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
-            pool.submit(_parse_or_problem, path, write_cache, origin): origin or path for path, origin in files
+        futures: dict[Future[ParsedFile | HeldFile | LoadProblem], SourcePath] = {
+            pool.submit(parse_one, path, write_cache, origin): origin or path for path, origin in files
         }
         pending = set(futures)
         while pending:
@@ -342,9 +452,10 @@ def _parse_in_pool(
             for future in finished:
                 source = futures[future]
                 try:
-                    results[source] = future.result()
+                    keep(source, future.result())
                 except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file (never retried here)
-                    results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
+                    keep(source, LoadProblem(source, f"parser failed ({type(exc).__name__})"))
+                done.add(source)
                 report(source, False)
     except BaseException:
         _stop_pool(pool)
