@@ -15,7 +15,9 @@ import pytest
 from kineto_util import write_trace
 from ranks_jobs import skewed_rank
 
+from htatui.analysis.health import load_notes
 from htatui.analysis.registry import BY_ID, frame_of, make_table
+from htatui.cli.info import info_frame
 from htatui.jobs.load import load_traces
 from htatui.trace import spill
 from htatui.trace.model import TraceSet
@@ -49,6 +51,9 @@ def test_a_cold_folder_holds_no_rank_after_the_open_and_answers_as_a_cached_open
     assert not any(rank.loaded for rank in cold.ranks.values())
     assert len(list(isolated_cache.glob("*.arrow"))) == 3  # each rank put into the cache by its worker
     assert cold.notes == ()
+    info_frame(cold)  # what `info` and every face do after the open: each rank read and dropped again
+    load_notes(cold)
+    assert not any(rank.loaded for rank in cold.ranks.values())
     cold_answers = _answers(cold)
     cached = load_traces([folder], max_workers=1)
     assert not any(rank.loaded for rank in cached.ranks.values())

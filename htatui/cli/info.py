@@ -36,8 +36,11 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
         if rank in stored:
             rows.append(stored[rank])
             continue
+        was_read = rank_trace.loaded
         events = rank_trace.events
         figures = rank_figures(events)
+        if not was_read:
+            rank_trace.unload()  # a rank held unread (a folder, a dataset) is read and dropped again: one at a time
         rows.append(
             {
                 "rank": rank,
