@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,18 @@ def test_a_spilled_rank_whose_file_is_gone_is_one_line(tmp_path: Path, monkeypat
         file.unlink()
     with pytest.raises(EventsUnavailable, match=r"rank-0\.json: its temporary copy cannot be read"):
         _ = traces.ranks[0].events
+
+
+def test_a_load_cancelled_after_a_rank_was_spilled_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from htatui.trace.loader import LoadCancelled
+
+    folder = _job(tmp_path / "job")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    cancel = threading.Event()
+    with pytest.raises(LoadCancelled):
+        load_traces([folder], use_cache=False, max_workers=1, cancel=cancel, progress=lambda _: cancel.set())
+    assert list(temp.iterdir()) == []

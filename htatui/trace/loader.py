@@ -8,7 +8,6 @@ import functools
 import gc
 import multiprocessing
 import os
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -314,11 +313,14 @@ def parse_all(
                 results[problem.path] = problem
                 report(problem.path, False)
             _parse_local(ready.files, write_cache, cancel, max_workers, keep, report, report_bytes, parse_one)
-    except FetchCancelled:
-        raise LoadCancelled from None
-    finally:
-        if spill is not None and (sys.exc_info()[0] is not None or not any(h.spilled for h in held.values())):
-            spill.remove()  # the load stopped, or nothing was spilled: the folder goes now
+    except BaseException as exc:
+        if spill is not None:
+            spill.remove()  # the load stopped: its spilled ranks go now
+        if isinstance(exc, FetchCancelled):
+            raise LoadCancelled from None
+        raise
+    if spill is not None and not any(item.spilled for item in held.values()):
+        spill.remove()  # nothing was spilled: the empty folder goes now
     if notes is not None and put_aside:
         notes.extend(_put_aside_notes(list(held.values()), [r for r in results.values() if isinstance(r, ParsedFile)]))
     return [results[path] for path in files]
