@@ -215,15 +215,14 @@ def store(
     meta: TraceMeta,
     warnings: list[str],
     start_ns: int | None = None,
-) -> bool:
+) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
-    Nothing is stored for a local file that changed since that identity was taken. Returns
-    whether the entry was written (False: not cacheable, changed, or the folder is not writable).
+    Nothing is stored for a local file that changed since that identity was taken.
     """
     try:
         if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
-            return False
+            return
         key = cache_key(path, file_identity)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
@@ -237,8 +236,7 @@ def store(
         _atomic_write(folder / f"{key}.json", lambda f: f.write(orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)))
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode
-        return False
-    return True
+        return
 
 
 def store_tables(

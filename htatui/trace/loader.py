@@ -188,17 +188,14 @@ def _parse_and_put_aside(
 ) -> ParsedFile | HeldFile | LoadProblem:
     """Parse `path` (in a worker) and put its events aside: into the parse cache when it is
     written, else into `spill_folder`; the events come back only when neither can be written."""
-    parsed = _parse_or_problem(path, False, origin, byte_progress, workers)
+    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers)
     if isinstance(parsed, LoadProblem):
         return parsed
     first = start_ns(parsed.events, parsed.meta)
     local = origin is None and parsed.identity is not None
-    cached = (
-        write_cache
-        and (origin is not None or local)
-        and cache.store(origin or path, parsed.identity, parsed.events, parsed.meta, parsed.warnings, first)
-    )
-    if cached and local:  # read back as a cached open reads it (a downloaded copy is spilled too)
+    # The entry just written is there (it is looked up, as `store` never fails the load).
+    cached = write_cache and local and cache.peek_cached(path, parsed.identity, start=False) is not None
+    if cached:  # read back as a cached open reads it (a downloaded copy is spilled too)
         return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
     spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
     if spilled is None:
@@ -295,8 +292,7 @@ def parse_all(
         taken = _identity_or_none(path)
         entry = cache.peek_cached(path, taken) if use_cache and isinstance(path, Path) and taken else None
         if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
-            read = functools.partial(_cached_events, path, taken, entry)
-            results[path] = StoredFile(path, entry.meta, entry.warnings, entry.start_ns, read, identity=taken)
+            results[path] = _cached_file(path, taken, entry)
             report(path, True)
             continue
         hit = cache.load_cached(path, taken) if use_cache else None
@@ -341,20 +337,24 @@ def _put_aside_notes(held: list[HeldFile], in_memory: list[ParsedFile]) -> list[
 
 
 def _stored(item: HeldFile, spill: SpillFolder | None) -> StoredFile:
-    """A put-aside rank as a stored one: its events read back from the cache or its spill file."""
-    if item.spilled is not None and spill is not None:
-        read = functools.partial(spill.read, item.spilled, item.path)
+    """A put-aside rank as a stored one: as a cached open finds it, or read back from its spill file."""
+    if item.spilled is None and isinstance(item.path, Path) and item.identity is not None:
+        entry = cache.peek_cached(item.path, item.identity, start=False)
+        if entry is not None:
+            return _cached_file(item.path, item.identity, entry, item.start_ns)
+        read = functools.partial(_parse_again, item.path, item.identity)  # evicted already: parsed when asked
     else:
-        assert isinstance(item.path, Path) and item.identity is not None
-        read = functools.partial(_read_back, item.path, item.identity)
+        assert item.spilled is not None and spill is not None
+        read = functools.partial(spill.read, item.spilled, item.path)
     return StoredFile(item.path, item.meta, item.warnings, item.start_ns, read, identity=item.identity)
 
 
-def _read_back(path: Path, taken: FileIdentity) -> pl.DataFrame:
-    """A rank this load put into the parse cache, read back (parsed again if evicted since)."""
-    entry = cache.peek_cached(path, taken, start=False)
-    events = entry.read_events() if entry is not None else None
-    return events if events is not None else _parse_again(path, taken)
+def _cached_file(path: Path, taken: FileIdentity, entry: cache.CachedEntry, first: int | None = None) -> StoredFile:
+    """A rank whose parse the cache keeps, its events read (and verified) when a view first asks."""
+    read = functools.partial(_cached_events, path, taken, entry)
+    start = entry.start_ns if first is None else first
+    assert start is not None
+    return StoredFile(path, entry.meta, entry.warnings, start, read, identity=taken)
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
