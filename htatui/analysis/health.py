@@ -201,6 +201,10 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
         rows = []
         overlaps: list[Finding] = []
         all_read = all(traces.ranks[rank].loaded for rank in traces.rank_ids)
+        # A few ranks held unread (a folder, cold or cached) have their clocks looked at as each
+        # is read here; many are left to `check` and the cross-rank views (below).
+        clock_parts: list[tuple[pl.DataFrame, dict[int, list[int]]]] | None
+        clock_parts = [] if 2 <= len(traces.rank_ids) <= CLOCK_RANKS_AT_LOAD and not all_read else None
         for rank in traces.rank_ids:
             trace = traces.ranks[rank]
             was_read = trace.loaded
@@ -212,16 +216,22 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
             gpu = int(events.select(pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum()).item())
             rows.append({"rank": rank, "file": trace.path.name, "steps": "yes" if has_steps else "", "gpu_rows": gpu})
             overlaps += _rank_overlaps(rank, trace.path.name, events)
+            if clock_parts is not None:
+                clock_parts.append(ranks_view.rank_clock_calls(TraceSet(ranks={rank: trace}), _CLOCK_OPTIONS))
             if not was_read:
                 trace.unload()
         table = pl.DataFrame(
             rows, schema={"rank": pl.Int32(), "file": pl.Utf8(), "steps": pl.Utf8(), "gpu_rows": pl.Int64()}
         )
         # Overlapping kernels are cheap to look for (16 ms on 216k events). Clocks (0.33 s on 8
-        # ranks of 200k events, whose load took 16 s) only when every rank is in memory: ranks
-        # left unread (a cached folder, like a dataset) are left to `check` and the cross-rank
-        # views, which name a realigned clock themselves.
-        return [*_missing_among_ranks(table), *overlaps, *(_clock_offsets(traces) if all_read else [])]
+        # ranks of 200k events, whose load took 16 s) when every rank is in memory, or from the
+        # calls found above on a few unread ranks: more ranks left unread (a big folder, like a
+        # dataset) are left to `check` and the cross-rank views, which name a realigned clock themselves.
+        if clock_parts:
+            clocks = _clock_findings(traces, ranks_view.clocks_of_parts(clock_parts))
+        else:
+            clocks = _clock_offsets(traces) if all_read else []
+        return [*_missing_among_ranks(table), *overlaps, *clocks]
     return _missing_among_ranks(table)
 
 
@@ -280,7 +290,16 @@ def _clock_offsets(traces: TraceSet) -> list[Finding]:
     own); the cross-rank views realign them by that offset (`ranks.meeting.skewed_clocks`)."""
     if len(traces.rank_ids) < 2:
         return []
-    clocks = ranks_view.clock_offsets(traces, ranks_view.RanksOptions(Scope(steps=Steps("all"))))
+    return _clock_findings(traces, ranks_view.clock_offsets(traces, _CLOCK_OPTIONS))
+
+
+CLOCK_RANKS_AT_LOAD = 32
+"""Up to this many unread ranks have their clocks compared at load (~20 ms a 13 MB rank)."""
+
+_CLOCK_OPTIONS = ranks_view.RanksOptions(Scope(steps=Steps("all")))
+
+
+def _clock_findings(traces: TraceSet, clocks: pl.DataFrame) -> list[Finding]:
     return [
         Finding(
             rank,

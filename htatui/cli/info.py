@@ -36,7 +36,10 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
         if rank in stored:
             rows.append(stored[rank])
             continue
+        was_read = rank_trace.loaded
         figures = trace_figures(rank_trace)  # kept in a cached rank's entry: its events stay unread
+        if not was_read and rank_trace.loaded:
+            rank_trace.unload()  # a rank held unread (a folder, a dataset) is read and dropped again: one at a time
         rows.append(
             {
                 "rank": rank,

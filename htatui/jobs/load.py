@@ -51,8 +51,16 @@ def load_traces(
         found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
+    put_aside_notes: list[str] = []
     results += parse_all(
-        found.files, use_cache, use_cache or refresh_cache, progress, cancel, max_workers, download_progress
+        found.files,
+        use_cache,
+        use_cache or refresh_cache,
+        progress,
+        cancel,
+        max_workers,
+        download_progress,
+        notes=put_aside_notes,
     )
     parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
     problems = tuple(r for r in results if isinstance(r, LoadProblem))
@@ -60,7 +68,7 @@ def load_traces(
         if len(problems) == 1:
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
-    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped]
+    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped] + put_aside_notes
     ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = align(ranks)

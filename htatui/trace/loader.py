@@ -36,6 +36,7 @@ from htatui.trace.model import (
 )
 from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import FileIdentity, TraceSource, identity, is_pipe_argument, open_trace
+from htatui.trace.spill import SpillFolder, spill_events
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 from htatui.trace.workers import die_with_parent
 
@@ -176,6 +177,54 @@ def _parse_or_problem(
 
 
 @dataclass(frozen=True)
+class HeldFile:
+    """A rank of a many-file job, parsed and put aside instead of handed back whole: its events
+    are in the parse cache (`spilled` None) or in a spill file, read back when a view asks."""
+
+    path: SourcePath
+    meta: TraceMeta
+    warnings: list[str]
+    start_ns: int
+    identity: FileIdentity | None
+    spilled: Path | None = None
+    cache_refused: bool = False
+    spilled_details: Path | None = None
+    """A local file whose cache entry could not be written (full disk, read-only folder): spilled instead."""
+
+
+def _parse_and_put_aside(
+    path: Path,
+    write_cache: bool,
+    origin: RemotePath | None = None,
+    byte_progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
+    *,
+    spill_folder: Path | None,
+) -> ParsedFile | HeldFile | LoadProblem:
+    """Parse `path` (in a worker) and put its events aside: into the parse cache when it is
+    written, else into `spill_folder`; the events come back only when neither can be written."""
+    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers)
+    if isinstance(parsed, LoadProblem):
+        return parsed
+    first = start_ns(parsed.events, parsed.meta)
+    local = origin is None and parsed.identity is not None
+    # The entry just written is there (it is looked up, as `store` never fails the load).
+    cached = write_cache and local and cache.peek_cached(path, parsed.identity, start=False) is not None
+    if cached:  # read back as a cached open reads it (a downloaded copy is spilled too)
+        return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
+    spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
+    spilled_details = spill_events(parsed.details, spill_folder) if spilled is not None else None
+    if spilled is None or spilled_details is None:
+        if spilled is not None:
+            spilled.unlink(missing_ok=True)
+        return parsed
+    refused = write_cache and local and not cached
+    return HeldFile(
+        parsed.path, parsed.meta, parsed.warnings, first, parsed.identity, spilled, refused, spilled_details
+    )
+
+
+@dataclass(frozen=True)
 class StoredFile:
     """A parsed file kept in a job dataset: metadata now, events read when a view first asks."""
 
@@ -205,12 +254,31 @@ def parse_all(
     cancel: threading.Event | None,
     max_workers: int | None,
     download_progress: DownloadCallback | None = None,
+    notes: list[str] | None = None,
 ) -> list[ParsedFile | StoredFile | LoadProblem]:
     """Each file parsed, or as the cache keeps it: a local file's cached events are read only
     when a view first asks for that rank (as a dataset's), so a cached job of many ranks opens
-    without holding them all."""
+    without holding them all.
+
+    A job of several files opens the same way when it is parsed now: each rank, once parsed, is
+    put aside (`_parse_and_put_aside`) and read back when asked, so at most a rank per worker is
+    in memory. Where that could not be done as asked, a line is added to `notes`.
+    """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
+    held: dict[SourcePath, HeldFile] = {}
     done = 0
+    put_aside = len(files) > 1  # one file is one frame: kept as parsed
+    spill = SpillFolder.make() if put_aside else None
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem
+    if put_aside:
+        parse_one = functools.partial(_parse_and_put_aside, spill_folder=spill.path if spill else None)
+
+    def keep(path: SourcePath, result: ParsedFile | HeldFile | LoadProblem) -> None:
+        if isinstance(result, HeldFile):
+            held[path] = result
+            results[path] = _stored(result, spill)
+        else:
+            results[path] = result
 
     def report(path: SourcePath, from_cache: bool) -> None:
         nonlocal done
@@ -223,7 +291,7 @@ def parse_all(
         for path in paths:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
-            results[path] = _parse_or_problem(path, write_cache)
+            keep(path, parse_one(path, write_cache))
             report(path, False)
 
     def report_bytes(path: SourcePath) -> Callable[[int, int], None] | None:
@@ -247,19 +315,7 @@ def parse_all(
         taken = _identity_or_none(path)
         entry = cache.peek_cached(path, taken) if use_cache and isinstance(path, Path) and taken else None
         if entry is not None and entry.start_ns is not None and isinstance(path, Path) and taken is not None:
-            read = functools.partial(_cached_events, path, taken, entry)
-            figures = functools.partial(_cached_figures, path, taken, entry)
-            read_details = functools.partial(_cached_details, path, taken, entry)
-            results[path] = StoredFile(
-                path,
-                entry.meta,
-                entry.warnings,
-                entry.start_ns,
-                read,
-                read_details,
-                identity=taken,
-                read_figures=figures,
-            )
+            results[path] = _cached_file(path, taken, entry)
             report(path, True)
             continue
         hit = cache.load_cached(path, taken) if use_cache else None
@@ -275,10 +331,60 @@ def parse_all(
             for problem in ready.problems:
                 results[problem.path] = problem
                 report(problem.path, False)
-            _parse_local(ready.files, write_cache, cancel, max_workers, results, report, report_bytes)
-    except FetchCancelled:
-        raise LoadCancelled from None
+            _parse_local(ready.files, write_cache, cancel, max_workers, keep, report, report_bytes, parse_one)
+    except BaseException as exc:
+        if spill is not None:
+            spill.remove()  # the load stopped: its spilled ranks go now
+        if isinstance(exc, FetchCancelled):
+            raise LoadCancelled from None
+        raise
+    if spill is not None and not any(item.spilled for item in held.values()):
+        spill.remove()  # nothing was spilled: the empty folder goes now
+    if notes is not None and put_aside:
+        notes.extend(_put_aside_notes(list(held.values()), [r for r in results.values() if isinstance(r, ParsedFile)]))
     return [results[path] for path in files]
+
+
+def _put_aside_notes(held: list[HeldFile], in_memory: list[ParsedFile]) -> list[str]:
+    """A line for each way ranks were put aside otherwise than asked (nothing when all went as asked)."""
+    notes = []
+    refused = sum(item.cache_refused for item in held)
+    if refused:
+        notes.append(
+            f"the parse cache ({cache.cache_dir()}) could not be written: {refused} rank(s) kept in a"
+            " temporary folder instead until exit"
+        )
+    if in_memory:
+        notes.append(f"{len(in_memory)} rank(s) kept in memory: no temporary folder could be written")
+    return notes
+
+
+def _stored(item: HeldFile, spill: SpillFolder | None) -> StoredFile:
+    """A put-aside rank as a stored one: as a cached open finds it, or read back from its spill file."""
+    if item.spilled is None and isinstance(item.path, Path) and item.identity is not None:
+        entry = cache.peek_cached(item.path, item.identity, start=False)
+        if entry is not None:
+            return _cached_file(item.path, item.identity, entry, item.start_ns)
+        # Evicted already: parsed again when asked.
+        read = functools.partial(_events_again, item.path, item.identity)
+        read_details = functools.partial(_details_again, item.path, item.identity)
+    else:
+        assert item.spilled is not None and item.spilled_details is not None and spill is not None
+        read = functools.partial(spill.read, item.spilled, item.path)
+        read_details = functools.partial(spill.read, item.spilled_details, item.path)
+    return StoredFile(item.path, item.meta, item.warnings, item.start_ns, read, read_details, identity=item.identity)
+
+
+def _cached_file(path: Path, taken: FileIdentity, entry: cache.CachedEntry, first: int | None = None) -> StoredFile:
+    """A rank whose parse the cache keeps, its events read (and verified) when a view first asks."""
+    read = functools.partial(_cached_events, path, taken, entry)
+    start = entry.start_ns if first is None else first
+    assert start is not None
+    read_details = functools.partial(_cached_details, path, taken, entry)
+    figures = functools.partial(_cached_figures, path, taken, entry)
+    return StoredFile(
+        path, entry.meta, entry.warnings, start, read, read_details, identity=taken, read_figures=figures
+    )
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
@@ -294,7 +400,16 @@ def _cached_details(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -
     return details if details is not None else _parsed_again(path, taken).details
 
 
+def _events_again(path: Path, taken: FileIdentity) -> pl.DataFrame:
+    return _parsed_again(path, taken).events
+
+
+def _details_again(path: Path, taken: FileIdentity) -> pl.DataFrame:
+    return _parsed_again(path, taken).details
+
+
 def _parsed_again(path: Path, taken: FileIdentity) -> ParsedFile:
+    """A rank parsed again for a view (its cached copy is gone), if the file is unchanged."""
     try:
         if identity(path) != taken:
             raise EventsUnavailable(f"{path}: changed since the job was opened; open it again")
@@ -332,23 +447,26 @@ def _parse_local(
     write_cache: bool,
     cancel: threading.Event | None,
     max_workers: int | None,
-    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
+    keep: Callable[[SourcePath, ParsedFile | HeldFile | LoadProblem], None],
     report: Callable[[SourcePath, bool], None],
     report_bytes: Callable[[SourcePath], Callable[[int, int], None] | None] = lambda _: None,
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem,
 ) -> None:
-    """Parse local files (downloaded copies stand for their `origin`) into `results`.
+    """Parse local files (downloaded copies stand for their `origin`) with `parse_one`, each result to `keep`.
 
     Files parsed in this process report their bytes as they go; pool workers report whole files.
     One worker count serves both: a file per worker, or a lone file's pieces on every worker.
     """
     cores = max_workers or default_workers()
+    done: set[SourcePath] = set()
 
     def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
         for path, origin in chosen:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
             progress = report_bytes(origin or path)
-            results[origin or path] = _parse_or_problem(path, write_cache, origin, progress, cores)
+            keep(origin or path, parse_one(path, write_cache, origin, progress, cores))
+            done.add(origin or path)
             report(origin or path, False)
 
     workers = min(len(files), cores)
@@ -356,19 +474,21 @@ def _parse_local(
         parse_here(files)
         return
     try:
-        _parse_in_pool(files, workers, write_cache, results, report, cancel)
+        _parse_in_pool(files, workers, write_cache, keep, done, report, cancel, parse_one)
     except (BrokenProcessPool, OSError):
         # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
-        parse_here([(path, origin) for path, origin in files if (origin or path) not in results])
+        parse_here([(path, origin) for path, origin in files if (origin or path) not in done])
 
 
 def _parse_in_pool(
     files: list[tuple[Path, RemotePath | None]],
     workers: int,
     write_cache: bool,
-    results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem],
+    keep: Callable[[SourcePath, ParsedFile | HeldFile | LoadProblem], None],
+    done: set[SourcePath],
     report: Callable[[SourcePath, bool], None],
     cancel: threading.Event | None,
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem,
 ) -> None:
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
     context = multiprocessing.get_context("spawn")
@@ -376,8 +496,8 @@ def _parse_in_pool(
         max_workers=workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
     )
     try:
-        futures: dict[Future[ParsedFile | LoadProblem], SourcePath] = {
-            pool.submit(_parse_or_problem, path, write_cache, origin): origin or path for path, origin in files
+        futures: dict[Future[ParsedFile | HeldFile | LoadProblem], SourcePath] = {
+            pool.submit(parse_one, path, write_cache, origin): origin or path for path, origin in files
         }
         pending = set(futures)
         while pending:
@@ -389,9 +509,10 @@ def _parse_in_pool(
             for future in finished:
                 source = futures[future]
                 try:
-                    results[source] = future.result()
+                    keep(source, future.result())
                 except Exception as exc:  # noqa: BLE001 - a dead worker is one bad file (never retried here)
-                    results[source] = LoadProblem(source, f"parser failed ({type(exc).__name__})")
+                    keep(source, LoadProblem(source, f"parser failed ({type(exc).__name__})"))
+                done.add(source)
                 report(source, False)
     except BaseException:
         _stop_pool(pool)

@@ -136,15 +136,21 @@ def clock_offsets(traces: TraceSet, options: RanksOptions) -> pl.DataFrame:
     calls are found on its own events, so the ranks' columns are never copied into one frame
     (that copy doubled the memory of a 256-rank folder's `report`)."""
 
-    def rank_calls(part: TraceSet, alone: RanksOptions) -> tuple[pl.DataFrame, dict[int, list[int]]]:
-        prepared = prepare(part, alone, columns=ANALYSE_READS)
-        calls = [
-            source_calls(prepared.events, alone.hta_compat, source, None).with_columns(source=pl.lit(source))
-            for source in SOURCES
-        ]
-        return pl.concat(calls, how="vertical_relaxed"), prepared.steps_used
+    return clocks_of_parts(each_rank(traces, options, rank_clock_calls))
 
-    parts = each_rank(traces, options, rank_calls)
+
+def rank_clock_calls(part: TraceSet, alone: RanksOptions) -> tuple[pl.DataFrame, dict[int, list[int]]]:
+    """One rank's collective calls (every source) and the steps it used: a part of `clock_offsets`."""
+    prepared = prepare(part, alone, columns=ANALYSE_READS)
+    calls = [
+        source_calls(prepared.events, alone.hta_compat, source, None).with_columns(source=pl.lit(source))
+        for source in SOURCES
+    ]
+    return pl.concat(calls, how="vertical_relaxed"), prepared.steps_used
+
+
+def clocks_of_parts(parts: list[tuple[pl.DataFrame, dict[int, list[int]]]]) -> pl.DataFrame:
+    """`skewed_clocks` of the ranks' `rank_clock_calls`, as `clock_offsets` gives them."""
     steps_used = {rank: steps for _, used in parts for rank, steps in used.items()}
     left_out = stepless_among_stepped(steps_used)
     steps_used = {rank: steps for rank, steps in steps_used.items() if rank not in left_out}
