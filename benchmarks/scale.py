@@ -20,9 +20,10 @@ counted only as far as the OS reports them). A child is stopped past `--timeout`
   idle, stragglers, rank-steps, collectives) the whole `report --view X --format json` command
   over the N-rank dataset (imports included, output thrown away) and over a 1-rank dataset:
   seconds, peak RSS, and the ratio (issue 26: ≤ 2 GB every view, stragglers ≤ 3 s);
-* with `--app`, the app on the N-rank dataset, headless at 80x24, every page in key order and
-  then a rank's timeline: each page's seconds to settle, resident and peak MB after it, and the
-  ranks read by then.
+* with `--app`, the app on the N-rank dataset, headless at 80x24: each page (in key order, then
+  a rank's timeline) in an app of its own, the first screen then that page: seconds to settle,
+  resident and peak MB after it, the ranks read by then; with `--app-together`, every page one
+  after the other in one app (what a session that visits them all holds).
 
 `--workdir DIR` keeps the job (`DIR/job`, reused when it holds N ranks) and the datasets
 (`DIR/ds-ENGINE`) instead of a temp folder; `--engines none` then times the views on them again.
@@ -93,25 +94,30 @@ def record(page, started):
     print(json.dumps(pages[-1]), file=sys.stderr, flush=True)
 
 async def drive(pilot):
+    # argv[2]: "list" (the pages' names), "all" (every page in key order, then the timeline), or one page.
     started = time.perf_counter()
     if not await wait_until_loaded(pilot, timeout=1800):
         app.exit()
         return
     await settle(pilot)
     record("first screen", started)
-    for mode, _ in app.view_order():
+    order = [mode for mode, _ in app.view_order()]
+    if sys.argv[2] == "list":
+        pages.extend(order + ["timeline"])
+        app.exit()
+        return
+    for mode in order + ["timeline"] if sys.argv[2] == "all" else [sys.argv[2]]:
         started = time.perf_counter()
-        await app.action_view(mode)
+        if mode == "timeline":
+            app.open_timeline()
+        else:
+            await app.action_view(mode)
         await settle(pilot)
         record(mode, started)
-    started = time.perf_counter()
-    app.open_timeline()
-    await settle(pilot)
-    record("timeline", started)
     app.exit()
 
 app.run(headless=True, size=(80, 24), auto_pilot=drive)
-print(json.dumps({"pages": pages}))
+print(json.dumps({"pages": pages[1:] if sys.argv[2] == "list" else pages}))
 """
 
 
@@ -212,7 +218,8 @@ def main() -> int:
     parser.add_argument("--ray-address", default="", help="a running Ray cluster for --engine ray (default: local)")
     parser.add_argument("--views", default=VIEWS, help=f"report views to time, or 'all' (default {VIEWS})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per view; the best is printed")
-    parser.add_argument("--app", action="store_true", help="also the app on every page (slow)")
+    parser.add_argument("--app", action="store_true", help="also the app: each page in an app of its own (slow)")
+    parser.add_argument("--app-together", action="store_true", help="also the app: every page in one app (slow)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a command may take before it is stopped")
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="resident GB at which a command is stopped")
     parser.add_argument(
@@ -300,14 +307,26 @@ def run(args: argparse.Namespace, trace: Path, work: Path) -> int:
             f"the time (exit {many['code']:.0f}); load average now {os.getloadavg()[0]:.1f}"
         )
     if args.app:
+        pages = child(CHILD_APP, str(dataset), "list", timeout=args.timeout)["pages"]
+        say(f"app at 80x24 on {args.ranks} ranks, each page in an app of its own (the first screen, then the page):")
+        say(f"{'page':<16}{'first s':>8}{'page s':>8}{'RSS MB':>8}{'peak MB':>9}{'ranks read':>11}")
+        for page in pages:
+            try:
+                first, shown = child(CHILD_APP, str(dataset), page, timeout=args.timeout)["pages"]
+            except ChildFailed as exc:
+                say(f"{page:<16}  failed: {exc}; load average now {os.getloadavg()[0]:.1f}")
+                continue
+            say(f"{page:<16}{first[1]:>8.2f}{shown[1]:>8.2f}{shown[2]:>8.0f}{shown[3]:>9.0f}{shown[4]:>11.0f}")
+        say(f"load average now {os.getloadavg()[0]:.1f}")
+    if args.app_together:
         failed = None
         try:
-            pages = child(CHILD_APP, str(dataset), timeout=args.timeout)["pages"]
+            pages = child(CHILD_APP, str(dataset), "all", timeout=args.timeout)["pages"]
         except ChildFailed as exc:
             # The pages it finished (each written to stderr as it settled), then why it stopped.
             pages = [json.loads(line) for line in exc.stderr.splitlines() if line.startswith('["')]
             failed = str(exc)
-        say(f"app at 80x24 on {args.ranks} ranks, each page in key order, then a rank's timeline:")
+        say(f"app at 80x24 on {args.ranks} ranks, every page in one app in key order, then a rank's timeline:")
         say(f"{'page':<16}{'s':>8}{'RSS MB':>8}{'peak MB':>9}{'ranks read':>11}")
         for page, page_s, rss, peak, read in pages:
             say(f"{page:<16}{page_s:>8.2f}{rss:>8.0f}{peak:>9.0f}{read:>11.0f}")
