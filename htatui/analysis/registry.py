@@ -287,7 +287,7 @@ VIEWS: tuple[View[Any], ...] = (
         "late-starts",
         "Late starts (HTA's straggler method)",
         steps.StragglerOptions,
-        (Table("main", steps.stragglers),),
+        (Table("main", ranks.late_starts),),
     ),
     View(
         "stragglers",
@@ -310,7 +310,7 @@ VIEWS: tuple[View[Any], ...] = (
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.compute),),
+        (Table("main", user_annotations.compute, per_rank=True),),
     ),
     View(
         "patterns",
