@@ -324,7 +324,10 @@ VIEWS: tuple[View[Any], ...] = (
         ops.OpsOptions,
         (
             Table(
-                "main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound")
+                "main",
+                ops.compute,
+                per_rank=True,
+                key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound"),
             ),
             Table("top-bars", ops.top),
             Table("categories", ops.categories),
