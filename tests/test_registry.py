@@ -114,3 +114,13 @@ def test_the_ops_bars_over_a_dataset_read_a_rank_at_a_time(demo: TraceSet, demo_
     made = ops.top(stored, ops.OpsOptions())
     assert made.height > 0 and made.equals(ops.top(demo, ops.OpsOptions()))
     assert not any(rank.loaded for rank in stored.ranks.values())
+
+
+def test_the_launch_histograms_over_a_dataset_are_the_folders(demo: TraceSet, demo_dataset: Path) -> None:
+    """Gathered a rank at a time over a dataset, keeping only the binned columns: the same bins."""
+    from htatui.analysis.views import launch
+
+    stored = load_traces([demo_dataset])
+    made = launch.histograms(stored, launch.LaunchOptions())
+    assert made.height > 0 and made.equals(launch.histograms(demo, launch.LaunchOptions()))
+    assert not any(rank.loaded for rank in stored.ranks.values())
