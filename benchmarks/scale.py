@@ -32,10 +32,12 @@ counted only as far as the OS reports them). A child is stopped past `--timeout`
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gzip
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -146,8 +148,15 @@ def child(code: str, *args: str, timeout: float | None = None) -> dict[str, Any]
     env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
     # cwd too: `python -c` puts the working folder first on sys.path.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        # The child dies with this script: a child left behind would outlive its memory cap.
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args], stdout=out, stderr=err, text=True, env=env, cwd=CHECKOUT
+            [sys.executable, "-c", code, *args],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=CHECKOUT,
+            preexec_fn=die_with_parent,
         )
         started = time.monotonic()
         stopped = None
@@ -170,6 +179,14 @@ def child(code: str, *args: str, timeout: float | None = None) -> dict[str, Any]
             stderr.strip().splitlines()[-1] if stderr.strip() else f"child failed ({proc.returncode})", stderr
         )
     return json.loads(stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def die_with_parent() -> None:
+    """In the child before exec: the kernel kills it when this script ends (Linux's PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        pass
 
 
 def resident_mb(pid: int) -> float:
