@@ -237,6 +237,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per view; the best is printed")
     parser.add_argument("--app", action="store_true", help="also the app: each page in an app of its own (slow)")
     parser.add_argument("--app-together", action="store_true", help="also the app: every page in one app (slow)")
+    parser.add_argument("--pages", default="", help="with --app: only these pages (default: every page)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a command may take before it is stopped")
     parser.add_argument("--max-rss-gb", type=float, default=8.0, help="resident GB at which a command is stopped")
     parser.add_argument(
@@ -324,7 +325,9 @@ def run(args: argparse.Namespace, trace: Path, work: Path) -> int:
             f"the time (exit {many['code']:.0f}); load average now {os.getloadavg()[0]:.1f}"
         )
     if args.app:
-        pages = child(CHILD_APP, str(dataset), "list", timeout=args.timeout)["pages"]
+        pages = [p for p in args.pages.split(",") if p] or child(CHILD_APP, str(dataset), "list", timeout=args.timeout)[
+            "pages"
+        ]
         say(f"app at 80x24 on {args.ranks} ranks, each page in an app of its own (the first screen, then the page):")
         say(f"{'page':<16}{'first s':>8}{'page s':>8}{'RSS MB':>8}{'peak MB':>9}{'ranks read':>11}")
         for page in pages:
