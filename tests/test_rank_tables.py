@@ -15,6 +15,8 @@ from kineto_util import traces_of
 from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 
 from fixtures.scale import write_scale
+from htatui.analysis.core.options import NotedTable
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.registry import BY_ID
 from htatui.cli.main import main
 from htatui.jobs.ingest import ingest
@@ -135,3 +137,27 @@ def test_a_changed_busy_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["report", str(tmp_path / "ds"), "--view", "stragglers"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"htatui: {busy}: changed since it was ingested (size or checksum differs); ingest again"
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_late_starts_from_the_tables_are_the_events_late_starts(job: str, tmp_path: Path) -> None:
+    """The `late-starts` view reads the ranks' tables (a dataset's stored ones: no rank read, where
+    the events' method held every rank at once) and scores exactly as the method over the events."""
+    from htatui.analysis.views import steps
+
+    folder = JOBS[job](tmp_path / "job")
+    ingest([folder], tmp_path / "ds", max_workers=1)
+    view = BY_ID["late-starts"]
+    direct = load_traces([folder], use_cache=False, max_workers=1)
+    heights = []
+    for options in (view.options(), view.options().with_ranks((0, 2)), view.options(Scope(hta_compat=True))):
+        expected = steps.stragglers(direct, options)
+        stored = load_traces([tmp_path / "ds"])
+        made = view.main.compute(stored, options)
+        assert isinstance(made, NotedTable) and isinstance(expected, NotedTable)
+        assert made.frame.equals(expected.frame) and made.message == expected.message, options
+        assert view.main.compute(direct, options).frame.equals(made.frame)  # type: ignore[union-attr]
+        heights.append(made.frame.height)
+        if not options.hta_compat:
+            assert not any(rank.loaded for rank in stored.ranks.values())
+    assert heights[0] > 0 or job == "gloo"  # scores to compare (gloo's job has no communication kernels)

@@ -104,3 +104,23 @@ def test_kernel_views_keep_only_the_kernels_of_a_dataset(view_id: str, demo: Tra
         assert isinstance(made, pl.DataFrame) and made.height > 0
         assert made.equals(view.main.compute(demo, options))
         assert not any(rank.loaded for rank in stored.ranks.values())
+
+
+def test_the_ops_bars_over_a_dataset_read_a_rank_at_a_time(demo: TraceSet, demo_dataset: Path) -> None:
+    """The Ops page's bars sum the per-rank ops tables: over a dataset made a rank at a time, the same bars."""
+    from htatui.analysis.views import ops
+
+    stored = load_traces([demo_dataset])
+    made = ops.top(stored, ops.OpsOptions())
+    assert made.height > 0 and made.equals(ops.top(demo, ops.OpsOptions()))
+    assert not any(rank.loaded for rank in stored.ranks.values())
+
+
+def test_the_launch_histograms_over_a_dataset_are_the_folders(demo: TraceSet, demo_dataset: Path) -> None:
+    """Gathered a rank at a time over a dataset, keeping only the binned columns: the same bins."""
+    from htatui.analysis.views import launch
+
+    stored = load_traces([demo_dataset])
+    made = launch.histograms(stored, launch.LaunchOptions())
+    assert made.height > 0 and made.equals(launch.histograms(demo, launch.LaunchOptions()))
+    assert not any(rank.loaded for rank in stored.ranks.values())

@@ -287,7 +287,7 @@ VIEWS: tuple[View[Any], ...] = (
         "late-starts",
         "Late starts (HTA's straggler method)",
         steps.StragglerOptions,
-        (Table("main", steps.stragglers),),
+        (Table("main", ranks.late_starts),),
     ),
     View(
         "stragglers",
@@ -310,7 +310,7 @@ VIEWS: tuple[View[Any], ...] = (
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.compute),),
+        (Table("main", user_annotations.compute, per_rank=True),),
     ),
     View(
         "patterns",
@@ -324,7 +324,10 @@ VIEWS: tuple[View[Any], ...] = (
         ops.OpsOptions,
         (
             Table(
-                "main", ops.compute, key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound")
+                "main",
+                ops.compute,
+                per_rank=True,
+                key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound"),
             ),
             Table("top-bars", ops.top),
             Table("categories", ops.categories),

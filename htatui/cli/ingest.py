@@ -25,7 +25,12 @@ def add_ingest_parser(sub: Any) -> None:
         metavar="N",
         help="parallel tasks (default: HTATUI_JOBS, else the cores this process may use)",
     )
-    parser.add_argument("--ray-address", default=None, metavar="ADDR", help="Ray cluster (default: local Ray)")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="Ray cluster to run on ('auto': the one `ray start` made here; default: RAY_ADDRESS, else a local Ray)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing dataset")
     parser.set_defaults(run=run_ingest)
 
@@ -70,5 +75,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         )
     for problem in report.problems:
         print(f"htatui: skipped {problem.source}: {problem.message}", file=sys.stderr)
+    if args.engine == "ray":
+        # Apart from the work: on a busy machine a local Ray's own start can take half a minute.
+        print(f"htatui: Ray was ready after {report.engine_start_s:.1f} s", file=sys.stderr)
     print(f"{report.folder}: {report.ranks} rank(s) ingested")
     return 0

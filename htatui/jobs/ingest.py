@@ -13,8 +13,10 @@ Both engines write the same dataset.
 from __future__ import annotations
 
 import functools
+import logging
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -54,6 +56,8 @@ from htatui.trace.workers import die_with_parent
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
+LOCAL_RAY_STORE_BYTES = 256 * 1024 * 1024
+"""A local Ray's object store: the tasks send back records and small tables (2.5 MB for 1,024 ranks)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class IngestReport:
     """Files of the replaced dataset (`--force`) that the ingest had not written: a user's files."""
     cleaned: list[Path] = field(default_factory=list)
     """Folders left beside the target by ingests that died, removed by this one."""
+    engine_start_s: float = 0.0
+    """Seconds spent starting the engine before any task ran (Ray's start or connection; ~0 for a pool)."""
 
 
 def ingest_file(index: int, source: Path, folder: Path) -> TaskResult:
@@ -142,7 +148,7 @@ def ingest(
         raise LoadError("ingest reads local files; download remote traces first")
     stage = staging(target, force)
     try:
-        with _engine(engine, max_workers, ray_address, len(files)) as run:
+        with _engine(engine, max_workers, ray_address, len(files)) as (run, engine_start_s):
             parse_tasks = [(index, path, stage.folder) for index, path in enumerate(files)]
             results = run(ingest_file, parse_tasks, progress)
             done = [r for r in results if isinstance(r, IngestedFile)]
@@ -167,7 +173,14 @@ def ingest(
     except BaseException:
         discard(stage)
         raise
-    return IngestReport(folder=target, ranks=len(done), problems=failed, removed=removed, cleaned=list(stage.cleaned))
+    return IngestReport(
+        folder=target,
+        ranks=len(done),
+        problems=failed,
+        removed=removed,
+        cleaned=list(stage.cleaned),
+        engine_start_s=engine_start_s,
+    )
 
 
 def _joined_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
@@ -192,15 +205,17 @@ Runner = Callable[[Callable[..., Any], list[tuple[Any, ...]], Callable[[int, int
 
 
 @contextmanager
-def _engine(engine: str, max_workers: int | None, address: str | None, tasks: int) -> Iterator[Runner]:
-    """A function that runs one task per argument tuple on the engine, kept open for both rounds."""
+def _engine(engine: str, max_workers: int | None, address: str | None, tasks: int) -> Iterator[tuple[Runner, float]]:
+    """A function that runs one task per argument tuple on the engine, kept open for both rounds,
+    and the seconds the engine took to start."""
     if engine == "ray":
+        started = time.perf_counter()
         with _ray_session(max_workers, address) as run:
-            yield run
+            yield run, time.perf_counter() - started
         return
     workers = min(tasks, max_workers or default_workers())
     if workers <= 1:
-        yield _run_here
+        yield _run_here, 0.0
         return
     # spawn, not fork: the parent may already run polars threads, which fork would copy.
     # Workers die with this process: a killed ingest leaves no parser running on (issue 22).
@@ -210,7 +225,7 @@ def _engine(engine: str, max_workers: int | None, address: str | None, tasks: in
         initializer=die_with_parent,
         initargs=(os.getpid(),),
     ) as pool:
-        yield functools.partial(_run_in_pool, pool)
+        yield functools.partial(_run_in_pool, pool), 0.0
 
 
 def _source_of(task: tuple[Any, ...]) -> Path:
@@ -265,16 +280,28 @@ def _ray_session(max_workers: int | None, address: str | None) -> Iterator[Runne
     except ImportError:
         raise DatasetError("--engine ray needs Ray: pip install 'htatui[cluster]'") from None
     started_here = not ray.is_initialized()
+    # The cluster's address: the option, else Ray's own RAY_ADDRESS; without either, a local Ray of
+    # this run's own ("local": never a stale cluster that `ray start` left on this machine).
+    address = address or os.environ.get("RAY_ADDRESS") or None
     if started_here:
         try:
             if address:
-                ray.init(address=address, log_to_driver=False)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 # A local Ray for this run (its workers get this process's sys.path, so this htatui).
                 # Its raylet waits ~15 s for its agent processes by default, too short on a busy machine.
                 os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
                 os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
-                ray.init(num_cpus=max_workers or default_workers(), include_dashboard=False, log_to_driver=False)
+                # Out of the way of a shared machine's other work: no dashboard, and an object store
+                # sized for what the tasks send back (records and small tables), not 30 % of the memory.
+                ray.init(
+                    address="local",
+                    num_cpus=max_workers or default_workers(),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    object_store_memory=LOCAL_RAY_STORE_BYTES,
+                )
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions when its node cannot start
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DatasetError(f"{RAY_DID_NOT_START}: {message}") from None

@@ -137,3 +137,41 @@ GOLDEN = {
 def test_golden_numbers(load_shared: Any, folder: str) -> None:
     out = overlap.compute(load_shared(folder), OverlapOptions(scope=Scope(hta_compat=True)))
     assert out["overlap_pct"].to_list() == [GOLDEN[folder]]
+
+
+def test_the_cpu_collectives_note_reads_a_dataset_until_a_rank_has_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a dataset the note's check reads a rank at a time and stops at the first rank with CPU
+    collectives; ranks it read are dropped again. Without any, every rank is read, and NO_COMM."""
+    from htatui.jobs.ingest import ingest
+    from htatui.trace.model import RankTrace
+
+    def rank(collective: bool) -> list[Event]:
+        ops = [cpu_op("gloo:all_reduce", 10, 5)] if collective else [cpu_op("aten::add", 10, 5)]
+        return [*ops, kernel("gemm_kernel", 100, 50, stream=7, corr=1)]
+
+    dropped: list[int] = []
+    unload = RankTrace.unload
+
+    def counted(self: RankTrace) -> None:
+        if self.loaded:  # a rank read, dropped
+            dropped.append(self.rank)
+        unload(self)
+
+    monkeypatch.setattr(RankTrace, "unload", counted)
+    for name, ranks, note, read in (
+        ("gloo", [rank(False), rank(True), rank(True), rank(True)], overlap.CPU_COLLECTIVES, [0, 1]),
+        ("none", [rank(False)] * 3, overlap.NO_COMM, [0, 1, 2]),
+    ):
+        (tmp_path / name).mkdir()
+        traces_of(tmp_path / name, *ranks)
+        ingest([tmp_path / name], tmp_path / f"{name}.ds", max_workers=1)
+        stored = load_traces([tmp_path / f"{name}.ds"])
+        dropped.clear()
+        found = overlap.table(stored, OverlapOptions())
+        assert found.message == note and found.frame["overlap_pct"].to_list() == [None] * len(ranks)
+        assert dropped == read and not any(r.loaded for r in stored.ranks.values())
+        # The same note as over the folder, where every rank is loaded.
+        direct = overlap.table(load_traces([tmp_path / name], use_cache=False, max_workers=1), OverlapOptions())
+        assert direct.frame.equals(found.frame) and direct.message == found.message

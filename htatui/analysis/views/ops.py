@@ -19,7 +19,7 @@ import polars as pl
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import gc_paused, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.prepare import each_rank, prepare, rank_steps_of
+from htatui.analysis.core.prepare import each_rank, prepare, rank_by_rank, rank_steps_of
 from htatui.analysis.core.scope import in_steps
 from htatui.analysis.model import op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
@@ -315,8 +315,9 @@ def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:
 
 
 def top(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
-    """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks."""
-    return top_by_gpu_self(compute(traces, options))
+    """The Ops screen's bars: `top_by_gpu_self` of the ops table over the chosen ranks (over a
+    dataset made a rank at a time, so the ranks' op trees are not held together)."""
+    return top_by_gpu_self(rank_by_rank(traces, options, compute))
 
 
 def categories(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:

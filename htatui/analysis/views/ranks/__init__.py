@@ -199,6 +199,17 @@ def _in_used_steps(frame: pl.DataFrame, steps_used: dict[int, list[int]]) -> pl.
     return pl.concat([kept, frame.filter(pl.col("rank").is_in(stepless))]) if stepless else kept
 
 
+def late_starts(traces: TraceSet, options: steps_view.StragglerOptions) -> NotedTable:
+    """HTA's late-start table (the `late-starts` view). Corrected mode from the ranks' tables (a
+    dataset's stored ones: no rank is read, where the events of every rank at once would be held),
+    so the scores are those `stragglers` shows beside its own; compat mode, HTA's method over the events."""
+    if options.hta_compat:
+        return steps_view.stragglers(traces, options)
+    tables = job_tables(traces, options)
+    steps_used = {int(rank): list(used) for rank, used in tables["rank_steps"].select("rank", "steps_used").iter_rows()}
+    return steps_view.late_starts(tables["late_kernels"], tables["late_spans"], steps_used, options)
+
+
 def stragglers(traces: TraceSet, options: RanksOptions) -> NotedTable:
     """The one straggler answer, its method named: who the others waited for at collectives and
     why, with HTA's late-start score beside it as one more signal (`hta_late_starts`). In compat
