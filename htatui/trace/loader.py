@@ -213,7 +213,9 @@ def _parse_and_put_aside(
     if cached:  # read back as a cached open reads it (a downloaded copy is spilled too)
         return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
     spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
-    spilled_details = spill_events(parsed.details, spill_folder) if spilled is not None else None
+    spilled_details = (
+        spill_events(parsed.details, spill_folder) if spilled is not None and spill_folder is not None else None
+    )
     if spilled is None or spilled_details is None:
         if spilled is not None:
             spilled.unlink(missing_ok=True)
@@ -382,9 +384,7 @@ def _cached_file(path: Path, taken: FileIdentity, entry: cache.CachedEntry, firs
     assert start is not None
     read_details = functools.partial(_cached_details, path, taken, entry)
     figures = functools.partial(_cached_figures, path, taken, entry)
-    return StoredFile(
-        path, entry.meta, entry.warnings, start, read, read_details, identity=taken, read_figures=figures
-    )
+    return StoredFile(path, entry.meta, entry.warnings, start, read, read_details, identity=taken, read_figures=figures)
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
