@@ -80,7 +80,8 @@ def test_without_the_cache_the_ranks_are_spilled_to_a_private_folder_removed_wit
     traces = load_traces([folder], use_cache=False, max_workers=1)
     assert not any(rank.loaded for rank in traces.ranks.values()) and traces.notes == ()
     (spilled,) = temp.iterdir()
-    assert spilled.name.startswith("htatui-ranks-") and len(list(spilled.glob("*.arrow"))) == 3
+    assert spilled.name.startswith("htatui-ranks-") and len(list(spilled.glob("rank-*.arrow"))) == 3
+    assert len(list(spilled.glob("details-*.arrow"))) == 3  # each rank's detail table beside its events
     assert (spilled.stat().st_mode & 0o777) == 0o700
     assert not isolated_cache.is_relative_to(spilled) and not spilled.is_relative_to(isolated_cache)
     assert _answers(traces) == expected

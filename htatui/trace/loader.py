@@ -214,7 +214,9 @@ def _parse_and_put_aside(
         return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
     spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
     spilled_details = (
-        spill_events(parsed.details, spill_folder) if spilled is not None and spill_folder is not None else None
+        spill_events(parsed.details, spill_folder, "details-")
+        if spilled is not None and spill_folder is not None
+        else None
     )
     if spilled is None or spilled_details is None:
         if spilled is not None:

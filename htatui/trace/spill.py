@@ -52,10 +52,11 @@ class SpillFolder:
             raise EventsUnavailable(f"{source}: its temporary copy cannot be read ({why}); open it again") from None
 
 
-def spill_events(events: pl.DataFrame, folder: Path) -> Path | None:
-    """Write a rank's events into `folder` (in a worker process); None when it cannot be written."""
+def spill_events(events: pl.DataFrame, folder: Path, prefix: str = "rank-") -> Path | None:
+    """Write a rank's events (or, with another `prefix`, its detail table) into `folder` (in a worker
+    process); None when it cannot be written."""
     try:
-        handle, name = tempfile.mkstemp(dir=folder, prefix="rank-", suffix=".arrow")
+        handle, name = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".arrow")
     except OSError:
         return None
     try:
