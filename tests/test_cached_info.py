@@ -10,6 +10,10 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, step, write_trace
 
+from htatui.analysis.core.describe import describe_scope
+from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.health import quick_findings
 from htatui.cli.info import info_frame
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
@@ -105,7 +109,11 @@ def test_parsing_keeps_each_files_figures_as_a_table_of_its_cache_entry(tmp_path
     assert {key: row[key] for key in RANK_0} == RANK_0
     assert (row["first_start_us"], row["last_end_us"], row["iterations"]) == (0.0, 160.0, [1, 2])
     other = _entry(job / "rank-1.json").read_table("figures")
-    assert other is not None and other.row(0)[4:] == (0.5, 10.5, [])  # the file's own times: not shifted
+    assert other is not None and other.row(0)[4:7] == (0.5, 10.5, [])  # the file's own times: not shifted
+    # What the load-time checks and the header read: steps by start, GPU rows (2 kernels and a
+    # memcpy on rank 0, a kernel on rank 1), no overlapping kernels.
+    assert (row["steps_by_start"], row["gpu_rows"], row["overlap_kernels"]) == ([1, 2], 3, 0)
+    assert other.row(0, named=True)["steps_by_start"] == [] and other.row(0, named=True)["gpu_rows"] == 1
 
 
 def test_a_cached_info_reads_no_events_and_prints_what_a_fresh_parse_does(
@@ -235,3 +243,40 @@ def test_kept_figures_shifted_give_the_span_of_the_shifted_events_to_the_bit() -
     expected = rank_figures(aligned_events(events, 0, shift)).span_us
     assert expected == (0.5 + shift) - (0.1 + shift) != 0.5 - 0.1
     assert figures_of(file_figures(events).row(0, named=True), shift).span_us == expected
+
+
+def test_the_scope_header_of_a_cached_folder_reads_no_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures keep each rank's ProfilerSteps by start: the header says what the views use
+    (the same words as from the events), and no rank is read for it."""
+    job = _job(tmp_path / "job")
+    fresh = load_traces([job], use_cache=False, max_workers=1)
+    load_traces([job], max_workers=1)
+    cached = load_traces([job], max_workers=1)
+    reads = EventReads(monkeypatch)
+    for steps in ("", "1", "all", "2-9"):
+        options = CommonOptions(scope=Scope(steps=Steps.parse(steps) if steps else Steps()))
+        assert describe_scope(cached, options) == describe_scope(fresh, options)
+    # By hand: rank 0's steps 1 and 2 by start, the last left out by default; rank 1 has none.
+    assert describe_scope(cached, CommonOptions()) == "ranks all (2) · step 1 (varies by rank) (last step 2 left out)"
+    assert reads.keys == [] and not any(cached.ranks[rank].loaded for rank in cached.rank_ids)
+
+
+def test_the_load_time_checks_of_a_cached_rank_read_no_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Overlapping kernels found at parse time are reported from the cache entry, unread, with
+    the words a fresh parse gives."""
+    # Kernel b starts 30 µs before a (0-100) ends and lasts 40: over 20 µs and half its length.
+    write_trace(
+        tmp_path / "rank-0.json",
+        [step(1, 0, 200), kernel("a", 0, 100, stream=7), kernel("b", 70, 40, stream=7), kernel("c", 150, 5, stream=7)],
+        rank=0,
+    )
+    fresh = quick_findings(load_traces([tmp_path / "rank-0.json"], use_cache=False, max_workers=1))
+    load_traces([tmp_path / "rank-0.json"], max_workers=1)
+    cached_job = load_traces([tmp_path / "rank-0.json"], max_workers=1)
+    reads = EventReads(monkeypatch)
+    cached = quick_findings(cached_job)
+    assert cached == fresh and [f.kind for f in cached] == ["overlapping kernels"]
+    assert (
+        "1 kernel(s)" in cached[0].message and "stream 7" in cached[0].message and "(30 µs in all)" in cached[0].message
+    )
+    assert reads.keys == [] and not cached_job.ranks[0].loaded

@@ -20,6 +20,7 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
+from htatui.trace.figures import OVERLAP_MIN_US, stream_overlaps, valid_figures
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION, step_spans
 from htatui.trace.model import TraceSet
 
@@ -53,11 +54,6 @@ FINDING_COLUMNS: dict[str, pl.DataType] = {
     "kind": pl.Utf8(),
     "message": pl.Utf8(),
 }
-
-OVERLAP_MIN_US = 20.0
-"""Kernels on one stream may overlap by a few µs (Hopper's programmatic dependent launch, clock
-jitter: up to 13 µs on the shared H100 traces); more than this, and more than half the kernel,
-is a merged or broken trace."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +204,27 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
         for rank in traces.rank_ids:
             trace = traces.ranks[rank]
             was_read = trace.loaded
+            kept = valid_figures(trace.stored_figures()) if not was_read and clock_parts is None else None
+            if kept is not None:
+                # Its cache entry answers what is looked at here (made from these events when
+                # parsed): the rank stays unread until a view asks for it.
+                row = kept.row(0, named=True)
+                has_steps = bool(row["steps_by_start"])
+                rows.append(
+                    {
+                        "rank": rank,
+                        "file": trace.path.name,
+                        "steps": "yes" if has_steps else "",
+                        "gpu_rows": row["gpu_rows"],
+                    }
+                )
+                if row["overlap_kernels"]:
+                    overlaps.append(
+                        _overlap_finding(
+                            rank, trace.path.name, row["overlap_kernels"], row["overlap_streams"], row["overlap_us"]
+                        )
+                    )
+                continue
             try:
                 events = trace.events
             except EventsUnavailable:
@@ -262,27 +279,22 @@ def _stream_overlaps(traces: TraceSet) -> list[Finding]:
 
 def _rank_overlaps(rank: int, file: str, events: pl.DataFrame) -> list[Finding]:
     """`_stream_overlaps` of one rank's events."""
-    kernels = (
-        events.filter((pl.col("cat") == "kernel") & pl.col("stream").is_not_null())
-        .select("stream", "ts", "end", "dur")
-        .sort("stream", "ts")
-        .with_columns(_before=pl.col("end").cum_max().shift(1).over("stream"))
-        .with_columns(_overlap=(pl.col("_before") - pl.col("ts")).clip(lower_bound=0.0))
-    )
-    heavy = kernels.filter((pl.col("_overlap") > OVERLAP_MIN_US) & (pl.col("_overlap") > 0.5 * pl.col("dur")))
+    heavy = stream_overlaps(events)
     if heavy.height == 0:
         return []
     streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
-    return [
-        Finding(
-            rank,
-            file,
-            "overlapping kernels",
-            f"{heavy.height} kernel(s) start more than {OVERLAP_MIN_US:g} µs (and half their length) before "
-            f"the kernel before them on stream {streams} ends ({heavy['_overlap'].sum():,.0f} µs in all): "
-            "a merged or broken trace; busy and compute times count them once, kernel sums twice",
-        )
-    ]
+    return [_overlap_finding(rank, file, heavy.height, streams, float(heavy["_overlap"].sum()))]
+
+
+def _overlap_finding(rank: int, file: str, kernels: int, streams: str, overlap_us: float) -> Finding:
+    return Finding(
+        rank,
+        file,
+        "overlapping kernels",
+        f"{kernels} kernel(s) start more than {OVERLAP_MIN_US:g} µs (and half their length) before "
+        f"the kernel before them on stream {streams} ends ({overlap_us:,.0f} µs in all): "
+        "a merged or broken trace; busy and compute times count them once, kernel sums twice",
+    )
 
 
 def _clock_offsets(traces: TraceSet) -> list[Finding]:

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from htatui.trace.kineto import GPU_ACTIVITY_CATS
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, step_spans
+
+OVERLAP_MIN_US = 20.0
+"""Kernels on one stream may overlap by a few µs (Hopper's programmatic dependent launch, clock
+jitter: up to 13 µs on the shared H100 traces); more than this, and more than half the kernel,
+is a merged or broken trace."""
 
 FIGURES_SCHEMA: dict[str, pl.DataType] = {
     "events": pl.Int64(),
@@ -21,17 +26,24 @@ FIGURES_SCHEMA: dict[str, pl.DataType] = {
     "first_start_us": pl.Float64(),
     "last_end_us": pl.Float64(),
     "iterations": pl.List(pl.Int64()),
+    "steps_by_start": pl.List(pl.Int64()),
+    "gpu_rows": pl.Int64(),
+    "overlap_kernels": pl.Int64(),
+    "overlap_streams": pl.Utf8(),
+    "overlap_us": pl.Float64(),
 }
 """One row: events, kernels, streams carrying GPU activity, `[memory]` events, the first start and
-last end of the complete ("X") events (null without one; µs on the frame's own time base), and the
-step numbers present, ascending."""
+last end of the complete ("X") events (null without one; µs on the frame's own time base), the
+step numbers present, ascending; and what the load-time checks and the scope's header read, so a
+cached rank answers them unread: the ProfilerStep numbers by start (`kineto.step_spans`), the rows
+of GPU activity, and the kernels overlapping the one before them on their stream (`stream_overlaps`)."""
 
 
 def file_figures(events: pl.DataFrame) -> pl.DataFrame:
     """The figures of an event frame as one `FIGURES_SCHEMA` row (a few columns read, none copied)."""
     timed = pl.col("ph") == "X"
     gpu = timed & pl.col("cat").is_in(list(GPU_ACTIVITY_CATS))
-    return events.select(
+    figures = events.select(
         events=pl.len().cast(pl.Int64),
         kernels=(pl.col("cat") == "kernel").sum().cast(pl.Int64),
         streams=pl.col("stream").filter(gpu).drop_nulls().n_unique().cast(pl.Int64),
@@ -39,7 +51,30 @@ def file_figures(events: pl.DataFrame) -> pl.DataFrame:
         first_start_us=pl.col("ts").filter(timed).min().cast(pl.Float64),
         last_end_us=pl.col("end").filter(timed).max().cast(pl.Float64),
         iterations=pl.col("iteration").drop_nulls().unique().sort().cast(pl.Int64).implode(),
+        gpu_rows=pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum().cast(pl.Int64),
     )
+    spans = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur"))
+    overlaps = stream_overlaps(events)
+    return figures.with_columns(
+        steps_by_start=pl.Series([list(dict.fromkeys(spans["step"].to_list()))], dtype=pl.List(pl.Int64)),
+        overlap_kernels=pl.lit(overlaps.height, dtype=pl.Int64),
+        overlap_streams=pl.lit(",".join(map(str, overlaps["stream"].unique().sort().to_list())), dtype=pl.Utf8),
+        overlap_us=pl.lit(float(overlaps["_overlap"].sum()), dtype=pl.Float64),
+    ).select(list(FIGURES_SCHEMA))
+
+
+def stream_overlaps(events: pl.DataFrame) -> pl.DataFrame:
+    """The kernels (stream, _overlap µs) that start more than OVERLAP_MIN_US, and more than half
+    their length, before the kernel before them on their stream has ended."""
+    kernels = (
+        events.filter((pl.col("cat") == "kernel") & pl.col("stream").is_not_null())
+        .select("stream", "ts", "end", "dur")
+        .sort("stream", "ts")
+        .with_columns(_before=pl.col("end").cum_max().shift(1).over("stream"))
+        .with_columns(_overlap=(pl.col("_before") - pl.col("ts")).clip(lower_bound=0.0))
+    )
+    heavy = kernels.filter((pl.col("_overlap") > OVERLAP_MIN_US) & (pl.col("_overlap") > 0.5 * pl.col("dur")))
+    return heavy.select("stream", "_overlap")
 
 
 def valid_figures(frame: pl.DataFrame | None) -> pl.DataFrame | None:

@@ -10,6 +10,7 @@ from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import chosen_ranks, rank_steps_of
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import RankSteps, choose_steps, describe
+from htatui.trace.figures import valid_figures
 from htatui.trace.model import TraceSet
 
 
@@ -28,6 +29,12 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
     steps = {}
     for rank in chosen:
+        kept = valid_figures(traces.ranks[rank].stored_figures()) if rank in unread and not options.hta_compat else None
+        if kept is not None:
+            # Its cache entry keeps the ProfilerSteps by start, as `rank_steps` finds them in the
+            # events: the header reads no rank (the views read it, a rank at a time).
+            steps[rank] = choose_steps(kept["steps_by_start"][0].to_list(), options.scope.steps)
+            continue
         steps[rank] = rank_steps_of(traces, rank, options.scope)
         if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
