@@ -22,10 +22,13 @@ def main() -> None:
     recorder, out = Path(sys.argv[1]), sys.argv[2]
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 450
     spec = importlib.util.spec_from_file_location("make_real_traces", recorder)
-    if spec is None or spec.loader is None:
-        sys.exit(f"record_big_trace: {recorder}: not a Python file")
+    if not recorder.is_file() or spec is None or spec.loader is None:
+        sys.exit(f"record_big_trace: {recorder}: no such Python file")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:  # torch or torchvision is missing: this runs only where they are
+        sys.exit(f"record_big_trace: {recorder}: needs {exc.name or exc} (run it on a machine with torch and a GPU)")
     started = time.perf_counter()
     module.train(out, module.resnet(), steps=steps, batch=32)
     print(f"record_big_trace: {steps} steps in {time.perf_counter() - started:.0f} s -> {out}")

@@ -9,6 +9,7 @@ import orjson
 import polars as pl
 import pytest
 from kineto_util import cpu_op, device, kernel, step, write_trace
+from memory_util import memory_event
 
 from htatui.analysis.core.describe import describe_scope
 from htatui.analysis.core.options import CommonOptions
@@ -23,20 +24,6 @@ from htatui.trace.figures import FIGURES_SCHEMA
 BASE_NS = 1_000_000_000_000  # rank 1 starts 250 ns later in absolute time: shifted by 0.25 µs
 
 
-def memory_event(ts: float) -> dict[str, object]:
-    args = {"Addr": 1, "Bytes": 512, "Total Allocated": 512, "Total Reserved": 2048, "Device Id": 0}
-    return {
-        "ph": "i",
-        "s": "t",
-        "cat": "cpu_instant_event",
-        "name": "[memory]",
-        "pid": 100,
-        "tid": 1,
-        "ts": ts,
-        "args": args,
-    }
-
-
 def _job(folder: Path) -> Path:
     write_trace(
         folder / "rank-0.json",
@@ -46,7 +33,7 @@ def _job(folder: Path) -> Path:
             kernel("gemm", 10, 5, stream=7),
             device("gpu_memcpy", "Memcpy HtoD", 20, 5, stream=7),
             kernel("nccl", 120, 40, stream=9),
-            memory_event(170),  # an instant event: counted, but not part of the span
+            memory_event(170, 512, 512, 1),  # an instant event: counted, but not part of the span
         ],
         rank=0,
         base_ns=BASE_NS,

@@ -193,8 +193,8 @@ def test_no_module_imports_another_modules_private_names() -> None:
 UI_PACKAGES = ("textual", "textual_plotext", "plotext")
 
 
-def _imported_by(*args: str, cache: Path) -> tuple[int, set[str], str]:
-    """The exit code, the top-level packages `python -m htatui ARGS` imported, and its stderr."""
+def _imported_modules(*args: str, cache: Path) -> tuple[int, set[str], str]:
+    """The exit code, the modules (dotted names) `python -m htatui ARGS` imported, and its other stderr."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), HTATUI_CACHE_DIR=str(cache))
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "htatui", *args],
@@ -211,10 +211,16 @@ def _imported_by(*args: str, cache: Path) -> tuple[int, set[str], str]:
         if line.startswith("import time:") and line.count("|") == 2:
             name = line.rsplit("|", 1)[1].strip()
             if name != "package":  # the header line
-                modules.add(name.split(".")[0])
+                modules.add(name)
         else:
             other.append(line)
     return result.returncode, modules, "\n".join(other)
+
+
+def _imported_by(*args: str, cache: Path) -> tuple[int, set[str], str]:
+    """The exit code, the top-level packages `python -m htatui ARGS` imported, and its stderr."""
+    code, modules, stderr = _imported_modules(*args, cache=cache)
+    return code, {name.split(".")[0] for name in modules}, stderr
 
 
 def test_version_and_help_import_no_analysis_libraries(tmp_path: Path) -> None:
@@ -273,18 +279,8 @@ def test_a_cached_info_table_imports_neither_numpy_nor_the_dataset_reader(tmp_pa
     )
     code, _, stderr = _imported_by("info", str(trace), cache=tmp_path / "cache")  # fills the cache
     assert code == 0, stderr
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HTATUI_CACHE_DIR=str(tmp_path / "cache"))
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "htatui", "info", str(trace)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr
-    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.count("|") == 2}
+    code, imported, stderr = _imported_modules("info", str(trace), cache=tmp_path / "cache")
+    assert code == 0, stderr
     assert "polars" in imported and "htatui.trace.cache" in imported, "the probe saw no imports at all"
     unwanted = {name for name in imported if name.split(".")[0] in ("numpy", *UI_PACKAGES)}
     assert unwanted | (imported & {"htatui.store.dataset"}) == set()

@@ -20,8 +20,8 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
-from htatui.trace.figures import OVERLAP_MIN_US, stream_overlaps, valid_figures
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION, step_spans
+from htatui.trace.figures import OVERLAP_MIN_US, file_figures, overlap_summary, valid_figures
+from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
 from htatui.trace.model import TraceSet
 
 CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
@@ -204,35 +204,32 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
         for rank in traces.rank_ids:
             trace = traces.ranks[rank]
             was_read = trace.loaded
+            # What is looked at here is the rank's figures (`trace.figures`): kept in its cache
+            # entry for an unread rank (made from these events when parsed), so it stays unread
+            # until a view asks for it, unless its clock is to be looked at too.
             kept = valid_figures(trace.stored_figures()) if not was_read and clock_parts is None else None
-            if kept is not None:
-                # Its cache entry answers what is looked at here (made from these events when
-                # parsed): the rank stays unread until a view asks for it.
-                row = kept.row(0, named=True)
-                has_steps = bool(row["steps_by_start"])
-                rows.append(
-                    {
-                        "rank": rank,
-                        "file": trace.path.name,
-                        "steps": "yes" if has_steps else "",
-                        "gpu_rows": row["gpu_rows"],
-                    }
-                )
-                if row["overlap_kernels"]:
-                    overlaps.append(
-                        _overlap_finding(
-                            rank, trace.path.name, row["overlap_kernels"], row["overlap_streams"], row["overlap_us"]
-                        )
+            if kept is None:
+                try:
+                    events = trace.events
+                except EventsUnavailable:
+                    continue
+            row = (kept if kept is not None else file_figures(events)).row(0, named=True)
+            rows.append(
+                {
+                    "rank": rank,
+                    "file": trace.path.name,
+                    "steps": "yes" if row["steps_by_start"] else "",
+                    "gpu_rows": row["gpu_rows"],
+                }
+            )
+            if row["overlap_kernels"]:
+                overlaps.append(
+                    _overlap_finding(
+                        rank, trace.path.name, row["overlap_kernels"], row["overlap_streams"], row["overlap_us"]
                     )
+                )
+            if kept is not None:
                 continue
-            try:
-                events = trace.events
-            except EventsUnavailable:
-                continue
-            has_steps = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur")).height > 0
-            gpu = int(events.select(pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum()).item())
-            rows.append({"rank": rank, "file": trace.path.name, "steps": "yes" if has_steps else "", "gpu_rows": gpu})
-            overlaps += _rank_overlaps(rank, trace.path.name, events)
             if clock_parts is not None:
                 clock_parts.append(ranks_view.rank_clock_calls(TraceSet(ranks={rank: trace}), _CLOCK_OPTIONS))
             if not was_read:
@@ -279,11 +276,8 @@ def _stream_overlaps(traces: TraceSet) -> list[Finding]:
 
 def _rank_overlaps(rank: int, file: str, events: pl.DataFrame) -> list[Finding]:
     """`_stream_overlaps` of one rank's events."""
-    heavy = stream_overlaps(events)
-    if heavy.height == 0:
-        return []
-    streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
-    return [_overlap_finding(rank, file, heavy.height, streams, float(heavy["_overlap"].sum()))]
+    kernels, streams, overlap_us = overlap_summary(events)
+    return [_overlap_finding(rank, file, kernels, streams, overlap_us)] if kernels else []
 
 
 def _overlap_finding(rank: int, file: str, kernels: int, streams: str, overlap_us: float) -> Finding:

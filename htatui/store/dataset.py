@@ -117,13 +117,7 @@ class StoredRank:
                 raise DatasetError(f"{file.path}: not the file that was ingested (its type or size differs)")
 
     def events(self) -> pl.DataFrame:
-        try:
-            data = self.events_file.verified_bytes()
-        except DatasetError as exc:
-            raise EventsUnavailable(str(exc)) from None
-        frame = read_frame(data, self.events_file.path, EventsUnavailable)
-        if frame.schema != pl.Schema(EVENT_SCHEMA):
-            raise EventsUnavailable(f"{self.events_file.path}: not an htatui event table")
+        frame = _verified_table(self.events_file, EVENT_SCHEMA, "event")
         # The loader's own rules, on what is read back: ingest never stores such an event.
         if drop_impossible_events(frame)[1] is not None:
             raise EventsUnavailable(f"{self.events_file.path}: holds events with impossible times; ingest again")
@@ -131,14 +125,19 @@ class StoredRank:
 
     def details(self) -> pl.DataFrame:
         """The rank's detail table, read only when its size and sha256 are the ingest's."""
-        try:
-            data = self.details_file.verified_bytes()
-        except DatasetError as exc:
-            raise EventsUnavailable(str(exc)) from None
-        frame = read_frame(data, self.details_file.path, EventsUnavailable)
-        if frame.schema != pl.Schema(DETAIL_SCHEMA):
-            raise EventsUnavailable(f"{self.details_file.path}: not an htatui detail table")
-        return frame
+        return _verified_table(self.details_file, DETAIL_SCHEMA, "detail")
+
+
+def _verified_table(file: DatasetFile, schema: dict[str, pl.DataType], what: str) -> pl.DataFrame:
+    """A rank's stored frame, read only when its size and sha256 are the ingest's and it has `schema`."""
+    try:
+        data = file.verified_bytes()
+    except DatasetError as exc:
+        raise EventsUnavailable(str(exc)) from None
+    frame = read_frame(data, file.path, EventsUnavailable)
+    if frame.schema != pl.Schema(schema):
+        raise EventsUnavailable(f"{file.path}: not an htatui {what} table")
+    return frame
 
 
 def read_frame(data: bytes, path: Path, error: type[Exception]) -> pl.DataFrame:

@@ -187,36 +187,31 @@ class CachedEntry:
 
     def read_events(self) -> pl.DataFrame | None:
         """The entry's events when its size, checksum, schema and times hold; None otherwise."""
-        try:
-            record = _regular(self.folder / f"{self.key}.json").read_bytes()
-            entry = orjson.loads(record).get("entry")
-            data = _regular(self.folder / f"{self.key}.arrow").read_bytes()
-            if entry != {"key": self.key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
-                return None
-            events = pl.read_ipc(io.BytesIO(data))
-        except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            return None
-        if events.schema != pl.Schema(EVENT_SCHEMA):
-            return None
-        if drop_impossible_events(events)[1] is not None:
+        events = self._verified_frame(".arrow", "entry", {"key": self.key}, EVENT_SCHEMA)
+        if events is None or drop_impossible_events(events)[1] is not None:
             return None  # the loader never stores such an event: parsed again
         return events
 
     def read_details(self) -> pl.DataFrame | None:
         """The entry's detail table when its size, checksum and schema hold; None otherwise."""
+        return self._verified_frame(".details", "details", {}, DETAIL_SCHEMA)
+
+    def _verified_frame(
+        self, suffix: str, field: str, expected: dict[str, Any], schema: dict[str, pl.DataType]
+    ) -> pl.DataFrame | None:
+        """`<key><suffix>` as a frame when the record's `field` is `expected` plus the file's size
+        and sha256, and the frame has `schema`; None otherwise."""
         try:
             record = orjson.loads(_regular(self.folder / f"{self.key}.json").read_bytes())
-            data = _regular(self.folder / f"{self.key}.details").read_bytes()
-            if record.get("details") != {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
+            data = _regular(self.folder / f"{self.key}{suffix}").read_bytes()
+            if record.get(field) != {**expected, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}:
                 return None
-            details = pl.read_ipc(io.BytesIO(data))
+            frame = pl.read_ipc(io.BytesIO(data))
         except BaseException as exc:  # noqa: BLE001 - any failure (a polars panic too) means "rebuild"
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return None
-        return details if details.schema == pl.Schema(DETAIL_SCHEMA) else None
+        return frame if frame.schema == pl.Schema(schema) else None
 
 
 def peek_cached(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from htatui.trace.kineto import GPU_ACTIVITY_CATS, step_spans
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, step_spans, steps_by_start
 
 OVERLAP_MIN_US = 20.0
 """Kernels on one stream may overlap by a few µs (Hopper's programmatic dependent launch, clock
@@ -54,13 +54,21 @@ def file_figures(events: pl.DataFrame) -> pl.DataFrame:
         gpu_rows=pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum().cast(pl.Int64),
     )
     spans = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur"))
-    overlaps = stream_overlaps(events)
+    kernels, streams, overlap_us = overlap_summary(events)
     return figures.with_columns(
-        steps_by_start=pl.Series([list(dict.fromkeys(spans["step"].to_list()))], dtype=pl.List(pl.Int64)),
-        overlap_kernels=pl.lit(overlaps.height, dtype=pl.Int64),
-        overlap_streams=pl.lit(",".join(map(str, overlaps["stream"].unique().sort().to_list())), dtype=pl.Utf8),
-        overlap_us=pl.lit(float(overlaps["_overlap"].sum()), dtype=pl.Float64),
+        steps_by_start=pl.Series([steps_by_start(spans)], dtype=pl.List(pl.Int64)),
+        overlap_kernels=pl.lit(kernels, dtype=pl.Int64),
+        overlap_streams=pl.lit(streams, dtype=pl.Utf8),
+        overlap_us=pl.lit(overlap_us, dtype=pl.Float64),
     ).select(list(FIGURES_SCHEMA))
+
+
+def overlap_summary(events: pl.DataFrame) -> tuple[int, str, float]:
+    """How many kernels overlap the one before them on their stream (`stream_overlaps`), on which
+    streams (their numbers joined by commas) and by how many µs in all."""
+    heavy = stream_overlaps(events)
+    streams = ",".join(map(str, heavy["stream"].unique().sort().to_list()))
+    return heavy.height, streams, float(heavy["_overlap"].sum())
 
 
 def stream_overlaps(events: pl.DataFrame) -> pl.DataFrame:

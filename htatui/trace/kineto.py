@@ -129,6 +129,11 @@ def is_step_row(*, with_gpu_copies: bool = False) -> pl.Expr:
     return step if with_gpu_copies else step & (pl.col("cat") != GPU_ANNOTATION)
 
 
+def steps_by_start(spans: pl.DataFrame) -> list[int]:
+    """The step numbers of `step_spans` rows, each once, in the order the steps start."""
+    return list(dict.fromkeys(spans["step"].to_list()))
+
+
 def step_spans(events: pl.DataFrame, *, with_gpu_copies: bool = False) -> pl.DataFrame:
     """step, ts, end, dur of every ProfilerStep span, by start (and `rank` first when `events` has it).
 

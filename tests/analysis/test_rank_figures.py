@@ -5,19 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.kineto_util import device, kernel, step, traces_of
-
-
-def memory_event(ts: float) -> dict[str, object]:
-    return {
-        "ph": "i",
-        "s": "t",
-        "cat": "cpu_instant_event",
-        "name": "[memory]",
-        "pid": 100,
-        "tid": 1,
-        "ts": ts,
-        "args": {"Addr": 1, "Bytes": 512, "Total Allocated": 512, "Total Reserved": 2048, "Device Id": 0},
-    }
+from tests.memory_util import memory_event
 
 
 def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:
@@ -29,7 +17,7 @@ def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:
         kernel("gemm", 10, 5, stream=7),
         device("gpu_memcpy", "Memcpy HtoD", 20, 5, stream=7),
         kernel("nccl", 120, 40, stream=9),
-        memory_event(170),  # an instant event: not part of the span
+        memory_event(170, 512, 512, 1),  # an instant event: not part of the span
     ]
     figures = rank_figures(traces_of(tmp_path, events).ranks[0].events)
     assert figures.span_us == 160.0  # first start 0, last end 120 + 40
@@ -42,6 +30,8 @@ def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:
 def test_no_complete_events_has_zero_span(tmp_path: Path) -> None:
     from htatui.analysis.core.rank_figures import rank_figures
 
-    figures = rank_figures(traces_of(tmp_path, [memory_event(5), memory_event(9)]).ranks[0].events)
+    figures = rank_figures(
+        traces_of(tmp_path, [memory_event(5, 512, 512, 1), memory_event(9, 512, 512, 2)]).ranks[0].events
+    )
     assert (figures.span_us, figures.kernels, figures.streams, figures.memory_events) == (0.0, 0, 0, 2)
     assert figures.iterations == []

@@ -24,7 +24,7 @@ from typing import Literal
 import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
-from htatui.trace.kineto import step_spans
+from htatui.trace.kineto import step_spans, steps_by_start
 
 StepsKind = Literal["default", "all", "some"]
 
@@ -111,7 +111,7 @@ class RankSteps:
 def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
     """The scope's steps on a rank whose events (ph, cat, name, ts, end) are given."""
     spans = step_spans(events, with_gpu_copies=scope.hta_compat)
-    chosen = choose_steps(list(dict.fromkeys(spans["step"].to_list())), scope.steps)
+    chosen = choose_steps(steps_by_start(spans), scope.steps)
     if scope.hta_compat and scope.steps.kind == "default" and chosen.left_out:
         host_start = step_spans(events)["ts"].max()
         if host_start is not None and spans["ts"].max() > host_start:  # type: ignore[operator]
