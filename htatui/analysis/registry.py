@@ -13,6 +13,7 @@ from typing import Any, Generic, Protocol
 
 import polars as pl
 
+from htatui.analysis import kept_parts
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank
@@ -130,8 +131,9 @@ class Page:
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
-    """`table.compute`; a `per_rank` table over a dataset whose ranks are not read yet is made a
-    rank at a time (`each_rank`), so memory holds one rank, not all."""
+    """`table.compute`; a `per_rank` table over several ranks is made a rank at a time (`each_rank`),
+    so memory holds one rank, not all, and a trace folder's ranks keep their rows in the parse
+    cache (`kept_parts`), read instead of the rank next time."""
     cancel.check()
     if not table.per_rank:
         result = table.compute(traces, options)
@@ -140,8 +142,14 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     # A rank at a time whenever there are several: over loaded ranks too, so the ranks' columns
     # are never copied into one frame (a folder of 256 ranks held them twice).
     chosen = chosen_ranks(traces, options)
-    parts = [table.compute(traces, options)] if len(chosen) < 2 else each_rank(traces, options, table.compute)
-    return joined_parts(table, parts, chosen_ranks(traces, options))
+    if len(chosen) < 2:
+        return joined_parts(table, [table.compute(traces, options)], chosen)
+    build: Callable[[TraceSet, OptionsT], TableResult] = table.compute
+    if traces.stored_part is not None or traces.keep_part is not None:
+        # A trace folder loaded with the cache: each rank's rows are kept, and read next time.
+        table_id = f"{table.compute.__module__}.{table.compute.__qualname__}/{table.name}"
+        build = kept_parts.kept_build(traces, kept_parts.part_name(table_id, options), table.compute)
+    return joined_parts(table, each_rank(traces, options, build), chosen)
 
 
 def joined_parts(table: Table[Any], parts: Sequence[TableResult], chosen: Sequence[int]) -> TableResult:

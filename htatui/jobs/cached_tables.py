@@ -5,7 +5,8 @@ them at ingest, and a trace folder keeps them in each rank's parse-cache entry t
 are made from its events. They hold only for the rank number and time shift they were made with
 (both depend on the whole job: another set of files moves them), so each entry's tables carry
 that tag and are served only when every rank of the job has tables of its own tag; else the
-views make them from the events, as before, and keep them for the next open.
+views make them from the events, as before, and keep them for the next open. A rank's rows of
+the per-rank view tables (`analysis.kept_parts`) are kept under the same tag.
 """
 
 from __future__ import annotations
@@ -90,3 +91,28 @@ def cached_rank_tables(
         return frame if frame is not None and frame.schema == schema(name) else None
 
     return stored_table, stored_rank_table, keep
+
+
+StoredPart = Callable[[int, str], pl.DataFrame | None]
+KeepPart = Callable[[int, dict[str, pl.DataFrame]], None]
+
+
+def cached_rank_parts(ranks: dict[int, RankTrace], *, read: bool = True) -> tuple[StoredPart | None, KeepPart | None]:
+    """The reader (None without `read`) and keeper of the ranks' kept rows of per-rank view tables
+    (`analysis.kept_parts`), under the same tag as their cross-rank tables; a rank that is not
+    a cacheable local file has none and keeps none. None, None when no rank is one."""
+    local = {rank: trace for rank, trace in ranks.items() if isinstance(trace.path, Path) and trace.source_identity}
+    if not local:
+        return None, None
+
+    def stored_part(rank: int, name: str) -> pl.DataFrame | None:
+        trace = local.get(rank)
+        entry = cache.cached_tables(trace.path, trace.source_identity, tables_tag(trace)) if trace else None
+        return entry.read(name) if entry is not None and name.startswith(cache.PART_PREFIX) else None
+
+    def keep_part(rank: int, parts: dict[str, pl.DataFrame]) -> None:
+        trace = local.get(rank)
+        if trace is not None:
+            cache.store_parts(trace.path, trace.source_identity, tables_tag(trace), parts)
+
+    return (stored_part if read else None), keep_part

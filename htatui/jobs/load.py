@@ -79,10 +79,13 @@ def load_traces(
     if datasets and not traces and len(datasets) == 1:
         summary, stored_table, stored_rank_table = _dataset_summary(datasets[0], aligned)
     keep_tables = None
+    stored_part: Callable[[int, str], pl.DataFrame | None] | None = None
+    keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = None
     if not datasets and (use_cache or refresh_cache):
-        from htatui.jobs.cached_tables import cached_rank_tables
+        from htatui.jobs.cached_tables import cached_rank_parts, cached_rank_tables
 
         stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned, read=use_cache)
+        stored_part, keep_part = cached_rank_parts(aligned, read=use_cache)
     return TraceSet(
         ranks=aligned,
         problems=problems,
@@ -91,6 +94,8 @@ def load_traces(
         stored_table=stored_table,
         stored_rank_table=stored_rank_table,
         keep_tables=keep_tables,
+        stored_part=stored_part,
+        keep_part=keep_part,
     )
 
 

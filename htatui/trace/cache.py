@@ -7,8 +7,9 @@ they are regular files (not links), the JSON names this key (a copy of another e
 not this trace) and the data files have those sizes and checksums; anything else is rebuilt,
 never trusted. An entry may also keep small tables in `<key>.tables`, each one's offset, size and
 sha256 in the JSON: the file's headline figures (`trace.figures`, written with the events: what a
-cached `info` prints, so it reads no events) and a rank's cross-rank analysis tables
-(`store_tables`, tagged with the job they hold for).
+cached `info` prints, so it reads no events), a rank's cross-rank analysis tables
+(`store_tables`) and its rows of per-rank view tables (`store_parts`), these two tagged with the
+job they hold for.
 
 What is verified, and when: the JSON record is read whole on every open (it is the root: it names
 its key and holds the checksums). The events file's size is checked on open; the events and
@@ -312,10 +313,46 @@ def store_tables(
         record = _entry_record(folder, key)
         if record is None:
             return
-        tagged = (tag, {name: _ipc_bytes(frame) for name, frame in tables.items()})
+        kept = _tagged_blobs(folder, key, record, tag)
+        tables_now = {name: blob for name, blob in kept.items() if name.startswith(PART_PREFIX)}
+        tagged = (tag, {**tables_now, **{name: _ipc_bytes(frame) for name, frame in tables.items()}})
         _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), tagged)
     except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
         return
+
+
+PART_PREFIX = "part/"
+"""Names of a rank's kept view parts (`store_parts`) among its tagged tables."""
+MAX_PARTS = 48
+"""Parts kept per entry: the newest, so the views a user asks for again stay without growing."""
+
+
+def store_parts(path: SourcePath, file_identity: FileIdentity | None, tag: str, parts: dict[str, pl.DataFrame]) -> None:
+    """Keep one rank's rows of per-rank view tables (names start with PART_PREFIX) among its tagged
+    tables, beside those kept for the same `tag` (others were made for another rank number or
+    shift: dropped); the oldest parts go beyond MAX_PARTS. Never fails the caller."""
+    try:
+        key = cache_key(path, file_identity)
+        folder = cache_dir()
+        record = _entry_record(folder, key)
+        if record is None:
+            return
+        kept = _tagged_blobs(folder, key, record, tag)
+        for name in parts:
+            kept.pop(name, None)  # made again: moves to the newest end
+        kept.update({name: _ipc_bytes(frame) for name, frame in parts.items()})
+        old_parts = [name for name in kept if name.startswith(PART_PREFIX)][:-MAX_PARTS]
+        for name in old_parts:
+            del kept[name]
+        _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), (tag, kept))
+    except Exception:  # noqa: BLE001 - e.g. OSError: the part is made again next time
+        return
+
+
+def _tagged_blobs(folder: Path, key: str, record: dict[str, Any], tag: str) -> dict[str, bytes]:
+    """The record's tagged tables that still check out, when they were made for `tag`; else none."""
+    kept = record.get("tables")
+    return _verified_blobs(folder, key, record, "tables") if isinstance(kept, dict) and kept.get("tag") == tag else {}
 
 
 def store_figures(path: SourcePath, file_identity: FileIdentity | None, figures: pl.DataFrame) -> None:

@@ -225,6 +225,12 @@ class TraceSet:
     keep_tables: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
     """Keeps a rank's tables, made from its events with the default options, in its parse-cache
     entry (a trace folder loaded with the cache), so the next open reads them instead."""
+    stored_part: Callable[[int, str], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
+    """Reads, verified, a rank's kept rows of a per-rank view table (`analysis.kept_parts`) by
+    name, for a trace folder loaded with the cache; None when absent, changed or made for another
+    rank number or shift."""
+    keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
+    """Keeps a rank's rows of per-rank view tables, by name, in its parse-cache entry."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""
