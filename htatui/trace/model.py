@@ -75,6 +75,7 @@ class RankTrace:
         "_details",
         "_events",
         "_figures",
+        "_figures_read",
         "_load",
         "_load_details",
         "_lock",
@@ -121,6 +122,7 @@ class RankTrace:
         self._load_details = load_details
         self._lock = threading.Lock()
         self._figures = figures
+        self._figures_read: pl.DataFrame | None = None
         self.source_stamp = source_stamp
         """The source file's (size, mtime_ns) when a dataset ingested it: exports that re-read the
         source refuse a file changed since (its events would not be the stored ones)."""
@@ -146,7 +148,9 @@ class RankTrace:
         """The file's headline figures as parsing made them (`trace.figures.file_figures`, before
         this rank's shift), without reading the events: kept in its cache entry, or made when it
         was parsed now; None when neither holds (they are made from the events)."""
-        return self._figures() if self._figures is not None else None
+        if self._figures_read is None and self._figures is not None:
+            self._figures_read = self._figures()  # one small row, asked for by several checks: read once
+        return self._figures_read
 
     @property
     def details(self) -> pl.DataFrame:
