@@ -31,6 +31,7 @@ import io
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -305,20 +306,9 @@ def store_tables(
     """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
     shift, analysis version) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
     bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
-    table is read and verified alone. The entry's untagged tables (its figures) are kept when they
-    check out. Never fails the caller; nothing is kept without an entry."""
-    try:
-        key = cache_key(path, file_identity)
-        folder = cache_dir()
-        record = _entry_record(folder, key)
-        if record is None:
-            return
-        kept = _tagged_blobs(folder, key, record, tag)
-        tables_now = {name: blob for name, blob in kept.items() if name.startswith(PART_PREFIX)}
-        tagged = (tag, {**tables_now, **{name: _ipc_bytes(frame) for name, frame in tables.items()}})
-        _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), tagged)
-    except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
-        return
+    table is read and verified alone. The entry's untagged tables (its figures) and its parts of
+    the same tag are kept when they check out. Never fails the caller; nothing is kept without an entry."""
+    _store_tagged(path, file_identity, tag, tables, keep=lambda name: name.startswith(PART_PREFIX))
 
 
 PART_PREFIX = "part/"
@@ -331,21 +321,32 @@ def store_parts(path: SourcePath, file_identity: FileIdentity | None, tag: str, 
     """Keep one rank's rows of per-rank view tables (names start with PART_PREFIX) among its tagged
     tables, beside those kept for the same `tag` (others were made for another rank number or
     shift: dropped); the oldest parts go beyond MAX_PARTS. Never fails the caller."""
+    _store_tagged(path, file_identity, tag, parts, keep=lambda _: True)
+
+
+def _store_tagged(
+    path: SourcePath,
+    file_identity: FileIdentity | None,
+    tag: str,
+    tables: dict[str, pl.DataFrame],
+    keep: Callable[[str], bool],
+) -> None:
+    """Write `tables` as the entry's tagged tables, after those already kept for `tag` that `keep`
+    names and that check out (newest last; parts beyond MAX_PARTS dropped, oldest first)."""
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
         record = _entry_record(folder, key)
         if record is None:
             return
-        kept = _tagged_blobs(folder, key, record, tag)
-        for name in parts:
+        kept = {name: blob for name, blob in _tagged_blobs(folder, key, record, tag).items() if keep(name)}
+        for name in tables:
             kept.pop(name, None)  # made again: moves to the newest end
-        kept.update({name: _ipc_bytes(frame) for name, frame in parts.items()})
-        old_parts = [name for name in kept if name.startswith(PART_PREFIX)][:-MAX_PARTS]
-        for name in old_parts:
+        kept.update({name: _ipc_bytes(frame) for name, frame in tables.items()})
+        for name in [name for name in kept if name.startswith(PART_PREFIX)][:-MAX_PARTS]:
             del kept[name]
         _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), (tag, kept))
-    except Exception:  # noqa: BLE001 - e.g. OSError: the part is made again next time
+    except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
         return
 
 
