@@ -29,12 +29,22 @@ dependency and sync edges), the edge's kind, its span and weight, and what bound
 
 @dataclass(frozen=True)
 class RankGraph:
-    """A rank's window, its nodes and edges (weights in µs)."""
+    """A rank's window, its nodes and edges (weights in µs).
+
+    A job's graph (`job.py`) adds `meetings` meeting nodes after the nodes of `nodes`: one per
+    collective call, with no event, never on a path's list of nodes (`longest.py`).
+    """
 
     window: Window
     nodes: Nodes
     edges: Edges
     weight: np.ndarray
+    meetings: int = 0
+
+    @property
+    def node_count(self) -> int:
+        """Every node the edges number: the events' and the meetings'."""
+        return len(self.nodes.ts) + self.meetings
 
 
 def build_graph(
@@ -61,10 +71,12 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
     # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
     solved = np.maximum(g.weight, 0.0)
-    found = longest.longest_path(len(g.nodes.ts), src, dst, solved)
+    found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
     if len(found.edges) == 0:
         return pl.DataFrame(schema=PATH_SCHEMA)
     e = found.edges
+    # Each step's own ends (a step through a meeting runs from a rank's start to another's end).
+    step_src, step_dst = found.nodes[:-1], found.nodes[1:]
     # HTA reports each edge's own weight (negative ones too); corrected mode reports what was solved.
     duration = g.weight[e] if hta_compat else solved[e]
     kind = np.asarray(g.edges.kind, np.int64)[e]
@@ -99,12 +111,12 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     index = kept["index"].to_numpy()[safe]
     return pl.DataFrame(
         {
-            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[dst[e]]],
+            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[step_dst]],
             "step": np.arange(len(e), dtype=np.int64),
             "name": [n if h else None for n, h in zip(names.tolist(), has.tolist(), strict=True)],
             "edge_type": [EDGE_TYPES[k] for k in kind.tolist()],
-            "start_us": g.nodes.ts[src[e]],
-            "end_us": g.nodes.ts[dst[e]],
+            "start_us": g.nodes.ts[step_src],
+            "end_us": g.nodes.ts[step_dst],
             "duration_us": duration.astype(np.float64),
             "bound_by": bound.astype(str).tolist(),
             "index": [int(i) if h else None for i, h in zip(index.tolist(), has.tolist(), strict=True)],
