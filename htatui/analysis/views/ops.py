@@ -146,10 +146,11 @@ def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     """The tree is built rank by rank (`each_rank`): over a dataset each rank is read, built and
     dropped, so a thousand-rank job holds the trees, not every rank's events."""
     with gc_paused():
-        return op_events.combine(each_rank(traces, options, _rank_tree))
+        return op_events.combine(each_rank(traces, options, rank_tree))
 
 
-def _rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+def rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    """The tree of a job of one rank (`each_rank`'s part), as `tree` builds each rank's."""
     if options.hta_compat:
         return op_events.build(prepare(part, options).events)
     # X events and instants (a `[memory]` instant outside every event is a row of its own), in
