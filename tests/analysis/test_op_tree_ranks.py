@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import op_tree, ops
@@ -14,6 +15,7 @@ from tests.kineto_util import cpu_op, kernel, runtime, traces_of
 
 def _job(tmp_path: Path) -> TraceSet:
     """Rank 0: A [0,10] launches k (3 µs); rank 1: B [0,10] launches k (4 µs); rank 2: C alone."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     return traces_of(
         tmp_path,
         [cpu_op("A", 0, 10), runtime("cudaLaunchKernel", 1, 2, 1), kernel("k", 5, 3, corr=1)],
@@ -64,3 +66,17 @@ def test_the_job_tree_is_not_built(tmp_path: Path) -> None:
     traces = _job(tmp_path)
     op_tree.compute(traces, op_tree.OpTreeOptions())
     assert not [key for key in traces.derived if key and key[0] == "ops.tree"]
+
+
+def test_a_held_job_tree_is_cut_by_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the ops table made the job's tree, the op tree cuts it a rank at a time instead of
+    building each rank's again, and the table is the same."""
+    fresh = op_tree.compute(_job(tmp_path / "fresh"), op_tree.OpTreeOptions())
+    traces = _job(tmp_path / "held")
+    ops.tree(traces, op_tree.OpTreeOptions())
+
+    def built_again(*_: object) -> None:
+        raise AssertionError("a rank's tree was built again")
+
+    monkeypatch.setattr(ops, "rank_tree", built_again)
+    assert op_tree.compute(traces, op_tree.OpTreeOptions()).equals(fresh)

@@ -166,8 +166,21 @@ def nodes_of(table: pl.DataFrame) -> pl.DataFrame:
 
 def _rank_nodes(part: TraceSet, options: OpTreeOptions) -> tuple[pl.DataFrame, int]:
     """One rank's tree, depth first, numbered as a job of its own (see `numbered`)."""
-    nodes, host_nodes = numbered(ops.rank_tree(part, options))
+    return _depth_first_numbered(ops.rank_tree(part, options))
+
+
+def _depth_first_numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
+    nodes, host_nodes = numbered(tree)
     return depth_first(nodes), host_nodes
+
+
+def _rank_parts(traces: TraceSet, options: OpTreeOptions) -> list[tuple[pl.DataFrame, int]]:
+    """Each chosen rank's nodes: from its tree when the job holds it (the ops table built them),
+    else each rank's tree built and dropped."""
+    held = ops.held_rank_trees(traces, options)
+    if held is None:
+        return each_rank(traces, options, _rank_nodes)
+    return [_depth_first_numbered(tree) for tree in held]
 
 
 def job_numbers(parts: list[tuple[pl.DataFrame, int]]) -> list[pl.DataFrame]:
@@ -199,10 +212,10 @@ def job_numbers(parts: list[tuple[pl.DataFrame, int]]) -> list[pl.DataFrame]:
 def compute(traces: TraceSet, options: OpTreeOptions) -> pl.DataFrame:
     """`report --view op-tree`: the call tree depth first, `call_path` indented two spaces per level.
 
-    Built a rank at a time (`each_rank`; a rank's nodes are its own) and numbered as one tree of
-    the job, so a thousand-rank job holds each rank's nodes, not every rank's events and tree.
+    Built a rank at a time (a rank's nodes are its own) and numbered as one tree of the job, so a
+    thousand-rank job holds each rank's nodes, not every rank's events and tree.
     """
-    parts = job_numbers(each_rank(traces, options, _rank_nodes))
+    parts = job_numbers(_rank_parts(traces, options))
     if not parts:
         return pl.DataFrame(schema=TABLE_COLUMNS)
     # Depth first, rank by rank (`depth_first` keeps each rank's nodes together, ranks in order).
