@@ -21,6 +21,7 @@ from htatui.analysis.views import critical_path as cp
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, Edges
 from htatui.analysis.views.critical_path.longest import longest_path
 from htatui.analysis.views.critical_path.path import RankGraph, path_frame
+from htatui.jobs.load import load_traces
 from tests.kineto_util import Event, cpu_op, kernel, runtime, traces_of
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -198,3 +199,15 @@ def test_shared_nccl_job_path_is_the_pairwise_graphs(load_shared: Any, hta_compa
     path = cp.job_path(traces, cp.CriticalPathOptions(scope=Scope(hta_compat=hta_compat))).frame
     assert path.height > 0
     assert path.equals(path_frame(pairwise(g), hta_compat, ()))
+
+
+def test_unread_ranks_are_read_one_at_a_time(tmp_path: Path) -> None:
+    """A cached folder's ranks are read on demand: the job's path reads each and drops it again,
+    and the path is the one of the ranks loaded whole."""
+    loaded = traces_of(tmp_path, _rank(100), _rank(300), _rank(5000), _rank(200))
+    load_traces([tmp_path], max_workers=1)  # parsed and cached
+    cached = load_traces([tmp_path], max_workers=1)
+    assert not any(rank.loaded for rank in cached.ranks.values())
+    path = cp.job_path(cached, cp.CriticalPathOptions()).frame
+    assert not any(rank.loaded for rank in cached.ranks.values())
+    assert path.equals(cp.job_path(loaded, cp.CriticalPathOptions()).frame)
