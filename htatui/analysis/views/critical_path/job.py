@@ -20,7 +20,7 @@ import polars as pl
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, Edges, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
-from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, meeting_points
+from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
 
 
 def combine(graphs: dict[int, RankGraph]) -> RankGraph:
@@ -62,29 +62,46 @@ def combine(graphs: dict[int, RankGraph]) -> RankGraph:
     return RankGraph(window, nodes, edges, np.concatenate(weights))
 
 
-def matched_calls(g: RankGraph, hta_compat: bool) -> pl.DataFrame:
-    """The collective calls two or more ranks share: row, start and end node, group number, transfer (µs)."""
-    events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64))
-    calls, source = meeting_points(events, hta_compat)
-    if source is None or calls.height == 0:
-        return pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
-    on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
-    rows = events.filter(on_device).select("rank", "ts", "end", "pos").unique(["rank", "ts", "end"], keep="first")
-    found = calls.join(rows, on=["rank", "ts", "end"], how="inner")
-    found = found.with_columns(
-        ranks=pl.col("rank").n_unique().over(CALL_KEY),
-        last_arrival=pl.col("ts").max().over(CALL_KEY),
-        group=pl.struct(CALL_KEY).rank("dense"),
-    ).filter(pl.col("ranks") >= 2)
-    return found.select(
+def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFrame:
+    """The collective calls two or more ranks share: row (in `combine`'s frame), group number,
+    transfer (µs). Each rank's calls and rows are found in its own window (a rank's calls depend on
+    it alone: `meeting.source_calls`), so the job's rows are never scanned at once."""
+    found, row_offset = [], 0
+    for g in graphs.values():
+        events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64) + row_offset)
+        row_offset += events.height
+        for source in SOURCES:
+            calls = source_calls(events, hta_compat, source, None)
+            if calls.height == 0:
+                continue
+            on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
+            rows = events.filter(on_device).select("rank", "ts", "end", "pos")
+            rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
+            found.append(calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source)))
+    empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
+    if not found:
+        return empty
+    # The job's best source: the first any rank has (`meeting.best_source`).
+    every = pl.concat(found, how="vertical_relaxed")
+    chosen = next(source for source in SOURCES if (every["source"] == source).any())
+    matched = (
+        every.filter(pl.col("source") == chosen)
+        .with_columns(
+            ranks=pl.col("rank").n_unique().over(CALL_KEY),
+            last_arrival=pl.col("ts").max().over(CALL_KEY),
+            group=pl.struct(CALL_KEY).rank("dense"),
+        )
+        .filter(pl.col("ranks") >= 2)
+    )
+    return matched.select(
         "pos", "group", transfer_us=pl.max_horizontal(pl.col("end") - pl.col("last_arrival"), pl.lit(0.0))
     ).sort("group", "pos")
 
 
 def join_ranks(graphs: dict[int, RankGraph], hta_compat: bool) -> RankGraph:
     """One graph for the job (module docstring)."""
+    calls = matched_calls(graphs, hta_compat)
     g = combine(graphs)
-    calls = matched_calls(g, hta_compat)
     if calls.height == 0:
         return g
     pos = calls["pos"].to_numpy()

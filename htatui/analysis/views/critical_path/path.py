@@ -81,12 +81,15 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     duration = g.weight[e] if hta_compat else solved[e]
     kind = np.asarray(g.edges.kind, np.int64)[e]
     charged = np.asarray(g.edges.event, np.int64)[e]
-    kept = g.window.events.with_columns(device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8))
     safe = np.maximum(charged, 0)
     has = charged >= 0
-    names = np.asarray(kept["name_text"].to_list(), dtype=object)[safe]
-    on_host = kept["hstream"].to_numpy()[safe] < 0
-    comm = (kept["device_kind"] == COMMUNICATION).to_numpy()[safe]
+    # The rows charged, in path order: typed and named alone (a job's window holds every rank's rows).
+    kept = g.window.events.select(pl.all().gather(safe)).with_columns(
+        device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8)
+    )
+    names = np.asarray(kept["name_text"].to_list(), dtype=object)
+    on_host = kept["hstream"].to_numpy() < 0
+    comm = (kept["device_kind"] == COMMUNICATION).to_numpy()
     loading = np.zeros(len(e), bool)
     pattern = graph.data_loading_pattern(data_loading)
     if pattern is not None:
@@ -108,10 +111,10 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
             ),
         ),
     )
-    index = kept["index"].to_numpy()[safe]
+    index = kept["index"].to_numpy()
     return pl.DataFrame(
         {
-            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[step_dst]],
+            "rank": g.window.events["rank"].gather(np.asarray(g.nodes.event)[step_dst]).to_numpy(),
             "step": np.arange(len(e), dtype=np.int64),
             "name": [n if h else None for n, h in zip(names.tolist(), has.tolist(), strict=True)],
             "edge_type": [EDGE_TYPES[k] for k in kind.tolist()],
