@@ -67,6 +67,7 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
     transfer (µs). Each rank's calls and rows are found in its own window (a rank's calls depend on
     it alone: `meeting.source_calls`), so the job's rows are never scanned at once."""
     found, row_offset = [], 0
+    sources: set[str] = set()
     for g in graphs.values():
         events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64) + row_offset)
         row_offset += events.height
@@ -74,6 +75,7 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
             calls = source_calls(events, hta_compat, source, None)
             if calls.height == 0:
                 continue
+            sources.add(source)
             on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
             rows = events.filter(on_device).select("rank", "ts", "end", "pos")
             rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
@@ -81,11 +83,11 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
     empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
     if not found:
         return empty
-    # The job's best source: the first any rank has (`meeting.best_source`).
-    every = pl.concat(found, how="vertical_relaxed")
-    chosen = next(source for source in SOURCES if (every["source"] == source).any())
+    # The job's best source: the first any rank has calls of (`meeting.meeting_points`).
+    chosen = next(source for source in SOURCES if source in sources)
     matched = (
-        every.filter(pl.col("source") == chosen)
+        pl.concat(found, how="vertical_relaxed")
+        .filter(pl.col("source") == chosen)
         .with_columns(
             ranks=pl.col("rank").n_unique().over(CALL_KEY),
             last_arrival=pl.col("ts").max().over(CALL_KEY),
