@@ -80,6 +80,7 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
             rows = events.filter(on_device).select("rank", "ts", "end", "pos")
             rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
             found.append(calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source)))
+            break  # the job's source is never worse than this rank's best
     empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
     if not found:
         return empty
