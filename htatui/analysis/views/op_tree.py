@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import each_rank
 from htatui.analysis.model.op_events import OpEvents
 from htatui.analysis.views import ops
 from htatui.trace.model import TraceSet
@@ -38,6 +39,13 @@ _METRICS = ("cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
 
 def build(tree: OpEvents) -> pl.DataFrame:
     """The call tree of `tree` (`NODE_SCHEMA`), nodes in first-call order."""
+    return numbered(tree)[0]
+
+
+def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
+    """The call tree of `tree` (`NODE_SCHEMA`) and how many of its nodes are host events': those
+    come first (ranks in order, each rank's in first-call order), then the device leaves (in the
+    order of `tree.work`)."""
     events = tree.events.sort("rank", "pos")
     node_of: dict[tuple[int, int | None, str, str], int] = {}
     parents: list[int | None] = []
@@ -72,6 +80,7 @@ def build(tree: OpEvents) -> pl.DataFrame:
         node = node_for(rank, parent_node, name, kind)
         event_node[(rank, pos)] = node
         assigned.append(node)
+    host_nodes = len(parents)
     host = events.select(*_METRICS).with_columns(node=pl.Series(assigned, dtype=pl.Int64))
     work = tree.work.filter(pl.col("owner").is_not_null() & (pl.col("kind") != "gpu-annotation"))
     leaves = [
@@ -103,7 +112,7 @@ def build(tree: OpEvents) -> pl.DataFrame:
         schema={k: NODE_SCHEMA[k] for k in ("rank", "node", "parent_node", "depth", "name", "kind")},
     )
     joined = nodes.join(sums, on="node", how="left", maintain_order="left")
-    return joined.select([pl.col(name).cast(dtype) for name, dtype in NODE_SCHEMA.items()])
+    return joined.select([pl.col(name).cast(dtype) for name, dtype in NODE_SCHEMA.items()]), host_nodes
 
 
 def launcher_of(nodes: pl.DataFrame, rank: int, name: str, kind: str) -> int | None:
@@ -155,8 +164,61 @@ def nodes_of(table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns(name=pl.col("call_path").str.slice(2 * pl.col("depth"))).select(list(NODE_SCHEMA))
 
 
+def _rank_nodes(part: TraceSet, options: OpTreeOptions) -> tuple[pl.DataFrame, int]:
+    """One rank's tree, depth first, numbered as a job of its own (see `numbered`)."""
+    return _depth_first_numbered(ops.rank_tree(part, options))
+
+
+def _depth_first_numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
+    nodes, host_nodes = numbered(tree)
+    return depth_first(nodes), host_nodes
+
+
+def _rank_parts(traces: TraceSet, options: OpTreeOptions) -> list[tuple[pl.DataFrame, int]]:
+    """Each chosen rank's nodes: from its tree when the job holds it (the ops table built them),
+    else each rank's tree built and dropped."""
+    held = ops.held_rank_trees(traces, options)
+    if held is None:
+        return each_rank(traces, options, _rank_nodes)
+    return [_depth_first_numbered(tree) for tree in held]
+
+
+def job_numbers(parts: list[tuple[pl.DataFrame, int]]) -> list[pl.DataFrame]:
+    """Each rank's nodes (with its count of host nodes) numbered as `build` numbers the whole
+    job's: every rank's host nodes first, ranks in order, then every rank's device leaves, ranks in
+    the order given; ranks without nodes left out."""
+    parts = [(nodes, host_nodes) for nodes, host_nodes in parts if nodes.height]
+    ranks = [int(nodes["rank"][0]) for nodes, _ in parts]
+    host_before = [0] * len(parts)
+    seen = 0
+    for i in sorted(range(len(parts)), key=ranks.__getitem__):
+        host_before[i], seen = seen, seen + parts[i][1]
+    leaves_before = seen
+    renumbered = []
+    for (nodes, host_nodes), host_shift in zip(parts, host_before, strict=True):
+        leaf_shift = leaves_before - host_nodes
+        leaves_before += nodes.height - host_nodes
+        renumbered.append(
+            nodes.with_columns(
+                [
+                    pl.when(pl.col(c) < host_nodes).then(pl.col(c) + host_shift).otherwise(pl.col(c) + leaf_shift)
+                    for c in ("node", "parent_node")
+                ]
+            )
+        )
+    return renumbered
+
+
 def compute(traces: TraceSet, options: OpTreeOptions) -> pl.DataFrame:
-    """`report --view op-tree`: the call tree depth first, `call_path` indented two spaces per level."""
-    nodes = depth_first(build(ops.tree(traces, options)))
+    """`report --view op-tree`: the call tree depth first, `call_path` indented two spaces per level.
+
+    Built a rank at a time (a rank's nodes are its own) and numbered as one tree of the job, so a
+    thousand-rank job holds each rank's nodes, not every rank's events and tree.
+    """
+    parts = job_numbers(_rank_parts(traces, options))
+    if not parts:
+        return pl.DataFrame(schema=TABLE_COLUMNS)
+    # Depth first, rank by rank (`depth_first` keeps each rank's nodes together, ranks in order).
+    nodes = pl.concat(sorted(parts, key=lambda part: int(part["rank"][0])), how="vertical")
     table = nodes.with_columns(call_path=pl.lit("  ").repeat_by(pl.col("depth")).list.join("") + pl.col("name"))
     return table.select([pl.col(name).cast(dtype) for name, dtype in TABLE_COLUMNS.items()])

@@ -142,14 +142,25 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     return memoised(traces, ("ops.tree", *selection_key(traces, options)), lambda: _tree(traces, options))
 
 
+def held_rank_trees(traces: TraceSet, options: CommonOptions) -> list[op_events.OpEvents] | None:
+    """Each chosen rank's tree, as `tree` built them, when the job holds that tree (None otherwise)."""
+    found = traces.derived.get(("ops.rank_trees", *selection_key(traces, options)))
+    return found if isinstance(found, list) else None
+
+
 def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     """The tree is built rank by rank (`each_rank`): over a dataset each rank is read, built and
-    dropped, so a thousand-rank job holds the trees, not every rank's events."""
+    dropped, so a thousand-rank job holds the trees, not every rank's events. The ranks' trees
+    are kept beside it (its frames hold their buffers, so they cost nothing more) for the op tree,
+    which reads each rank's alone (`held_rank_trees`)."""
+    key = ("ops.rank_trees", *selection_key(traces, options))
     with gc_paused():
-        return op_events.combine(each_rank(traces, options, _rank_tree))
+        parts = memoised(traces, key, lambda: each_rank(traces, options, rank_tree))
+    return op_events.combine(parts)
 
 
-def _rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+def rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
+    """The tree of a job of one rank (`each_rank`'s part), as `tree` builds each rank's."""
     if options.hta_compat:
         return op_events.build(prepare(part, options).events)
     # X events and instants (a `[memory]` instant outside every event is a row of its own), in

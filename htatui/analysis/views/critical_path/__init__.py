@@ -132,7 +132,10 @@ def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
 
 def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     graphs, problems = {}, []
-    for rank in chosen_ranks(traces, options):
+    chosen = chosen_ranks(traces, options)
+    # Over a dataset each rank is read, its graph built and the rank dropped again (`each_rank`'s rule).
+    unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
+    for rank in chosen:
         # A rank whose own path was solved already (the page's rank tables) lends its graph.
         solved: Solved | None = traces.derived.get(_rank_key(traces, options, rank))
         if solved is not None and solved[0] is not None:
@@ -145,6 +148,9 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
             )
         except WindowError as err:
             problems.append(f"rank {rank}: {err}")
+        del events
+        if len(unread) >= 2 and rank in unread:
+            traces.ranks[rank].unload()
     note = "; ".join(problems) or None
     empty = pl.DataFrame(schema=PATH_SCHEMA)
     if not graphs:

@@ -1,10 +1,13 @@
 """The job's critical path: every rank's graph, joined where the ranks meet at a collective.
 
-A collective cannot end on any rank before it has started on every rank. For each call matched
-across ranks (the Ranks view's meeting points: communication kernels, else the collectives' CPU
-ops), every rank's arrival (the call's start) gets an edge to every rank's completion (its end),
-weighing the transfer: the rank's end minus the last arrival. The rank's own span of the call is
-weighed the same way, so the time a rank spent waiting for the others is not charged to the
+A collective cannot end on any rank before it has started on every rank. Each call matched across
+ranks (the Ranks view's meeting points: communication kernels, else the collectives' CPU ops) gets
+a meeting node: an edge from every rank's arrival (the call's start) into it, weighing nothing,
+and one from it to every rank's completion (its end), weighing the transfer: the rank's end minus
+the last arrival. That is 2 × ranks edges a call where an edge from every arrival to every
+completion would be ranks²; `longest.py` solves it as that pairwise graph (the same path, the same
+choice among equals) and leaves the meeting nodes out of the path. The rank's own span of the call
+is weighed the same way, so the time a rank spent waiting for the others is not charged to the
 collective: the longest path reaches the completion through the rank that arrived last, and the
 work that made it late.
 """
@@ -17,7 +20,7 @@ import polars as pl
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, Edges, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
-from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, meeting_points
+from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
 
 
 def combine(graphs: dict[int, RankGraph]) -> RankGraph:
@@ -59,50 +62,104 @@ def combine(graphs: dict[int, RankGraph]) -> RankGraph:
     return RankGraph(window, nodes, edges, np.concatenate(weights))
 
 
-def matched_calls(g: RankGraph, hta_compat: bool) -> pl.DataFrame:
-    """The collective calls two or more ranks share: row, start and end node, group number, transfer (µs)."""
-    events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64))
-    calls, source = meeting_points(events, hta_compat)
-    if source is None or calls.height == 0:
-        return pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
-    on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
-    rows = events.filter(on_device).select("rank", "ts", "end", "pos").unique(["rank", "ts", "end"], keep="first")
-    found = calls.join(rows, on=["rank", "ts", "end"], how="inner")
-    found = found.with_columns(
-        ranks=pl.col("rank").n_unique().over(CALL_KEY),
-        last_arrival=pl.col("ts").max().over(CALL_KEY),
-        group=pl.struct(CALL_KEY).rank("dense"),
-    ).filter(pl.col("ranks") >= 2)
-    return found.select(
+def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFrame:
+    """The collective calls two or more ranks share: row (in `combine`'s frame), group number,
+    transfer (µs). Each rank's calls and rows are found in its own window (a rank's calls depend on
+    it alone: `meeting.source_calls`), so the job's rows are never scanned at once."""
+    found, row_offset = [], 0
+    sources: set[str] = set()
+    for g in graphs.values():
+        events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64) + row_offset)
+        row_offset += events.height
+        for source in SOURCES:
+            calls = source_calls(events, hta_compat, source, None)
+            if calls.height == 0:
+                continue
+            sources.add(source)
+            on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
+            rows = events.filter(on_device).select("rank", "ts", "end", "pos")
+            rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
+            found.append(calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source)))
+            break  # the job's source is never worse than this rank's best
+    empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
+    if not found:
+        return empty
+    # The job's best source: the first any rank has calls of (`meeting.meeting_points`).
+    chosen = next(source for source in SOURCES if source in sources)
+    matched = (
+        pl.concat(found, how="vertical_relaxed")
+        .filter(pl.col("source") == chosen)
+        .with_columns(
+            ranks=pl.col("rank").n_unique().over(CALL_KEY),
+            last_arrival=pl.col("ts").max().over(CALL_KEY),
+            group=pl.struct(CALL_KEY).rank("dense"),
+        )
+        .filter(pl.col("ranks") >= 2)
+    )
+    return matched.select(
         "pos", "group", transfer_us=pl.max_horizontal(pl.col("end") - pl.col("last_arrival"), pl.lit(0.0))
     ).sort("group", "pos")
 
 
 def join_ranks(graphs: dict[int, RankGraph], hta_compat: bool) -> RankGraph:
     """One graph for the job (module docstring)."""
+    calls = matched_calls(graphs, hta_compat)
     g = combine(graphs)
-    calls = matched_calls(g, hta_compat)
     if calls.height == 0:
         return g
-    start = g.nodes.start_of[calls["pos"].to_numpy()]
-    end = g.nodes.end_of[calls["pos"].to_numpy()]
+    pos = calls["pos"].to_numpy()
+    start, end = g.nodes.start_of[pos], g.nodes.end_of[pos]
     transfer = calls["transfer_us"].to_numpy()
-    group = calls["group"].to_numpy()
+    weight = own_spans_weighed(g, start, end, transfer)
+    meeting_src, meeting_dst, meeting_event, meeting_weight, meetings = meeting_edges(
+        calls["group"].to_numpy(), start, end, pos, transfer, len(g.nodes.ts)
+    )
+    count = len(meeting_src)
+    g.edges.extend(
+        meeting_src,
+        meeting_dst,
+        np.full(count, COLLECTIVE, np.int64),
+        meeting_event,
+        np.zeros(count, bool),
+    )
+    return RankGraph(g.window, g.nodes, g.edges, np.concatenate([weight, meeting_weight]), meetings)
+
+
+def own_spans_weighed(g: RankGraph, start: np.ndarray, end: np.ndarray, transfer: np.ndarray) -> np.ndarray:
+    """The graph's weights with each call's own span (its start → end operator edge, the last one
+    added when there are two) weighing the call's transfer: the wait is the late rank's to explain."""
     weight = g.weight.copy()
-    # A call's own span weighs its transfer too: the wait is the late rank's to explain.
-    own = {
-        (s, d): i
-        for i, (s, d, k) in enumerate(zip(g.edges.src, g.edges.dst, g.edges.kind, strict=True))
-        if k == OPERATOR
-    }
-    for s, d, t in zip(start.tolist(), end.tolist(), transfer.tolist(), strict=True):
-        if (s, d) in own:
-            weight[own[(s, d)]] = t
-    added: list[float] = []
-    for members in np.split(np.arange(len(group)), np.flatnonzero(np.diff(group)) + 1):
-        for r in members.tolist():
-            for q in members.tolist():
-                if q != r and start[q] >= 0 and end[r] >= 0:
-                    g.edges.add(int(start[q]), int(end[r]), COLLECTIVE, int(g.nodes.event[end[r]]))
-                    added.append(float(transfer[r]))
-    return RankGraph(g.window, g.nodes, g.edges, np.concatenate([weight, np.asarray(added)]))
+    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    ops = np.flatnonzero(np.asarray(g.edges.kind, np.int64) == OPERATOR)
+    size = len(g.nodes.ts) + 1
+    keys, last_reversed = np.unique((src[ops] * size + dst[ops])[::-1], return_index=True)
+    last = ops[len(ops) - 1 - last_reversed]
+    wanted = start * size + end
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    hit = (start >= 0) & (end >= 0) & (keys[at] == wanted) if len(keys) else np.zeros(len(wanted), bool)
+    weight[last[at[hit]]] = transfer[hit]
+    return weight
+
+
+def meeting_edges(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, row: np.ndarray, transfer: np.ndarray, first: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Each call's meeting node (numbered from `first`) and its edges: every rank's start into it,
+    then out of it to every rank's end, ranks in the calls' order; the edges' sources, destinations,
+    charged rows (−1 for the edges in) and weights (0 in, the rank's transfer out), and the count
+    of meetings. Calls with fewer than two ranks that have nodes get none (no rank to wait for)."""
+    has = (start >= 0) & (end >= 0)
+    group, start, end, row, transfer = group[has], start[has], end[has], row[has], transfer[has]
+    _, inverse, counts = np.unique(group, return_inverse=True, return_counts=True)
+    shared = counts[inverse] >= 2
+    inverse, start, end, row, transfer = inverse[shared], start[shared], end[shared], row[shared], transfer[shared]
+    kept, meeting = np.unique(inverse, return_inverse=True)
+    node = first + meeting
+    size = len(node)
+    # Sorted by meeting, edges in before edges out, each in the calls' order.
+    order = np.lexsort((np.arange(2 * size), np.repeat([0, 1], size), np.concatenate([meeting, meeting])))
+    src = np.concatenate([start, node])[order]
+    dst = np.concatenate([node, end])[order]
+    event = np.concatenate([np.full(size, -1, np.int64), row])[order]
+    weight = np.concatenate([np.zeros(size), transfer])[order]
+    return src.astype(np.int64), dst.astype(np.int64), event.astype(np.int64), weight.astype(np.float64), len(kept)

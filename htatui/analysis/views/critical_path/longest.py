@@ -4,6 +4,12 @@ Nodes are visited in networkx's topological order (generations of zero in-degree
 order their edges were added); each takes its best predecessor (the first added among equals) unless
 every way in is negative, and the path ends at the first node of greatest length in that order.
 The same answer `networkx.dag_longest_path` gives, without the graph objects.
+
+A graph may end with *meeting nodes* (a job's collective calls, `job.py`): a meeting node's i-th
+edge in and i-th edge out belong to one rank's call (its start, its end), and it stands for an edge
+from every rank's start to every other rank's end, each rank's own start → end being an edge of
+its own. It is visited as that pairwise graph would be (the same order, so the same path among
+equals) and never ends a path; the path's nodes and edges leave it out (`Path`).
 """
 
 from __future__ import annotations
@@ -23,11 +29,47 @@ class CycleError(ValueError):
 
 @dataclass(frozen=True)
 class Path:
-    """The path's nodes in order, its edges (positions in the edge arrays) and its length."""
+    """The path's nodes in order, its edges (positions in the edge arrays) and its length.
+
+    `edges[i]` is the edge that reaches `nodes[i + 1]` from `nodes[i]`; a step through a meeting
+    node is one step, charged to the meeting's edge out (the edge in weighs nothing).
+    """
 
     nodes: Ints
     edges: Ints
     length: float
+
+
+@dataclass
+class _Meetings:
+    """Per meeting node: its ranks' start and end nodes (paired by position), the starts not yet
+    visited, and which ends have their own start → end edge."""
+
+    starts: list[list[int]]
+    ends: list[list[int]]
+    waiting: list[int]
+    direct: list[list[bool]]
+    counted: list[list[bool]]
+
+
+def _meetings(real: int, count: int, src: Ints, dst: Ints) -> _Meetings:
+    """The `count` meeting nodes (numbered from `real`) as pairs of edges; ValueError when they do not pair up."""
+    if np.any((src >= real) & (dst >= real)):
+        raise ValueError("an edge joins two meeting nodes")
+    into, out = dst >= real, src >= real
+    by_in = np.flatnonzero(into)[np.argsort(dst[into], kind="stable")]
+    by_out = np.flatnonzero(out)[np.argsort(src[out], kind="stable")]
+    n_in = np.bincount(dst[into] - real, minlength=count)
+    n_out = np.bincount(src[out] - real, minlength=count)
+    if np.any(n_in != n_out) or np.any(n_in == 0):
+        raise ValueError("a meeting node's edges in and out do not pair up")
+    cut = np.cumsum(n_in)[:-1]
+    starts = [s.tolist() for s in np.split(src[by_in], cut)]
+    ends = [e.tolist() for e in np.split(dst[by_out], cut)]
+    key = src.astype(np.int64) * (int(dst.max(initial=0)) + 1) + dst
+    pair_key = src[by_in].astype(np.int64) * (int(dst.max(initial=0)) + 1) + dst[by_out]
+    direct = [d.tolist() for d in np.split(np.isin(pair_key, key), cut)]
+    return _Meetings(starts, ends, n_in.tolist(), direct, [[False] * len(s) for s in starts])
 
 
 def unique_edges(src: Ints, dst: Ints) -> tuple[Ints, Ints]:
@@ -40,36 +82,70 @@ def unique_edges(src: Ints, dst: Ints) -> tuple[Ints, Ints]:
     return first[order], last[order]
 
 
-def topological_order(n: int, src: Ints, dst: Ints) -> Ints:
-    """networkx's topological_sort order (see the module docstring); CycleError on a cycle."""
+def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
+    """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
+
+    A meeting node is placed when its last start is visited (before any of its ends). Its ends
+    are freed as the pairwise graph frees them: each by its own start → end edge when its start is
+    the last to come (its count from the meeting taken when only that start was left), the others
+    after the last start's own edges, in the meeting's order.
+    """
+    real = n - meetings
     by_src = np.argsort(src, kind="stable")
     starts = np.searchsorted(src[by_src], np.arange(n + 1))
     children = dst[by_src].tolist()
     bounds = starts.tolist()
     indegree = np.bincount(dst, minlength=n).tolist()
-    generation = [v for v in range(n) if indegree[v] == 0]
+    meet = _meetings(real, meetings, src, dst) if meetings else None
+    generation = [v for v in range(real) if indegree[v] == 0]
     order: list[int] = []
+    visited = [False] * n
     while generation:
         order.extend(generation)
         following: list[int] = []
         for node in generation:
+            visited[node] = True
             for child in children[bounds[node] : bounds[node + 1]]:
-                indegree[child] -= 1
-                if indegree[child] == 0:
-                    following.append(child)
+                if child < real:
+                    indegree[child] -= 1
+                    if indegree[child] == 0:
+                        following.append(child)
+                    continue
+                assert meet is not None
+                m = child - real
+                meet.waiting[m] -= 1
+                counted = meet.counted[m]
+                if meet.waiting[m] == 1:
+                    # One start is left: its end waits for it by its own edge, no longer for the meeting.
+                    last = next(i for i, s in enumerate(meet.starts[m]) if not visited[s])
+                    if meet.direct[m][last]:
+                        counted[last] = True
+                        indegree[meet.ends[m][last]] -= 1
+                elif meet.waiting[m] == 0:
+                    order.append(child)
+                    for i, end in enumerate(meet.ends[m]):
+                        if not counted[i]:
+                            counted[i] = True
+                            indegree[end] -= 1
+                            if indegree[end] == 0:
+                                following.append(end)
         generation = following
     if len(order) != n:
         raise CycleError("the graph has a cycle")
     return np.asarray(order, dtype=np.int64)
 
 
-def longest_path(n: int, src: Ints, dst: Ints, weight: Floats) -> Path:
-    """The longest path over `n` nodes by `weight` (edges as added; repeated pairs count once, last weight)."""
+def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0) -> Path:
+    """The longest path over `n` nodes by `weight` (edges as added; repeated pairs count once, last weight).
+
+    The last `meetings` nodes are meeting nodes (module docstring).
+    """
     if n == 0:
         return Path(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
+    real = n - meetings
     first, last = unique_edges(src, dst)
     u, v, w = src[first], dst[first], weight[last]
-    order = topological_order(n, u, v)
+    order = topological_order(n, u, v, meetings)
     by_dst = np.argsort(v, kind="stable")
     starts = np.searchsorted(v[by_dst], np.arange(n + 1)).tolist()
     pred, pred_w, pred_edge = u[by_dst].tolist(), w[by_dst].tolist(), last[by_dst].tolist()
@@ -84,11 +160,17 @@ def longest_path(n: int, src: Ints, dst: Ints, weight: Floats) -> Path:
                 best, best_from, best_edge = length, pred[j], pred_edge[j]
         if best is not None and best >= 0:
             dist[node], back[node], via[node] = best, best_from, best_edge
-    order_list = order.tolist()
     lengths = np.asarray(dist)[order]
-    end = order_list[int(np.argmax(lengths))] if n else 0
+    lengths[order >= real] = -np.inf
+    end = int(order[int(np.argmax(lengths))])
     nodes, path_edges = [end], []
     while back[nodes[-1]] != nodes[-1]:
-        path_edges.append(via[nodes[-1]])
-        nodes.append(back[nodes[-1]])
+        edge, before = via[nodes[-1]], back[nodes[-1]]
+        if before >= real:
+            # A meeting: one step from the start that came last to this end.
+            if back[before] == before:
+                break
+            before = back[before]
+        path_edges.append(edge)
+        nodes.append(before)
     return Path(np.asarray(nodes[::-1], np.int64), np.asarray(path_edges[::-1], np.int64), float(dist[end]))

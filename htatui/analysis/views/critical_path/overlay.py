@@ -43,19 +43,22 @@ def path_marks(g: RankGraph) -> PathMarks:
     as (source event, at its start?, destination event, at its start?, kind, weight)."""
     src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
     solved = np.maximum(g.weight, 0.0)  # as path_frame solves it
-    found = longest.longest_path(len(g.nodes.ts), src, dst, solved)
+    found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
     file_index = g.window.events["index"].to_numpy()[np.asarray(g.nodes.event, np.int64)]
     on_path = file_index[found.nodes] if len(found.nodes) else np.zeros(0, np.int64)
     edges = found.edges
     kind = np.asarray(g.edges.kind, np.int64)[edges] if len(edges) else np.zeros(0, np.int64)
-    linked = edges[np.isin(kind, LINKED_KINDS)] if len(edges) else edges
+    shown = np.isin(kind, LINKED_KINDS)
+    linked = edges[shown]
+    # Each step's own ends (`longest.Path`), so a step through a meeting node joins two events.
+    step_src, step_dst = found.nodes[:-1][shown], found.nodes[1:][shown]
     links = pl.DataFrame(
         {
-            "src_index": file_index[src[linked]],
-            "src_is_start": g.nodes.is_start[src[linked]],
-            "dst_index": file_index[dst[linked]],
-            "dst_is_start": g.nodes.is_start[dst[linked]],
-            "edge_type": [EDGE_TYPES[k] for k in np.asarray(g.edges.kind, np.int64)[linked].tolist()],
+            "src_index": file_index[step_src],
+            "src_is_start": g.nodes.is_start[step_src],
+            "dst_index": file_index[step_dst],
+            "dst_is_start": g.nodes.is_start[step_dst],
+            "edge_type": [EDGE_TYPES[k] for k in kind[shown].tolist()],
             "weight_us": solved[linked],
         },
         schema=LINK_SCHEMA,

@@ -29,12 +29,22 @@ dependency and sync edges), the edge's kind, its span and weight, and what bound
 
 @dataclass(frozen=True)
 class RankGraph:
-    """A rank's window, its nodes and edges (weights in µs)."""
+    """A rank's window, its nodes and edges (weights in µs).
+
+    A job's graph (`job.py`) adds `meetings` meeting nodes after the nodes of `nodes`: one per
+    collective call, with no event, never on a path's list of nodes (`longest.py`).
+    """
 
     window: Window
     nodes: Nodes
     edges: Edges
     weight: np.ndarray
+    meetings: int = 0
+
+    @property
+    def node_count(self) -> int:
+        """Every node the edges number: the events' and the meetings'."""
+        return len(self.nodes.ts) + self.meetings
 
 
 def build_graph(
@@ -61,20 +71,25 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
     # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
     solved = np.maximum(g.weight, 0.0)
-    found = longest.longest_path(len(g.nodes.ts), src, dst, solved)
+    found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
     if len(found.edges) == 0:
         return pl.DataFrame(schema=PATH_SCHEMA)
     e = found.edges
+    # Each step's own ends (a step through a meeting runs from a rank's start to another's end).
+    step_src, step_dst = found.nodes[:-1], found.nodes[1:]
     # HTA reports each edge's own weight (negative ones too); corrected mode reports what was solved.
     duration = g.weight[e] if hta_compat else solved[e]
     kind = np.asarray(g.edges.kind, np.int64)[e]
     charged = np.asarray(g.edges.event, np.int64)[e]
-    kept = g.window.events.with_columns(device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8))
     safe = np.maximum(charged, 0)
     has = charged >= 0
-    names = np.asarray(kept["name_text"].to_list(), dtype=object)[safe]
-    on_host = kept["hstream"].to_numpy()[safe] < 0
-    comm = (kept["device_kind"] == COMMUNICATION).to_numpy()[safe]
+    # The rows charged, in path order: typed and named alone (a job's window holds every rank's rows).
+    kept = g.window.events.select(pl.all().gather(safe)).with_columns(
+        device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8)
+    )
+    names = np.asarray(kept["name_text"].to_list(), dtype=object)
+    on_host = kept["hstream"].to_numpy() < 0
+    comm = (kept["device_kind"] == COMMUNICATION).to_numpy()
     loading = np.zeros(len(e), bool)
     pattern = graph.data_loading_pattern(data_loading)
     if pattern is not None:
@@ -96,15 +111,15 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
             ),
         ),
     )
-    index = kept["index"].to_numpy()[safe]
+    index = kept["index"].to_numpy()
     return pl.DataFrame(
         {
-            "rank": kept["rank"].to_numpy()[np.asarray(g.nodes.event)[dst[e]]],
+            "rank": g.window.events["rank"].gather(np.asarray(g.nodes.event)[step_dst]).to_numpy(),
             "step": np.arange(len(e), dtype=np.int64),
             "name": [n if h else None for n, h in zip(names.tolist(), has.tolist(), strict=True)],
             "edge_type": [EDGE_TYPES[k] for k in kind.tolist()],
-            "start_us": g.nodes.ts[src[e]],
-            "end_us": g.nodes.ts[dst[e]],
+            "start_us": g.nodes.ts[step_src],
+            "end_us": g.nodes.ts[step_dst],
             "duration_us": duration.astype(np.float64),
             "bound_by": bound.astype(str).tolist(),
             "index": [int(i) if h else None for i, h in zip(index.tolist(), has.tolist(), strict=True)],

@@ -34,15 +34,15 @@ def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int) -> p
     solved = np.maximum(g.weight, 0.0)
     kind = np.asarray(g.edges.kind, np.int64)
     charged = np.where((kind == OPERATOR) | (kind == COLLECTIVE), np.asarray(g.edges.event, np.int64), -1)
-    n = len(g.nodes.ts)
-    now = longest.longest_path(n, src, dst, solved).length
+    n = g.node_count
+    now = longest.longest_path(n, src, dst, solved, g.meetings).length
     rows = g.window.events.select("rank", "index").with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64))
     tried = top.head(count).join(rows, on=["rank", "index"], how="left")
     keep = 1.0 - faster_pct / 100.0
     after = []
     for row in tried["row"].to_list():
         weight = np.where(charged == row, solved * keep, solved) if row is not None else solved
-        after.append(longest.longest_path(n, src, dst, weight).length)
+        after.append(longest.longest_path(n, src, dst, weight, g.meetings).length)
     table = tried.select("rank", "name", "bound_by", "time_us").with_columns(
         path_us=pl.lit(now, dtype=pl.Float64),
         path_if_faster_us=pl.Series(after, dtype=pl.Float64),
@@ -80,11 +80,13 @@ def rank_what_if(g: RankGraph) -> pl.DataFrame:
     solved = np.maximum(g.weight, 0.0)
     kind = np.asarray(g.edges.kind, np.int64)
     rank_of_row = g.window.events["rank"].to_numpy()
-    edge_rank = rank_of_row[g.nodes.event[src]]
+    # An edge's rank is its source's (a meeting node's edges out: their end's).
+    real = len(g.nodes.ts)
+    edge_rank = rank_of_row[g.nodes.event[np.where(src < real, src, dst)]]
     own = ~(kind == COLLECTIVE)
     ranks = np.unique(edge_rank).tolist()
-    n = len(g.nodes.ts)
-    job_now = longest.longest_path(n, src, dst, solved).length
+    n = g.node_count
+    job_now = longest.longest_path(n, src, dst, solved, g.meetings).length
     lengths = [_solve_subset(src[m], dst[m], solved[m]) for m in ((edge_rank == r) & own for r in ranks)]
     median = float(np.median(lengths)) if lengths else 0.0
     after = []
@@ -93,7 +95,7 @@ def rank_what_if(g: RankGraph) -> pl.DataFrame:
             after.append(job_now)
             continue
         scaled = np.where((edge_rank == r) & own, solved * (median / length), solved)
-        after.append(longest.longest_path(n, src, dst, scaled).length)
+        after.append(longest.longest_path(n, src, dst, scaled, g.meetings).length)
     table = pl.DataFrame(
         {"rank": ranks, "own_path_us": lengths, "job_path_if_median_us": after},
         schema={"rank": pl.Int32(), "own_path_us": pl.Float64(), "job_path_if_median_us": pl.Float64()},
