@@ -165,3 +165,15 @@ def test_prefetch_passes_errors_on_and_stops_its_thread() -> None:
     assert next(early) == b"\x00"
     early.close()
     assert threading.active_count() == before and finished == ["done"] * 3
+
+
+def test_progress_counts_file_offsets_to_the_size(tmp_path: Path, pool: ProcessPoolExecutor) -> None:
+    path = written(tmp_path / "t.json", plain_events(300), ", ")
+    seen: list[tuple[int, int]] = []
+    with open_trace(path) as source:
+        decode_columns_parallel(
+            source, [], WORKERS, chunk_bytes=1024, local_pieces=2, executor=pool, progress=lambda *p: seen.append(p)
+        )
+    size = path.stat().st_size
+    assert len(seen) > 20 and seen[-1] == (size, size) and all(total == size for _, total in seen)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
