@@ -74,7 +74,7 @@ def test_neighbouring_spans_meet_at_one_boundary(tmp_path: Path, separator: str)
         for piece in pieces:
             if piece is None:
                 continue
-            doc = json.loads(piece.data)
+            doc = json.loads(bytes(piece.data))
             decoded += doc["traceEvents"] if piece.tail else doc
         assert decoded == events, piece_bytes
         assert [piece.tail for piece in pieces if piece is not None][-1]

@@ -283,18 +283,19 @@ class Piece:
     `position` is the window's (bytes done, bytes total) once the piece was cut, for progress.
     """
 
-    data: bytes
+    data: Buffer
+    """Bytes, or for a span's piece (ranges.py) a view of the buffer it was read into."""
     after: bytes
     tail: bool
     position: tuple[int, int]
 
     def joined(self, following: Piece, opening: bytes) -> Piece:
         """This piece grown to the end of `following` (the cut between them was a wrong one)."""
-        body = self.data[1:-1] + self.after
+        body = (self.data[1:-1], self.after)
         if following.tail:
-            data = opening + body + following.data[len(opening) :]
+            data = b"".join((opening, *body, following.data[len(opening) :]))
         else:
-            data = b"[" + body + following.data[1:]
+            data = b"".join((b"[", *body, following.data[1:]))
         return Piece(data, following.after, following.tail, following.position)
 
 

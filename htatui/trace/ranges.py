@@ -75,7 +75,8 @@ def read_span(span: Span, fd: int | None = None) -> Piece | None:
 
 def _read_checked(span: Span, fd: int) -> Piece | None:
     _check(span, fd)
-    piece = _read_piece(span, _FileBytes(fd, span.start, span.identity.size))
+    # From the byte before `start`, which a piece's `[` is written over (chunks._decode_cut).
+    piece = _read_piece(span, _FileBytes(fd, span.start - 1, span.identity.size))
     _check(span, fd)
     return piece
 
@@ -96,37 +97,43 @@ def _read_piece(span: Span, held: _FileBytes) -> Piece | None:
         begin = opening[1] - 1  # the next event's `{`
     # From `stop`, not `begin`: an opening boundary past `stop` is the next span's too (then empty).
     closing = held.boundary(span.stop)
-    position = (span.identity.size, span.identity.size)
+    size = span.identity.size
     if closing is None:
-        held.read_to(span.identity.size)
-        return Piece(held.framed(span.opening, begin, span.identity.size, b""), b"", True, position)
+        held.read_to(size)
+        return Piece(held.after(span.opening, begin), b"", True, (size, size))
     end = closing[0] + 1  # just after the last event's `}`
     if end <= begin:
         return None
-    return Piece(held.framed(b"[", begin, end, b"]"), b"", False, (end, position[1]))
+    return Piece(held.bracketed(begin, end), b"", False, (end, size))
 
 
 class _FileBytes:
-    """Bytes of a file from `base` on, read as far as asked (whole reads: pread may return less)."""
+    """Bytes of a file from `base` on, read as far as asked into one buffer (no copy per read)."""
 
     def __init__(self, fd: int, base: int, size: int) -> None:
         self.fd = fd
         self.base = base
         self.size = size
         self.buf = bytearray()
+        self.held = 0
+        """Bytes of `buf` read so far."""
 
     def read_to(self, offset: int) -> bool:
         """Read on to `offset` (at most the file's size); False if nothing more was there."""
-        want = min(offset, self.size) - self.base - len(self.buf)
-        grew = False
-        while want > 0:
-            block = os.pread(self.fd, want, self.base + len(self.buf))
-            if not block:
-                raise TraceFormatError(CHANGED)  # shorter than its size: truncated meanwhile
-            self.buf += block
-            want -= len(block)
-            grew = True
-        return grew
+        end = min(offset, self.size) - self.base
+        if end <= self.held:
+            return False
+        if end > len(self.buf):
+            grown = bytearray(end)
+            grown[: self.held] = memoryview(self.buf)[: self.held]
+            self.buf = grown
+        with memoryview(self.buf) as view:
+            while self.held < end:
+                count = os.preadv(self.fd, [view[self.held : end]], self.base + self.held)
+                if not count:
+                    raise TraceFormatError(CHANGED)  # shorter than its size: truncated meanwhile
+                self.held += count
+        return True
 
     def boundary(self, offset: int) -> tuple[int, int] | None:
         """(file offset of the `}`, of just past the `{`) of the first boundary starting at or after
@@ -136,13 +143,21 @@ class _FileBytes:
         is spaces and a comma), so the first match found is the first in the file.
         """
         while True:
-            match = _BOUNDARY.search(self.buf, offset - self.base)
+            match = _BOUNDARY.search(self.buf, offset - self.base, self.held)
             if match is not None:
                 return self.base + match.start(), self.base + match.end()
-            if not self.read_to(self.base + 2 * len(self.buf) + _FIRST_READ_EXTRA):
+            if not self.read_to(self.base + 2 * self.held + _FIRST_READ_EXTRA):
                 return None
 
-    def framed(self, before: bytes, begin: int, end: int, after: bytes) -> bytes:
-        """`before` + the file's bytes from `begin` to `end` + `after`, in one copy."""
+    def bracketed(self, begin: int, end: int) -> memoryview:
+        """`[` + the file's bytes from `begin` to `end` + `]`, written over the byte before `begin`
+        and the byte at `end` (both held: a boundary's bytes, not an event's)."""
+        first, last = begin - self.base, end - self.base
+        self.buf[first - 1] = ord("[")
+        self.buf[last] = ord("]")
+        return memoryview(self.buf)[first - 1 : last + 1]
+
+    def after(self, opening: bytes, begin: int) -> bytes:
+        """`opening` + every byte held from `begin` on, in one copy."""
         with memoryview(self.buf) as view:
-            return b"".join((before, view[begin - self.base : end - self.base], after))
+            return b"".join((opening, view[begin - self.base : self.held]))
