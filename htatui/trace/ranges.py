@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from htatui.trace.chunks import _BOUNDARY, Piece
+from htatui.trace.chunks import BOUNDARY, Piece
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.read import FileIdentity
 
@@ -143,7 +143,7 @@ class _FileBytes:
         is spaces and a comma), so the first match found is the first in the file.
         """
         while True:
-            match = _BOUNDARY.search(self.buf, offset - self.base, self.held)
+            match = BOUNDARY.search(self.buf, offset - self.base, self.held)
             if match is not None:
                 return self.base + match.start(), self.base + match.end()
             if not self.read_to(self.base + 2 * self.held + _FIRST_READ_EXTRA):
