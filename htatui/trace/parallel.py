@@ -189,7 +189,8 @@ class _Workers:
         if self._pool is None or self._pool is self._given:
             return
         if kind is None:
-            self._pool.shutdown(wait=True)
+            # Not waited for: a worker's exit (~0.1 s) overlaps the frame's finishing here.
+            self._pool.shutdown(wait=False)
             return
         # Failed or cancelled: queued pieces are dropped and busy workers ended now.
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
