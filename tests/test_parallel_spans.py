@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import multiprocessing
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -177,3 +178,17 @@ def test_progress_counts_file_offsets_to_the_size(tmp_path: Path, pool: ProcessP
     size = path.stat().st_size
     assert len(seen) > 20 and seen[-1] == (size, size) and all(total == size for _, total in seen)
     assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_a_descriptor_path_reaches_the_workers(tmp_path: Path, pool: ProcessPoolExecutor) -> None:
+    """`htatui info /dev/stdin < trace.json`: the path names this process's descriptor, which is
+    another file (or none) in a worker; the workers are given one that opens this file there."""
+    path = written(tmp_path / "t.json", plain_events(300), ", ")
+    expected = one_process(path, 1024)[0]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with open_trace(Path(f"/dev/fd/{fd}")) as source:
+            frame, _, _ = decode_columns_parallel(source, [], WORKERS, chunk_bytes=1024, local_pieces=2, executor=pool)
+    finally:
+        os.close(fd)
+    assert finish_pieces(frame).equals(expected)

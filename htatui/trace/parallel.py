@@ -18,6 +18,7 @@ import dataclasses
 import gc
 import io
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -331,7 +332,7 @@ def _read_spans(
     identity = source.identity
     if identity is None:
         raise NotChunkable("not a regular file")
-    spans = ranges.spans_of(str(source.path), identity, span.start + bom, opening_of(span), piece_bytes)
+    spans = ranges.spans_of(_path_for_workers(source), identity, span.start + bom, opening_of(span), piece_bytes)
     count = len(spans)
     fd = source.fileno()
     taken = [False] * count
@@ -413,3 +414,11 @@ def _read_spans(
             source.check_unchanged()
             return sink, merge_headers(span.header, decoded.after or TraceHeader())
     raise NotChunkable("no span held the end of the array")
+
+
+def _path_for_workers(source: TraceSource) -> str:
+    """A path that opens, in another process, the file this process has open: its descriptor under
+    /proc (a `/dev/stdin` or `/dev/fd/N` given on the command line names another file there, and a
+    relative path depends on the folder), else the absolute path."""
+    opened = f"/proc/{os.getpid()}/fd/{source.fileno()}"
+    return opened if os.path.exists(opened) else os.path.abspath(source.path)
