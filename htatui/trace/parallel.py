@@ -42,7 +42,8 @@ from htatui.trace.read import TraceSource
 from htatui.trace.workers import start_piece_worker
 
 LOCAL_PIECES = 8
-"""Pieces decoded here before any worker is started: a smaller file is not worth the start-up."""
+"""A file of no more pieces starts no worker (not worth the start-up); in a bigger one, the pieces
+decoded here before any goes to a worker (gzip), or that this process keeps while they start (plain)."""
 STARTING_AHEAD = 16
 """Pieces this process may decode ahead of the oldest one while no worker has answered yet."""
 GUNZIP_AHEAD = 64
