@@ -6,7 +6,8 @@
 Prints, for the trace: the wall seconds of `parse_file` with each worker count (alternating, the
 median of --repeat), and the parts that one process does alone whatever the worker count, which
 bound the speed-up on many cores: reading and gunzipping the file, cutting it into pieces, handing
-a piece to a worker and taking its columns back (pickle, both ways), and the frame's finishing
+a piece to a worker (its bytes for gzip; for plain JSON a byte range the worker reads) and taking
+its columns back (pickle, lz4 Arrow IPC), and the frame's finishing
 steps after the pieces (`finish_pieces`, the validity checks). Run on a quiet machine: the workers
 compete with everything else for the cores.
 """
@@ -21,11 +22,12 @@ import statistics
 import time
 from pathlib import Path
 
-from htatui.trace.chunks import Window, cut_window, locate_in
+from htatui.trace.chunks import CHUNK_BYTES, Window, cut_window, locate_in, opening_of
 from htatui.trace.columns import decode_columns
 from htatui.trace.frame import finish_pieces
 from htatui.trace.loader import parse_file
-from htatui.trace.parallel import decode_piece, decode_piece_to_send
+from htatui.trace.parallel import decode_piece, decode_piece_to_send, decode_span_to_send
+from htatui.trace.ranges import spans_of
 from htatui.trace.read import open_trace
 from htatui.trace.validate import drop_duplicate_events, drop_impossible_events
 
@@ -44,19 +46,28 @@ def serial_parts(path: Path) -> dict[str, float]:
         window.at = span.start
         pieces = sum(1 for _ in cut_window(window, span))
     cut = max(0.0, time.process_time() - start - read)
-    # The hand-over, measured on the first ten pieces and scaled to the file.
+    # The hand-over, measured on the first ten pieces and scaled to the file: a plain file's
+    # pieces are named as byte ranges (read by the worker), a gzip file's are sent.
     with open_trace(path) as source:
         window = Window(source.blocks())
         span = locate_in(window)
         window.at = span.start
         sample = [piece for piece, _ in zip(cut_window(window, span), range(10), strict=False)]
+        bom, identity = source.plain_start(), source.identity
     start = time.process_time()
     for piece in sample:
         decode_piece(piece, span.list_form)
     decode_sample = time.process_time() - start
     start = time.process_time()
-    for piece in sample:
-        pickle.loads(pickle.dumps(decode_piece_to_send(pickle.loads(pickle.dumps(piece)), span.list_form))).received()
+    if bom is not None and identity is not None:
+        spans = spans_of(str(path), identity, span.start + bom, opening_of(span), CHUNK_BYTES)[: len(sample)]
+        for named in spans:
+            sent_span = pickle.loads(pickle.dumps(named))
+            pickle.loads(pickle.dumps(decode_span_to_send(sent_span, span.list_form))).received()
+    else:
+        for piece in sample:
+            sent = pickle.loads(pickle.dumps(piece))
+            pickle.loads(pickle.dumps(decode_piece_to_send(sent, span.list_form))).received()
     hand_over = (time.process_time() - start - decode_sample) * pieces / len(sample)
     start = time.process_time()
     with open_trace(path) as source:
@@ -109,7 +120,7 @@ def main() -> None:
     parts = serial_parts(args.trace)
     print(
         "one process, CPU s: read+gunzip {read_gunzip_s:.2f}, cutting beyond the read {cut_s:.2f}, "
-        "hand-over (piece out, lz4 IPC frame back) "
+        "hand-over (piece or byte range out, read there, lz4 IPC frame back) "
         "{hand_over_s:.2f}, decode {decode_s:.2f}, finish+checks {finish_s:.2f}; {json_mb:.0f} MB of JSON "
         "in {pieces} pieces".format(**parts)
     )

@@ -25,7 +25,8 @@ from htatui.trace.decode import RawTraceDoc, TraceHeader
 CHUNK_BYTES = 4 << 20
 """Bytes of JSON per piece: ~15-30k events, a few tens of MB of decoded objects at most."""
 
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+"""Between two events: a candidate cut (it may also be inside a string or a nested list)."""
 _OPEN_BOUNDARY = re.compile(rb"\}\s*(?:,\s*)?\Z")
 """A boundary that the next bytes may complete (at the window's end)."""
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -263,7 +264,7 @@ def _next_cut(window: Window, offset: int) -> tuple[int, int] | None:
     while True:
         if start < window.rest():
             buf, at = window.buf, window.at
-            match = _BOUNDARY.search(buf, at + start)
+            match = BOUNDARY.search(buf, at + start)
             if match is not None:
                 return match.start() + 1 - at, match.end() - 1 - at
             open_end = _OPEN_BOUNDARY.search(buf, at + start)
@@ -283,18 +284,19 @@ class Piece:
     `position` is the window's (bytes done, bytes total) once the piece was cut, for progress.
     """
 
-    data: bytes
+    data: Buffer
+    """Bytes, or for a span's piece (ranges.py) a view of the buffer it was read into."""
     after: bytes
     tail: bool
     position: tuple[int, int]
 
     def joined(self, following: Piece, opening: bytes) -> Piece:
         """This piece grown to the end of `following` (the cut between them was a wrong one)."""
-        body = self.data[1:-1] + self.after
+        body = (self.data[1:-1], self.after)
         if following.tail:
-            data = opening + body + following.data[len(opening) :]
+            data = b"".join((opening, *body, following.data[len(opening) :]))
         else:
-            data = b"[" + body + following.data[1:]
+            data = b"".join((b"[", *body, following.data[1:]))
         return Piece(data, following.after, following.tail, following.position)
 
 

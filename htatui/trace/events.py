@@ -165,7 +165,7 @@ def decode_typed_piece(piece: Piece, list_form: bool) -> tuple[list[Event], Trac
     the fields after the array. msgspec.DecodeError: not JSON (a wrong cut, or a broken file);
     NotChunkable or UnicodeDecodeError: the document must be decoded whole."""
     if piece.tail:
-        return _typed_tail(piece.data, list_form)
+        return _typed_tail(piece.data if isinstance(piece.data, bytes) else bytes(piece.data), list_form)
     return _typed_piece(piece.data), None
 
 

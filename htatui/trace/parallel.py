@@ -1,12 +1,15 @@
 """One big trace file decoded on several cores: its pieces (chunks.py) decoded by worker processes.
 
-This process reads the file (and gunzips it), cuts `traceEvents` into pieces at candidate event
-boundaries, and decodes pieces itself while the workers are busy; each worker turns a piece into
+A plain file is named to the workers as byte ranges (ranges.py) that each reads itself; a gzip
+file is gunzipped here, in a thread ahead of the cutting (prefetch.py), and its pieces' bytes are
+sent. This process decodes pieces too while the workers are busy; each worker turns a piece into
 its frame columns (`columns.piece_columns`), which come back as lz4-compressed Arrow IPC bytes
 and are added in file order. A cut is only confirmed by decoding: the pieces are taken
 in order, and one that is not JSON is joined to the next and decoded again, so the result is the
 frame one process makes (tests/test_parallel_decode.py). A document that cannot be cut is decoded
-whole here, as in one process. Files of a few pieces never start a worker.
+whole here, as in one process. Files of a few pieces never start a worker; bigger ones start
+them at once, handing them pieces past the first `LOCAL_PIECES`, which this process decodes
+while the workers start (each imports polars: ~0.4 s).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import gc
 import io
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,26 +29,32 @@ from typing import Literal
 import msgspec
 import polars as pl
 
-from htatui.trace import chunks
-from htatui.trace.chunks import NotChunkable, Piece, Window, cut_window, locate_in
+from htatui.trace import chunks, ranges
+from htatui.trace.chunks import NotChunkable, Piece, Window, cut_window, locate_in, opening_of
 from htatui.trace.columns import FrameColumns, PieceColumns, decode_columns, piece_columns
-from htatui.trace.decode import TraceHeader
+from htatui.trace.decode import TraceFormatError, TraceHeader
 from htatui.trace.events import decode_typed_piece, merge_headers, read_whole_events
 from htatui.trace.frame import placeholder_rank
 from htatui.trace.model import TraceMeta
+from htatui.trace.prefetch import prefetched
+from htatui.trace.ranges import Span
 from htatui.trace.read import TraceSource
+from htatui.trace.workers import start_piece_worker
 
 LOCAL_PIECES = 8
-"""Pieces decoded here before any worker is started: a smaller file is not worth the start-up."""
+"""A file of no more pieces starts no worker (not worth the start-up); in a bigger one, the pieces
+decoded here before any goes to a worker (gzip), or that this process keeps while they start (plain)."""
 STARTING_AHEAD = 16
 """Pieces this process may decode ahead of the oldest one while no worker has answered yet."""
+GUNZIP_AHEAD = 64
+"""Blocks of gunzip output (256 KB each) made ahead of the cutting."""
 
 
 @dataclass(frozen=True)
 class Decoded:
     """What became of one piece: its columns, a wrong cut, a document to decode whole, or an error."""
 
-    outcome: Literal["columns", "wrong cut", "whole", "error"]
+    outcome: Literal["columns", "wrong cut", "whole", "error", "empty"]
     columns: PieceColumns | None = None
     after: TraceHeader | None = None
     """For the tail piece: the document's fields after the events array."""
@@ -53,6 +63,10 @@ class Decoded:
     """From a worker: the columns' frame as lz4 Arrow IPC (`columns.frame` is then None)."""
     details_ipc: bytes | None = None
     """From a worker: the columns' detail rows as lz4 Arrow IPC (`columns.details` is then None)."""
+    tail: bool = False
+    """For a span (ranges.py): whether its piece was the tail."""
+    position: tuple[int, int] = (0, 0)
+    """For a span: (bytes of the file done once it is added, the file's size), for progress."""
 
     def received(self) -> Decoded:
         """The frame read back from its IPC bytes, in this process."""
@@ -80,10 +94,32 @@ def decode_piece(piece: Piece, list_form: bool) -> Decoded:
     return Decoded("columns", piece_columns(events, 0), after)
 
 
-def decode_piece_to_send(piece: Piece, list_form: bool) -> Decoded:
-    """`decode_piece` in a worker: the frame sent as lz4 Arrow IPC, which is ~8x smaller than the
-    frame (its mostly null device columns compress away) and cheaper to write than a pickle."""
+def decode_span(span: Span, list_form: bool, fd: int | None = None) -> Decoded:
+    """`decode_piece` of a span's piece, read from `fd` or (in a worker) from the file; never raises."""
+    try:
+        piece = ranges.read_span(span, fd)
+    except (TraceFormatError, OSError) as exc:
+        error = exc if isinstance(exc, TraceFormatError) else TraceFormatError(ranges.CHANGED)
+        return Decoded("error", error=error)
+    if piece is None:
+        return Decoded("empty")
     decoded = decode_piece(piece, list_form)
+    return dataclasses.replace(decoded, tail=piece.tail, position=piece.position)
+
+
+def decode_span_to_send(span: Span, list_form: bool) -> Decoded:
+    """`decode_span` in a worker, sent as `decode_piece_to_send` sends."""
+    return _to_send(decode_span(span, list_form))
+
+
+def decode_piece_to_send(piece: Piece, list_form: bool) -> Decoded:
+    """`decode_piece` in a worker."""
+    return _to_send(decode_piece(piece, list_form))
+
+
+def _to_send(decoded: Decoded) -> Decoded:
+    """The frame as lz4 Arrow IPC, which is ~6x smaller than the frame (its mostly null device
+    columns compress away) and cheaper to write than a pickle."""
     if decoded.columns is None or decoded.columns.frame is None:
         return decoded
     buffer = io.BytesIO()
@@ -119,7 +155,11 @@ def decode_columns_parallel(
         piece_bytes = chunk_bytes or chunks.CHUNK_BYTES
         with _Workers(workers - 1, executor) as pool:
             try:
-                columns, header = _read_in_order(source, pool, piece_bytes, progress, local_pieces)
+                bom = source.plain_start()
+                if bom is None:
+                    columns, header = _read_in_order(source, pool, piece_bytes, progress, local_pieces)
+                else:
+                    columns, header = _read_spans(source, bom, pool, piece_bytes, progress, local_pieces)
             except NotChunkable:
                 columns, header = read_whole_events(source.whole(), FrameColumns, warnings)
     finally:
@@ -128,22 +168,6 @@ def decode_columns_parallel(
     frame = columns.frame()
     warnings.extend(columns.lost_warnings())
     return frame, columns.details(), columns.meta(header)
-
-
-def start_worker() -> None:
-    """In each worker: no cyclic GC (events.py), and an end with this process, which may leave by
-    os._exit while a file is being decoded (the app, cancelled): an orphan would wait forever."""
-    gc.disable()
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown ends the workers
-        pass
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 class _Workers:
@@ -157,7 +181,7 @@ class _Workers:
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=start_worker)
+            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=start_piece_worker)
         return self._pool
 
     def __enter__(self) -> _Workers:
@@ -167,7 +191,8 @@ class _Workers:
         if self._pool is None or self._pool is self._given:
             return
         if kind is None:
-            self._pool.shutdown(wait=True)
+            # Not waited for: a worker's exit (~0.1 s) overlaps the frame's finishing here.
+            self._pool.shutdown(wait=False)
             return
         # Failed or cancelled: queued pieces are dropped and busy workers ended now.
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
@@ -185,7 +210,23 @@ def _read_in_order(
     local_pieces: int,
 ) -> tuple[FrameColumns, TraceHeader]:
     """Cut pieces ahead, decode them in the workers and here, and add them to a sink in file order."""
-    window = Window(source.blocks(), lambda: (source.file_done, source.file_bytes))
+    # Gunzipped in a thread (zlib lets go of the GIL), so that it overlaps the decoding here.
+    blocks = prefetched(source.blocks(), GUNZIP_AHEAD)
+    try:
+        return _read_blocks_in_order(source, blocks, workers, chunk_bytes, progress, local_pieces)
+    finally:
+        blocks.close()  # the thread ends before the file may be read again whole
+
+
+def _read_blocks_in_order(
+    source: TraceSource,
+    blocks: Iterator[bytes],
+    workers: _Workers,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    local_pieces: int,
+) -> tuple[FrameColumns, TraceHeader]:
+    window = Window(blocks, lambda: (source.file_done, source.file_bytes))
     span = locate_in(window)
     window.at = span.start
     opening = chunks.opening_of(span)
@@ -272,3 +313,113 @@ def _read_in_order(
         if piece.tail:
             break
     return sink, merge_headers(span.header, after)
+
+
+def _read_spans(
+    source: TraceSource,
+    bom: int,
+    workers: _Workers,
+    piece_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    local_pieces: int,
+) -> tuple[FrameColumns, TraceHeader]:
+    """`_read_in_order` of a plain file named as spans: the workers read their pieces themselves.
+
+    This process takes the lowest span nobody has taken whenever the oldest one is not decoded
+    yet; the workers are kept two spans busy each, from span `local_pieces` on, so that they
+    start at once on pieces this process will not reach while they start.
+    """
+    span = locate_in(Window(source.blocks()))
+    identity = source.identity
+    if identity is None:
+        raise NotChunkable("not a regular file")
+    spans = ranges.spans_of(_path_for_workers(source), identity, span.start + bom, opening_of(span), piece_bytes)
+    count = len(spans)
+    fd = source.fileno()
+    taken = [False] * count
+    decodings: dict[int, Future[Decoded]] = {}
+    in_workers: set[int] = set()
+    next_here = 0
+    next_pooled = local_pieces if count > local_pieces else count
+
+    def free_from(at: int) -> int:
+        while at < count and taken[at]:
+            at += 1
+        return at
+
+    def here(at: int) -> Future[Decoded]:
+        future: Future[Decoded] = Future()
+        future.set_result(decode_span(spans[at], span.list_form, fd))
+        return future
+
+    def submit(at: int) -> Future[Decoded]:
+        try:
+            future = workers.pool().submit(decode_span_to_send, spans[at], span.list_form)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            workers.count = 0  # workers could not start: the rest is decoded here
+            return here(at)
+        in_workers.add(at)
+        return future
+
+    def result(at: int) -> Decoded:
+        in_workers.discard(at)
+        try:
+            return decodings.pop(at).result().received()
+        except Exception:  # noqa: BLE001 - a worker died (killed, out of memory): decode the span here
+            workers.count = 0
+            return decode_span(spans[at], span.list_form, fd)
+
+    sink = FrameColumns()
+    head = 0
+    while head < count:
+        in_workers.difference_update([at for at in in_workers if decodings[at].done()])
+        while len(in_workers) < 2 * workers.count and (next_pooled := free_from(next_pooled)) < count:
+            taken[next_pooled] = True
+            decodings[next_pooled] = submit(next_pooled)
+        oldest = decodings.get(head)
+        if oldest is None or not oldest.done():
+            next_here = free_from(next_here)
+            if next_here < count:
+                taken[next_here] = True
+                decodings[next_here] = here(next_here)
+                continue
+        decoded = result(head)
+        joined, grown = spans[head], 1
+        for _ in range(chunks.MAX_GROWTH):
+            if decoded.outcome != "wrong cut" or decoded.tail:
+                break
+            # The boundary closing this span was inside a string or a nested list: grow it by the next.
+            if head + grown >= count:
+                raise NotChunkable("no valid cut found")
+            later = decodings.pop(head + grown, None)
+            if later is not None:
+                later.cancel()
+            in_workers.discard(head + grown)
+            taken[head + grown] = True
+            joined = joined.grown(spans[head + grown])
+            grown += 1
+            decoded = decode_span(joined, span.list_form, fd)
+        head += grown
+        if decoded.outcome == "empty":
+            continue  # no event starts in this span: its neighbours hold them
+        if decoded.outcome == "error" and decoded.error is not None:
+            raise decoded.error
+        if decoded.outcome != "columns" or decoded.columns is None:
+            raise NotChunkable(decoded.outcome)
+        sink.add_piece(decoded.columns)
+        if progress is not None:
+            progress(*decoded.position)
+        if decoded.tail:
+            for future in decodings.values():
+                future.cancel()
+            source.check_unchanged()
+            return sink, merge_headers(span.header, decoded.after or TraceHeader())
+    raise NotChunkable("no span held the end of the array")
+
+
+def _path_for_workers(source: TraceSource) -> str:
+    """A path that opens, in another process, the file this process has open: its descriptor under
+    /proc (a `/dev/stdin` or `/dev/fd/N` given on the command line names another file there, and a
+    relative path depends on the folder), else the absolute path."""
+    opened = f"/proc/{os.getpid()}/fd/{source.fileno()}"
+    return opened if os.path.exists(opened) else os.path.abspath(source.path)

@@ -131,6 +131,23 @@ class TraceSource:
         """The identity taken before reading; None for a pipe (never cached)."""
         return FileIdentity.of(self._before) if self.regular else None
 
+    def fileno(self) -> int:
+        return self._handle.fileno()
+
+    def plain_start(self) -> int | None:
+        """For a regular file that is not gzip: how many bytes its UTF-8 byte-order mark takes (0 or 3),
+        so that offsets in its text are file offsets once this is added; None otherwise."""
+        if not self.regular:
+            return None
+        head = os.pread(self.fileno(), 3, 0)
+        if head[:2] == b"\x1f\x8b":
+            return None
+        return len(_UTF8_BOM) if head == _UTF8_BOM else 0
+
+    def check_unchanged(self) -> None:
+        """TraceFormatError if the file's identity is no longer the one taken when it was opened."""
+        self._check_unchanged()
+
     def __enter__(self) -> TraceSource:
         return self
 

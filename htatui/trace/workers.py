@@ -9,6 +9,7 @@ thread checks the parent's pid every half second where that call is unavailable.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import threading
@@ -34,3 +35,17 @@ def _watch(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(_WATCH_INTERVAL_S)
     os._exit(1)
+
+
+def start_piece_worker() -> None:
+    """Initializer of the workers that decode a big file's pieces (parallel.py), run before the
+    worker imports polars (this module does not): polars on one thread, since the workers and
+    this process are already one per core (more polars threads only spin on cores the other
+    processes are decoding on); no cyclic GC (events.py); and an
+    end with the parent, which may leave by os._exit while a file is decoded (the app, cancelled)."""
+    os.environ["POLARS_MAX_THREADS"] = "1"
+    gc.disable()
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown ends the workers
+        pass
