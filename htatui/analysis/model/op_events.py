@@ -149,9 +149,8 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         )
         .select(
             "index",
-            thread=pl.concat_str(
-                pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
-            ),
+            "pid",
+            "tid",
             cat=cat.fill_null(""),
             name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
             ts=pl.col("ts"),
@@ -220,17 +219,22 @@ def _at(values: Ints, rows: Ints) -> Ints:
     return np.where(rows >= 0, values[np.maximum(rows, 0)], -1)
 
 
-def _text_rank(texts: pl.Series) -> Ints:
-    """Each text's place among the distinct texts in sorted order (sorting by it sorts by the text)."""
-    as_category = texts.cast(pl.Categorical)
-    distinct = as_category.unique()
-    ranks = np.empty(len(distinct), dtype=np.int64)
-    ranks[distinct.cast(pl.Utf8).arg_sort().to_numpy()] = np.arange(len(distinct), dtype=np.int64)
-    codes = distinct.to_physical().to_numpy().astype(np.int64)
-    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=np.int64)
-    lookup[codes] = ranks
-    found: Ints = lookup[as_category.to_physical().to_numpy().astype(np.int64)]
-    return found
+def _thread_rank(host: pl.DataFrame) -> Ints:
+    """Each row's place among the distinct "pid/tid" texts in sorted order (sorting by it sorts
+    by the text): the texts are made for the distinct (pid, tid) pairs only, not for every row."""
+    if host.height == 0:
+        return np.empty(0, dtype=np.int64)
+    missing = 2**32 - 1
+    pid = host["pid"].to_physical().fill_null(missing).to_numpy().astype(np.uint64)
+    tid = host["tid"].to_physical().fill_null(missing).to_numpy().astype(np.uint64)
+    _pairs, first, which = np.unique((pid << np.uint64(32)) | tid, return_index=True, return_inverse=True)
+    texts = host.select("pid", "tid")[first].select(
+        pl.concat_str(
+            pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
+        ).rank("dense")
+    )
+    place: Ints = (texts.to_series().to_numpy().astype(np.int64) - 1)[which.reshape(-1)]
+    return place
 
 
 class _Tree:
@@ -262,7 +266,7 @@ class _Tree:
         spans = (self.start[safe] <= self.start) & (self.end <= self.end[safe])
         self.linked = np.where((target >= 0) & spans, target, -1)
         # A call linked to an op on another thread is nested on that op's thread.
-        thread = _text_rank(host["thread"])[np.where(self.linked >= 0, self.linked, self.rows)]
+        thread = _thread_rank(host)[np.where(self.linked >= 0, self.linked, self.rows)]
         index = host["index"].to_numpy()
         self.order = np.lexsort((index, -self.end, self.start, thread)).astype(np.int64)
         sorted_thread = thread[self.order]

@@ -245,25 +245,22 @@ class RankIndex:
     last_us: float = 0.0
 
 
-_TYPED_COLUMNS = (
-    "ph",
-    "cat",
-    "name",
-    "collective_name",
-    "tid",
-    "stream",
-    "ts",
-    "end",
-    "dur",
-    "index",
-    "correlation",
-    "external_id",
-)
-"""What `_typed_events` reads of a rank's events."""
+_TYPED_COLUMNS = ("ph", "cat", "name", "collective_name", "tid", "stream", "ts", "end", "dur", "index")
+"""What `_typed_events` reads of a rank's events to type, place and nest them."""
+
+_LOOKUP_COLUMNS = ("name", "cat", "tid", "stream", "correlation", "external_id")
+"""What the index keeps of each drawn event beside its place: shown under the cursor, or followed
+to its launch and kernels (gathered once, in the index's final order)."""
+
+KIND = pl.Enum(sorted((THREAD, STREAM)))
+TYPE = pl.Enum(sorted(GLYPHS))
+"""The index's `kind` and `type` columns: a byte a row instead of a text; the categories in
+text order, so sorting by them sorts as the texts did."""
 
 
 def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
-    """Complete events drawn on the timeline with their row kind, key and cell type.
+    """Complete events drawn on the timeline: `source` (the row in `events`), their row kind
+    (`KIND`), key and cell type (`TYPE`), times and file index.
 
     Types and thread numbers are worked out once per distinct (cat, name) and tid, then joined:
     the name rules are regexes, and a big rank has few distinct names but a million rows.
@@ -279,29 +276,40 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    # The columns drawn or looked up only: filtering the whole frame first copied every column.
-    chosen = events.select(_TYPED_COLUMNS).filter(
-        (pl.col("ph") == "X")
-        & pl.col("ts").is_not_null()
-        & pl.col("dur").is_not_null()
-        & (pl.col("dur") >= 0)
-        & cat.is_in([*_GPU_CATS, *_HOST_TYPES])
+    # The columns typed, placed or nested only: the others are gathered for the kept rows at the end.
+    chosen = (
+        events.select(_TYPED_COLUMNS)
+        .with_row_index("source")
+        .filter(
+            (pl.col("ph") == "X")
+            & pl.col("ts").is_not_null()
+            & pl.col("dur").is_not_null()
+            & (pl.col("dur") >= 0)
+            & pl.col("cat").is_in([*_GPU_CATS, *_HOST_TYPES])
+        )
+        .drop("ph")
     )
     types = (
         chosen.select("cat", "name", "collective_name")
         .unique()
         .with_columns(_kernel_type=kernel_type(False))
         .with_columns(
-            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)),
-            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)),
+            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)).cast(KIND),
+            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)).cast(TYPE),
         )
         .drop("_kernel_type")
     )
     threads = chosen.select("tid").unique().with_columns(_tid=pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False))
-    joined = chosen.join(types, on=["cat", "name", "collective_name"], how="left", nulls_equal=True).join(
-        threads, on="tid", how="left"
+    # Joined on the key columns alone (a join copies every column it carries), then set beside them.
+    found = (
+        chosen.select("cat", "name", "collective_name", "tid")
+        .join(types, on=["cat", "name", "collective_name"], how="left", nulls_equal=True, maintain_order="left")
+        .join(threads, on="tid", how="left", maintain_order="left")
     )
+    joined = chosen.with_columns(found.select("kind", "type", "_tid"))
+    del chosen, found
     return joined.select(
+        "source",
         "kind",
         key=pl.when(pl.col("kind") == STREAM)
         .then(pl.col("stream").fill_null(pl.col("_tid")).fill_null(-1))
@@ -311,12 +319,6 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
         end=pl.col("end").fill_null(pl.col("ts") + pl.col("dur")),
         dur=pl.col("dur"),
         index=pl.col("index"),
-        name=pl.col("name"),
-        cat=pl.col("cat"),
-        tid=pl.col("tid"),
-        stream=pl.col("stream"),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
     )
 
 
@@ -336,6 +338,38 @@ def _depths(host: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
+_EVENT_COLUMNS = ("kind", "key", "type", "ts", "end", "dur", "index", *_LOOKUP_COLUMNS, "depth", "row")
+"""`RankIndex.events`' columns."""
+
+
+def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows, events): each drawn row's kind, key and depth in row order (threads, then streams),
+    and the drawn events with their `row`, by row, start and file index.
+
+    Typed, nested and sorted on the few columns that place an event; the columns looked up
+    later are gathered once for the sorted rows, and each step's frame is dropped when the next
+    is made, so building holds about one copy of the events at a time.
+    """
+    typed = _typed_events(raw)
+    host = _depths(typed.filter(pl.col("kind") == THREAD))
+    device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
+    del typed
+    both = pl.concat([host, device.select(host.columns)])
+    del host, device
+    keys = (
+        both.select("kind", "key", "depth")
+        .unique()
+        .sort((pl.col("kind") == STREAM).cast(pl.Int8), "key", "depth")
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+    )
+    placed = both.join(keys, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
+    del both
+    looked_up = raw.select(_LOOKUP_COLUMNS).gather(placed["source"])
+    events = pl.concat([placed.drop("source"), looked_up], how="horizontal").select(_EVENT_COLUMNS)
+    return keys.select("kind", "key", "depth"), events
+
+
 def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     """step, start_us, end_us of the rank's host ProfilerStep spans, by start."""
     spans = step_spans(events).unique("step", keep="first", maintain_order=True)
@@ -353,18 +387,8 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     if rank not in traces.ranks:
         raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
     raw = traces.ranks[rank].events
-    typed = _typed_events(raw)
-    host = _depths(typed.filter(pl.col("kind") == THREAD))
-    device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
-    both = pl.concat([host, device.select(host.columns)])
-    keys = (
-        both.select("kind", "key", "depth")
-        .unique()
-        .sort(pl.col("kind").replace_strict({THREAD: 0, STREAM: 1}, return_dtype=pl.Int8), "key", "depth")
-    )
+    keys, events = _placed_events(raw)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
-    row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
-    events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
     timed = raw.select("ph", "ts", "dur").filter(pl.col("ph") == "X")
     first = timed["ts"].min()
