@@ -17,9 +17,9 @@ import math
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
-from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
@@ -148,27 +148,53 @@ class _Coverage:
     span: float
 
     @classmethod
-    def build(cls, merged: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
-        low, high = merged["ts"].min(), merged["end"].max()
-        origin = min(first_us, low if isinstance(low, (int, float)) else first_us) - 1.0
-        top = max(last_us, high if isinstance(high, (int, float)) else last_us) + 1.0
+    def build(cls, events: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
+        """From the index's events (sorted by row, start, file index): those with a duration,
+        merged per (row, type) as `merge_intervals` merges them (a new interval where one starts
+        after the running end; touching ones merge), with numpy on a few columns, group by group.
+        """
+        timed = events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end")
+        # Stable, as merge_intervals' sort: equal starts keep the events' order.
+        order = np.lexsort((timed["ts"].to_numpy(), timed["type"].to_physical().to_numpy(), timed["row"].to_numpy()))
+        row = timed["row"].to_numpy()[order]
+        code = timed["type"].to_physical().to_numpy()[order]
+        ts = timed["ts"].to_numpy()[order]
+        end = timed["end"].to_numpy()[order]
+        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(ts)]))
+        if len(ts) == 0:
+            bounds = np.zeros(1, dtype=np.int64)
+        merged_ts, merged_end, before, gid = [], [], [], []
+        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            starts, ends = ts[low:high], end[low:high]
+            opens = np.ones(high - low, dtype=bool)
+            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
+            first = np.flatnonzero(opens)
+            merged_ts.append(np.minimum.reduceat(starts, first))
+            merged_end.append(np.maximum.reduceat(ends, first))
+            length = merged_end[-1] - merged_ts[-1]
+            before.append(np.cumsum(length) - length)
+            gid.append(np.full(len(first), group, dtype=np.int64))
+        all_ts = np.concatenate(merged_ts) if merged_ts else np.empty(0)
+        all_end = np.concatenate(merged_end) if merged_end else np.empty(0)
+        gids = np.concatenate(gid) if gid else np.empty(0, dtype=np.int64)
+        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
+        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
         span = top - origin
-        ordered = merged.sort("row", "type", "ts")
-        groups = ordered.select("row", "type").unique(maintain_order=True).with_row_index("gid")
-        table = ordered.join(groups, on=["row", "type"], how="left", maintain_order="left").with_columns(
-            length=pl.col("end") - pl.col("ts")
+        heads = order[bounds[:-1]]
+        groups = pl.DataFrame(
+            {
+                "gid": pl.Series(np.arange(len(heads), dtype=np.int64)),
+                "row": timed["row"].gather(heads),
+                "type": timed["type"].gather(heads),
+            }
         )
-        table = table.with_columns(
-            before=(pl.col("length").cum_sum() - pl.col("length")).over("gid"),
-            s=pl.col("ts") - origin + pl.col("gid").cast(pl.Float64) * span,
-            e=pl.col("end") - origin + pl.col("gid").cast(pl.Float64) * span,
-        )
+        offset = gids.astype(np.float64) * span
         return cls(
-            groups=groups.with_columns(pl.col("gid").cast(pl.Int64)),
-            starts=table["s"],
-            ends=table["e"],
-            before=table["before"],
-            gid=table["gid"].cast(pl.Int64),
+            groups=groups,
+            starts=pl.Series("s", all_ts - origin + offset),
+            ends=pl.Series("e", all_end - origin + offset),
+            before=pl.Series("before", np.concatenate(before) if before else np.empty(0)),
+            gid=pl.Series("gid", gids),
             origin=origin,
             span=span,
         )
@@ -233,7 +259,8 @@ class RankIndex:
     rank: int
     rows: list[RowSpec]
     events: pl.DataFrame
-    """row, type, ts, end, dur, index, name, cat, tid, stream, correlation, external_id."""
+    """kind, key, type, ts, end, dur, depth, row and `source` (the event's row in `lookups`),
+    by row, start and file index; `looked_up` adds the event's other columns."""
     coverage: _Coverage
     """The merged busy intervals of every (row, type)."""
     steps: pl.DataFrame
@@ -243,14 +270,25 @@ class RankIndex:
     counters_added: set[str] = field(default_factory=set)
     first_us: float = 0.0
     last_us: float = 0.0
+    lookups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=dict.fromkeys(_LOOKUP_COLUMNS)))
+    """The rank's own columns an event shows (`_LOOKUP_COLUMNS`: the loaded frame's, not a copy)."""
+
+    def lookup(self, column: str, events: pl.DataFrame) -> pl.Series:
+        """One looked-up column for rows of `events` (rows of `self.events`), in their order."""
+        return self.lookups[column].gather(events["source"])
+
+    def looked_up(self, events: pl.DataFrame) -> pl.DataFrame:
+        """Rows of `self.events` with every event column (`_EVENT_COLUMNS`), in their order."""
+        found = self.lookups.select(pl.all().gather(events["source"]))
+        return pl.concat([events.drop("source"), found], how="horizontal").select(_EVENT_COLUMNS)
 
 
 _TYPED_COLUMNS = ("ph", "cat", "name", "collective_name", "tid", "stream", "ts", "end", "dur", "index")
 """What `_typed_events` reads of a rank's events to type, place and nest them."""
 
-_LOOKUP_COLUMNS = ("name", "cat", "tid", "stream", "correlation", "external_id")
-"""What the index keeps of each drawn event beside its place: shown under the cursor, or followed
-to its launch and kernels (gathered once, in the index's final order)."""
+_LOOKUP_COLUMNS = ("index", "name", "cat", "tid", "stream", "correlation", "external_id")
+"""What an event shows under the cursor, or is followed by to its launch and kernels: read from
+the rank's own columns by `source` when asked for (`RankIndex.looked_up`), not copied per event."""
 
 KIND = pl.Enum(sorted((THREAD, STREAM)))
 TYPE = pl.Enum(sorted(GLYPHS))
@@ -338,17 +376,17 @@ def _depths(host: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-_EVENT_COLUMNS = ("kind", "key", "type", "ts", "end", "dur", "index", *_LOOKUP_COLUMNS, "depth", "row")
-"""`RankIndex.events`' columns."""
+_EVENT_COLUMNS = ("kind", "key", "type", "ts", "end", "dur", *_LOOKUP_COLUMNS, "depth", "row")
+"""An event's columns as `RankIndex.looked_up` gives them."""
 
 
 def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows, events): each drawn row's kind, key and depth in row order (threads, then streams),
     and the drawn events with their `row`, by row, start and file index.
 
-    Typed, nested and sorted on the few columns that place an event; the columns looked up
-    later are gathered once for the sorted rows, and each step's frame is dropped when the next
-    is made, so building holds about one copy of the events at a time.
+    Typed, nested and sorted on the few columns that place an event (the others are looked up
+    by `source` when asked for), and each step's frame is dropped when the next is made, so
+    building holds about one narrow copy of the events at a time.
     """
     typed = _typed_events(raw)
     host = _depths(typed.filter(pl.col("kind") == THREAD))
@@ -365,8 +403,7 @@ def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     placed = both.join(keys, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     del both
-    looked_up = raw.select(_LOOKUP_COLUMNS).gather(placed["source"])
-    events = pl.concat([placed.drop("source"), looked_up], how="horizontal").select(_EVENT_COLUMNS)
+    events = placed.select("kind", "key", "type", "ts", "end", "dur", "depth", "row", pl.col("source").cast(pl.UInt32))
     return keys.select("kind", "key", "depth"), events
 
 
@@ -389,7 +426,6 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     raw = traces.ranks[rank].events
     keys, events = _placed_events(raw)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
-    merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
     timed = raw.select("ph", "ts", "dur").filter(pl.col("ph") == "X")
     first = timed["ts"].min()
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
@@ -399,10 +435,11 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
         rank=rank,
         rows=rows,
         events=events,
-        coverage=_Coverage.build(merged, first_us, last_us),
+        coverage=_Coverage.build(events, first_us, last_us),
         steps=_profiler_steps(raw),
         first_us=first_us,
         last_us=last_us,
+        lookups=raw.select(_LOOKUP_COLUMNS),
     )
     per_set[rank] = index
     return index
