@@ -252,6 +252,11 @@ class _Coverage:
         )
 
 
+_LOOKUP_COLUMNS = ("index", "name", "cat", "tid", "stream", "correlation", "external_id")
+"""What an event shows under the cursor, or is followed by to its launch and kernels: read from
+the rank's own columns by `source` when asked for (`RankIndex.looked_up`), not copied per event."""
+
+
 @dataclass
 class RankIndex:
     """What one rank's timeline needs, computed once: rows, typed events, coverage, steps."""
@@ -285,10 +290,6 @@ class RankIndex:
 
 _TYPED_COLUMNS = ("ph", "cat", "name", "collective_name", "tid", "stream", "ts", "end", "dur", "index")
 """What `_typed_events` reads of a rank's events to type, place and nest them."""
-
-_LOOKUP_COLUMNS = ("index", "name", "cat", "tid", "stream", "correlation", "external_id")
-"""What an event shows under the cursor, or is followed by to its launch and kernels: read from
-the rank's own columns by `source` when asked for (`RankIndex.looked_up`), not copied per event."""
 
 KIND = pl.Enum(sorted((THREAD, STREAM)))
 TYPE = pl.Enum(sorted(GLYPHS))
