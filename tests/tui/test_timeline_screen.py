@@ -196,7 +196,7 @@ async def test_t_on_a_kernel_row_opens_its_longest_instance(small_traces: TraceS
 def middle_kernel(index: tl.RankIndex) -> dict[str, Any]:
     """The launched compute kernel that starts nearest the middle of the rank's trace."""
     middle = (index.first_us + index.last_us) / 2
-    kernels = index.events.filter(
+    kernels = index.looked_up(index.events).filter(
         (pl.col("kind") == tl.STREAM) & (pl.col("type") == tl.COMPUTE) & pl.col("correlation").is_not_null()
     )
     return kernels.sort((pl.col("ts") - middle).abs()).row(0, named=True)

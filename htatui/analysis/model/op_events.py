@@ -149,9 +149,8 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         )
         .select(
             "index",
-            thread=pl.concat_str(
-                pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
-            ),
+            "pid",
+            "tid",
             cat=cat.fill_null(""),
             name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
             ts=pl.col("ts"),
@@ -220,16 +219,24 @@ def _at(values: Ints, rows: Ints) -> Ints:
     return np.where(rows >= 0, values[np.maximum(rows, 0)], -1)
 
 
-def _text_rank(texts: pl.Series) -> Ints:
-    """Each text's place among the distinct texts in sorted order (sorting by it sorts by the text)."""
-    as_category = texts.cast(pl.Categorical)
-    distinct = as_category.unique()
-    ranks = np.empty(len(distinct), dtype=np.int64)
-    ranks[distinct.cast(pl.Utf8).arg_sort().to_numpy()] = np.arange(len(distinct), dtype=np.int64)
-    codes = distinct.to_physical().to_numpy().astype(np.int64)
-    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=np.int64)
-    lookup[codes] = ranks
-    found: Ints = lookup[as_category.to_physical().to_numpy().astype(np.int64)]
+def _thread_rank(host: pl.DataFrame) -> Ints:
+    """Each row's place among the distinct "pid/tid" texts in sorted order (sorting by it sorts
+    by the text): the texts are made for the distinct (pid, tid) pairs only, not for every row."""
+    if host.height == 0:
+        return np.empty(0, dtype=np.int64)
+    missing = 2**32 - 1
+    pid = host["pid"].to_physical().fill_null(missing).to_numpy().astype(np.uint64)
+    pair = (pid << np.uint64(32)) | host["tid"].to_physical().fill_null(missing).to_numpy().astype(np.uint64)
+    del pid
+    first = pl.Series(pair).arg_unique().to_numpy()
+    texts = host.select("pid", "tid")[first].select(
+        pl.concat_str(
+            pl.col("pid").cast(pl.Utf8).fill_null(""), pl.col("tid").cast(pl.Utf8).fill_null(""), separator="/"
+        ).rank("dense")
+    )
+    places = texts.to_series().to_numpy().astype(np.int64) - 1
+    by_pair = np.argsort(pair[first])
+    found: Ints = places[by_pair][np.searchsorted(pair[first][by_pair], pair)]
     return found
 
 
@@ -245,32 +252,41 @@ class _Tree:
         self.end = self.start + host["dur_ns"].to_numpy().astype(np.int64)
         self.frontend = host["cat"].is_in(FRONTEND_CATS).to_numpy()
         self.launcher = host["launcher"].fill_null(False).to_numpy().copy()
-        # The first op or annotation (file order) with each positive External id.
-        numbered = host.select("external_id", row=pl.int_range(pl.len(), dtype=pl.Int64))
-        self.by_external = numbered.filter(pl.Series(self.frontend) & (pl.col("external_id") > 0)).unique(
-            "external_id", keep="first", maintain_order=True
+        # The first op or annotation (file order) with each positive External id, and each row's
+        # (-1: none), found by a binary search over the ids in order rather than a join of every row.
+        named = host["external_id"].is_not_null().to_numpy()
+        external = host["external_id"].fill_null(0).to_numpy().astype(np.int64)
+        candidates = np.flatnonzero(self.frontend & named & (external > 0))
+        ids, first = np.unique(external[candidates], return_index=True)
+        rows_by_id = candidates[first]
+        in_file_order = np.argsort(rows_by_id, kind="stable")
+        self.by_external = pl.DataFrame(
+            {"external_id": pl.Series(ids[in_file_order], dtype=pl.Int64), "row": rows_by_id[in_file_order]},
+            schema={"external_id": pl.Int64(), "row": pl.Int64()},
         )
-        target = (
-            numbered.join(
-                self.by_external.rename({"row": "target"}), on="external_id", how="left", maintain_order="left"
-            )["target"]
-            .fill_null(-1)
-            .to_numpy()
-        )
-        target = np.where(self.frontend, -1, target)
+        target = np.full(n, -1, dtype=np.int64)
+        if len(ids):
+            at = np.minimum(np.searchsorted(ids, external), len(ids) - 1)
+            target = np.where(named & ~self.frontend & (ids[at] == external), rows_by_id[at], -1)
+            del at
+        del named, external
         safe = np.maximum(target, 0)
         spans = (self.start[safe] <= self.start) & (self.end <= self.end[safe])
         self.linked = np.where((target >= 0) & spans, target, -1)
+        # Each step's arrays are dropped once used: a rank of a million events holds 8 MB an array.
+        del target, safe, spans
         # A call linked to an op on another thread is nested on that op's thread.
-        thread = _text_rank(host["thread"])[np.where(self.linked >= 0, self.linked, self.rows)]
+        thread = _thread_rank(host)[np.where(self.linked >= 0, self.linked, self.rows)]
         index = host["index"].to_numpy()
         self.order = np.lexsort((index, -self.end, self.start, thread)).astype(np.int64)
         sorted_thread = thread[self.order]
+        del thread, index
         first_of_thread = np.zeros(n, dtype=np.int64)
         if n:
             changes = np.nonzero(sorted_thread[1:] != sorted_thread[:-1])[0] + 1
             first_of_thread[changes] = changes
             first_of_thread = np.maximum.accumulate(first_of_thread)
+        del sorted_thread
         parent_sorted = op_nesting.nest(first_of_thread, self.start[self.order], self.end[self.order])
         self.parent = np.full(n, -1, dtype=np.int64)
         self.parent[self.order] = np.where(parent_sorted >= 0, self.order[np.maximum(parent_sorted, 0)], -1)

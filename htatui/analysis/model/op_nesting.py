@@ -30,33 +30,68 @@ def nest(segment: Ints, start: Ints, end: Ints) -> Ints:
 
 def previous_reaching(segment: Ints, end: npt.NDArray[Any], need: npt.NDArray[Any], strict: Bools) -> Ints:
     """For each row i, the latest earlier row p ≥ segment[i] with end[p] ≥ need[i] (> where
-    strict[i]), or -1: binary lifting over running maxima of `end`, a few passes of n."""
+    strict[i]), or -1: a search over the maxima of aligned blocks of `end`, a few passes of n."""
     n = len(end)
     if n == 0:
         return np.empty(0, dtype=np.int64)
-    # maxima[k][p] = max(end[p - 2**k + 1 .. p]) (from 0 where the window would start before it).
-    maxima = [end]
-    width = 1
-    while width < n:
-        previous = maxima[-1]
-        widened = previous.copy()
-        widened[width:] = np.maximum(previous[width:], previous[:-width])
-        maxima.append(widened)
-        width *= 2
     cursor = np.arange(n, dtype=np.int64) - 1
     # Most rows' answer is the row just before (a first child): only the others are searched.
     before = end[np.maximum(cursor, 0)]
     near = (cursor >= 0) & np.where(strict, before > need, before >= need)
     far = np.nonzero(~near & (cursor >= 0))[0]
-    found, far_need, far_strict = cursor[far], need[far], strict[far]
-    for k in range(len(maxima) - 1, -1, -1):
-        valid = found >= 0
-        window_max = maxima[k][np.where(valid, found, 0)]
-        short = np.where(far_strict, window_max <= far_need, window_max < far_need)
-        found = found - (valid & short).astype(np.int64) * (1 << k)
-    cursor[far] = found
+    cursor[far] = _last_reaching(_block_maxima(end), cursor[far] + 1, need[far], strict[far])
     # Rows before the segment's first row belong to another thread.
     return np.where(cursor >= segment, cursor, -1)
+
+
+def _block_maxima(values: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
+    """levels[k][j] = max(values[j·2**k .. (j + 1)·2**k − 1]) (the last block of a level may be
+    shorter): about 2n values in all, where windows at every row would take n per level."""
+    levels = [values]
+    while len(levels[-1]) > 1:
+        previous = levels[-1]
+        if len(previous) % 2:
+            previous = np.append(previous, previous[-1])
+        levels.append(np.maximum(previous[0::2], previous[1::2]))
+    return levels
+
+
+def _last_reaching(levels: list[npt.NDArray[Any]], limit: Ints, need: npt.NDArray[Any], strict: Bools) -> Ints:
+    """For each query, the last row p < limit with values[p] ≥ need (> where strict), or -1.
+
+    [0, limit) splits into aligned blocks, one per set bit of `limit`, the lowest bit's block
+    the rightmost: the first of them (right to left) whose maximum reaches holds the answer,
+    found by stepping down into its right half when that one reaches, else its left half.
+    """
+
+    def reaches(maxima: npt.NDArray[Any]) -> Bools:
+        return np.where(strict, maxima > need, maxima >= need)
+
+    bound = limit.copy()
+    level = np.full(len(limit), -1, dtype=np.int64)
+    block = np.zeros(len(limit), dtype=np.int64)
+    for k, maxima in enumerate(levels):
+        open_rows = (level < 0) & (((bound >> k) & 1) == 1)
+        j = np.where(open_rows, (bound >> k) - 1, 0)
+        hit = open_rows & reaches(maxima[j])
+        level[hit] = k
+        block[hit] = j[hit]
+        bound[open_rows & ~hit] -= 1 << k
+    for k in range(len(levels) - 1, 0, -1):
+        rows = np.nonzero(level == k)[0]
+        if rows.size == 0:
+            continue
+        below = levels[k - 1]
+        right = 2 * block[rows] + 1
+        inside = right < len(below)
+        right_reaches = inside & np.where(
+            strict[rows],
+            below[np.minimum(right, len(below) - 1)] > need[rows],
+            below[np.minimum(right, len(below) - 1)] >= need[rows],
+        )
+        block[rows] = np.where(right_reaches, right, right - 1)
+        level[rows] = k - 1
+    return np.where(level == 0, block, -1)
 
 
 def next_not_above(values: Ints) -> Ints:

@@ -35,7 +35,7 @@ def event_at(index: RankIndex, row: int, start_us: float, end_us: float) -> dict
         .head(1)
         .drop("_overlap")
     )
-    return best.row(0, named=True)
+    return index.looked_up(best).row(0, named=True)
 
 
 def overlaps_cell(event: dict[str, Any], row: int, start_us: float, end_us: float) -> bool:
@@ -49,10 +49,9 @@ def launch_of(index: RankIndex, event: dict[str, Any]) -> dict[str, Any] | None:
     corr = event.get("correlation")
     if event.get("kind") != STREAM or corr is None:
         return None
-    found = index.events.filter(
-        (pl.col("kind") == THREAD) & (pl.col("type") == RUNTIME) & (pl.col("correlation") == corr)
-    )
-    return found.row(0, named=True) if found.height else None
+    runtime = index.events.filter((pl.col("kind") == THREAD) & (pl.col("type") == RUNTIME))
+    found = runtime.filter(index.lookup("correlation", runtime) == corr)
+    return index.looked_up(found.head(1)).row(0, named=True) if found.height else None
 
 
 def op_of(index: RankIndex, launch: dict[str, Any]) -> dict[str, Any] | None:
@@ -65,7 +64,7 @@ def op_of(index: RankIndex, launch: dict[str, Any]) -> dict[str, Any] | None:
         & (pl.col("end") >= launch["end"])
         & (pl.col("depth") < launch["depth"])
     ).sort("depth", descending=True)
-    return found.row(0, named=True) if found.height else None
+    return index.looked_up(found.head(1)).row(0, named=True) if found.height else None
 
 
 def kernels_of(index: RankIndex, event: dict[str, Any]) -> pl.DataFrame:
@@ -73,17 +72,20 @@ def kernels_of(index: RankIndex, event: dict[str, Any]) -> pl.DataFrame:
     (the runtime calls nested in it on its thread), in time order."""
     device = index.events.filter(pl.col("kind") == STREAM)
     if event.get("kind") != THREAD:
-        return device.clear()
+        return index.looked_up(device.clear())
     if event.get("type") == RUNTIME and event.get("correlation") is not None:
-        return device.filter(pl.col("correlation") == event["correlation"]).sort("ts")
-    nested = index.events.filter(
+        launched = device.filter(index.lookup("correlation", device) == event["correlation"])
+        return index.looked_up(launched.sort("ts"))
+    calls = index.events.filter(
         (pl.col("kind") == THREAD)
         & (pl.col("type") == RUNTIME)
         & (pl.col("key") == event["key"])
         & (pl.col("ts") >= event["ts"])
         & (pl.col("end") <= event["end"])
-    )["correlation"].drop_nulls()
-    return device.filter(pl.col("correlation").is_in(nested.implode())).sort("ts")
+    )
+    nested = index.lookup("correlation", calls).drop_nulls()
+    launched = device.filter(index.lookup("correlation", device).is_in(nested.implode()))
+    return index.looked_up(launched.sort("ts"))
 
 
 @dataclass(frozen=True)

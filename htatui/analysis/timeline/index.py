@@ -17,9 +17,9 @@ import math
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
-from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
@@ -148,27 +148,53 @@ class _Coverage:
     span: float
 
     @classmethod
-    def build(cls, merged: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
-        low, high = merged["ts"].min(), merged["end"].max()
-        origin = min(first_us, low if isinstance(low, (int, float)) else first_us) - 1.0
-        top = max(last_us, high if isinstance(high, (int, float)) else last_us) + 1.0
+    def build(cls, events: pl.DataFrame, first_us: float, last_us: float) -> _Coverage:
+        """From the index's events (sorted by row, start, file index): those with a duration,
+        merged per (row, type) as `merge_intervals` merges them (a new interval where one starts
+        after the running end; touching ones merge), with numpy on a few columns, group by group.
+        """
+        timed = events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end")
+        # Stable, as merge_intervals' sort: equal starts keep the events' order.
+        order = np.lexsort((timed["ts"].to_numpy(), timed["type"].to_physical().to_numpy(), timed["row"].to_numpy()))
+        row = timed["row"].to_numpy()[order]
+        code = timed["type"].to_physical().to_numpy()[order]
+        ts = timed["ts"].to_numpy()[order]
+        end = timed["end"].to_numpy()[order]
+        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(ts)]))
+        if len(ts) == 0:
+            bounds = np.zeros(1, dtype=np.int64)
+        merged_ts, merged_end, before, gid = [], [], [], []
+        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            starts, ends = ts[low:high], end[low:high]
+            opens = np.ones(high - low, dtype=bool)
+            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
+            first = np.flatnonzero(opens)
+            merged_ts.append(np.minimum.reduceat(starts, first))
+            merged_end.append(np.maximum.reduceat(ends, first))
+            length = merged_end[-1] - merged_ts[-1]
+            before.append(np.cumsum(length) - length)
+            gid.append(np.full(len(first), group, dtype=np.int64))
+        all_ts = np.concatenate(merged_ts) if merged_ts else np.empty(0)
+        all_end = np.concatenate(merged_end) if merged_end else np.empty(0)
+        gids = np.concatenate(gid) if gid else np.empty(0, dtype=np.int64)
+        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
+        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
         span = top - origin
-        ordered = merged.sort("row", "type", "ts")
-        groups = ordered.select("row", "type").unique(maintain_order=True).with_row_index("gid")
-        table = ordered.join(groups, on=["row", "type"], how="left", maintain_order="left").with_columns(
-            length=pl.col("end") - pl.col("ts")
+        heads = order[bounds[:-1]]
+        groups = pl.DataFrame(
+            {
+                "gid": pl.Series(np.arange(len(heads), dtype=np.int64)),
+                "row": timed["row"].gather(heads),
+                "type": timed["type"].gather(heads),
+            }
         )
-        table = table.with_columns(
-            before=(pl.col("length").cum_sum() - pl.col("length")).over("gid"),
-            s=pl.col("ts") - origin + pl.col("gid").cast(pl.Float64) * span,
-            e=pl.col("end") - origin + pl.col("gid").cast(pl.Float64) * span,
-        )
+        offset = gids.astype(np.float64) * span
         return cls(
-            groups=groups.with_columns(pl.col("gid").cast(pl.Int64)),
-            starts=table["s"],
-            ends=table["e"],
-            before=table["before"],
-            gid=table["gid"].cast(pl.Int64),
+            groups=groups,
+            starts=pl.Series("s", all_ts - origin + offset),
+            ends=pl.Series("e", all_end - origin + offset),
+            before=pl.Series("before", np.concatenate(before) if before else np.empty(0)),
+            gid=pl.Series("gid", gids),
             origin=origin,
             span=span,
         )
@@ -226,6 +252,11 @@ class _Coverage:
         )
 
 
+_LOOKUP_COLUMNS = ("index", "name", "cat", "tid", "stream", "correlation", "external_id")
+"""What an event shows under the cursor, or is followed by to its launch and kernels: read from
+the rank's own columns by `source` when asked for (`RankIndex.looked_up`), not copied per event."""
+
+
 @dataclass
 class RankIndex:
     """What one rank's timeline needs, computed once: rows, typed events, coverage, steps."""
@@ -233,7 +264,8 @@ class RankIndex:
     rank: int
     rows: list[RowSpec]
     events: pl.DataFrame
-    """row, type, ts, end, dur, index, name, cat, tid, stream, correlation, external_id."""
+    """kind, key, type, ts, end, dur, depth, row and `source` (the event's row in `lookups`),
+    by row, start and file index; `looked_up` adds the event's other columns."""
     coverage: _Coverage
     """The merged busy intervals of every (row, type)."""
     steps: pl.DataFrame
@@ -243,27 +275,31 @@ class RankIndex:
     counters_added: set[str] = field(default_factory=set)
     first_us: float = 0.0
     last_us: float = 0.0
+    lookups: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=dict.fromkeys(_LOOKUP_COLUMNS)))
+    """The rank's own columns an event shows (`_LOOKUP_COLUMNS`: the loaded frame's, not a copy)."""
+
+    def lookup(self, column: str, events: pl.DataFrame) -> pl.Series:
+        """One looked-up column for rows of `events` (rows of `self.events`), in their order."""
+        return self.lookups[column].gather(events["source"])
+
+    def looked_up(self, events: pl.DataFrame) -> pl.DataFrame:
+        """Rows of `self.events` with every event column (`_EVENT_COLUMNS`), in their order."""
+        found = self.lookups.select(pl.all().gather(events["source"]))
+        return pl.concat([events.drop("source"), found], how="horizontal").select(_EVENT_COLUMNS)
 
 
-_TYPED_COLUMNS = (
-    "ph",
-    "cat",
-    "name",
-    "collective_name",
-    "tid",
-    "stream",
-    "ts",
-    "end",
-    "dur",
-    "index",
-    "correlation",
-    "external_id",
-)
-"""What `_typed_events` reads of a rank's events."""
+_TYPED_COLUMNS = ("ph", "cat", "name", "collective_name", "tid", "stream", "ts", "end", "dur", "index")
+"""What `_typed_events` reads of a rank's events to type, place and nest them."""
+
+KIND = pl.Enum(sorted((THREAD, STREAM)))
+TYPE = pl.Enum(sorted(GLYPHS))
+"""The index's `kind` and `type` columns: a byte a row instead of a text; the categories in
+text order, so sorting by them sorts as the texts did."""
 
 
 def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
-    """Complete events drawn on the timeline with their row kind, key and cell type.
+    """Complete events drawn on the timeline: `source` (the row in `events`), their row kind
+    (`KIND`), key and cell type (`TYPE`), times and file index.
 
     Types and thread numbers are worked out once per distinct (cat, name) and tid, then joined:
     the name rules are regexes, and a big rank has few distinct names but a million rows.
@@ -279,29 +315,40 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    # The columns drawn or looked up only: filtering the whole frame first copied every column.
-    chosen = events.select(_TYPED_COLUMNS).filter(
-        (pl.col("ph") == "X")
-        & pl.col("ts").is_not_null()
-        & pl.col("dur").is_not_null()
-        & (pl.col("dur") >= 0)
-        & cat.is_in([*_GPU_CATS, *_HOST_TYPES])
+    # The columns typed, placed or nested only: the others are gathered for the kept rows at the end.
+    chosen = (
+        events.select(_TYPED_COLUMNS)
+        .with_row_index("source")
+        .filter(
+            (pl.col("ph") == "X")
+            & pl.col("ts").is_not_null()
+            & pl.col("dur").is_not_null()
+            & (pl.col("dur") >= 0)
+            & pl.col("cat").is_in([*_GPU_CATS, *_HOST_TYPES])
+        )
+        .drop("ph")
     )
     types = (
         chosen.select("cat", "name", "collective_name")
         .unique()
         .with_columns(_kernel_type=kernel_type(False))
         .with_columns(
-            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)),
-            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)),
+            kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)).cast(KIND),
+            type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)).cast(TYPE),
         )
         .drop("_kernel_type")
     )
     threads = chosen.select("tid").unique().with_columns(_tid=pl.col("tid").cast(pl.Utf8).cast(pl.Int64, strict=False))
-    joined = chosen.join(types, on=["cat", "name", "collective_name"], how="left", nulls_equal=True).join(
-        threads, on="tid", how="left"
+    # Joined on the key columns alone (a join copies every column it carries), then set beside them.
+    found = (
+        chosen.select("cat", "name", "collective_name", "tid")
+        .join(types, on=["cat", "name", "collective_name"], how="left", nulls_equal=True, maintain_order="left")
+        .join(threads, on="tid", how="left", maintain_order="left")
     )
+    joined = chosen.with_columns(found.select("kind", "type", "_tid"))
+    del chosen, found
     return joined.select(
+        "source",
         "kind",
         key=pl.when(pl.col("kind") == STREAM)
         .then(pl.col("stream").fill_null(pl.col("_tid")).fill_null(-1))
@@ -311,12 +358,6 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
         end=pl.col("end").fill_null(pl.col("ts") + pl.col("dur")),
         dur=pl.col("dur"),
         index=pl.col("index"),
-        name=pl.col("name"),
-        cat=pl.col("cat"),
-        tid=pl.col("tid"),
-        stream=pl.col("stream"),
-        correlation=pl.col("correlation"),
-        external_id=pl.col("external_id"),
     )
 
 
@@ -336,6 +377,37 @@ def _depths(host: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
+_EVENT_COLUMNS = ("kind", "key", "type", "ts", "end", "dur", *_LOOKUP_COLUMNS, "depth", "row")
+"""An event's columns as `RankIndex.looked_up` gives them."""
+
+
+def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows, events): each drawn row's kind, key and depth in row order (threads, then streams),
+    and the drawn events with their `row`, by row, start and file index.
+
+    Typed, nested and sorted on the few columns that place an event (the others are looked up
+    by `source` when asked for), and each step's frame is dropped when the next is made, so
+    building holds about one narrow copy of the events at a time.
+    """
+    typed = _typed_events(raw)
+    host = _depths(typed.filter(pl.col("kind") == THREAD))
+    device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
+    del typed
+    both = pl.concat([host, device.select(host.columns)])
+    del host, device
+    keys = (
+        both.select("kind", "key", "depth")
+        .unique()
+        .sort((pl.col("kind") == STREAM).cast(pl.Int8), "key", "depth")
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+    )
+    placed = both.join(keys, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
+    del both
+    events = placed.select("kind", "key", "type", "ts", "end", "dur", "depth", "row", pl.col("source").cast(pl.UInt32))
+    return keys.select("kind", "key", "depth"), events
+
+
 def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     """step, start_us, end_us of the rank's host ProfilerStep spans, by start."""
     spans = step_spans(events).unique("step", keep="first", maintain_order=True)
@@ -353,19 +425,8 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     if rank not in traces.ranks:
         raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
     raw = traces.ranks[rank].events
-    typed = _typed_events(raw)
-    host = _depths(typed.filter(pl.col("kind") == THREAD))
-    device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
-    both = pl.concat([host, device.select(host.columns)])
-    keys = (
-        both.select("kind", "key", "depth")
-        .unique()
-        .sort(pl.col("kind").replace_strict({THREAD: 0, STREAM: 1}, return_dtype=pl.Int8), "key", "depth")
-    )
+    keys, events = _placed_events(raw)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
-    row_ids = keys.with_columns(row=pl.int_range(0, keys.height, dtype=pl.Int64))
-    events = both.join(row_ids, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
-    merged = merge_intervals(events.filter(pl.col("dur") > 0).select("row", "type", "ts", "end"), ["row", "type"])
     timed = raw.select("ph", "ts", "dur").filter(pl.col("ph") == "X")
     first = timed["ts"].min()
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
@@ -375,10 +436,11 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
         rank=rank,
         rows=rows,
         events=events,
-        coverage=_Coverage.build(merged, first_us, last_us),
+        coverage=_Coverage.build(events, first_us, last_us),
         steps=_profiler_steps(raw),
         first_us=first_us,
         last_us=last_us,
+        lookups=raw.select(_LOOKUP_COLUMNS),
     )
     per_set[rank] = index
     return index

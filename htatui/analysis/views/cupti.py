@@ -124,6 +124,12 @@ def _counted(traces: TraceSet, options: CuptiOptions) -> _Counted:
 
 
 def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
+    # Most traces have no counted kernels: asked of two columns first, so the whole frame in
+    # scope (every column copied) is made only when there are some.
+    kinds = prepare(traces, options, columns=("cat", "ph")).events
+    if kinds.filter((pl.col("cat") == PROFILER_RANGE_CAT) & (pl.col("ph") == "X")).height == 0:
+        return _Counted(pl.DataFrame(schema=KERNEL_COLUMNS), (), NO_RANGES)
+    del kinds
     prepared = prepare(traces, options)
     frames: list[pl.DataFrame] = []
     notes: list[str] = []

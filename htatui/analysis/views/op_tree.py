@@ -8,13 +8,16 @@ name), so a kernel leads back to the op that launched it. Work no op launched is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import each_rank
 from htatui.analysis.model.op_events import OpEvents
+from htatui.analysis.model.op_nesting import Ints
 from htatui.analysis.views import ops
 from htatui.trace.model import TraceSet
 
@@ -45,50 +48,54 @@ def build(tree: OpEvents) -> pl.DataFrame:
 def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
     """The call tree of `tree` (`NODE_SCHEMA`) and how many of its nodes are host events': those
     come first (ranks in order, each rank's in first-call order), then the device leaves (in the
-    order of `tree.work`)."""
-    events = tree.events.sort("rank", "pos")
-    node_of: dict[tuple[int, int | None, str, str], int] = {}
-    parents: list[int | None] = []
-    ranks: list[int] = []
-    depths: list[int] = []
-    names: list[str] = []
-    kinds: list[str] = []
-    event_node: dict[tuple[int, int], int] = {}
-    assigned: list[int] = []
+    order of `tree.work`).
 
-    def node_for(rank: int, parent: int | None, name: str, kind: str) -> int:
-        key = (rank, parent, name, kind)
-        found = node_of.get(key)
-        if found is None:
-            found = node_of[key] = len(parents)
-            parents.append(parent)
-            ranks.append(rank)
-            depths.append(0 if parent is None else depths[parent] + 1)
-            names.append(name)
-            kinds.append(kind)
-        return found
-
-    for rank, pos, parent, name, kind in zip(
-        events["rank"].to_list(),
-        events["pos"].to_list(),
-        events["parent"].to_list(),
-        events["name"].to_list(),
-        events["kind"].to_list(),
-        strict=True,
-    ):
-        parent_node = None if parent is None else event_node[(rank, parent)]
-        node = node_for(rank, parent_node, name, kind)
-        event_node[(rank, pos)] = node
-        assigned.append(node)
-    host_nodes = len(parents)
-    host = events.select(*_METRICS).with_columns(node=pl.Series(assigned, dtype=pl.Int64))
+    A node is every call of one name and kind under one parent node; it is named here by its
+    first call (the row that made it, in (rank, pos) order, the leaves after every event), so
+    the nodes are found level by level with whole-column steps: a row's node is the first row
+    with its rank, its parent's node, its name and its kind.
+    """
+    events = _by_rank_and_pos(tree.events)
+    n = events.height
     work = tree.work.filter(pl.col("owner").is_not_null() & (pl.col("kind") != "gpu-annotation"))
-    leaves = [
-        node_for(rank, event_node[(rank, owner)], name, kind)
-        for rank, owner, name, kind in zip(
-            work["rank"].to_list(), work["owner"].to_list(), work["name"].to_list(), work["kind"].to_list(), strict=True
+    row_of = _row_of(events)
+    parent_row = row_of(events.select("rank", pos="parent"))
+    first = np.full(n, -1, dtype=np.int64)
+    depth = events["depth"].to_numpy()
+    keys = events.select("rank", "name", "kind")
+    # Grouped by codes: equal codes are equal texts, and a code is 4 bytes where a text is 16 or more.
+    codes = events.select(
+        "rank",
+        name=pl.col("name").cast(pl.Categorical).to_physical(),
+        kind=pl.col("kind").cast(pl.Categorical).to_physical(),
+    )
+    for level in np.unique(depth):
+        rows = np.nonzero(depth == level)[0]
+        parents = parent_row[rows]
+        first[rows] = _first_of_group(
+            codes[rows].with_columns(
+                parent=pl.Series(np.where(parents >= 0, first[np.maximum(parents, 0)], -1)),
+                row=pl.Series(rows),
+            )
         )
-    ]
+    # A leaf whose key is a host node's joins it; the others are new nodes, after every event.
+    owner_first = first[row_of(work.select("rank", pos="owner"))] if n else np.empty(0, dtype=np.int64)
+    leaf_keys = work.select("rank", "name", "kind").with_columns(
+        parent=pl.Series(owner_first, dtype=pl.Int64), row=pl.int_range(n, n + pl.len(), dtype=pl.Int64)
+    )
+    made = np.unique(first)
+    made_parent = parent_row[made]
+    host_keys = keys[made].with_columns(
+        parent=pl.Series(np.where(made_parent >= 0, first[np.maximum(made_parent, 0)], -1), dtype=pl.Int64),
+        known=pl.Series(made, dtype=pl.Int64),
+    )
+    leaf_first = _first_of_group(leaf_keys)
+    known = leaf_keys.join(host_keys, on=["rank", "parent", "name", "kind"], how="left", maintain_order="left")
+    leaf_first = np.where(known["known"].is_null().to_numpy(), leaf_first, known["known"].fill_null(-1).to_numpy())
+    firsts = np.unique(np.concatenate([first, leaf_first]))
+    assigned = np.searchsorted(firsts, first)
+    leaves = np.searchsorted(firsts, leaf_first)
+    host = events.select(*_METRICS).with_columns(node=pl.Series(assigned, dtype=pl.Int64))
     device = work.select(
         cpu_total_us=pl.lit(0.0),
         cpu_self_us=pl.lit(0.0),
@@ -100,19 +107,79 @@ def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
         .group_by("node")
         .agg(count=pl.len(), **{m: pl.col(m).sum() for m in _METRICS})
     )
-    nodes = pl.DataFrame(
-        {
-            "rank": ranks,
-            "node": list(range(len(parents))),
-            "parent_node": parents,
-            "depth": depths,
-            "name": names,
-            "kind": kinds,
-        },
-        schema={k: NODE_SCHEMA[k] for k in ("rank", "node", "parent_node", "depth", "name", "kind")},
-    )
+    nodes = _nodes(events, work, firsts, parent_row, first, owner_first)
     joined = nodes.join(sums, on="node", how="left", maintain_order="left")
-    return joined.select([pl.col(name).cast(dtype) for name, dtype in NODE_SCHEMA.items()]), host_nodes
+    return joined.select([pl.col(name).cast(dtype) for name, dtype in NODE_SCHEMA.items()]), len(made)
+
+
+def _by_rank_and_pos(events: pl.DataFrame) -> pl.DataFrame:
+    """`events` sorted by (rank, pos): as they are when built (ranks in order), without the copy
+    a sort makes of every column."""
+    ordered = events.select(
+        ((pl.col("rank").diff() > 0) | ((pl.col("rank").diff() == 0) & (pl.col("pos").diff() > 0))).all()
+    ).item()
+    return events if ordered else events.sort("rank", "pos")
+
+
+def _row_of(events: pl.DataFrame) -> Callable[[pl.DataFrame], Ints]:
+    """Row numbers in `events` (sorted by rank, pos) of (rank, pos) pairs, -1 where pos is null.
+
+    `pos` numbers a rank's rows from 0 as built, so a pair's row is its rank's first row plus
+    its pos; a frame numbered otherwise is looked up by a join.
+    """
+    ranks = events["rank"].to_numpy()
+    rank_ids, rank_starts = np.unique(ranks, return_index=True)
+    rows = np.arange(len(ranks), dtype=np.int64)
+    contiguous = bool(np.array_equal(rows - rank_starts[np.searchsorted(rank_ids, ranks)], events["pos"].to_numpy()))
+
+    def row_of(pairs: pl.DataFrame) -> Ints:
+        pos = pairs["pos"].fill_null(-1).to_numpy().astype(np.int64)
+        if contiguous:
+            at = np.searchsorted(rank_ids, pairs["rank"].to_numpy())
+            start = rank_starts[np.minimum(at, max(len(rank_ids) - 1, 0))] if len(rank_ids) else np.zeros_like(pos)
+            found: Ints = np.where(pos >= 0, start + pos, -1)
+            return found
+        numbered = events.select("rank", "pos", found=pl.int_range(pl.len(), dtype=pl.Int64))
+        joined = pairs.join(numbered, on=["rank", "pos"], how="left", maintain_order="left")
+        looked_up: Ints = joined["found"].fill_null(-1).to_numpy().astype(np.int64)
+        return looked_up
+
+    return row_of
+
+
+def _first_of_group(keys: pl.DataFrame) -> Ints:
+    """Per row of `keys` (rank, name, kind, parent, row), the least `row` with the same key."""
+    first = keys.select(pl.col("row").min().over(["rank", "parent", "name", "kind"]))
+    return first.to_series().to_numpy().astype(np.int64)
+
+
+def _nodes(
+    events: pl.DataFrame, work: pl.DataFrame, firsts: Ints, parent_row: Ints, first: Ints, owner_first: Ints
+) -> pl.DataFrame:
+    """rank, node, parent_node, depth, name, kind of each node, from the row that made it."""
+    n = events.height
+    host = firsts[firsts < n]
+    leaf = firsts[firsts >= n] - n
+    host_parent = parent_row[host]
+    parent_first = np.concatenate(
+        [np.where(host_parent >= 0, first[np.maximum(host_parent, 0)], -1), owner_first[leaf]]
+    )
+    parent_node = np.where(parent_first >= 0, np.searchsorted(firsts, parent_first), -1)
+    made = pl.concat(
+        [events[host].select("rank", "name", "kind"), work[leaf].select("rank", "name", "kind")], how="vertical"
+    )
+    # A leaf hangs under a host node, whose depth comes first (host nodes are numbered first).
+    depth = np.zeros(len(firsts), dtype=np.int64)
+    depth[: len(host)] = events["depth"].to_numpy()[host]
+    depth[len(host) :] = depth[parent_node[len(host) :]] + 1
+    return made.select(
+        "rank",
+        node=pl.int_range(pl.len(), dtype=pl.Int64),
+        parent_node=pl.Series(parent_node, dtype=pl.Int64).replace(-1, None),
+        depth=pl.Series(depth, dtype=pl.Int64),
+        name="name",
+        kind="kind",
+    )
 
 
 def launcher_of(nodes: pl.DataFrame, rank: int, name: str, kind: str) -> int | None:

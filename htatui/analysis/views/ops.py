@@ -191,7 +191,10 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     if options.sort_by not in schema:
         raise ValueError(f"sort_by must be one of {', '.join(schema)}; got {options.sort_by!r}")
     kinds = chosen_kinds(options.kinds)
-    host = built.events.filter(pl.col("kind").is_in(kinds))
+    # Without the performance model only these columns are read: the filter copies them alone.
+    read = ("rank", "index", "name", "kind", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
+    events = built.events if modelled(options) else built.events.select(read)
+    host = events.filter(pl.col("kind").is_in(kinds))
     if options.group_by == "shape" or options.flops:
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
     else:
