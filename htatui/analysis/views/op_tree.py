@@ -95,17 +95,30 @@ def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
     firsts = np.unique(np.concatenate([first, leaf_first]))
     assigned = np.searchsorted(firsts, first)
     leaves = np.searchsorted(firsts, leaf_first)
-    host = events.select(*_METRICS).with_columns(node=pl.Series(assigned, dtype=pl.Int64))
     device = work.select(
         cpu_total_us=pl.lit(0.0),
         cpu_self_us=pl.lit(0.0),
         gpu_self_us=pl.col("dur"),
         gpu_total_us=pl.col("dur"),
-    ).with_columns(node=pl.Series(leaves, dtype=pl.Int64))
-    sums = (
-        pl.concat([host, device], how="vertical")
-        .group_by("node")
-        .agg(count=pl.len(), **{m: pl.col(m).sum() for m in _METRICS})
+    )
+    # Summed in row order, one thread: a threaded group sum adds in another order each run, and
+    # the same trace would print other last digits.
+    node = np.concatenate([assigned, leaves]).astype(np.int64)
+    sums = pl.DataFrame(
+        {
+            "node": np.arange(len(firsts), dtype=np.int64),
+            "count": np.bincount(node, minlength=len(firsts)),
+            **{
+                m: np.bincount(
+                    node,
+                    weights=np.concatenate(
+                        [events[m].fill_null(0.0).to_numpy(), device[m].fill_null(0.0).to_numpy()]
+                    ).astype(np.float64),
+                    minlength=len(firsts),
+                )
+                for m in _METRICS
+            },
+        }
     )
     nodes = _nodes(events, work, firsts, parent_row, first, owner_first)
     joined = nodes.join(sums, on="node", how="left", maintain_order="left")
