@@ -84,3 +84,17 @@ def device(cat: str, name: str, ts: float, dur: float, *, stream: int = 7, corr:
     if corr is not None:
         args["correlation"] = corr
     return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+def context_sync(ts: float, dur: float, corr: int) -> Event:
+    """A CUDA context synchronisation: a `cuda_sync` row on stream -1 (the host waits for the device)."""
+    return {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": "Context Sync",
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": -1, "correlation": corr},
+    }

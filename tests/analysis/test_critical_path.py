@@ -11,7 +11,7 @@ import pytest
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
-from tests.kineto_util import Event, cpu_op, device, kernel, runtime, traces_of
+from tests.kineto_util import Event, context_sync, cpu_op, device, kernel, runtime, traces_of
 
 ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles" / "critical_path"
 TRACES = ("alexnet", "cuda_event_sync", "cuda_event_sync_multi_stream", "simple_add")
@@ -61,21 +61,8 @@ def _by_bound(path: pl.DataFrame) -> dict[str, float]:
     return dict(cp.summarise(path).select("bound_by", "time_us").iter_rows())
 
 
-def _context_sync(ts: float, dur: float, corr: int) -> Event:
-    return {
-        "ph": "X",
-        "cat": "cuda_sync",
-        "name": "Context Sync",
-        "pid": 0,
-        "tid": 7,
-        "ts": ts,
-        "dur": dur,
-        "args": {"device": 0, "stream": -1, "correlation": corr},
-    }
-
-
 @pytest.mark.parametrize("hta_compat", [False, True])
-def test_launch_delay_kernel_and_context_sync(tmp_path: Path, hta_compat: bool) -> None:
+def test_launch_delay_kernel_andcontext_sync(tmp_path: Path, hta_compat: bool) -> None:
     """aten::add [0,20] launches k1 at 5; k1 runs 30–80; cudaDeviceSynchronize [25,85] waits for it; then op [90,100].
 
     Path: add.start →5 launch.start →25 (launch delay) k1.start →50 k1.end →0 (context sync) sync.end
@@ -86,7 +73,7 @@ def test_launch_delay_kernel_and_context_sync(tmp_path: Path, hta_compat: bool) 
         runtime("cudaLaunchKernel", 5, 5, 1),
         kernel("k1", 30, 50, corr=1),
         runtime("cudaDeviceSynchronize", 25, 60, 2),
-        _context_sync(30, 55, 2),
+        context_sync(30, 55, 2),
         cpu_op("op", 90, 10),
     ]
     path = _path(tmp_path, events, hta_compat)
@@ -212,7 +199,7 @@ def test_kernel_never_starts_before_its_launch(tmp_path: Path) -> None:
         runtime("cudaLaunchKernel", 3035, 2, 3),
         kernel("k2", 3140, 100, corr=3),
         runtime("cudaDeviceSynchronize", 3040, 210, 4),
-        _context_sync(3240, 5, 4),
+        context_sync(3240, 5, 4),
         cpu_op("after", 3260, 10),
     ]
     hta = _path(tmp_path / "hta", events, hta_compat=True)
@@ -248,7 +235,7 @@ def _rank_events(op: str, op_end: float, launch_ts: float, kernel_ts: float) -> 
         runtime("cudaLaunchKernel", launch_ts, 5, 1),
         kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", kernel_ts, 5100 - kernel_ts, corr=1),
         runtime("cudaDeviceSynchronize", op_end + 1, 5104 - op_end, 2),
-        _context_sync(5100, 4, 2),
+        context_sync(5100, 4, 2),
         cpu_op("after", 5110, 10),
     ]
 

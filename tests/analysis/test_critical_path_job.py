@@ -22,22 +22,9 @@ from htatui.analysis.views.critical_path.graph import COLLECTIVE, Edges
 from htatui.analysis.views.critical_path.longest import longest_path
 from htatui.analysis.views.critical_path.path import RankGraph, path_frame
 from htatui.jobs.load import load_traces
-from tests.kineto_util import Event, cpu_op, kernel, runtime, traces_of
+from tests.kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-
-
-def _context_sync(ts: float, dur: float, corr: int) -> Event:
-    return {
-        "ph": "X",
-        "cat": "cuda_sync",
-        "name": "Context Sync",
-        "pid": 0,
-        "tid": 7,
-        "ts": ts,
-        "dur": dur,
-        "args": {"device": 0, "stream": -1, "correlation": corr},
-    }
 
 
 def _rank(arrival: float) -> list[Event]:
@@ -50,7 +37,7 @@ def _rank(arrival: float) -> list[Event]:
         runtime("cudaLaunchKernel", arrival - 4, 2, 3),
         kernel(ALL_REDUCE, 5100, 100, corr=3),
         runtime("cudaDeviceSynchronize", arrival + 1, 5203 - arrival, 2),
-        _context_sync(5200, 4, 2),
+        context_sync(5200, 4, 2),
         cpu_op("after", 5210, 10),
     ]
 
