@@ -17,17 +17,25 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, Edges, Nodes
+from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, EdgeArrays, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
 from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
 
 
+def _numbers(total: int) -> type[np.signedinteger]:
+    """The smallest integer type that numbers `total` nodes or rows (and −1)."""
+    return np.int32 if total < np.iinfo(np.int32).max else np.int64
+
+
 def combine(graphs: dict[int, RankGraph]) -> RankGraph:
     """The ranks' graphs side by side: node and row numbers offset, edges in rank order."""
     frames, event, ts, is_start, start_of, end_of = [], [], [], [], [], []
-    edges = Edges()
+    src, dst, kind, zero, charged = [], [], [], [], []
     weights = []
+    nodes_total = sum(len(g.nodes.ts) for g in graphs.values())
+    rows_total = sum(g.window.events.height for g in graphs.values())
+    node_type, row_type = _numbers(nodes_total), _numbers(rows_total)
     row_off = node_off = 0
     for g in graphs.values():
         frames.append(g.window.events)
@@ -37,11 +45,12 @@ def combine(graphs: dict[int, RankGraph]) -> RankGraph:
         is_start.append(g.nodes.is_start)
         start_of.append(np.where(g.nodes.start_of >= 0, g.nodes.start_of + node_off, -1))
         end_of.append(np.where(g.nodes.end_of >= 0, g.nodes.end_of + node_off, -1))
-        edges.src.extend((np.asarray(g.edges.src, np.int64) + node_off).tolist())
-        edges.dst.extend((np.asarray(g.edges.dst, np.int64) + node_off).tolist())
-        edges.kind.extend(g.edges.kind)
-        edges.zero.extend(g.edges.zero)
-        edges.event.extend([e + row_off if e >= 0 else -1 for e in g.edges.event])
+        src.append(g.edges.src.astype(node_type) + node_off)
+        dst.append(g.edges.dst.astype(node_type) + node_off)
+        kind.append(g.edges.kind)
+        zero.append(g.edges.zero)
+        own = g.edges.event.astype(row_type)
+        charged.append(np.where(own >= 0, own + row_off, -1).astype(row_type))
         weights.append(g.weight)
         row_off += g.window.events.height
         node_off += n
@@ -52,6 +61,13 @@ def combine(graphs: dict[int, RankGraph]) -> RankGraph:
         is_start=np.concatenate(is_start),
         start_of=np.concatenate(start_of),
         end_of=np.concatenate(end_of),
+    )
+    edges = EdgeArrays(
+        src=np.concatenate(src),
+        dst=np.concatenate(dst),
+        kind=np.concatenate(kind),
+        zero=np.concatenate(zero),
+        event=np.concatenate(charged),
     )
     window = Window(
         start_us=min(g.window.start_us for g in graphs.values()),
@@ -115,14 +131,15 @@ def join_ranks(graphs: dict[int, RankGraph], hta_compat: bool) -> RankGraph:
         calls["group"].to_numpy(), start, end, pos, transfer, len(g.nodes.ts)
     )
     count = len(meeting_src)
-    g.edges.extend(
-        meeting_src,
-        meeting_dst,
-        np.full(count, COLLECTIVE, np.int64),
-        meeting_event,
-        np.zeros(count, bool),
+    node_type = _numbers(len(g.nodes.ts) + meetings)
+    edges = EdgeArrays(
+        src=np.concatenate([g.edges.src.astype(node_type), meeting_src.astype(node_type)]),
+        dst=np.concatenate([g.edges.dst.astype(node_type), meeting_dst.astype(node_type)]),
+        kind=np.concatenate([g.edges.kind, np.full(count, COLLECTIVE, np.int8)]),
+        zero=np.concatenate([g.edges.zero, np.zeros(count, bool)]),
+        event=np.concatenate([g.edges.event, meeting_event.astype(g.edges.event.dtype)]),
     )
-    return RankGraph(g.window, g.nodes, g.edges, np.concatenate([weight, meeting_weight]), meetings)
+    return RankGraph(g.window, g.nodes, edges, np.concatenate([weight, meeting_weight]), meetings)
 
 
 def own_spans_weighed(g: RankGraph, start: np.ndarray, end: np.ndarray, transfer: np.ndarray) -> np.ndarray:
