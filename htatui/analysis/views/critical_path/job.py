@@ -14,6 +14,8 @@ work that made it late.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -28,23 +30,62 @@ def _numbers(total: int) -> type[np.signedinteger]:
     return np.int32 if total < np.iinfo(np.int32).max else np.int64
 
 
-def combine(graphs: dict[int, RankGraph]) -> RankGraph:
+JOB_COLUMNS = ("rank", "index", "cat", "name", "collective_name", "hstream")
+"""What the job's graph keeps of each row once its rank's calls are found: the path's rows are
+named and typed (`path_frame`), the what-ifs find events by (rank, index)."""
+
+
+@dataclass(frozen=True)
+class JobPart:
+    """One rank's share of the job: its graph, trimmed to what the job reads (`JOB_COLUMNS`, node
+    numbers as int32), and its collective calls from its best source (`rank_calls`)."""
+
+    graph: RankGraph
+    calls: pl.DataFrame | None
+
+
+def job_part(g: RankGraph, hta_compat: bool) -> JobPart:
+    """The rank's part of the job, taken as soon as its graph is built, so that the job holds
+    only this of each rank (a rank's window has 26 columns; the calls need most of them)."""
+    calls = rank_calls(g.window.events, hta_compat)
+    events = g.window.events.select(JOB_COLUMNS)
+    window = Window(start_us=g.window.start_us, end_us=g.window.end_us, events=events, full=events)
+    nodes = Nodes(
+        event=g.nodes.event.astype(_numbers(events.height)),
+        ts=g.nodes.ts,
+        is_start=g.nodes.is_start,
+        start_of=g.nodes.start_of.astype(_numbers(len(g.nodes.ts))),
+        end_of=g.nodes.end_of.astype(_numbers(len(g.nodes.ts))),
+    )
+    return JobPart(RankGraph(window, nodes, g.edges, g.weight, g.meetings), calls)
+
+
+def combine(graphs: list[RankGraph]) -> RankGraph:
     """The ranks' graphs side by side: node and row numbers offset, edges in rank order."""
-    frames, event, ts, is_start, start_of, end_of = [], [], [], [], [], []
-    src, dst, kind, zero, charged = [], [], [], [], []
-    weights = []
-    nodes_total = sum(len(g.nodes.ts) for g in graphs.values())
-    rows_total = sum(g.window.events.height for g in graphs.values())
+    frames = [g.window.events for g in graphs]
+    event: list[np.ndarray] = []
+    ts: list[np.ndarray] = []
+    is_start: list[np.ndarray] = []
+    start_of: list[np.ndarray] = []
+    end_of: list[np.ndarray] = []
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    kind: list[np.ndarray] = []
+    zero: list[np.ndarray] = []
+    charged: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    nodes_total = sum(len(g.nodes.ts) for g in graphs)
+    rows_total = sum(g.window.events.height for g in graphs)
     node_type, row_type = _numbers(nodes_total), _numbers(rows_total)
     row_off = node_off = 0
-    for g in graphs.values():
-        frames.append(g.window.events)
+    for g in graphs:
         n = len(g.nodes.ts)
-        event.append(g.nodes.event + row_off)
+        event.append(g.nodes.event.astype(row_type) + row_off)
         ts.append(g.nodes.ts)
         is_start.append(g.nodes.is_start)
-        start_of.append(np.where(g.nodes.start_of >= 0, g.nodes.start_of + node_off, -1))
-        end_of.append(np.where(g.nodes.end_of >= 0, g.nodes.end_of + node_off, -1))
+        for offset, numbers in ((start_of, g.nodes.start_of), (end_of, g.nodes.end_of)):
+            own = numbers.astype(node_type)
+            offset.append(np.where(own >= 0, own + node_off, -1).astype(node_type))
         src.append(g.edges.src.astype(node_type) + node_off)
         dst.append(g.edges.dst.astype(node_type) + node_off)
         kind.append(g.edges.kind)
@@ -70,37 +111,43 @@ def combine(graphs: dict[int, RankGraph]) -> RankGraph:
         event=np.concatenate(charged),
     )
     window = Window(
-        start_us=min(g.window.start_us for g in graphs.values()),
-        end_us=max(g.window.end_us for g in graphs.values()),
+        start_us=min(g.window.start_us for g in graphs),
+        end_us=max(g.window.end_us for g in graphs),
         events=events,
         full=events,
     )
     return RankGraph(window, nodes, edges, np.concatenate(weights))
 
 
-def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFrame:
+def rank_calls(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
+    """The rank's collective calls from its best source, each with its row (`pos`) and `source`;
+    None when it has none. A rank's calls depend on it alone (`meeting.source_calls`)."""
+    events = events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64))
+    for source in SOURCES:
+        calls = source_calls(events, hta_compat, source, None)
+        if calls.height == 0:
+            continue
+        on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
+        rows = events.filter(on_device).select("rank", "ts", "end", "pos")
+        rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
+        return calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source))
+    return None
+
+
+def matched_calls(parts: list[JobPart]) -> pl.DataFrame:
     """The collective calls two or more ranks share: row (in `combine`'s frame), group number,
-    transfer (µs). Each rank's calls and rows are found in its own window (a rank's calls depend on
-    it alone: `meeting.source_calls`), so the job's rows are never scanned at once."""
+    transfer (µs)."""
     found, row_offset = [], 0
-    sources: set[str] = set()
-    for g in graphs.values():
-        events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64) + row_offset)
-        row_offset += events.height
-        for source in SOURCES:
-            calls = source_calls(events, hta_compat, source, None)
-            if calls.height == 0:
-                continue
-            sources.add(source)
-            on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
-            rows = events.filter(on_device).select("rank", "ts", "end", "pos")
-            rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
-            found.append(calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source)))
-            break  # the job's source is never worse than this rank's best
+    for part in parts:
+        if part.calls is not None:
+            found.append(part.calls.with_columns(pos=pl.col("pos") + row_offset))
+        row_offset += part.graph.window.events.height
     empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
     if not found:
         return empty
-    # The job's best source: the first any rank has calls of (`meeting.meeting_points`).
+    # The job's best source: the first any rank has calls of (`meeting.meeting_points`); a rank's
+    # best source is never better than it, so a rank with a worse one has none of its calls.
+    sources = {str(frame["source"][0]) for frame in found}
     chosen = next(source for source in SOURCES if source in sources)
     matched = (
         pl.concat(found, how="vertical_relaxed")
@@ -117,14 +164,14 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
     ).sort("group", "pos")
 
 
-def join_ranks(graphs: dict[int, RankGraph], hta_compat: bool) -> RankGraph:
-    """One graph for the job (module docstring)."""
-    calls = matched_calls(graphs, hta_compat)
-    g = combine(graphs)
+def join_ranks(parts: list[JobPart]) -> RankGraph:
+    """One graph for the job (module docstring), from its ranks' parts in rank order."""
+    calls = matched_calls(parts)
+    g = combine([part.graph for part in parts])
     if calls.height == 0:
         return g
     pos = calls["pos"].to_numpy()
-    start, end = g.nodes.start_of[pos], g.nodes.end_of[pos]
+    start, end = g.nodes.start_of[pos].astype(np.int64), g.nodes.end_of[pos].astype(np.int64)
     transfer = calls["transfer_us"].to_numpy()
     weight = own_spans_weighed(g, start, end, transfer)
     meeting_src, meeting_dst, meeting_event, meeting_weight, meetings = meeting_edges(
