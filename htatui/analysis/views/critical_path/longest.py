@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 Ints = npt.NDArray[np.int64]
+Numbers = npt.NDArray[np.signedinteger[Any]]
+"""Node numbers in any integer width (a job's graph keeps int32)."""
 Floats = npt.NDArray[np.float64]
 
 
@@ -53,7 +56,7 @@ class _Meetings:
     counted: list[list[bool]]
 
 
-def _meetings(real: int, count: int, src: Ints, dst: Ints) -> _Meetings:
+def _meetings(real: int, count: int, src: Numbers, dst: Numbers) -> _Meetings:
     """The `count` meeting nodes (numbered from `real`) as pairs of edges; ValueError when they do not pair up."""
     if np.any((src >= real) & (dst >= real)):
         raise ValueError("an edge joins two meeting nodes")
@@ -73,17 +76,26 @@ def _meetings(real: int, count: int, src: Ints, dst: Ints) -> _Meetings:
     return _Meetings(starts, ends, n_in.tolist(), direct, [[False] * len(s) for s in starts])
 
 
-def unique_edges(src: Ints, dst: Ints) -> tuple[Ints, Ints]:
+def unique_edges(src: Numbers, dst: Numbers) -> tuple[Ints, Ints]:
     """Each (src, dst) pair once, at its first position, standing for its last copy (a DiGraph's add_edge)."""
+    if len(src) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     key = src.astype(np.int64) * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
-    _, first = np.unique(key, return_index=True)
-    _, last_rev = np.unique(key[::-1], return_index=True)
-    last = len(key) - 1 - last_rev
+    # One stable sort: each pair's copies lie together in the order added.
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    del key
+    opens = np.ones(len(sorted_key), bool)
+    opens[1:] = sorted_key[1:] != sorted_key[:-1]
+    del sorted_key
+    group_first = np.flatnonzero(opens)
+    first = by_key[group_first]
+    last = by_key[np.append(group_first[1:], len(by_key)) - 1]
     order = np.argsort(first, kind="stable")
     return first[order], last[order]
 
 
-def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
+def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Ints:
     """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
 
     A meeting node is placed when its last start is visited (before any of its ends). Its ends
@@ -94,8 +106,9 @@ def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
     real = n - meetings
     by_src = np.argsort(src, kind="stable")
     # Flat buffers, not lists: a Python int in a list costs ~40 bytes, here 8 (a job has millions).
-    children = np.ascontiguousarray(dst[by_src], dtype=np.int64).data
+    children = np.ascontiguousarray(dst[by_src]).data
     bounds = np.searchsorted(src[by_src], np.arange(n + 1)).astype(np.int64).data
+    del by_src
     indegree = np.bincount(dst, minlength=n).astype(np.int64).data
     meet = _meetings(real, meetings, src, dst) if meetings else None
     generation = np.flatnonzero(np.asarray(indegree)[:real] == 0).tolist()
@@ -136,7 +149,7 @@ def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
     return np.frombuffer(order, dtype=np.int64).copy()
 
 
-def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0) -> Path:
+def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0) -> Path:
     """The longest path over `n` nodes by `weight` (edges as added; repeated pairs count once, last weight).
 
     The last `meetings` nodes are meeting nodes (module docstring).
@@ -145,13 +158,19 @@ def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0
         return Path(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
     real = n - meetings
     first, last = unique_edges(src, dst)
-    u, v, w = src[first], dst[first], weight[last]
+    # Node numbers as int32 where they fit: the solver's arrays are a job's largest.
+    numbers = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    u: Numbers = src[first].astype(numbers)
+    v: Numbers = dst[first].astype(numbers)
+    w = weight[last]
+    del first
     order = topological_order(n, u, v, meetings)
     by_dst = np.argsort(v, kind="stable")
     starts = np.searchsorted(v[by_dst], np.arange(n + 1)).astype(np.int64).data
-    pred = np.ascontiguousarray(u[by_dst], dtype=np.int64).data
+    pred = np.ascontiguousarray(u[by_dst]).data
     pred_w = np.ascontiguousarray(w[by_dst], dtype=np.float64).data
     pred_edge = np.ascontiguousarray(last[by_dst], dtype=np.int64).data
+    del u, v, w, last, by_dst
     dist_of = np.zeros(n)
     dist = dist_of.data
     back = np.arange(n, dtype=np.int64).data

@@ -77,7 +77,7 @@ def build_graph(
 
 def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) -> pl.DataFrame:
     """The longest path's edges in order, each with its bound type (PATH_SCHEMA)."""
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    src, dst = g.edges.src, g.edges.dst
     # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
     solved = np.maximum(g.weight, 0.0)
     found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
