@@ -159,7 +159,6 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
         return None, NotedTable(empty, note or "no ranks")
     try:
         joined = join_ranks(parts)
-        del parts
         path = path_frame(joined, options.hta_compat, options.data_loading)
         return joined, NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW)
     except CycleError:

@@ -61,62 +61,60 @@ def job_part(g: RankGraph, hta_compat: bool) -> JobPart:
 
 
 def combine(graphs: list[RankGraph]) -> RankGraph:
-    """The ranks' graphs side by side: node and row numbers offset, edges in rank order."""
-    frames = [g.window.events for g in graphs]
-    event: list[np.ndarray] = []
-    ts: list[np.ndarray] = []
-    is_start: list[np.ndarray] = []
-    start_of: list[np.ndarray] = []
-    end_of: list[np.ndarray] = []
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
-    kind: list[np.ndarray] = []
-    zero: list[np.ndarray] = []
-    charged: list[np.ndarray] = []
-    weights: list[np.ndarray] = []
+    """The ranks' graphs side by side: node and row numbers offset, edges in rank order.
+
+    `graphs` is emptied as it goes: each rank's arrays are freed once copied into the job's, so
+    the job's graph is never held twice.
+    """
     nodes_total = sum(len(g.nodes.ts) for g in graphs)
     rows_total = sum(g.window.events.height for g in graphs)
+    edges_total = sum(len(g.edges.src) for g in graphs)
     node_type, row_type = _numbers(nodes_total), _numbers(rows_total)
-    row_off = node_off = 0
-    for g in graphs:
-        n = len(g.nodes.ts)
-        event.append(g.nodes.event.astype(row_type) + row_off)
-        ts.append(g.nodes.ts)
-        is_start.append(g.nodes.is_start)
-        for offset, numbers in ((start_of, g.nodes.start_of), (end_of, g.nodes.end_of)):
-            own = numbers.astype(node_type)
-            offset.append(np.where(own >= 0, own + node_off, -1).astype(node_type))
-        src.append(g.edges.src.astype(node_type) + node_off)
-        dst.append(g.edges.dst.astype(node_type) + node_off)
-        kind.append(g.edges.kind)
-        zero.append(g.edges.zero)
-        own = g.edges.event.astype(row_type)
-        charged.append(np.where(own >= 0, own + row_off, -1).astype(row_type))
-        weights.append(g.weight)
-        row_off += g.window.events.height
-        node_off += n
-    events = pl.concat(frames, how="vertical_relaxed")
+    start_us = min(g.window.start_us for g in graphs)
+    end_us = max(g.window.end_us for g in graphs)
+    frames = [g.window.events for g in graphs]
     nodes = Nodes(
-        event=np.concatenate(event),
-        ts=np.concatenate(ts),
-        is_start=np.concatenate(is_start),
-        start_of=np.concatenate(start_of),
-        end_of=np.concatenate(end_of),
+        event=np.empty(nodes_total, row_type),
+        ts=np.empty(nodes_total, np.float64),
+        is_start=np.empty(nodes_total, bool),
+        start_of=np.empty(rows_total, node_type),
+        end_of=np.empty(rows_total, node_type),
     )
     edges = EdgeArrays(
-        src=np.concatenate(src),
-        dst=np.concatenate(dst),
-        kind=np.concatenate(kind),
-        zero=np.concatenate(zero),
-        event=np.concatenate(charged),
+        src=np.empty(edges_total, node_type),
+        dst=np.empty(edges_total, node_type),
+        kind=np.empty(edges_total, np.int8),
+        zero=np.empty(edges_total, bool),
+        event=np.empty(edges_total, row_type),
     )
-    window = Window(
-        start_us=min(g.window.start_us for g in graphs),
-        end_us=max(g.window.end_us for g in graphs),
-        events=events,
-        full=events,
-    )
-    return RankGraph(window, nodes, edges, np.concatenate(weights))
+    weight = np.empty(edges_total, np.float64)
+    row_off = node_off = edge_off = 0
+    graphs.reverse()
+    while graphs:
+        g = graphs.pop()
+        n, rows, m = len(g.nodes.ts), g.window.events.height, len(g.edges.src)
+        at_node, at_row, at_edge = (
+            slice(node_off, node_off + n),
+            slice(row_off, row_off + rows),
+            slice(edge_off, edge_off + m),
+        )
+        nodes.event[at_node] = g.nodes.event.astype(row_type) + row_off
+        nodes.ts[at_node] = g.nodes.ts
+        nodes.is_start[at_node] = g.nodes.is_start
+        for into, own in ((nodes.start_of, g.nodes.start_of), (nodes.end_of, g.nodes.end_of)):
+            into[at_row] = np.where(own >= 0, own.astype(node_type) + node_off, -1)
+        edges.src[at_edge] = g.edges.src.astype(node_type) + node_off
+        edges.dst[at_edge] = g.edges.dst.astype(node_type) + node_off
+        edges.kind[at_edge] = g.edges.kind
+        edges.zero[at_edge] = g.edges.zero
+        charged = g.edges.event.astype(row_type)
+        edges.event[at_edge] = np.where(charged >= 0, charged + row_off, -1)
+        weight[at_edge] = g.weight
+        del g, charged
+        row_off, node_off, edge_off = row_off + rows, node_off + n, edge_off + m
+    events = pl.concat(frames, how="vertical_relaxed")
+    window = Window(start_us=start_us, end_us=end_us, events=events, full=events)
+    return RankGraph(window, nodes, edges, weight)
 
 
 def rank_calls(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
@@ -165,9 +163,12 @@ def matched_calls(parts: list[JobPart]) -> pl.DataFrame:
 
 
 def join_ranks(parts: list[JobPart]) -> RankGraph:
-    """One graph for the job (module docstring), from its ranks' parts in rank order."""
+    """One graph for the job (module docstring), from its ranks' parts in rank order; `parts` is
+    emptied (each rank's graph is freed as soon as it is copied into the job's)."""
     calls = matched_calls(parts)
-    g = combine([part.graph for part in parts])
+    graphs = [part.graph for part in parts]
+    parts.clear()
+    g = combine(graphs)
     if calls.height == 0:
         return g
     pos = calls["pos"].to_numpy()
@@ -193,10 +194,11 @@ def own_spans_weighed(g: RankGraph, start: np.ndarray, end: np.ndarray, transfer
     """The graph's weights with each call's own span (its start → end operator edge, the last one
     added when there are two) weighing the call's transfer: the wait is the late rank's to explain."""
     weight = g.weight.copy()
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
-    ops = np.flatnonzero(np.asarray(g.edges.kind, np.int64) == OPERATOR)
+    # Only the operator edges out of a call's start can be its own span (the rest are never looked up).
+    ops = np.flatnonzero((g.edges.kind == OPERATOR) & np.isin(g.edges.src, start[start >= 0]))
+    src, dst = g.edges.src[ops].astype(np.int64), g.edges.dst[ops].astype(np.int64)
     size = len(g.nodes.ts) + 1
-    keys, last_reversed = np.unique((src[ops] * size + dst[ops])[::-1], return_index=True)
+    keys, last_reversed = np.unique((src * size + dst)[::-1], return_index=True)
     last = ops[len(ops) - 1 - last_reversed]
     wanted = start * size + end
     at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))

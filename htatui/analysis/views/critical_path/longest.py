@@ -95,6 +95,18 @@ def unique_edges(src: Numbers, dst: Numbers) -> tuple[Ints, Ints]:
     return first[order], last[order]
 
 
+def _numbers(total: int) -> type[np.signedinteger[Any]]:
+    """The smallest integer type that numbers `total` nodes or edges (and −1)."""
+    return np.int32 if total < np.iinfo(np.int32).max else np.int64
+
+
+def _bounds(keys: Numbers, n: int) -> Ints:
+    """Where each of `n` keys' run starts in `keys` sorted (n + 1 entries): counted, not searched."""
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=bounds[1:])
+    return bounds
+
+
 def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Ints:
     """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
 
@@ -107,8 +119,8 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
     by_src = np.argsort(src, kind="stable")
     # Flat buffers, not lists: a Python int in a list costs ~40 bytes, here 8 (a job has millions).
     children = np.ascontiguousarray(dst[by_src]).data
-    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).astype(np.int64).data
     del by_src
+    bounds = _bounds(src, n).data
     indegree = np.bincount(dst, minlength=n).astype(np.int64).data
     meet = _meetings(real, meetings, src, dst) if meetings else None
     generation = np.flatnonzero(np.asarray(indegree)[:real] == 0).tolist()
@@ -157,24 +169,26 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
     if n == 0:
         return Path(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
     real = n - meetings
+    # Node and edge numbers as int32 where they fit: the solver's arrays are a job's largest.
+    numbers = _numbers(max(n, len(src)))
     first, last = unique_edges(src, dst)
-    # Node numbers as int32 where they fit: the solver's arrays are a job's largest.
-    numbers = np.int32 if n < np.iinfo(np.int32).max else np.int64
-    u: Numbers = src[first].astype(numbers)
-    v: Numbers = dst[first].astype(numbers)
-    w = weight[last]
-    del first
+    if len(first) == len(src):
+        # No pair repeated (the usual case): every edge stands for itself; no copies.
+        u, v, w, kept = src.astype(numbers, copy=False), dst.astype(numbers, copy=False), weight, None
+    else:
+        u, v, w, kept = src[first].astype(numbers), dst[first].astype(numbers), weight[last], last.astype(numbers)
+    del first, last
     order = topological_order(n, u, v, meetings)
     by_dst = np.argsort(v, kind="stable")
-    starts = np.searchsorted(v[by_dst], np.arange(n + 1)).astype(np.int64).data
+    starts = _bounds(v, n).data
     pred = np.ascontiguousarray(u[by_dst]).data
     pred_w = np.ascontiguousarray(w[by_dst], dtype=np.float64).data
-    pred_edge = np.ascontiguousarray(last[by_dst], dtype=np.int64).data
-    del u, v, w, last, by_dst
+    pred_edge = np.ascontiguousarray((by_dst if kept is None else kept[by_dst]).astype(numbers, copy=False)).data
+    del u, v, w, kept, by_dst
     dist_of = np.zeros(n)
     dist = dist_of.data
-    back = np.arange(n, dtype=np.int64).data
-    via = np.full(n, -1, dtype=np.int64).data
+    back = np.arange(n, dtype=numbers).data
+    via = np.full(n, -1, dtype=numbers).data
     for node in order.data:
         best, best_from, best_edge = None, node, -1
         for j in range(starts[node], starts[node + 1]):

@@ -88,8 +88,8 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     step_src, step_dst = found.nodes[:-1], found.nodes[1:]
     # HTA reports each edge's own weight (negative ones too); corrected mode reports what was solved.
     duration = g.weight[e] if hta_compat else solved[e]
-    kind = np.asarray(g.edges.kind, np.int64)[e]
-    charged = np.asarray(g.edges.event, np.int64)[e]
+    kind = g.edges.kind[e].astype(np.int64)
+    charged = g.edges.event[e].astype(np.int64)
     safe = np.maximum(charged, 0)
     has = charged >= 0
     # The rows charged, in path order: typed and named alone (a job's window holds every rank's rows).
