@@ -76,18 +76,20 @@ def _meetings(real: int, count: int, src: Numbers, dst: Numbers) -> _Meetings:
     return _Meetings(starts, ends, n_in.tolist(), direct, [[False] * len(s) for s in starts])
 
 
-def unique_edges(src: Numbers, dst: Numbers) -> tuple[Ints, Ints]:
-    """Each (src, dst) pair once, at its first position, standing for its last copy (a DiGraph's add_edge)."""
+def repeated_edges(src: Numbers, dst: Numbers) -> tuple[Ints, Ints] | None:
+    """None when no (src, dst) pair is added twice; else each pair once, at its first position,
+    standing for its last copy (a DiGraph's add_edge)."""
     if len(src) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return None
     key = src.astype(np.int64) * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
     # One stable sort: each pair's copies lie together in the order added.
     by_key = np.argsort(key, kind="stable")
-    sorted_key = key[by_key]
+    key = key[by_key]
+    opens = np.ones(len(key), bool)
+    opens[1:] = key[1:] != key[:-1]
     del key
-    opens = np.ones(len(sorted_key), bool)
-    opens[1:] = sorted_key[1:] != sorted_key[:-1]
-    del sorted_key
+    if opens.all():
+        return None
     group_first = np.flatnonzero(opens)
     first = by_key[group_first]
     last = by_key[np.append(group_first[1:], len(by_key)) - 1]
@@ -158,7 +160,7 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
         generation = following
     if len(order) != n:
         raise CycleError("the graph has a cycle")
-    return np.frombuffer(order, dtype=np.int64).copy()
+    return np.frombuffer(order, dtype=np.int64)
 
 
 def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0) -> Path:
@@ -171,13 +173,14 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
     real = n - meetings
     # Node and edge numbers as int32 where they fit: the solver's arrays are a job's largest.
     numbers = _numbers(max(n, len(src)))
-    first, last = unique_edges(src, dst)
-    if len(first) == len(src):
-        # No pair repeated (the usual case): every edge stands for itself; no copies.
+    repeated = repeated_edges(src, dst)
+    if repeated is None:
+        # No pair repeated: every edge stands for itself; no copies.
         u, v, w, kept = src.astype(numbers, copy=False), dst.astype(numbers, copy=False), weight, None
     else:
+        first, last = repeated
         u, v, w, kept = src[first].astype(numbers), dst[first].astype(numbers), weight[last], last.astype(numbers)
-    del first, last
+        del first, last, repeated
     order = topological_order(n, u, v, meetings)
     by_dst = np.argsort(v, kind="stable")
     starts = _bounds(v, n).data
