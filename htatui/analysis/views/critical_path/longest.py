@@ -102,14 +102,14 @@ def _numbers(total: int) -> type[np.signedinteger[Any]]:
     return np.int32 if total < np.iinfo(np.int32).max else np.int64
 
 
-def _bounds(keys: Numbers, n: int) -> Ints:
+def _bounds(keys: Numbers, n: int) -> Numbers:
     """Where each of `n` keys' run starts in `keys` sorted (n + 1 entries): counted, not searched."""
-    bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=bounds[1:])
+    bounds = np.zeros(n + 1, _numbers(len(keys)))
+    np.cumsum(np.bincount(keys, minlength=n), out=bounds[1:], dtype=bounds.dtype)
     return bounds
 
 
-def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Ints:
+def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Numbers:
     """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
 
     A meeting node is placed when its last start is visited (before any of its ends). Its ends
@@ -123,10 +123,11 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
     children = np.ascontiguousarray(dst[by_src]).data
     del by_src
     bounds = _bounds(src, n).data
-    indegree = np.bincount(dst, minlength=n).astype(np.int64).data
+    numbers = _numbers(max(n, len(src)))
+    indegree = np.bincount(dst, minlength=n).astype(numbers).data
     meet = _meetings(real, meetings, src, dst) if meetings else None
     generation = np.flatnonzero(np.asarray(indegree)[:real] == 0).tolist()
-    order = array("q")
+    order = array("i" if numbers is np.int32 else "q")
     visited = np.zeros(n, bool).data
     while generation:
         order.extend(generation)
@@ -160,7 +161,7 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
         generation = following
     if len(order) != n:
         raise CycleError("the graph has a cycle")
-    return np.frombuffer(order, dtype=np.int64)
+    return np.frombuffer(order, dtype=numbers)
 
 
 def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0) -> Path:
