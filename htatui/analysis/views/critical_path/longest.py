@@ -76,25 +76,36 @@ def _meetings(real: int, count: int, src: Numbers, dst: Numbers) -> _Meetings:
     return _Meetings(starts, ends, n_in.tolist(), direct, [[False] * len(s) for s in starts])
 
 
-def repeated_edges(src: Numbers, dst: Numbers) -> tuple[Ints, Ints] | None:
+def repeated_edges(src: Numbers, dst: Numbers) -> tuple[Numbers, Numbers] | None:
     """None when no (src, dst) pair is added twice; else each pair once, at its first position,
     standing for its last copy (a DiGraph's add_edge)."""
     if len(src) == 0:
         return None
+    numbers = _numbers(len(src))
     key = src.astype(np.int64) * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
     # One stable sort: each pair's copies lie together in the order added.
-    by_key = np.argsort(key, kind="stable")
+    by_key = np.argsort(key, kind="stable").astype(numbers)
     key = key[by_key]
-    opens = np.ones(len(key), bool)
-    opens[1:] = key[1:] != key[:-1]
+    opens = np.empty(len(key), bool)
+    opens[0] = True
+    np.not_equal(key[1:], key[:-1], out=opens[1:])
     del key
     if opens.all():
         return None
-    group_first = np.flatnonzero(opens)
-    first = by_key[group_first]
-    last = by_key[np.append(group_first[1:], len(by_key)) - 1]
-    order = np.argsort(first, kind="stable")
-    return first[order], last[order]
+    closes = np.empty_like(opens)
+    closes[-1] = True
+    closes[:-1] = opens[1:]
+    # Each pair's last copy, by the position of its first; then the first positions in order
+    # (marked, not sorted: a job has millions of edges).
+    first = by_key[opens]
+    last_of = np.empty(len(src), numbers)
+    last_of[first] = by_key[closes]
+    del by_key, opens, closes
+    is_first = np.zeros(len(src), bool)
+    is_first[first] = True
+    del first
+    kept = np.flatnonzero(is_first).astype(numbers)
+    return kept, last_of[kept]
 
 
 def _numbers(total: int) -> type[np.signedinteger[Any]]:
@@ -201,6 +212,7 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
                 best, best_from, best_edge = length, pred[j], pred_edge[j]
         if best is not None and best >= 0:
             dist[node], back[node], via[node] = best, best_from, best_edge
+    del starts, pred, pred_w, pred_edge  # the per-edge arrays, before the per-node ones below
     lengths = dist_of[order]
     lengths[order >= real] = -np.inf
     end = int(order[int(np.argmax(lengths))])
