@@ -60,7 +60,7 @@ def pairwise(g: RankGraph) -> RankGraph:
                 if q != r:
                     edges.add(start, int(dst[out]), COLLECTIVE, g.edges.event[out])
                     weight.append(float(g.weight[out]))
-    return RankGraph(g.window, g.nodes, edges, np.asarray(weight))
+    return RankGraph(g.window, g.nodes, edges.arrays(), np.asarray(weight))
 
 
 def _joined(traces: Any, hta_compat: bool = False) -> RankGraph:

@@ -17,7 +17,7 @@ from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
-from htatui.analysis.views.critical_path.job import join_ranks
+from htatui.analysis.views.critical_path.job import JobPart, job_part, join_ranks
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
 from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
@@ -131,7 +131,8 @@ def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
 
 
 def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
-    graphs, problems = {}, []
+    parts: list[JobPart] = []
+    problems = []
     chosen = chosen_ranks(traces, options)
     # Over a dataset each rank is read, its graph built and the rank dropped again (`each_rank`'s rule).
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
@@ -139,13 +140,14 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
         # A rank whose own path was solved already (the page's rank tables) lends its graph.
         solved: Solved | None = traces.derived.get(_rank_key(traces, options, rank))
         if solved is not None and solved[0] is not None:
-            graphs[rank] = solved[0]
+            parts.append(job_part(solved[0], options.hta_compat))
             continue
         events = rank_rows(traces, options, rank)
         try:
-            graphs[rank] = build_graph(
-                events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat
-            )
+            g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
+            # Only the rank's part is kept: its window's full frame and wide columns go with `g`.
+            parts.append(job_part(g, options.hta_compat))
+            del g
         except WindowError as err:
             problems.append(f"rank {rank}: {err}")
         del events
@@ -153,10 +155,10 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
             traces.ranks[rank].unload()
     note = "; ".join(problems) or None
     empty = pl.DataFrame(schema=PATH_SCHEMA)
-    if not graphs:
+    if not parts:
         return None, NotedTable(empty, note or "no ranks")
     try:
-        joined = join_ranks(graphs, options.hta_compat)
+        joined = join_ranks(parts)
         path = path_frame(joined, options.hta_compat, options.data_loading)
         return joined, NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW)
     except CycleError:

@@ -2,8 +2,8 @@
 
 Every host op, runtime/driver call (and data-loading event) and every device row with a launching
 call has a start node and an end node, ordered by (time, file index, start before end). Edges are
-kept as parallel integer arrays (`Edges`); their kinds are HTA 0.6.1's (docs/semantics-critical-path.md).
-The device edges are in `device.py`.
+kept as parallel integer arrays (`EdgeArrays`, built by `Edges`); their kinds are HTA 0.6.1's
+(docs/semantics-critical-path.md). The device edges are in `device.py`.
 """
 
 from __future__ import annotations
@@ -47,29 +47,59 @@ LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
 NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 
 
+@dataclass(frozen=True)
+class EdgeArrays:
+    """A graph's edges in the order added (HTA's tie-breaks): node numbers, kind code, whether
+    the edge weighs nothing, and the row charged (−1 none); numpy arrays, 14 bytes an edge."""
+
+    src: npt.NDArray[np.int32]
+    dst: npt.NDArray[np.int32]
+    kind: npt.NDArray[np.int8]
+    zero: npt.NDArray[np.bool_]
+    event: npt.NDArray[np.int32]
+
+
 @dataclass
 class Edges:
-    """Edges as they are added (order matters for HTA's tie-breaks); `event` is the row charged, −1 none."""
+    """Edges as they are added: single edges in Python lists, runs of edges as arrays, joined in
+    order by `arrays` (a Python int in a list costs ~40 bytes; a graph keeps only the arrays)."""
 
-    src: list[int] = field(default_factory=list)
-    dst: list[int] = field(default_factory=list)
-    kind: list[int] = field(default_factory=list)
-    zero: list[bool] = field(default_factory=list)
-    event: list[int] = field(default_factory=list)
+    _pending: tuple[list[int], list[int], list[int], list[bool], list[int]] = field(
+        default_factory=lambda: ([], [], [], [], [])
+    )
+    _chunks: list[tuple[np.ndarray, ...]] = field(default_factory=list)
 
     def add(self, src: int, dst: int, kind: int, event: int = -1, zero: bool = False) -> None:
-        self.src.append(src)
-        self.dst.append(dst)
-        self.kind.append(kind)
-        self.zero.append(zero or kind in (DEPENDENCY, SYNC))
-        self.event.append(event)
+        srcs, dsts, kinds, zeros, events = self._pending
+        srcs.append(src)
+        dsts.append(dst)
+        kinds.append(kind)
+        zeros.append(zero or kind in (DEPENDENCY, SYNC))
+        events.append(event)
 
     def extend(self, src: Ints, dst: Ints, kind: Ints, event: Ints, zero: npt.NDArray[np.bool_]) -> None:
-        self.src.extend(src.tolist())
-        self.dst.extend(dst.tolist())
-        self.kind.extend(kind.tolist())
-        self.zero.extend((zero | (kind == DEPENDENCY) | (kind == SYNC)).tolist())
-        self.event.extend(event.tolist())
+        self._flush()
+        self._chunks.append((src, dst, kind, zero | (kind == DEPENDENCY) | (kind == SYNC), event))
+
+    def _flush(self) -> None:
+        if self._pending[0]:
+            self._chunks.append(tuple(np.asarray(column) for column in self._pending))
+            self._pending = ([], [], [], [], [])
+
+    def arrays(self) -> EdgeArrays:
+        """The edges so far, in the order added."""
+        self._flush()
+
+        def column(i: int, dtype: type[np.generic]) -> np.ndarray:
+            return np.concatenate([np.zeros(0, dtype), *(chunk[i] for chunk in self._chunks)]).astype(dtype)
+
+        return EdgeArrays(
+            src=column(0, np.int32),
+            dst=column(1, np.int32),
+            kind=column(2, np.int8),
+            zero=column(3, np.bool_),
+            event=column(4, np.int32),
+        )
 
 
 @dataclass

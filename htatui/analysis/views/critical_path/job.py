@@ -14,77 +14,138 @@ work that made it late.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
-from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, Edges, Nodes
+from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, EdgeArrays, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
 from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
 
 
-def combine(graphs: dict[int, RankGraph]) -> RankGraph:
-    """The ranks' graphs side by side: node and row numbers offset, edges in rank order."""
-    frames, event, ts, is_start, start_of, end_of = [], [], [], [], [], []
-    edges = Edges()
-    weights = []
-    row_off = node_off = 0
-    for g in graphs.values():
-        frames.append(g.window.events)
-        n = len(g.nodes.ts)
-        event.append(g.nodes.event + row_off)
-        ts.append(g.nodes.ts)
-        is_start.append(g.nodes.is_start)
-        start_of.append(np.where(g.nodes.start_of >= 0, g.nodes.start_of + node_off, -1))
-        end_of.append(np.where(g.nodes.end_of >= 0, g.nodes.end_of + node_off, -1))
-        edges.src.extend((np.asarray(g.edges.src, np.int64) + node_off).tolist())
-        edges.dst.extend((np.asarray(g.edges.dst, np.int64) + node_off).tolist())
-        edges.kind.extend(g.edges.kind)
-        edges.zero.extend(g.edges.zero)
-        edges.event.extend([e + row_off if e >= 0 else -1 for e in g.edges.event])
-        weights.append(g.weight)
-        row_off += g.window.events.height
-        node_off += n
-    events = pl.concat(frames, how="vertical_relaxed")
+def _numbers(total: int) -> type[np.signedinteger]:
+    """The smallest integer type that numbers `total` nodes or rows (and −1)."""
+    return np.int32 if total < np.iinfo(np.int32).max else np.int64
+
+
+JOB_COLUMNS = ("rank", "index", "cat", "name", "collective_name", "hstream")
+"""What the job's graph keeps of each row once its rank's calls are found: the path's rows are
+named and typed (`path_frame`), the what-ifs find events by (rank, index)."""
+
+
+@dataclass(frozen=True)
+class JobPart:
+    """One rank's share of the job: its graph, trimmed to what the job reads (`JOB_COLUMNS`, node
+    numbers as int32), and its collective calls from its best source (`rank_calls`)."""
+
+    graph: RankGraph
+    calls: pl.DataFrame | None
+
+
+def job_part(g: RankGraph, hta_compat: bool) -> JobPart:
+    """The rank's part of the job, taken as soon as its graph is built, so that the job holds
+    only this of each rank (a rank's window has 26 columns; the calls need most of them)."""
+    calls = rank_calls(g.window.events, hta_compat)
+    events = g.window.events.select(JOB_COLUMNS)
+    window = Window(start_us=g.window.start_us, end_us=g.window.end_us, events=events, full=events)
     nodes = Nodes(
-        event=np.concatenate(event),
-        ts=np.concatenate(ts),
-        is_start=np.concatenate(is_start),
-        start_of=np.concatenate(start_of),
-        end_of=np.concatenate(end_of),
+        event=g.nodes.event.astype(_numbers(events.height)),
+        ts=g.nodes.ts,
+        is_start=g.nodes.is_start,
+        start_of=g.nodes.start_of.astype(_numbers(len(g.nodes.ts))),
+        end_of=g.nodes.end_of.astype(_numbers(len(g.nodes.ts))),
     )
-    window = Window(
-        start_us=min(g.window.start_us for g in graphs.values()),
-        end_us=max(g.window.end_us for g in graphs.values()),
-        events=events,
-        full=events,
-    )
-    return RankGraph(window, nodes, edges, np.concatenate(weights))
+    return JobPart(RankGraph(window, nodes, g.edges, g.weight, g.meetings), calls)
 
 
-def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFrame:
+def combine(graphs: list[RankGraph]) -> RankGraph:
+    """The ranks' graphs side by side: node and row numbers offset, edges in rank order.
+
+    `graphs` is emptied as it goes: each rank's arrays are freed once copied into the job's, so
+    the job's graph is never held twice.
+    """
+    nodes_total = sum(len(g.nodes.ts) for g in graphs)
+    rows_total = sum(g.window.events.height for g in graphs)
+    edges_total = sum(len(g.edges.src) for g in graphs)
+    node_type, row_type = _numbers(nodes_total), _numbers(rows_total)
+    start_us = min(g.window.start_us for g in graphs)
+    end_us = max(g.window.end_us for g in graphs)
+    frames = [g.window.events for g in graphs]
+    nodes = Nodes(
+        event=np.empty(nodes_total, row_type),
+        ts=np.empty(nodes_total, np.float64),
+        is_start=np.empty(nodes_total, bool),
+        start_of=np.empty(rows_total, node_type),
+        end_of=np.empty(rows_total, node_type),
+    )
+    edges = EdgeArrays(
+        src=np.empty(edges_total, node_type),
+        dst=np.empty(edges_total, node_type),
+        kind=np.empty(edges_total, np.int8),
+        zero=np.empty(edges_total, bool),
+        event=np.empty(edges_total, row_type),
+    )
+    weight = np.empty(edges_total, np.float64)
+    row_off = node_off = edge_off = 0
+    graphs.reverse()
+    while graphs:
+        g = graphs.pop()
+        n, rows, m = len(g.nodes.ts), g.window.events.height, len(g.edges.src)
+        at_node, at_row, at_edge = (
+            slice(node_off, node_off + n),
+            slice(row_off, row_off + rows),
+            slice(edge_off, edge_off + m),
+        )
+        nodes.event[at_node] = g.nodes.event.astype(row_type) + row_off
+        nodes.ts[at_node] = g.nodes.ts
+        nodes.is_start[at_node] = g.nodes.is_start
+        for into, own in ((nodes.start_of, g.nodes.start_of), (nodes.end_of, g.nodes.end_of)):
+            into[at_row] = np.where(own >= 0, own.astype(node_type) + node_off, -1)
+        edges.src[at_edge] = g.edges.src.astype(node_type) + node_off
+        edges.dst[at_edge] = g.edges.dst.astype(node_type) + node_off
+        edges.kind[at_edge] = g.edges.kind
+        edges.zero[at_edge] = g.edges.zero
+        charged = g.edges.event.astype(row_type)
+        edges.event[at_edge] = np.where(charged >= 0, charged + row_off, -1)
+        weight[at_edge] = g.weight
+        del g, charged
+        row_off, node_off, edge_off = row_off + rows, node_off + n, edge_off + m
+    events = pl.concat(frames, how="vertical_relaxed")
+    window = Window(start_us=start_us, end_us=end_us, events=events, full=events)
+    return RankGraph(window, nodes, edges, weight)
+
+
+def rank_calls(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
+    """The rank's collective calls from its best source, each with its row (`pos`) and `source`;
+    None when it has none. A rank's calls depend on it alone (`meeting.source_calls`)."""
+    events = events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64))
+    for source in SOURCES:
+        calls = source_calls(events, hta_compat, source, None)
+        if calls.height == 0:
+            continue
+        on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
+        rows = events.filter(on_device).select("rank", "ts", "end", "pos")
+        rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
+        return calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source))
+    return None
+
+
+def matched_calls(parts: list[JobPart]) -> pl.DataFrame:
     """The collective calls two or more ranks share: row (in `combine`'s frame), group number,
-    transfer (µs). Each rank's calls and rows are found in its own window (a rank's calls depend on
-    it alone: `meeting.source_calls`), so the job's rows are never scanned at once."""
+    transfer (µs)."""
     found, row_offset = [], 0
-    sources: set[str] = set()
-    for g in graphs.values():
-        events = g.window.events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64) + row_offset)
-        row_offset += events.height
-        for source in SOURCES:
-            calls = source_calls(events, hta_compat, source, None)
-            if calls.height == 0:
-                continue
-            sources.add(source)
-            on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1
-            rows = events.filter(on_device).select("rank", "ts", "end", "pos")
-            rows = rows.unique(["rank", "ts", "end"], keep="first", maintain_order=True)
-            found.append(calls.join(rows, on=["rank", "ts", "end"], how="inner").with_columns(source=pl.lit(source)))
-            break  # the job's source is never worse than this rank's best
+    for part in parts:
+        if part.calls is not None:
+            found.append(part.calls.with_columns(pos=pl.col("pos") + row_offset))
+        row_offset += part.graph.window.events.height
     empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
     if not found:
         return empty
-    # The job's best source: the first any rank has calls of (`meeting.meeting_points`).
+    # The job's best source: the first any rank has calls of (`meeting.meeting_points`); a rank's
+    # best source is never better than it, so a rank with a worse one has none of its calls.
+    sources = {str(frame["source"][0]) for frame in found}
     chosen = next(source for source in SOURCES if source in sources)
     matched = (
         pl.concat(found, how="vertical_relaxed")
@@ -101,38 +162,43 @@ def matched_calls(graphs: dict[int, RankGraph], hta_compat: bool) -> pl.DataFram
     ).sort("group", "pos")
 
 
-def join_ranks(graphs: dict[int, RankGraph], hta_compat: bool) -> RankGraph:
-    """One graph for the job (module docstring)."""
-    calls = matched_calls(graphs, hta_compat)
+def join_ranks(parts: list[JobPart]) -> RankGraph:
+    """One graph for the job (module docstring), from its ranks' parts in rank order; `parts` is
+    emptied (each rank's graph is freed as soon as it is copied into the job's)."""
+    calls = matched_calls(parts)
+    graphs = [part.graph for part in parts]
+    parts.clear()
     g = combine(graphs)
     if calls.height == 0:
         return g
     pos = calls["pos"].to_numpy()
-    start, end = g.nodes.start_of[pos], g.nodes.end_of[pos]
+    start, end = g.nodes.start_of[pos].astype(np.int64), g.nodes.end_of[pos].astype(np.int64)
     transfer = calls["transfer_us"].to_numpy()
     weight = own_spans_weighed(g, start, end, transfer)
     meeting_src, meeting_dst, meeting_event, meeting_weight, meetings = meeting_edges(
         calls["group"].to_numpy(), start, end, pos, transfer, len(g.nodes.ts)
     )
     count = len(meeting_src)
-    g.edges.extend(
-        meeting_src,
-        meeting_dst,
-        np.full(count, COLLECTIVE, np.int64),
-        meeting_event,
-        np.zeros(count, bool),
+    node_type = _numbers(len(g.nodes.ts) + meetings)
+    edges = EdgeArrays(
+        src=np.concatenate([g.edges.src.astype(node_type), meeting_src.astype(node_type)]),
+        dst=np.concatenate([g.edges.dst.astype(node_type), meeting_dst.astype(node_type)]),
+        kind=np.concatenate([g.edges.kind, np.full(count, COLLECTIVE, np.int8)]),
+        zero=np.concatenate([g.edges.zero, np.zeros(count, bool)]),
+        event=np.concatenate([g.edges.event, meeting_event.astype(g.edges.event.dtype)]),
     )
-    return RankGraph(g.window, g.nodes, g.edges, np.concatenate([weight, meeting_weight]), meetings)
+    return RankGraph(g.window, g.nodes, edges, np.concatenate([weight, meeting_weight]), meetings)
 
 
 def own_spans_weighed(g: RankGraph, start: np.ndarray, end: np.ndarray, transfer: np.ndarray) -> np.ndarray:
     """The graph's weights with each call's own span (its start → end operator edge, the last one
     added when there are two) weighing the call's transfer: the wait is the late rank's to explain."""
     weight = g.weight.copy()
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
-    ops = np.flatnonzero(np.asarray(g.edges.kind, np.int64) == OPERATOR)
+    # Only the operator edges out of a call's start can be its own span (the rest are never looked up).
+    ops = np.flatnonzero((g.edges.kind == OPERATOR) & np.isin(g.edges.src, start[start >= 0]))
+    src, dst = g.edges.src[ops].astype(np.int64), g.edges.dst[ops].astype(np.int64)
     size = len(g.nodes.ts) + 1
-    keys, last_reversed = np.unique((src[ops] * size + dst[ops])[::-1], return_index=True)
+    keys, last_reversed = np.unique((src * size + dst)[::-1], return_index=True)
     last = ops[len(ops) - 1 - last_reversed]
     wanted = start * size + end
     at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))

@@ -14,12 +14,16 @@ equals) and never ends a path; the path's nodes and edges leave it out (`Path`).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 Ints = npt.NDArray[np.int64]
+Numbers = npt.NDArray[np.signedinteger[Any]]
+"""Node numbers in any integer width (a job's graph keeps int32)."""
 Floats = npt.NDArray[np.float64]
 
 
@@ -52,7 +56,7 @@ class _Meetings:
     counted: list[list[bool]]
 
 
-def _meetings(real: int, count: int, src: Ints, dst: Ints) -> _Meetings:
+def _meetings(real: int, count: int, src: Numbers, dst: Numbers) -> _Meetings:
     """The `count` meeting nodes (numbered from `real`) as pairs of edges; ValueError when they do not pair up."""
     if np.any((src >= real) & (dst >= real)):
         raise ValueError("an edge joins two meeting nodes")
@@ -72,17 +76,51 @@ def _meetings(real: int, count: int, src: Ints, dst: Ints) -> _Meetings:
     return _Meetings(starts, ends, n_in.tolist(), direct, [[False] * len(s) for s in starts])
 
 
-def unique_edges(src: Ints, dst: Ints) -> tuple[Ints, Ints]:
-    """Each (src, dst) pair once, at its first position, standing for its last copy (a DiGraph's add_edge)."""
+def repeated_edges(src: Numbers, dst: Numbers) -> tuple[Numbers, Numbers] | None:
+    """None when no (src, dst) pair is added twice; else each pair once, at its first position,
+    standing for its last copy (a DiGraph's add_edge)."""
+    if len(src) == 0:
+        return None
+    numbers = _numbers(len(src))
     key = src.astype(np.int64) * (int(max(src.max(initial=0), dst.max(initial=0))) + 1) + dst
-    _, first = np.unique(key, return_index=True)
-    _, last_rev = np.unique(key[::-1], return_index=True)
-    last = len(key) - 1 - last_rev
-    order = np.argsort(first, kind="stable")
-    return first[order], last[order]
+    # One stable sort: each pair's copies lie together in the order added.
+    by_key = np.argsort(key, kind="stable").astype(numbers)
+    key = key[by_key]
+    opens = np.empty(len(key), bool)
+    opens[0] = True
+    np.not_equal(key[1:], key[:-1], out=opens[1:])
+    del key
+    if opens.all():
+        return None
+    closes = np.empty_like(opens)
+    closes[-1] = True
+    closes[:-1] = opens[1:]
+    # Each pair's last copy, by the position of its first; then the first positions in order
+    # (marked, not sorted: a job has millions of edges).
+    first = by_key[opens]
+    last_of = np.empty(len(src), numbers)
+    last_of[first] = by_key[closes]
+    del by_key, opens, closes
+    is_first = np.zeros(len(src), bool)
+    is_first[first] = True
+    del first
+    kept = np.flatnonzero(is_first).astype(numbers)
+    return kept, last_of[kept]
 
 
-def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
+def _numbers(total: int) -> type[np.signedinteger[Any]]:
+    """The smallest integer type that numbers `total` nodes or edges (and −1)."""
+    return np.int32 if total < np.iinfo(np.int32).max else np.int64
+
+
+def _bounds(keys: Numbers, n: int) -> Numbers:
+    """Where each of `n` keys' run starts in `keys` sorted (n + 1 entries): counted, not searched."""
+    bounds = np.zeros(n + 1, _numbers(len(keys)))
+    np.cumsum(np.bincount(keys, minlength=n), out=bounds[1:], dtype=bounds.dtype)
+    return bounds
+
+
+def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Numbers:
     """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
 
     A meeting node is placed when its last start is visited (before any of its ends). Its ends
@@ -92,14 +130,16 @@ def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
     """
     real = n - meetings
     by_src = np.argsort(src, kind="stable")
-    starts = np.searchsorted(src[by_src], np.arange(n + 1))
-    children = dst[by_src].tolist()
-    bounds = starts.tolist()
-    indegree = np.bincount(dst, minlength=n).tolist()
+    # Flat buffers, not lists: a Python int in a list costs ~40 bytes, here 8 (a job has millions).
+    children = np.ascontiguousarray(dst[by_src]).data
+    del by_src
+    bounds = _bounds(src, n).data
+    numbers = _numbers(max(n, len(src)))
+    indegree = np.bincount(dst, minlength=n).astype(numbers).data
     meet = _meetings(real, meetings, src, dst) if meetings else None
-    generation = [v for v in range(real) if indegree[v] == 0]
-    order: list[int] = []
-    visited = [False] * n
+    generation = np.flatnonzero(np.asarray(indegree)[:real] == 0).tolist()
+    order = array("i" if numbers is np.int32 else "q")
+    visited = np.zeros(n, bool).data
     while generation:
         order.extend(generation)
         following: list[int] = []
@@ -132,10 +172,10 @@ def topological_order(n: int, src: Ints, dst: Ints, meetings: int = 0) -> Ints:
         generation = following
     if len(order) != n:
         raise CycleError("the graph has a cycle")
-    return np.asarray(order, dtype=np.int64)
+    return np.frombuffer(order, dtype=numbers)
 
 
-def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0) -> Path:
+def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0) -> Path:
     """The longest path over `n` nodes by `weight` (edges as added; repeated pairs count once, last weight).
 
     The last `meetings` nodes are meeting nodes (module docstring).
@@ -143,16 +183,28 @@ def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0
     if n == 0:
         return Path(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
     real = n - meetings
-    first, last = unique_edges(src, dst)
-    u, v, w = src[first], dst[first], weight[last]
+    # Node and edge numbers as int32 where they fit: the solver's arrays are a job's largest.
+    numbers = _numbers(max(n, len(src)))
+    repeated = repeated_edges(src, dst)
+    if repeated is None:
+        # No pair repeated: every edge stands for itself; no copies.
+        u, v, w, kept = src.astype(numbers, copy=False), dst.astype(numbers, copy=False), weight, None
+    else:
+        first, last = repeated
+        u, v, w, kept = src[first].astype(numbers), dst[first].astype(numbers), weight[last], last.astype(numbers)
+        del first, last, repeated
     order = topological_order(n, u, v, meetings)
     by_dst = np.argsort(v, kind="stable")
-    starts = np.searchsorted(v[by_dst], np.arange(n + 1)).tolist()
-    pred, pred_w, pred_edge = u[by_dst].tolist(), w[by_dst].tolist(), last[by_dst].tolist()
-    dist = [0.0] * n
-    back = list(range(n))
-    via = [-1] * n
-    for node in order.tolist():
+    starts = _bounds(v, n).data
+    pred = np.ascontiguousarray(u[by_dst]).data
+    pred_w = np.ascontiguousarray(w[by_dst], dtype=np.float64).data
+    pred_edge = np.ascontiguousarray((by_dst if kept is None else kept[by_dst]).astype(numbers, copy=False)).data
+    del u, v, w, kept, by_dst
+    dist_of = np.zeros(n)
+    dist = dist_of.data
+    back = np.arange(n, dtype=numbers).data
+    via = np.full(n, -1, dtype=numbers).data
+    for node in order.data:
         best, best_from, best_edge = None, node, -1
         for j in range(starts[node], starts[node + 1]):
             length = dist[pred[j]] + pred_w[j]
@@ -160,7 +212,8 @@ def longest_path(n: int, src: Ints, dst: Ints, weight: Floats, meetings: int = 0
                 best, best_from, best_edge = length, pred[j], pred_edge[j]
         if best is not None and best >= 0:
             dist[node], back[node], via[node] = best, best_from, best_edge
-    lengths = np.asarray(dist)[order]
+    del starts, pred, pred_w, pred_edge  # the per-edge arrays, before the per-node ones below
+    lengths = dist_of[order]
     lengths[order >= real] = -np.inf
     end = int(order[int(np.argmax(lengths))])
     nodes, path_edges = [end], []

@@ -9,7 +9,16 @@ import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.views.critical_path import device, graph, longest
-from htatui.analysis.views.critical_path.graph import DEPENDENCY, EDGE_TYPES, KERNEL_KERNEL, LAUNCH, SYNC, Edges, Nodes
+from htatui.analysis.views.critical_path.graph import (
+    DEPENDENCY,
+    EDGE_TYPES,
+    KERNEL_KERNEL,
+    LAUNCH,
+    SYNC,
+    EdgeArrays,
+    Edges,
+    Nodes,
+)
 from htatui.analysis.views.critical_path.window import Window, clip
 
 PATH_SCHEMA: dict[str, pl.DataType] = {
@@ -37,7 +46,7 @@ class RankGraph:
 
     window: Window
     nodes: Nodes
-    edges: Edges
+    edges: EdgeArrays
     weight: np.ndarray
     meetings: int = 0
 
@@ -60,15 +69,15 @@ def build_graph(
     graph.lock_edges(nodes, takes_lock, edges)
     graph.stack_edges(kept, nodes, takes_lock, hta_compat, edges)
     device.device_edges(window, nodes, edges, causal_launches=not hta_compat)
-    src, dst = np.asarray(edges.src, np.int64), np.asarray(edges.dst, np.int64)
-    span = nodes.ts[dst] - nodes.ts[src] if len(src) else np.zeros(0)
-    weight = np.where(np.asarray(edges.zero, bool), 0.0, span)
-    return RankGraph(window, nodes, edges, weight)
+    arrays = edges.arrays()
+    span = nodes.ts[arrays.dst] - nodes.ts[arrays.src] if len(arrays.src) else np.zeros(0)
+    weight = np.where(arrays.zero, 0.0, span)
+    return RankGraph(window, nodes, arrays, weight)
 
 
 def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) -> pl.DataFrame:
     """The longest path's edges in order, each with its bound type (PATH_SCHEMA)."""
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    src, dst = g.edges.src, g.edges.dst
     # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
     solved = np.maximum(g.weight, 0.0)
     found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
@@ -79,8 +88,8 @@ def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) ->
     step_src, step_dst = found.nodes[:-1], found.nodes[1:]
     # HTA reports each edge's own weight (negative ones too); corrected mode reports what was solved.
     duration = g.weight[e] if hta_compat else solved[e]
-    kind = np.asarray(g.edges.kind, np.int64)[e]
-    charged = np.asarray(g.edges.event, np.int64)[e]
+    kind = g.edges.kind[e].astype(np.int64)
+    charged = g.edges.event[e].astype(np.int64)
     safe = np.maximum(charged, 0)
     has = charged >= 0
     # The rows charged, in path order: typed and named alone (a job's window holds every rank's rows).

@@ -30,7 +30,7 @@ WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
 
 def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int) -> pl.DataFrame:
     """The path's length with each of `top`'s first `count` events `faster_pct` % faster."""
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    src, dst = g.edges.src, g.edges.dst
     solved = np.maximum(g.weight, 0.0)
     kind = np.asarray(g.edges.kind, np.int64)
     charged = np.where((kind == OPERATOR) | (kind == COLLECTIVE), np.asarray(g.edges.event, np.int64), -1)
@@ -76,7 +76,7 @@ def _solve_subset(src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> float
 
 def rank_what_if(g: RankGraph) -> pl.DataFrame:
     """The job's path if each rank slower than the median did its own work at the median's pace."""
-    src, dst = np.asarray(g.edges.src, np.int64), np.asarray(g.edges.dst, np.int64)
+    src, dst = g.edges.src, g.edges.dst
     solved = np.maximum(g.weight, 0.0)
     kind = np.asarray(g.edges.kind, np.int64)
     rank_of_row = g.window.events["rank"].to_numpy()
