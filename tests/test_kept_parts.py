@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -165,3 +166,23 @@ def test_an_entry_keeps_its_newest_parts_beside_its_cross_rank_tables(tmp_path: 
     cache.store_parts(source, identity, "other", {f"{cache.PART_PREFIX}x": row})
     other = cache.cached_tables(source, identity, "other")
     assert other is not None and list(other.parts) == [f"{cache.PART_PREFIX}x"]
+
+
+def test_parts_kept_by_several_threads_at_once_are_all_kept_with_the_figures(tmp_path: Path) -> None:
+    source = tmp_path / "rank-0.json"
+    source.write_bytes((_demo(tmp_path / "job") / sorted(p.name for p in (tmp_path / "job").iterdir())[0]).read_bytes())
+    identity = load_traces([source], max_workers=1).ranks[0].source_identity
+    row = pl.DataFrame({"n": list(range(2000))})
+    names = [f"{cache.PART_PREFIX}{n}" for n in range(8)]
+    threads = [
+        threading.Thread(target=cache.store_parts, args=(source, identity, "tag", {name: row})) for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kept = cache.cached_tables(source, identity, "tag")
+    assert kept is not None and sorted(kept.parts) == sorted(names)
+    assert all(kept.read(name) is not None for name in names)
+    entry = cache.peek_cached(source, identity)
+    assert entry is not None and entry.read_table("figures") is not None

@@ -31,6 +31,7 @@ import io
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -311,6 +312,11 @@ def store_tables(
     _store_tagged(path, file_identity, tag, tables, keep=lambda name: name.startswith(PART_PREFIX))
 
 
+_TABLES_WRITE = threading.Lock()
+"""One rewrite of an entry's tables at a time in this process: two of the app's workers keeping
+parts at once would each write the tables file and then a record naming the other's offsets (no
+wrong table is served, as every one is checked, but both writes, and the figures, would be lost)."""
+
 PART_PREFIX = "part/"
 """Names of a rank's kept view parts (`store_parts`) among its tagged tables."""
 MAX_PARTS = 48
@@ -336,16 +342,18 @@ def _store_tagged(
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
-        record = _entry_record(folder, key)
-        if record is None:
-            return
-        kept = {name: blob for name, blob in _tagged_blobs(folder, key, record, tag).items() if keep(name)}
-        for name in tables:
-            kept.pop(name, None)  # made again: moves to the newest end
-        kept.update({name: _ipc_bytes(frame) for name, frame in tables.items()})
-        for name in [name for name in kept if name.startswith(PART_PREFIX)][:-MAX_PARTS]:
-            del kept[name]
-        _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), (tag, kept))
+        new = {name: _ipc_bytes(frame) for name, frame in tables.items()}
+        with _TABLES_WRITE:
+            record = _entry_record(folder, key)
+            if record is None:
+                return
+            kept = {name: blob for name, blob in _tagged_blobs(folder, key, record, tag).items() if keep(name)}
+            for name in tables:
+                kept.pop(name, None)  # made again: moves to the newest end
+            kept.update(new)
+            for name in [name for name in kept if name.startswith(PART_PREFIX)][:-MAX_PARTS]:
+                del kept[name]
+            _write_tables(folder, key, record, _verified_blobs(folder, key, record, "file_tables"), (tag, kept))
     except Exception:  # noqa: BLE001 - e.g. OSError: the tables are made again next time
         return
 
@@ -363,14 +371,15 @@ def store_figures(path: SourcePath, file_identity: FileIdentity | None, figures:
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
-        record = _entry_record(folder, key)
-        if record is None:
-            return
-        untagged = {**_verified_blobs(folder, key, record, "file_tables"), "figures": _ipc_bytes(figures)}
-        kept = record.get("tables")
-        tag = kept.get("tag") if isinstance(kept, dict) else None
-        tagged = (tag, _verified_blobs(folder, key, record, "tables")) if isinstance(tag, str) else None
-        _write_tables(folder, key, record, untagged, tagged)
+        with _TABLES_WRITE:
+            record = _entry_record(folder, key)
+            if record is None:
+                return
+            untagged = {**_verified_blobs(folder, key, record, "file_tables"), "figures": _ipc_bytes(figures)}
+            kept = record.get("tables")
+            tag = kept.get("tag") if isinstance(kept, dict) else None
+            tagged = (tag, _verified_blobs(folder, key, record, "tables")) if isinstance(tag, str) else None
+            _write_tables(folder, key, record, untagged, tagged)
     except Exception:  # noqa: BLE001 - e.g. OSError: made again from the events next time
         return
 
