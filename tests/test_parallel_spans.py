@@ -36,7 +36,9 @@ WORKERS = 2
 def pool() -> Iterator[ProcessPoolExecutor]:
     """The loader's own worker set-up (its initializer), so that what it promises is tested too."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(WORKERS - 1, mp_context=context, initializer=start_piece_worker) as executor:
+    with ProcessPoolExecutor(
+        WORKERS - 1, mp_context=context, initializer=start_piece_worker, initargs=(os.getpid(),)
+    ) as executor:
         yield executor
 
 

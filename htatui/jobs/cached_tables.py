@@ -105,14 +105,25 @@ def cached_rank_parts(ranks: dict[int, RankTrace], *, read: bool = True) -> tupl
     if not local:
         return None, None
 
+    lock = threading.Lock()
+    looked_up: dict[int, cache.CachedTables | None] = {}
+
     def stored_part(rank: int, name: str) -> pl.DataFrame | None:
+        # The entry's record is read once for a table's rows and its sentence (again after a keep).
         trace = local.get(rank)
-        entry = cache.cached_tables(trace.path, trace.source_identity, tables_tag(trace)) if trace else None
-        return entry.read(name) if entry is not None and name.startswith(cache.PART_PREFIX) else None
+        if trace is None or not name.startswith(cache.PART_PREFIX):
+            return None
+        with lock:
+            if rank not in looked_up:
+                looked_up[rank] = cache.cached_tables(trace.path, trace.source_identity, tables_tag(trace))
+            entry = looked_up[rank]
+        return entry.read(name) if entry is not None else None
 
     def keep_part(rank: int, parts: dict[str, pl.DataFrame]) -> None:
         trace = local.get(rank)
         if trace is not None:
             cache.store_parts(trace.path, trace.source_identity, tables_tag(trace), parts)
+            with lock:
+                looked_up.pop(rank, None)
 
     return (stored_part if read else None), keep_part

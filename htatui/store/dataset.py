@@ -262,19 +262,18 @@ class IngestedFile:
 
 def write_rank(folder: Path, index: int, events: pl.DataFrame) -> tuple[str, int, str]:
     """Write one rank's events under `folder/ranks/`; the name relative to `folder`, its size and sha256."""
-    name = f"ranks/{index:05d}.arrow"
-    target = folder / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    size, digest = _write_ipc(events, target)
-    return name, size, digest
+    return _write_rank_file(folder, f"ranks/{index:05d}.arrow", events)
 
 
 def write_details(folder: Path, index: int, details: pl.DataFrame) -> tuple[str, int, str]:
     """Write one rank's detail table under `folder/ranks/`; its name, size and sha256."""
-    name = f"ranks/{index:05d}.details.arrow"
+    return _write_rank_file(folder, f"ranks/{index:05d}.details.arrow", details)
+
+
+def _write_rank_file(folder: Path, name: str, frame: pl.DataFrame) -> tuple[str, int, str]:
     target = folder / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    size, digest = _write_ipc(details, target)
+    size, digest = _write_ipc(frame, target)
     return name, size, digest
 
 

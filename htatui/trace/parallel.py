@@ -181,7 +181,9 @@ class _Workers:
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.count, mp_context=context, initializer=start_piece_worker)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.count, mp_context=context, initializer=start_piece_worker, initargs=(os.getpid(),)
+            )
         return self._pool
 
     def __enter__(self) -> _Workers:

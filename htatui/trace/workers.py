@@ -37,15 +37,12 @@ def _watch(parent_pid: int) -> None:
     os._exit(1)
 
 
-def start_piece_worker() -> None:
+def start_piece_worker(parent_pid: int) -> None:
     """Initializer of the workers that decode a big file's pieces (parallel.py), run before the
     worker imports polars (this module does not): polars on one thread, since the workers and
     this process are already one per core (more polars threads only spin on cores the other
-    processes are decoding on); no cyclic GC (events.py); and an
-    end with the parent, which may leave by os._exit while a file is decoded (the app, cancelled)."""
+    processes are decoding on); no cyclic GC (events.py); and an end with the parent, which may
+    leave by os._exit while a file is decoded (the app, cancelled)."""
     os.environ["POLARS_MAX_THREADS"] = "1"
     gc.disable()
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown ends the workers
-        pass
+    die_with_parent(parent_pid)
