@@ -11,7 +11,7 @@ import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
 from htatui.jobs.load import load_traces
-from htatui.trace import LoadError, LoadProgress
+from htatui.trace import LoadError, LoadProgress, loader
 from htatui.trace.discover import rank_from_filename
 from htatui.trace.model import with_details
 
@@ -333,3 +333,18 @@ def test_real_trace_edge_cases(load_shared, folder: str, rank: int, check: str) 
         assert (frame["dur"].drop_nulls() % 1 != 0).any()
     elif check == "mtia":
         assert frame.height > 1000
+
+
+@pytest.mark.parametrize(
+    ("cores", "jobs", "ranks", "pieces"),
+    [(16, None, 16, 8), (4, None, 4, 4), (16, "12", 12, 12), (2, "3", 3, 3), (16, "zero", 16, 8)],
+)
+def test_a_lone_files_pieces_get_at_most_8_workers_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, cores: int, jobs: str | None, ranks: int, pieces: int
+) -> None:
+    monkeypatch.setattr(loader.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    if jobs is None:
+        monkeypatch.delenv("HTATUI_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("HTATUI_JOBS", jobs)
+    assert (loader.default_workers(), loader.default_piece_workers()) == (ranks, pieces)

@@ -114,7 +114,10 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
         type=_worker_count,
         default=None,
         metavar="N",
-        help="processes that decode traces: one file each, or the pieces of a lone big file (default: every core)",
+        help=(
+            "processes that decode traces: one file each (default: every core),"
+            " or the pieces of a lone big file (default: up to 8)"
+        ),
     )
 
 

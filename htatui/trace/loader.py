@@ -85,19 +85,34 @@ class ParsedFile:
     """`trace.figures.file_figures` of the events, when they were made for the cache entry."""
 
 
+PIECE_WORKERS_UNSET = 8
+"""Workers for a lone file's pieces when `--jobs` is not given: on a 16-core node 8 were the
+fastest on a 541 MB and a 2.1 GB rank, 16 slower (each worker's start-up, and this process taking
+every piece back; benchmarks/README.md, "One big rank on 16 cores")."""
+
+
+def _jobs_asked() -> int:
+    """HTATUI_JOBS (`--jobs`), or 0 when it is not set."""
+    try:
+        return max(int(os.environ.get("HTATUI_JOBS", "")), 0)
+    except ValueError:
+        return 0
+
+
 def default_workers() -> int:
     """Worker processes for ranks and for the pieces of a big file: HTATUI_JOBS (`--jobs`), else
     the cores this process may run on."""
-    try:
-        jobs = int(os.environ.get("HTATUI_JOBS", ""))
-    except ValueError:
-        jobs = 0
-    if jobs >= 1:
+    if jobs := _jobs_asked():
         return jobs
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def default_piece_workers() -> int:
+    """`default_workers` for one file's pieces: at most `PIECE_WORKERS_UNSET` unless `--jobs` says."""
+    return _jobs_asked() or min(default_workers(), PIECE_WORKERS_UNSET)
 
 
 def parse_file(path: Path, byte_progress: Callable[[int, int], None] | None = None, workers: int = 1) -> ParsedFile:
@@ -460,6 +475,7 @@ def _parse_local(
     One worker count serves both: a file per worker, or a lone file's pieces on every worker.
     """
     cores = max_workers or default_workers()
+    piece_workers = max_workers or default_piece_workers()
     done: set[SourcePath] = set()
 
     def parse_here(chosen: list[tuple[Path, RemotePath | None]]) -> None:
@@ -467,7 +483,7 @@ def _parse_local(
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled
             progress = report_bytes(origin or path)
-            keep(origin or path, parse_one(path, write_cache, origin, progress, cores))
+            keep(origin or path, parse_one(path, write_cache, origin, progress, piece_workers))
             done.add(origin or path)
             report(origin or path, False)
 
