@@ -44,6 +44,9 @@ class Pieces:
     lengths: tuple[float, ...]
     chosen: int
     calls: pl.DataFrame
+    own_paths: tuple[tuple[tuple[int, float], ...] | None, ...]
+    """Per piece, where it is one rank with no meeting node: that rank's own path (its piece's
+    length; none when it has no edge); None: the piece must be built to find its ranks' own paths."""
 
     def others_us(self, piece: int | None = None) -> float:
         """The longest path among the pieces other than `piece` (default: the path's); −inf when none."""
@@ -89,11 +92,15 @@ class _Chooser:
     def __init__(self, node_counts: list[int]) -> None:
         self.node_counts = node_counts
         self.best: _Candidate | None = None
-        self.solved: list[tuple[list[int], float]] = []
+        self.solved: list[tuple[list[int], float, tuple[tuple[int, float], ...] | None]] = []
 
     def offer(self, members: list[int], g: RankGraph) -> None:
         found = solve(g, placed=True)
-        self.solved.append((members, found.length))
+        # One rank, no meeting: its own path (its edges, none collective) is the piece's path.
+        own = None
+        if len(members) == 1 and g.meetings == 0:
+            own = ((int(g.window.events["rank"][0]), found.length),) if len(g.edges.src) else ()
+        self.solved.append((members, found.length, own))
         place = standing(found, members, self.node_counts) if g.node_count else NOWHERE
         best = self.best
         if best is None or found.length > best.path.length or (found.length == best.path.length and place < best.place):
@@ -145,15 +152,16 @@ def solve_by_pieces(ranks: list[int], build: Build) -> Pieces | None:
         chooser.offer(members, piece_graph(parts, members, matched, [heights[i] for i in members]))
     best = chooser.best
     assert best is not None
-    ordered = sorted(chooser.solved)
+    ordered = sorted(chooser.solved, key=lambda piece: piece[0])
     return Pieces(
         graph=best.graph,
         path=best.path,
         ranks=tuple(kept),
-        pieces=tuple(tuple(members) for members, _ in ordered),
-        lengths=tuple(length for _, length in ordered),
-        chosen=[members for members, _ in ordered].index(best.piece),
+        pieces=tuple(tuple(members) for members, _, _ in ordered),
+        lengths=tuple(length for _, length, _ in ordered),
+        chosen=[members for members, _, _ in ordered].index(best.piece),
         calls=matched,
+        own_paths=tuple(own for _, _, own in ordered),
     )
 
 
@@ -172,13 +180,15 @@ def rebuilt(solution: Pieces, build: Build, piece: int) -> RankGraph:
 def rank_what_if_by_pieces(solution: Pieces, build: Build) -> pl.DataFrame:
     """`whatif.rank_what_if` over a job of several pieces: each rank's own path from its piece,
     then the job's path with a slow rank paced: its piece solved again, the others as they were.
-    Every piece but the path's is built twice (own paths first: the median needs them all)."""
+    A piece is built again for its ranks' own paths (unless it is one rank alone: its path) and
+    again for its slow ranks (the median needs every rank's own path first)."""
     own: list[tuple[int, float, int]] = []
-    for p in range(len(solution.pieces)):
-        g = solution.graph if p == solution.chosen else rebuilt(solution, build, p)
-        ranks, lengths = own_paths(g)
-        own += [(rank, length, p) for rank, length in zip(ranks, lengths, strict=True)]
-        del g
+    for p, known in enumerate(solution.own_paths):
+        if known is None:
+            g = solution.graph if p == solution.chosen else rebuilt(solution, build, p)
+            known = tuple(zip(*own_paths(g), strict=True))
+            del g
+        own += [(rank, length, p) for rank, length in known]
     own.sort()
     lengths = [length for _, length, _ in own]
     median = float(np.median(lengths)) if lengths else 0.0
