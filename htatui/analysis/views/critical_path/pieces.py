@@ -94,14 +94,16 @@ class _Chooser:
         self.best: _Candidate | None = None
         self.solved: list[tuple[list[int], float, tuple[tuple[int, float], ...] | None]] = []
 
-    def offer(self, members: list[int], g: RankGraph) -> None:
-        found = solve(g, placed=True)
+    def offer(self, members: list[int], g: RankGraph, alone: bool = False) -> None:
+        """Solve a piece, and keep it where it comes before the best so far; `alone`: it is the
+        job's only piece (no need to place it: a job graph of millions of nodes saves an array)."""
+        found = solve(g, placed=not alone)
         # One rank, no meeting: its own path (its edges, none collective) is the piece's path.
         own = None
         if len(members) == 1 and g.meetings == 0:
             own = ((int(g.window.events["rank"][0]), found.length),) if len(g.edges.src) else ()
         self.solved.append((members, found.length, own))
-        place = standing(found, members, self.node_counts) if g.node_count else NOWHERE
+        place = standing(found, members, self.node_counts) if g.node_count and not alone else NOWHERE
         best = self.best
         if best is None or found.length > best.path.length or (found.length == best.path.length and place < best.place):
             self.best = _Candidate(members, g, found, place)
@@ -147,9 +149,11 @@ def solve_by_pieces(ranks: list[int], build: Build) -> Pieces | None:
     if not kept:
         return None
     matched = matched_calls(calls)
-    for members in pieces(matched, sorted(held)):
+    joined = pieces(matched, sorted(held))
+    alone = len(joined) == 1 and not chooser.solved
+    for members in joined:
         parts = [held.pop(i) for i in members]
-        chooser.offer(members, piece_graph(parts, members, matched, [heights[i] for i in members]))
+        chooser.offer(members, piece_graph(parts, members, matched, [heights[i] for i in members]), alone)
     best = chooser.best
     assert best is not None
     ordered = sorted(chooser.solved, key=lambda piece: piece[0])
