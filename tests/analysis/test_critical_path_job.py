@@ -64,9 +64,9 @@ def pairwise(g: RankGraph) -> RankGraph:
 
 
 def _joined(traces: Any, hta_compat: bool = False) -> RankGraph:
-    g, found = cp._job_solved(traces, cp.CriticalPathOptions(scope=Scope(hta_compat=hta_compat)))
-    assert g is not None, found.message
-    return g
+    solved = cp._job_solved(traces, cp.CriticalPathOptions(scope=Scope(hta_compat=hta_compat)))
+    assert solved.graph is not None, solved.table.message
+    return solved.graph
 
 
 def _rank_edges(traces: Any) -> int:

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
-from htatui.analysis.views.critical_path.job import JobPart, job_part, join_ranks
+from htatui.analysis.views.critical_path.job import JobPart, job_part
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
+from htatui.analysis.views.critical_path.pieces import Build, JobSolution, rank_what_if_by_pieces, solve_by_pieces
 from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet, with_details
@@ -122,47 +124,53 @@ def _solve_rank(traces: TraceSet, options: CriticalPathOptions) -> Solved:
 
 def job_path(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The job's path: the scope's ranks joined at their collectives (PATH_SCHEMA; `rank` says where)."""
-    return _job_solved(traces, options)[1]
+    return _job_solved(traces, options).table
 
 
-def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> Solved:
+def _job_solved(traces: TraceSet, options: CriticalPathOptions) -> JobSolution:
     key = ("critical_path.job_path", *selection_key(traces, options, "annotation", "instance", "data_loading"))
     return memoised(traces, key, lambda: _solve_job(traces, options))
 
 
-def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> Solved:
-    parts: list[JobPart] = []
-    problems = []
-    chosen = chosen_ranks(traces, options)
+def _part_builder(traces: TraceSet, options: CriticalPathOptions, problems: list[str] | None) -> Build:
+    """A rank's part of the job, built (None when it has no window: why, into `problems`)."""
     # Over a dataset each rank is read, its graph built and the rank dropped again (`each_rank`'s rule).
-    unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
-    for rank in chosen:
+    unread = {rank for rank in chosen_ranks(traces, options) if not traces.ranks[rank].loaded}
+
+    def build(rank: int) -> JobPart | None:
         # A rank whose own path was solved already (the page's rank tables) lends its graph.
         solved: Solved | None = traces.derived.get(_rank_key(traces, options, rank))
         if solved is not None and solved[0] is not None:
-            parts.append(job_part(solved[0], options.hta_compat))
-            continue
+            return job_part(solved[0], options.hta_compat)
         events = rank_rows(traces, options, rank)
         try:
             g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
             # Only the rank's part is kept: its window's full frame and wide columns go with `g`.
-            parts.append(job_part(g, options.hta_compat))
-            del g
+            return job_part(g, options.hta_compat)
         except WindowError as err:
-            problems.append(f"rank {rank}: {err}")
-        del events
-        if len(unread) >= 2 and rank in unread:
-            traces.ranks[rank].unload()
-    note = "; ".join(problems) or None
+            if problems is not None:
+                problems.append(f"rank {rank}: {err}")
+            return None
+        finally:
+            del events
+            if len(unread) >= 2 and rank in unread:
+                traces.ranks[rank].unload()
+
+    return build
+
+
+def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> JobSolution:
+    problems: list[str] = []
     empty = pl.DataFrame(schema=PATH_SCHEMA)
-    if not parts:
-        return None, NotedTable(empty, note or "no ranks")
     try:
-        joined = join_ranks(parts)
-        path = path_frame(joined, options.hta_compat, options.data_loading)
-        return joined, NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW)
+        solved = solve_by_pieces(chosen_ranks(traces, options), _part_builder(traces, options, problems))
     except CycleError:
-        return None, NotedTable(empty, "the job's graph has a cycle (ranks' clocks disagree)")
+        return JobSolution(NotedTable(empty, "the job's graph has a cycle (ranks' clocks disagree)"))
+    note = "; ".join(problems) or None
+    if solved is None:
+        return JobSolution(NotedTable(empty, note or "no ranks"))
+    path = path_frame(solved.graph, options.hta_compat, options.data_loading, solved.path)
+    return JobSolution(NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW), solved)
 
 
 def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
@@ -176,7 +184,8 @@ def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     return job_path(traces, options)
 
 
-def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
+def _what_if(solved: Solved, options: CriticalPathOptions, others_us: float = -np.inf) -> NotedTable:
+    """`solved`: a path's graph (a piece of the job's: the other pieces' longest path `others_us`)."""
     g, found = solved
     if not 0 <= options.faster_pct <= 100:
         return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), f"--faster-pct {options.faster_pct:g} is not in 0–100")
@@ -184,15 +193,18 @@ def _what_if(solved: Solved, options: CriticalPathOptions) -> NotedTable:
         return NotedTable(pl.DataFrame(schema=WHAT_IF_SCHEMA), found.message)
     # Each event once, under its largest part (a kernel's span, not the gap after it).
     events = by_event(found.frame).unique(["rank", "index"], keep="first", maintain_order=True)
-    return NotedTable(what_if(g, events, options.faster_pct, WHAT_IF_EVENTS), found.message)
+    return NotedTable(what_if(g, events, options.faster_pct, WHAT_IF_EVENTS, others_us), found.message)
 
 
 def straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """Per rank: its own path, the median rank's, and the job's path were it no slower than the median."""
-    g, found = _job_solved(traces, options)
-    if g is None or found.frame.height == 0:
+    solved = _job_solved(traces, options)
+    found = solved.table
+    if solved.pieces is None or found.frame.height == 0:
         return NotedTable(pl.DataFrame(schema=RANK_WHAT_IF_SCHEMA), found.message)
-    return NotedTable(rank_what_if(g), found.message)
+    if len(solved.pieces.pieces) == 1:
+        return NotedTable(rank_what_if(solved.pieces.graph), found.message)
+    return NotedTable(rank_what_if_by_pieces(solved.pieces, _part_builder(traces, options, None)), found.message)
 
 
 def path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
@@ -202,7 +214,9 @@ def path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
 
 def job_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The job's path length if each of its longest events took `faster_pct` % less."""
-    return _what_if(_job_solved(traces, options), options)
+    solved = _job_solved(traces, options)
+    others = -np.inf if solved.pieces is None else solved.pieces.others_us()
+    return _what_if((solved.graph, solved.table), options, others)
 
 
 def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame:

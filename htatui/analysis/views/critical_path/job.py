@@ -38,16 +38,26 @@ named and typed (`path_frame`), the what-ifs find events by (rank, index)."""
 @dataclass(frozen=True)
 class JobPart:
     """One rank's share of the job: its graph, trimmed to what the job reads (`JOB_COLUMNS`, node
-    numbers as int32), and its collective calls from its best source (`rank_calls`)."""
+    numbers as int32), and its collective calls from its best source (`rank_calls`), each saying
+    whether its row has nodes (`has_nodes`: only those can meet another rank's)."""
 
     graph: RankGraph
     calls: pl.DataFrame | None
+
+    @property
+    def meets(self) -> bool:
+        """Whether any call of the rank can meet another rank's (has nodes); a rank whose calls
+        cannot is a piece of the job's graph alone, its part of the job's graph its own graph."""
+        return self.calls is not None and bool(self.calls["has_nodes"].any())
 
 
 def job_part(g: RankGraph, hta_compat: bool) -> JobPart:
     """The rank's part of the job, taken as soon as its graph is built, so that the job holds
     only this of each rank (a rank's window has 26 columns; the calls need most of them)."""
     calls = rank_calls(g.window.events, hta_compat)
+    if calls is not None:
+        pos = calls["pos"].to_numpy()
+        calls = calls.with_columns(has_nodes=pl.Series((g.nodes.start_of[pos] >= 0) & (g.nodes.end_of[pos] >= 0)))
     events = g.window.events.select(JOB_COLUMNS)
     window = Window(start_us=g.window.start_us, end_us=g.window.end_us, events=events, full=events)
     nodes = Nodes(
@@ -132,17 +142,22 @@ def rank_calls(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
     return None
 
 
-def matched_calls(parts: list[JobPart]) -> pl.DataFrame:
-    """The collective calls two or more ranks share: row (in `combine`'s frame), group number,
-    transfer (µs)."""
-    found, row_offset = [], 0
-    for part in parts:
-        if part.calls is not None:
-            found.append(part.calls.with_columns(pos=pl.col("pos") + row_offset))
-        row_offset += part.graph.window.events.height
-    empty = pl.DataFrame(schema={"pos": pl.Int64(), "group": pl.UInt32(), "transfer_us": pl.Float64()})
+MATCHED_SCHEMA: dict[str, pl.DataType] = {
+    "part": pl.Int64(),
+    "pos": pl.Int64(),
+    "group": pl.UInt32(),
+    "transfer_us": pl.Float64(),
+    "has_nodes": pl.Boolean(),
+}
+
+
+def matched_calls(calls: list[pl.DataFrame | None]) -> pl.DataFrame:
+    """The collective calls two or more ranks share, from every part's calls in rank order: the
+    part and its row there, group number, transfer (µs), and whether the row has nodes; by group
+    then part and row."""
+    found = [part.with_columns(part=pl.lit(i, pl.Int64)) for i, part in enumerate(calls) if part is not None]
     if not found:
-        return empty
+        return pl.DataFrame(schema=MATCHED_SCHEMA)
     # The job's best source: the first any rank has calls of (`meeting.meeting_points`); a rank's
     # best source is never better than it, so a rank with a worse one has none of its calls.
     sources = {str(frame["source"][0]) for frame in found}
@@ -158,14 +173,55 @@ def matched_calls(parts: list[JobPart]) -> pl.DataFrame:
         .filter(pl.col("ranks") >= 2)
     )
     return matched.select(
-        "pos", "group", transfer_us=pl.max_horizontal(pl.col("end") - pl.col("last_arrival"), pl.lit(0.0))
-    ).sort("group", "pos")
+        "part",
+        "pos",
+        "group",
+        transfer_us=pl.max_horizontal(pl.col("end") - pl.col("last_arrival"), pl.lit(0.0)),
+        has_nodes="has_nodes",
+    ).sort("group", "part", "pos")
 
 
-def join_ranks(parts: list[JobPart]) -> RankGraph:
-    """One graph for the job (module docstring), from its ranks' parts in rank order; `parts` is
-    emptied (each rank's graph is freed as soon as it is copied into the job's)."""
-    calls = matched_calls(parts)
+def pieces(matched: pl.DataFrame, parts: list[int]) -> list[list[int]]:
+    """`parts` (part numbers, ascending) grouped into the job graph's connected pieces: two parts
+    are in one piece when a call meets on both (a meeting node: two or more of its rows with
+    nodes, `meeting_edges`). Pieces by their first part."""
+    parent = {part: part for part in parts}
+
+    def top(part: int) -> int:
+        while parent[part] != part:
+            parent[part] = parent[parent[part]]
+            part = parent[part]
+        return part
+
+    meeting = matched.filter("has_nodes").filter(pl.len().over("group") >= 2)
+    for members in meeting.group_by("group").agg("part")["part"].to_list():
+        first = top(members[0])
+        for other in members[1:]:
+            parent[top(other)] = first
+    by_top: dict[int, list[int]] = {}
+    for part in parts:
+        by_top.setdefault(top(part), []).append(part)
+    return sorted(by_top.values())
+
+
+def piece_calls(matched: pl.DataFrame, members: list[int], heights: list[int]) -> pl.DataFrame:
+    """The matched calls of a piece's parts (`members`, ascending; `heights`: their windows' rows),
+    rows numbered in the piece's joined frame (`combine`): `join_ranks`' calls."""
+    offsets = pl.DataFrame(
+        {"part": members, "offset": [sum(heights[:i]) for i in range(len(heights))]},
+        schema={"part": pl.Int64(), "offset": pl.Int64()},
+    )
+    return (
+        matched.join(offsets, on="part", how="inner")
+        .select(pl.col("pos") + pl.col("offset"), "group", "transfer_us")
+        .sort("group", "pos")
+    )
+
+
+def join_ranks(parts: list[JobPart], calls: pl.DataFrame) -> RankGraph:
+    """One graph for the ranks of `parts` (module docstring), in rank order, joined at `calls`
+    (`piece_calls`); `parts` is emptied (each rank's graph is freed as soon as it is copied into
+    the job's)."""
     graphs = [part.graph for part in parts]
     parts.clear()
     g = combine(graphs)

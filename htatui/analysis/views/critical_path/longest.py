@@ -15,6 +15,7 @@ equals) and never ends a path; the path's nodes and edges leave it out (`Path`).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,12 @@ class Path:
     nodes: Ints
     edges: Ints
     length: float
+    generation: int = -1
+    """With `placed`: the generation of the path's last node in the topological order (module
+    docstring), and the first node of generation 0 it descends from (`topological_order`'s
+    `roots`): where the last node stands in the order of a graph this one is a piece of
+    (`job.py`'s connected pieces)."""
+    root: int = -1
 
 
 @dataclass
@@ -120,8 +127,22 @@ def _bounds(keys: Numbers, n: int) -> Numbers:
     return bounds
 
 
-def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> Numbers:
+def topological_order(
+    n: int,
+    src: Numbers,
+    dst: Numbers,
+    meetings: int = 0,
+    roots: memoryview | None = None,
+    firsts: list[int] | None = None,
+) -> Numbers:
     """networkx's topological_sort order (see the module docstring); CycleError on a cycle.
+
+    With `roots` (n entries, each node's own number): each node freed takes the root of the node
+    whose visit freed it, so a node's root is the node of generation 0 it was reached from; with
+    `firsts`, where each generation starts in the order. In a graph made of disjoint pieces the
+    order runs generation by generation, and within one the pieces' nodes stand by their roots
+    (a node is placed after the node that freed it, generation 0 by number): the two place any
+    node of a piece in the whole graph's order without solving the whole graph.
 
     A meeting node is placed when its last start is visited (before any of its ends). Its ends
     are freed as the pairwise graph frees them: each by its own start → end edge when its start is
@@ -141,6 +162,8 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
     order = array("i" if numbers is np.int32 else "q")
     visited = np.zeros(n, bool).data
     while generation:
+        if firsts is not None:
+            firsts.append(len(order))
         order.extend(generation)
         following: list[int] = []
         for node in generation:
@@ -150,6 +173,8 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
                     indegree[child] -= 1
                     if indegree[child] == 0:
                         following.append(child)
+                        if roots is not None:
+                            roots[child] = roots[node]
                     continue
                 assert meet is not None
                 m = child - real
@@ -169,16 +194,19 @@ def topological_order(n: int, src: Numbers, dst: Numbers, meetings: int = 0) -> 
                             indegree[end] -= 1
                             if indegree[end] == 0:
                                 following.append(end)
+                                if roots is not None:
+                                    roots[end] = roots[node]
         generation = following
     if len(order) != n:
         raise CycleError("the graph has a cycle")
     return np.frombuffer(order, dtype=numbers)
 
 
-def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0) -> Path:
+def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: int = 0, placed: bool = False) -> Path:
     """The longest path over `n` nodes by `weight` (edges as added; repeated pairs count once, last weight).
 
-    The last `meetings` nodes are meeting nodes (module docstring).
+    The last `meetings` nodes are meeting nodes (module docstring). `placed`: the path says where
+    its last node stands in the order (`Path.generation`, `Path.root`).
     """
     if n == 0:
         return Path(np.zeros(0, np.int64), np.zeros(0, np.int64), 0.0)
@@ -193,7 +221,9 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
         first, last = repeated
         u, v, w, kept = src[first].astype(numbers), dst[first].astype(numbers), weight[last], last.astype(numbers)
         del first, last, repeated
-    order = topological_order(n, u, v, meetings)
+    roots = np.arange(n, dtype=numbers) if placed else None
+    firsts: list[int] = []
+    order = topological_order(n, u, v, meetings, None if roots is None else roots.data, firsts)
     by_dst = np.argsort(v, kind="stable")
     starts = _bounds(v, n).data
     pred = np.ascontiguousarray(u[by_dst]).data
@@ -215,7 +245,8 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
     del starts, pred, pred_w, pred_edge  # the per-edge arrays, before the per-node ones below
     lengths = dist_of[order]
     lengths[order >= real] = -np.inf
-    end = int(order[int(np.argmax(lengths))])
+    at = int(np.argmax(lengths))
+    end = int(order[at])
     nodes, path_edges = [end], []
     while back[nodes[-1]] != nodes[-1]:
         edge, before = via[nodes[-1]], back[nodes[-1]]
@@ -226,4 +257,7 @@ def longest_path(n: int, src: Numbers, dst: Numbers, weight: Floats, meetings: i
             before = back[before]
         path_edges.append(edge)
         nodes.append(before)
-    return Path(np.asarray(nodes[::-1], np.int64), np.asarray(path_edges[::-1], np.int64), float(dist[end]))
+    generation, root = (bisect_right(firsts, at) - 1, int(roots[end])) if roots is not None else (-1, -1)
+    return Path(
+        np.asarray(nodes[::-1], np.int64), np.asarray(path_edges[::-1], np.int64), float(dist[end]), generation, root
+    )

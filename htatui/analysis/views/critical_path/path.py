@@ -75,12 +75,20 @@ def build_graph(
     return RankGraph(window, nodes, arrays, weight)
 
 
-def path_frame(g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...]) -> pl.DataFrame:
-    """The longest path's edges in order, each with its bound type (PATH_SCHEMA)."""
-    src, dst = g.edges.src, g.edges.dst
+def solve(g: RankGraph, placed: bool = False) -> longest.Path:
+    """The graph's longest path (`longest.longest_path`), negative weights solved as 0."""
     # HTA sets negative weights (ns artefacts: a child ending after its parent) to 0 in the graph.
+    return longest.longest_path(g.node_count, g.edges.src, g.edges.dst, np.maximum(g.weight, 0.0), g.meetings, placed)
+
+
+def path_frame(
+    g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...], found: longest.Path | None = None
+) -> pl.DataFrame:
+    """The longest path's edges in order, each with its bound type (PATH_SCHEMA); `found`: the
+    graph's path when it is solved already (`solve`)."""
     solved = np.maximum(g.weight, 0.0)
-    found = longest.longest_path(g.node_count, src, dst, solved, g.meetings)
+    if found is None:
+        found = solve(g)
     if len(found.edges) == 0:
         return pl.DataFrame(schema=PATH_SCHEMA)
     e = found.edges
