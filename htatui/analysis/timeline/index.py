@@ -14,13 +14,13 @@ under a cell, its details and links live in `timeline_events`.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
+from htatui.analysis.core.memo import memoised
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
 from htatui.trace.kineto import step_spans
@@ -415,15 +415,14 @@ def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def build_index(traces: TraceSet, rank: int) -> RankIndex:
-    """Type, nest and merge one rank's events (cached per loaded trace set and rank)."""
-    per_set = _INDEXES.get(id(traces))
-    if per_set is None:
-        per_set = _INDEXES[id(traces)] = {}
-        weakref.finalize(traces, _INDEXES.pop, id(traces), None)
-    if rank in per_set:
-        return per_set[rank]
+    """Type, nest and merge one rank's events, kept on the loaded job (`TraceSet.derived`) until
+    a face drops it (the app's timeline does when it is left)."""
     if rank not in traces.ranks:
         raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
+    return memoised(traces, ("timeline.index", rank), lambda: _build_index(traces, rank))
+
+
+def _build_index(traces: TraceSet, rank: int) -> RankIndex:
     raw = traces.ranks[rank].events
     keys, events = _placed_events(raw)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
@@ -432,7 +431,7 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
     first_us = float(first) if isinstance(first, (int, float)) else 0.0
     last_us = float(last) if isinstance(last, (int, float)) else 0.0
-    index = RankIndex(
+    return RankIndex(
         rank=rank,
         rows=rows,
         events=events,
@@ -442,11 +441,6 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
         last_us=last_us,
         lookups=raw.select(_LOOKUP_COLUMNS),
     )
-    per_set[rank] = index
-    return index
-
-
-_INDEXES: dict[int, dict[int, RankIndex]] = {}
 
 
 def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]:
