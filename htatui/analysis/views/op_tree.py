@@ -57,7 +57,9 @@ def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
     """
     events = _by_rank_and_pos(tree.events)
     n = events.height
-    work = tree.work.filter(pl.col("owner").is_not_null() & (pl.col("kind") != "gpu-annotation"))
+    work = tree.work.filter(pl.col("owner").is_not_null() & (pl.col("kind") != "gpu-annotation")).with_columns(
+        pl.col("name").cast(pl.Utf8)
+    )
     row_of = _row_of(events)
     parent_row = row_of(events.select("rank", pos="parent"))
     first = np.full(n, -1, dtype=np.int64)

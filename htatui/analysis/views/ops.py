@@ -218,7 +218,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
         "rank",
-        "name",
+        pl.col("name").cast(pl.Utf8),
         "kind",
         input_dims=pl.lit(None, pl.Utf8),
         cpu_total_us=pl.lit(0.0),
