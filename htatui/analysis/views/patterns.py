@@ -98,7 +98,6 @@ def _stack(traces: TraceSet, options: CommonOptions) -> tuple[pl.DataFrame, pl.D
         kept = events.select(_COMPAT_READS) if options.hta_compat else events.select(_COMPAT_READS).clear()
         return kept, stack.select(_MATCH_READS), links
 
-
     return memoised(traces, ("patterns.stack", *selection_key(traces, options)), make)
 
 
