@@ -194,7 +194,7 @@ class _Coverage:
             starts=pl.Series("s", all_ts - origin + offset),
             ends=pl.Series("e", all_end - origin + offset),
             before=pl.Series("before", np.concatenate(before) if before else np.empty(0)),
-            gid=pl.Series("gid", gids),
+            gid=pl.Series("gid", gids.astype(np.int32)),  # a group number: 4 bytes an interval
             origin=origin,
             span=span,
         )
@@ -404,7 +404,17 @@ def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     placed = both.join(keys, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     del both
-    events = placed.select("kind", "key", "type", "ts", "end", "dur", "depth", "row", pl.col("source").cast(pl.UInt32))
+    events = placed.select(
+        "kind",
+        "key",
+        "type",
+        "ts",
+        "end",
+        "dur",
+        pl.col("depth").cast(pl.Int32),
+        "row",
+        pl.col("source").cast(pl.UInt32),
+    )
     return keys.select("kind", "key", "depth"), events
 
 
