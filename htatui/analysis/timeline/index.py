@@ -158,28 +158,10 @@ class _Coverage:
         order = np.lexsort((timed["ts"].to_numpy(), timed["type"].to_physical().to_numpy(), timed["row"].to_numpy()))
         row = timed["row"].to_numpy()[order]
         code = timed["type"].to_physical().to_numpy()[order]
-        ts = timed["ts"].to_numpy()[order]
-        end = timed["end"].to_numpy()[order]
-        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(ts)]))
-        if len(ts) == 0:
+        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(row)]))
+        if len(row) == 0:
             bounds = np.zeros(1, dtype=np.int64)
-        merged_ts, merged_end, before, gid = [], [], [], []
-        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-            starts, ends = ts[low:high], end[low:high]
-            opens = np.ones(high - low, dtype=bool)
-            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
-            first = np.flatnonzero(opens)
-            merged_ts.append(np.minimum.reduceat(starts, first))
-            merged_end.append(np.maximum.reduceat(ends, first))
-            length = merged_end[-1] - merged_ts[-1]
-            before.append(np.cumsum(length) - length)
-            gid.append(np.full(len(first), group, dtype=np.int64))
-        all_ts = np.concatenate(merged_ts) if merged_ts else np.empty(0)
-        all_end = np.concatenate(merged_end) if merged_end else np.empty(0)
-        gids = np.concatenate(gid) if gid else np.empty(0, dtype=np.int64)
-        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
-        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
-        span = top - origin
+        del row, code
         heads = order[bounds[:-1]]
         groups = pl.DataFrame(
             {
@@ -188,13 +170,46 @@ class _Coverage:
                 "type": timed["type"].gather(heads),
             }
         )
-        offset = gids.astype(np.float64) * span
+        ts = timed["ts"].to_numpy()[order]
+        end = timed["end"].to_numpy()[order]
+        del timed, order
+        # The merged intervals are written into arrays of the events' length (there are at most as
+        # many), not gathered in lists and joined: numpy's buffers are not polars', so each copy
+        # held at once adds to the page's peak.
+        all_ts, all_end, before = np.empty(len(ts)), np.empty(len(ts)), np.empty(len(ts))
+        gids = np.empty(len(ts), dtype=np.int32)
+        at = 0
+        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            starts, ends = ts[low:high], end[low:high]
+            opens = np.ones(high - low, dtype=bool)
+            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
+            first = np.flatnonzero(opens)
+            merged = slice(at, at + len(first))
+            all_ts[merged] = np.minimum.reduceat(starts, first)
+            all_end[merged] = np.maximum.reduceat(ends, first)
+            length = all_end[merged] - all_ts[merged]
+            before[merged] = np.cumsum(length) - length
+            gids[merged] = group
+            at += len(first)
+        del ts, end
+        all_ts, all_end, before, gids = all_ts[:at], all_end[:at], before[:at], gids[:at]
+        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
+        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
+        span = top - origin
+        offset = gids.astype(np.float64)
+        offset *= span
+        # In place, in the order `(t − origin) + offset` is written: the same floats.
+        all_ts -= origin
+        all_ts += offset
+        all_end -= origin
+        all_end += offset
+        del offset
         return cls(
             groups=groups,
-            starts=pl.Series("s", all_ts - origin + offset),
-            ends=pl.Series("e", all_end - origin + offset),
-            before=pl.Series("before", np.concatenate(before) if before else np.empty(0)),
-            gid=pl.Series("gid", gids.astype(np.int32)),  # a group number: 4 bytes an interval
+            starts=pl.Series("s", all_ts),
+            ends=pl.Series("e", all_end),
+            before=pl.Series("before", before),
+            gid=pl.Series("gid", gids),  # a group number: 4 bytes an interval
             origin=origin,
             span=span,
         )
