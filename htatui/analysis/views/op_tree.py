@@ -181,7 +181,10 @@ def _nodes(
     )
     parent_node = np.where(parent_first >= 0, np.searchsorted(firsts, parent_first), -1)
     made = pl.concat(
-        [events[host].select("rank", "name", "kind"), work[leaf].select("rank", pl.col("name").cast(pl.Utf8), "kind")],
+        [
+            events[host].select("rank", pl.col("name").cast(pl.Utf8), "kind"),
+            work[leaf].select("rank", pl.col("name").cast(pl.Utf8), "kind"),
+        ],
         how="vertical",
     )
     # A leaf hangs under a host node, whose depth comes first (host nodes are numbered first).

@@ -175,6 +175,8 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     # Without the performance model only these columns are read: the filter copies them alone.
     read = ("rank", "index", "name", "kind", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
     events = built.events if modelled(options) else built.events.select(read)
+    # Names stay codes through the grouping (host rows and device rows alike): the table's
+    # rows are made text at the end.
     host = events.filter(pl.col("kind").is_in(kinds))
     if options.group_by == "shape" or options.flops:
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
@@ -199,7 +201,7 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     )
     device = built.work.filter(pl.col("kind").is_in(kinds)).select(
         "rank",
-        pl.col("name").cast(pl.Utf8),
+        "name",
         "kind",
         input_dims=pl.lit(None, pl.Utf8),
         cpu_total_us=pl.lit(0.0),
