@@ -142,6 +142,21 @@ def test_min_len_and_top_k(job: tuple[Trace, TraceSet]) -> None:
     assert patterns.compute(traces, PatternsOptions(top_k=None)).height == 3
 
 
+def test_the_kept_call_stack_holds_what_the_matching_reads(job: tuple[Trace, TraceSet]) -> None:
+    # The call stack is kept on the job while the page shows (a new operator redoes only the
+    # matching): its matching columns, and the events only where compat matching reads them.
+    _, traces = job
+    job_of_its_own = TraceSet(ranks=traces.ranks)
+    for compat in (False, True):
+        patterns.compute(job_of_its_own, PatternsOptions(scope=Scope(hta_compat=compat)))
+        kept = [v for k, v in job_of_its_own.derived.items() if k[0] == "patterns.stack" and k[2] is compat]
+        assert len(kept) == 1
+        events, stack, _links = kept[0]
+        assert tuple(stack.columns) == patterns._MATCH_READS and stack.height > 0
+        assert tuple(events.columns) == patterns._COMPAT_READS
+        assert (events.height > 0) is compat
+
+
 def test_compat_counts_sync_rows(job: tuple[Trace, TraceSet]) -> None:
     _, traces = job
     frame = patterns.compute(traces, PatternsOptions(scope=Scope(hta_compat=True)))

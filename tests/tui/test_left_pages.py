@@ -11,6 +11,7 @@ from htatui.analysis.views import ops
 from htatui.trace import TraceSet
 from htatui.tui.screens import base
 from htatui.tui.screens.ops import OpsScreen
+from htatui.tui.screens.timeline import TimelineScreen
 from htatui.tui.widgets.table_pane import TablePane
 
 
@@ -38,3 +39,32 @@ async def test_leaving_ops_drops_its_op_tree_and_coming_back_shows_the_same_rows
         assert app.screen is screen and pane.table.source is not None and pane.table.source.to_dicts() == expected
         await press(pilot, "r")  # made again from the events: the same table
         assert tree_keys(traces) and pane.table.source is not None and pane.table.source.to_dicts() == expected
+
+
+BOTH_INDEXES = [("timeline.index", 0), ("timeline.index", 1)]
+"""The small job's two ranks: the timeline shows every chosen rank."""
+
+
+def index_keys(traces: TraceSet) -> list[object]:
+    return [key for key in traces.derived if isinstance(key, tuple) and key[0] == "timeline.index"]
+
+
+async def test_leaving_the_timeline_drops_its_index_and_opening_it_again_draws_the_same(
+    small_traces: TraceSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traces = TraceSet(ranks=small_traces.ranks)
+    monkeypatch.setattr(base, "KEEP_DERIVED_BYTES", 0)
+    app = make_app(traces)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await press(pilot, "t")
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen) and index_keys(traces) == BOTH_INDEXES
+        drawn = screen.draw(96, 20).plain
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, TimelineScreen)
+        assert index_keys(traces) == []  # the index went with the timeline
+        await press(pilot, "t")
+        again = app.screen
+        assert isinstance(again, TimelineScreen) and index_keys(traces) == BOTH_INDEXES
+        assert again.draw(96, 20).plain == drawn

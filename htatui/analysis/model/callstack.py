@@ -309,6 +309,8 @@ def build(events: pl.DataFrame, hta_compat: bool = False, link_backward: bool = 
         changed = np.zeros(len(order), dtype=np.int64)
         changed[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
         ordered = prepared[order].with_columns(thread=pl.Series(np.cumsum(changed), dtype=pl.Int64))
+        del rank, pid, tid, columns, order, keys, changed
+        del host, prepared  # the sorted copy is what is nested: the unsorted rows go before it is
         parent, depth, last, top = _nest(
             ordered["thread"].to_numpy(), ordered["ts"].to_numpy(), ordered["end"].to_numpy()
         )

@@ -67,7 +67,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "parent": pl.Int64(),
     "depth": pl.Int64(),
     "index": pl.Int64(),
-    "name": pl.Utf8(),
+    "name": pl.Categorical(),
     "kind": pl.Utf8(),
     "ts": pl.Float64(),
     "dur": pl.Float64(),
@@ -78,19 +78,22 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
 }
 """One row per kept host event (after the dedup), in start order per thread: `pos` numbers the
 rows of a rank, `parent` is the parent's `pos` (null at the top), `index` the event's row in
-the trace file."""
+the trace file. `name` is Categorical (a code a row, where a text costs ~20 bytes more: the
+tree is kept while the Ops page shows); readers that make text rows cast it."""
 
 WORK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "index": pl.Int64(),
-    "name": pl.Utf8(),
+    "name": pl.Categorical(),
     "kind": pl.Utf8(),
     "dur": pl.Float64(),
     "bytes": pl.Int64(),
     "owner": pl.Int64(),
 }
 """Device rows (work and GPU annotations) with the `pos` of the host event that owns them
-(null when none does, or for GPU annotations); `bytes` moved or set by copies and memsets."""
+(null when none does, or for GPU annotations); `bytes` moved or set by copies and memsets.
+`name` is Categorical: kernel names run to hundreds of bytes and repeat (49 of the tree's 146
+MiB on a real 1.6M-event rank as text, under 1 as codes); readers cast it to text."""
 
 
 MEMORY_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "count": pl.Int64()}
@@ -112,13 +115,20 @@ def display_name(name: pl.Expr) -> pl.Expr:
     return pl.when(name.str.starts_with("ProfilerStep#")).then(pl.lit("ProfilerStep*")).otherwise(name)
 
 
-def build(events: pl.DataFrame) -> OpEvents:
+def build(events: pl.DataFrame, keep: pl.Expr | None = None) -> OpEvents:
     """The tree of `events` (any number of ranks; the loader's columns; X events, and `[memory]`
-    instants for the loose-memory count)."""
+    instants for the loose-memory count).
+
+    `keep`: the rows to build from (every row by default), applied as each part is picked out,
+    so a rank's kept rows are never copied as a whole (~100 MiB on a 1.6M-event rank)."""
+    if keep is not None:
+        if events.height == 0 or not events.select(keep.any()).item():
+            return combine([])
     # One rank (the usual case) is used as it is: splitting by rank copies every column.
     one_rank = events.height > 0 and events["rank"].n_unique() == 1
     frames = [events] if one_rank else events.partition_by("rank", maintain_order=True)
-    return combine([_build_rank(frame) for frame in frames if frame.height])
+    chosen = pl.lit(True) if keep is None else keep
+    return combine([_build_rank(frame, chosen) for frame in frames if frame.height])
 
 
 def combine(parts: list[OpEvents]) -> OpEvents:
@@ -133,16 +143,27 @@ def combine(parts: list[OpEvents]) -> OpEvents:
     )
 
 
+_EMPTY = pl.lit("", dtype=pl.Categorical)
+
+
+def _display_name_codes() -> pl.Expr:
+    """`display_name` of the events' Categorical names, kept Categorical ("" for none): worked
+    out on the categories, where a text per row would cost ~40 bytes on a million host rows."""
+    name = pl.col("name").cast(pl.Categorical)
+    step = pl.lit("ProfilerStep*", dtype=pl.Categorical)
+    return pl.when(name.cat.starts_with("ProfilerStep#")).then(step).otherwise(name).fill_null(_EMPTY)
+
+
 def _ns(column: str) -> pl.Expr:
     # Trace times are µs with ns decimals; whole ns make equal ends compare equal.
     return (pl.col(column) * 1000.0).round(0).cast(pl.Int64)
 
 
-def _build_rank(events: pl.DataFrame) -> OpEvents:
+def _build_rank(events: pl.DataFrame, keep: pl.Expr) -> OpEvents:
     rank = int(events["rank"][0])
     cat = pl.col("cat").cast(pl.Utf8)
     # Lazy, so each filter copies only the columns its select reads; categories match as text.
-    x = events.lazy().filter(pl.col("ph") == "X") if "ph" in events.columns else events.lazy()
+    x = events.lazy().filter(keep & (pl.col("ph") == "X")) if "ph" in events.columns else events.lazy().filter(keep)
     host = (
         x.filter(
             ~pl.col("cat").is_in([*DEVICE_SIDE_CATS, *SKIPPED_HOST_CATS]).fill_null(False) & pl.col("ts").is_not_null()
@@ -151,8 +172,8 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
             "index",
             "pid",
             "tid",
-            cat=cat.fill_null(""),
-            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            cat=pl.col("cat").fill_null(_EMPTY),
+            name=_display_name_codes(),
             ts=pl.col("ts"),
             dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
             start_ns=_ns("ts"),
@@ -168,7 +189,7 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
         .select(
             "index",
             cat=cat,
-            name=display_name(pl.col("name").cast(pl.Utf8).fill_null("")),
+            name=_display_name_codes(),
             dur=pl.col("dur").fill_null(0.0).clip(lower_bound=0.0),
             correlation=pl.col("correlation"),
             external_id=pl.col("external_id"),
@@ -180,19 +201,20 @@ def _build_rank(events: pl.DataFrame) -> OpEvents:
     owners = tree.owners(device)
     tree.attach(owners, device)
     tree.dedup()
-    loose = _loose_memory(events, tree)
+    loose = _loose_memory(events, tree, keep)
     memory = pl.DataFrame({"rank": [rank], "count": [loose]}, schema=MEMORY_SCHEMA)
     events_frame, positions = tree.frame(rank, owners, device["dur"].to_numpy())
     work = tree.work_frame(rank, device, owners, positions)
     return OpEvents(events_frame, work, memory.filter(pl.col("count") > 0))
 
 
-def _loose_memory(events: pl.DataFrame, tree: _Tree) -> int:
-    """How many `[memory]` instants fall outside every host event (ends included), any thread:
-    the profiler attaches an allocation to whatever CPU event spans its time."""
+def _loose_memory(events: pl.DataFrame, tree: _Tree, keep: pl.Expr) -> int:
+    """How many `[memory]` instants of the kept rows fall outside every host event (ends
+    included), any thread: the profiler attaches an allocation to whatever CPU event spans its time."""
     if "ph" not in events.columns:
         return 0
-    instants = events.filter((pl.col("ph") == "i") & (pl.col("name").cast(pl.Utf8) == MEMORY_EVENT))
+    memory = keep & (pl.col("ph") == "i") & (pl.col("name").cast(pl.Utf8) == MEMORY_EVENT)
+    instants = events.lazy().filter(memory).select("ts").collect()
     if instants.height == 0:
         return 0
     times = instants.select(_ns("ts"))["ts"].drop_nulls().to_numpy()
@@ -367,10 +389,11 @@ class _Tree:
         children_cpu = np.bincount(kept_parent[has_parent], weights=cpu_total[has_parent], minlength=len(kept))
         depth = op_nesting.depths(kept_parent)
         host = self.host.select("index", "name", "cat", "ts", "dur")[kept]
+        cat = pl.col("cat").cast(pl.Utf8)
         kind = (
             pl.when(pl.Series(launcher))
             .then(pl.lit(LAUNCHER_KIND))
-            .otherwise(pl.col("cat").replace_strict(KIND_BY_CAT, default=pl.col("cat"), return_dtype=pl.Utf8))
+            .otherwise(cat.replace_strict(KIND_BY_CAT, default=cat, return_dtype=pl.Utf8))
         )
         frame = host.select(
             rank=pl.lit(rank, dtype=pl.Int32),

@@ -14,13 +14,13 @@ under a cell, its details and links live in `timeline_events`.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
+from htatui.analysis.core.memo import memoised
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
 from htatui.trace.kineto import step_spans
@@ -158,28 +158,10 @@ class _Coverage:
         order = np.lexsort((timed["ts"].to_numpy(), timed["type"].to_physical().to_numpy(), timed["row"].to_numpy()))
         row = timed["row"].to_numpy()[order]
         code = timed["type"].to_physical().to_numpy()[order]
-        ts = timed["ts"].to_numpy()[order]
-        end = timed["end"].to_numpy()[order]
-        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(ts)]))
-        if len(ts) == 0:
+        bounds = np.concatenate(([0], np.flatnonzero((row[1:] != row[:-1]) | (code[1:] != code[:-1])) + 1, [len(row)]))
+        if len(row) == 0:
             bounds = np.zeros(1, dtype=np.int64)
-        merged_ts, merged_end, before, gid = [], [], [], []
-        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-            starts, ends = ts[low:high], end[low:high]
-            opens = np.ones(high - low, dtype=bool)
-            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
-            first = np.flatnonzero(opens)
-            merged_ts.append(np.minimum.reduceat(starts, first))
-            merged_end.append(np.maximum.reduceat(ends, first))
-            length = merged_end[-1] - merged_ts[-1]
-            before.append(np.cumsum(length) - length)
-            gid.append(np.full(len(first), group, dtype=np.int64))
-        all_ts = np.concatenate(merged_ts) if merged_ts else np.empty(0)
-        all_end = np.concatenate(merged_end) if merged_end else np.empty(0)
-        gids = np.concatenate(gid) if gid else np.empty(0, dtype=np.int64)
-        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
-        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
-        span = top - origin
+        del row, code
         heads = order[bounds[:-1]]
         groups = pl.DataFrame(
             {
@@ -188,13 +170,46 @@ class _Coverage:
                 "type": timed["type"].gather(heads),
             }
         )
-        offset = gids.astype(np.float64) * span
+        ts = timed["ts"].to_numpy()[order]
+        end = timed["end"].to_numpy()[order]
+        del timed, order
+        # The merged intervals are written into arrays of the events' length (there are at most as
+        # many), not gathered in lists and joined: numpy's buffers are not polars', so each copy
+        # held at once adds to the page's peak.
+        all_ts, all_end, before = np.empty(len(ts)), np.empty(len(ts)), np.empty(len(ts))
+        gids = np.empty(len(ts), dtype=np.int32)
+        at = 0
+        for group, (low, high) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            starts, ends = ts[low:high], end[low:high]
+            opens = np.ones(high - low, dtype=bool)
+            opens[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
+            first = np.flatnonzero(opens)
+            merged = slice(at, at + len(first))
+            all_ts[merged] = np.minimum.reduceat(starts, first)
+            all_end[merged] = np.maximum.reduceat(ends, first)
+            length = all_end[merged] - all_ts[merged]
+            before[merged] = np.cumsum(length) - length
+            gids[merged] = group
+            at += len(first)
+        del ts, end
+        all_ts, all_end, before, gids = all_ts[:at], all_end[:at], before[:at], gids[:at]
+        origin = min(first_us, float(all_ts.min()) if len(all_ts) else first_us) - 1.0
+        top = max(last_us, float(all_end.max()) if len(all_end) else last_us) + 1.0
+        span = top - origin
+        offset = gids.astype(np.float64)
+        offset *= span
+        # In place, in the order `(t − origin) + offset` is written: the same floats.
+        all_ts -= origin
+        all_ts += offset
+        all_end -= origin
+        all_end += offset
+        del offset
         return cls(
             groups=groups,
-            starts=pl.Series("s", all_ts - origin + offset),
-            ends=pl.Series("e", all_end - origin + offset),
-            before=pl.Series("before", np.concatenate(before) if before else np.empty(0)),
-            gid=pl.Series("gid", gids),
+            starts=pl.Series("s", all_ts),
+            ends=pl.Series("e", all_end),
+            before=pl.Series("before", before),
+            gid=pl.Series("gid", gids),  # a group number: 4 bytes an interval
             origin=origin,
             span=span,
         )
@@ -404,7 +419,17 @@ def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     placed = both.join(keys, on=["kind", "key", "depth"], how="left").sort("row", "ts", "index")
     del both
-    events = placed.select("kind", "key", "type", "ts", "end", "dur", "depth", "row", pl.col("source").cast(pl.UInt32))
+    events = placed.select(
+        "kind",
+        "key",
+        "type",
+        "ts",
+        "end",
+        "dur",
+        pl.col("depth").cast(pl.Int32),
+        "row",
+        pl.col("source").cast(pl.UInt32),
+    )
     return keys.select("kind", "key", "depth"), events
 
 
@@ -415,15 +440,14 @@ def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def build_index(traces: TraceSet, rank: int) -> RankIndex:
-    """Type, nest and merge one rank's events (cached per loaded trace set and rank)."""
-    per_set = _INDEXES.get(id(traces))
-    if per_set is None:
-        per_set = _INDEXES[id(traces)] = {}
-        weakref.finalize(traces, _INDEXES.pop, id(traces), None)
-    if rank in per_set:
-        return per_set[rank]
+    """Type, nest and merge one rank's events, kept on the loaded job (`TraceSet.derived`) until
+    a face drops it (the app's timeline does when it is left)."""
     if rank not in traces.ranks:
         raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
+    return memoised(traces, ("timeline.index", rank), lambda: _build_index(traces, rank))
+
+
+def _build_index(traces: TraceSet, rank: int) -> RankIndex:
     raw = traces.ranks[rank].events
     keys, events = _placed_events(raw)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
@@ -432,7 +456,7 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
     last = (timed["ts"] + timed["dur"].fill_null(0.0)).max()
     first_us = float(first) if isinstance(first, (int, float)) else 0.0
     last_us = float(last) if isinstance(last, (int, float)) else 0.0
-    index = RankIndex(
+    return RankIndex(
         rank=rank,
         rows=rows,
         events=events,
@@ -442,11 +466,6 @@ def build_index(traces: TraceSet, rank: int) -> RankIndex:
         last_us=last_us,
         lookups=raw.select(_LOOKUP_COLUMNS),
     )
-    per_set[rank] = index
-    return index
-
-
-_INDEXES: dict[int, dict[int, RankIndex]] = {}
 
 
 def counter_rows(traces: TraceSet, index: RankIndex, kind: str) -> list[RowSpec]:

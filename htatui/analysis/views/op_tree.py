@@ -62,7 +62,6 @@ def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
     parent_row = row_of(events.select("rank", pos="parent"))
     first = np.full(n, -1, dtype=np.int64)
     depth = events["depth"].to_numpy()
-    keys = events.select("rank", "name", "kind")
     # Grouped by codes: equal codes are equal texts, and a code is 4 bytes where a text is 16 or more.
     codes = events.select(
         "rank",
@@ -80,12 +79,15 @@ def numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
         )
     # A leaf whose key is a host node's joins it; the others are new nodes, after every event.
     owner_first = first[row_of(work.select("rank", pos="owner"))] if n else np.empty(0, dtype=np.int64)
-    leaf_keys = work.select("rank", "name", "kind").with_columns(
-        parent=pl.Series(owner_first, dtype=pl.Int64), row=pl.int_range(n, n + pl.len(), dtype=pl.Int64)
-    )
+    # Codes of the one global Categorical on both sides: equal codes are equal texts.
+    leaf_keys = work.select(
+        "rank",
+        name=pl.col("name").cast(pl.Categorical).to_physical(),
+        kind=pl.col("kind").cast(pl.Categorical).to_physical(),
+    ).with_columns(parent=pl.Series(owner_first, dtype=pl.Int64), row=pl.int_range(n, n + pl.len(), dtype=pl.Int64))
     made = np.unique(first)
     made_parent = parent_row[made]
-    host_keys = keys[made].with_columns(
+    host_keys = codes[made].with_columns(
         parent=pl.Series(np.where(made_parent >= 0, first[np.maximum(made_parent, 0)], -1), dtype=pl.Int64),
         known=pl.Series(made, dtype=pl.Int64),
     )
@@ -179,7 +181,11 @@ def _nodes(
     )
     parent_node = np.where(parent_first >= 0, np.searchsorted(firsts, parent_first), -1)
     made = pl.concat(
-        [events[host].select("rank", "name", "kind"), work[leaf].select("rank", "name", "kind")], how="vertical"
+        [
+            events[host].select("rank", pl.col("name").cast(pl.Utf8), "kind"),
+            work[leaf].select("rank", pl.col("name").cast(pl.Utf8), "kind"),
+        ],
+        how="vertical",
     )
     # A leaf hangs under a host node, whose depth comes first (host nodes are numbered first).
     depth = np.zeros(len(firsts), dtype=np.int64)

@@ -113,24 +113,6 @@ def chosen_kinds(kinds: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen)) or HOST_KINDS
 
 
-_TREE_COLUMNS = (
-    "rank",
-    "index",
-    "ph",
-    "cat",
-    "name",
-    "pid",
-    "tid",
-    "ts",
-    "dur",
-    "stream",
-    "correlation",
-    "external_id",
-    "bytes",
-)
-"""What `op_events.build` reads: only these are copied when the X events are picked out."""
-
-
 def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     """The profiler's event tree of the chosen ranks (`op_events.build`).
 
@@ -167,8 +149,7 @@ def rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     # the scope's steps.
     (rank,) = part.ranks.values()
     held = in_steps(rank_steps_of(part, rank.rank, options.scope))
-    events = rank.events.select(*_TREE_COLUMNS, "iteration").filter(pl.col("ph").is_in(["X", "i"]) & held)
-    return op_events.build(events.drop("iteration"))
+    return op_events.build(rank.events, keep=pl.col("ph").is_in(["X", "i"]) & held)
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
@@ -194,6 +175,8 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     # Without the performance model only these columns are read: the filter copies them alone.
     read = ("rank", "index", "name", "kind", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
     events = built.events if modelled(options) else built.events.select(read)
+    # Names stay codes through the grouping (host rows and device rows alike): the table's
+    # rows are made text at the end.
     host = events.filter(pl.col("kind").is_in(kinds))
     if options.group_by == "shape" or options.flops:
         host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")

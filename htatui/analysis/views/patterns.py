@@ -70,6 +70,11 @@ def chosen_rank(traces: TraceSet, options: PatternsOptions) -> int | None:
 _STACK_READS = ("rank", "index", "ph", "pid", "tid", "cat", "name", "ts", "dur", "end", "correlation", "stream")
 """What the call stacks, the device links and the compat candidates read of the events."""
 
+_MATCH_READS = ("pos", "index", "name", "dur", "depth", "thread", "top", "link")
+"""What the matching reads of a call stack (`_find_roots`, `callstack.ancestor_at_depth`)."""
+_COMPAT_READS = ("index", "cat", "name", "dur")
+"""What HTA-compatible matching reads of the events (`_find_roots`, `_gpu_roots`)."""
+
 _ROOT_COLUMNS: dict[str, pl.DataType] = {
     "root": pl.Int64(),
     "index": pl.Int64(),
@@ -87,7 +92,11 @@ def _stack(traces: TraceSet, options: CommonOptions) -> tuple[pl.DataFrame, pl.D
     def make() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         events = prepare(traces, options, columns=_STACK_READS).events
         stack = callstack.build(events, options.hta_compat, link_backward=True)
-        return events, stack, callstack.device_links(events, stack, options.hta_compat)
+        links = callstack.device_links(events, stack, options.hta_compat)
+        # Kept while the page shows: only what the matching reads (the events only in compat,
+        # for its GPU candidates), a third of the whole on a million events.
+        kept = events.select(_COMPAT_READS) if options.hta_compat else events.select(_COMPAT_READS).clear()
+        return kept, stack.select(_MATCH_READS), links
 
     return memoised(traces, ("patterns.stack", *selection_key(traces, options)), make)
 

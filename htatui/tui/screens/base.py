@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 
+from htatui.analysis.core.allocators import release
 from htatui.analysis.core.cancel import cancellable
 from htatui.analysis.core.memo import derived_keys, forget_large
 from htatui.analysis.core.scope import Scope
@@ -124,10 +125,12 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         self.forget_derived()
 
     def forget_derived(self) -> None:
-        """Drop the large values this view's analyses derived on the job (its tables stay shown)."""
+        """Drop the large values this view's analyses derived on the job (its tables stay shown),
+        and hand the memory they held back to the system (`release`, on a worker thread)."""
         traces = self.hta.traces
         if traces is not None and self._derived:
-            forget_large(traces, self._derived, KEEP_DERIVED_BYTES)
+            if forget_large(traces, self._derived, KEEP_DERIVED_BYTES):
+                self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
         self._derived = set()
 
     def _selection_changed(self, _ranks: object) -> None:
@@ -157,6 +160,9 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
                     return self.analyse(traces, scope)
             finally:
                 self._derived.update(key for key in derived_keys(traces) if key not in before)
+                # What the analysis freed (its intermediate frames and arrays) goes back now,
+                # not after the allocators' own delay: the page's RSS is what it holds.
+                release()
 
         self.request_id = self.start_job("analysis", work, "view analysis")
 

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
+from htatui.analysis.core.allocators import release
 from htatui.analysis.health import load_notes
 from htatui.jobs.load import load_traces
 from htatui.sources import RemotePath, SourcePath
@@ -167,7 +168,9 @@ class LoadingScreen(JobRunner, Screen[None]):
             download_progress=progress_bytes,
         )
         # Here, off the screen's thread: the clocks and overlaps read every event (0.6 s on 1.6M).
-        return traces, load_notes(traces)
+        notes = load_notes(traces)
+        release()  # the parse's freed buffers go back now (and the allocators are looked up once, here)
+        return traces, notes
 
     def job_done(self, job: str, result: Any) -> None:
         traces, notes = result
