@@ -79,8 +79,13 @@ class StepResult(PageResult):
     """The scope's steps on the followed rank."""
 
 
+PATH_ROWS = 1000
+"""Edges drawn in a path pane (sorting and `/` still reach every edge): on the real 541 MB trace
+5,000 drawn rows took 2.3 s of the page's 3.4 s and ~60 MiB held while the app runs."""
+
+
 def _path_pane(title: str) -> Pane:
-    return Pane(title, NO_PATH, sort="step", descending=False, columns=PATH_COLUMNS, row_limit=5000, hint=PICK)
+    return Pane(title, NO_PATH, sort="step", descending=False, columns=PATH_COLUMNS, row_limit=PATH_ROWS, hint=PICK)
 
 
 def _events_pane(title: str) -> Pane:
