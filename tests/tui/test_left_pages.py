@@ -68,3 +68,21 @@ async def test_leaving_the_timeline_drops_its_index_and_opening_it_again_draws_t
         again = app.screen
         assert isinstance(again, TimelineScreen) and index_keys(traces) == BOTH_INDEXES
         assert again.draw(96, 20).plain == drawn
+
+
+async def test_a_closed_timeline_holds_no_index_and_no_subscription(small_traces: TraceSet) -> None:
+    # A closed screen may outlive its close (a finished worker still names it); it must not keep
+    # the rank's index alive, and the scope's signal must not keep the screen.
+    traces = TraceSet(ranks=small_traces.ranks)
+    app = make_app(traces)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await press(pilot, "t")
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen) and screen.data is not None and screen.rows
+        signal = screen.hta.selection_signal
+        assert screen in dict(signal._subscriptions)
+        await press(pilot, "escape")
+        assert not isinstance(app.screen, TimelineScreen)
+        assert screen.data is None and screen.rows == []
+        assert screen not in dict(signal._subscriptions)

@@ -112,6 +112,11 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
     def on_mount(self) -> None:
         self.hta.selection_signal.subscribe(self, self._selection_changed)
 
+    def on_unmount(self) -> None:
+        # A signal's subscription holds the screen (its callback is a bound method) until the next
+        # publish: a popped timeline kept its ~90 MB index alive while the app ran.
+        self.hta.selection_signal.unsubscribe(self)
+
     def on_screen_resume(self) -> None:
         self.query_one(StatusBar).refresh()
         self.query_one(ViewTabs).refresh()

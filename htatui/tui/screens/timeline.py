@@ -25,6 +25,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
+from htatui.analysis.core.allocators import release
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
@@ -238,6 +239,14 @@ class TimelineScreen(ViewScreen["TimelineData"]):
                 for kind in tl.COUNTER_KINDS:
                     tl.counter_rows(traces, index, kind)
         return TimelineData(indexes, max(0, len(ranks) - MAX_RANKS))
+
+    def on_unmount(self) -> None:
+        super().on_unmount()
+        # What else refers to a closed screen (a finished worker, a pending callback) then holds no index.
+        held = self.data is not None
+        self.data, self.rows, self._selected, self._followed = None, [], None, None
+        if held:
+            self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
 
     def show_result(self, result: TimelineData) -> None:
         first = self.data is None
