@@ -42,3 +42,16 @@ def test_release_hands_polars_freed_pages_back() -> None:
     del frame
     allocators.release()
     assert resident_mib() - before < 60  # jemalloc would keep them ~10 s without the purge
+
+
+@linux_x86
+def test_a_missing_symbol_or_a_file_that_is_not_elf_finds_nothing(tmp_path: Path) -> None:
+    # Each is a step where release() falls back to trimming glibc alone, never calling an address.
+    library = allocators._runtime_library()
+    assert library is not None
+    assert allocators._symbol_values(library, (b"_rjem_mallctl",)) is not None
+    assert allocators._symbol_values(library, (b"no_such_function_in_polars",)) is None
+    not_elf = tmp_path / "libnot.so"
+    not_elf.write_bytes(b"not an ELF library" * 64)
+    assert allocators._symbol_values(not_elf, (b"_rjem_mallctl",)) is None
+    assert allocators._exported_address(library, "no_such_export") is None

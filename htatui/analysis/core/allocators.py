@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _MALLCTL = b"_rjem_mallctl"
 _ANCHOR = b"PyInit__polars_runtime"
@@ -75,7 +76,7 @@ def _jemalloc_mallctl() -> _Mallctl | None:
     if "mallctl" not in _found:
         try:
             _found["mallctl"] = _find_mallctl() if sys.platform.startswith("linux") else None
-        except (OSError, ValueError, AttributeError, ImportError):
+        except (OSError, ValueError, AttributeError, ImportError, IndexError, BufferError):
             _found["mallctl"] = None
     return _found["mallctl"]  # type: ignore[return-value]
 
@@ -163,14 +164,25 @@ def _symbol_values(library: Path, names: tuple[bytes, ...]) -> dict[bytes, int] 
         _kind, offset, size, link = tables[0]
         _skind, names_offset, names_size, _slink = sections[link]
         symbols = np.frombuffer(data, dtype=np.dtype(_SYMBOL), count=size // 24, offset=offset)
-        found: dict[bytes, int] = {}
-        for name in names:
-            at = data.find(b"\0" + name + b"\0", names_offset, names_offset + names_size)
-            if at < 0:
-                return None
-            match = np.flatnonzero((symbols["name"] == at + 1 - names_offset) & (symbols["info"] & 0xF == _FUNC))
-            if len(match) != 1:
-                return None
-            found[name] = int(symbols["value"][match[0]])
-        del symbols
-        return found
+        try:
+            return _functions_named(data, symbols, names, names_offset, names_size)
+        finally:
+            del symbols  # the map cannot close while an array still views it
+
+
+def _functions_named(
+    data: mmap.mmap, symbols: Any, names: tuple[bytes, ...], names_offset: int, names_size: int
+) -> dict[bytes, int] | None:
+    """Each name's value among the function symbols, or None when one is missing or repeated."""
+    import numpy as np
+
+    found: dict[bytes, int] = {}
+    for name in names:
+        at = data.find(b"\0" + name + b"\0", names_offset, names_offset + names_size)
+        if at < 0:
+            return None
+        match = np.flatnonzero((symbols["name"] == at + 1 - names_offset) & (symbols["info"] & 0xF == _FUNC))
+        if len(match) != 1:
+            return None
+        found[name] = int(symbols["value"][match[0]])
+    return found
