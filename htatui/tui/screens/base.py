@@ -135,8 +135,12 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         traces = self.hta.traces
         if traces is not None and self._derived:
             if forget_large(traces, self._derived, KEEP_DERIVED_BYTES):
-                self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
+                self.release_later()
         self._derived = set()
+
+    def release_later(self) -> None:
+        """Hand the memory just let go of back to the system (`release`), on a worker thread."""
+        self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
 
     def _selection_changed(self, _ranks: object) -> None:
         self.query_one(StatusBar).refresh()

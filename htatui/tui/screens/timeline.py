@@ -25,7 +25,6 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from htatui.analysis.core.allocators import release
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
@@ -246,7 +245,7 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         held = self.data is not None
         self.data, self.rows, self._selected, self._followed = None, [], None, None
         if held:
-            self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
+            self.release_later()
 
     def show_result(self, result: TimelineData) -> None:
         first = self.data is None
