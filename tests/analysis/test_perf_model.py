@@ -539,8 +539,9 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
     assert addmm["pct_of_peak"] == pytest.approx(0.768)
     assert addmm["bound"] == "memory"
     assert (addmm["peak_tflop_per_s"], addmm["memory_tb_per_s"]) == (100.0, 1.0)
-    # headroom: gpu_total_us 20 (the two kernels, summed) × (1 − 0.768 %).
-    assert addmm["headroom_us"] == pytest.approx(20 * (1 - 0.00768))
+    # headroom: busy_incl_us 15 (the two kernels, merged) × (1 − 0.768 %).
+    assert (addmm["busy_incl_us"], addmm["gpu_calls"], addmm["dtype"], addmm["unit"]) == (15.0, 1, "bf16", "matrix")
+    assert addmm["headroom_us"] == pytest.approx(15 * (1 - 0.00768))
     assert rows["aten::zero_"]["peak_tflop_per_s"] is None
     assert rows["aten::linear"]["tflop_per_s"] == pytest.approx(addmm["tflop_per_s"])
     assert (rows["aten::zero_"]["model"], rows["aten::zero_"]["gflop"], rows["aten::zero_"]["category"]) == (

@@ -26,6 +26,7 @@ from htatui.analysis.model import callstack
 from htatui.trace.counter_args import PROFILER_RANGE_CAT, CounterArgsError, read_counter_args
 from htatui.trace.kineto import KERNEL_LAUNCH_APIS
 from htatui.trace.model import TraceSet
+from htatui.trace.plausible import CLOCK_RESOLUTION_US, dropped_note
 
 SASS_FLOP_COUNTERS: dict[str, tuple[str, int]] = {
     f"smsp__sass_thread_inst_executed_op_{prefix}{op}_pred_on.sum": (precision, 2 if op == "fma" else 1)
@@ -115,7 +116,8 @@ def by_op(traces: TraceSet, options: CuptiOptions) -> NotedTable:
 
 
 def _tflop_per_s() -> pl.Expr:
-    return pl.when(pl.col("dur_us") > 0).then(pl.col("flop") / pl.col("dur_us") / 1e6)
+    # No rate over a range the clock cannot tell from nothing (plausible.measurable).
+    return pl.when(pl.col("dur_us") > CLOCK_RESOLUTION_US).then(pl.col("flop") / pl.col("dur_us") / 1e6)
 
 
 def _counted(traces: TraceSet, options: CuptiOptions) -> _Counted:
@@ -142,12 +144,21 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
         if launches.height != ranges.height:
             notes.append(f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches")
             continue
+        path = traces.ranks[rank].path
         try:
-            counters = read_counter_args(traces.ranks[rank].path)
+            counters = read_counter_args(path)
         except CounterArgsError as exc:
             notes.append(str(exc))
             continue
-        frames.append(_rank_rows(events, ranges, launches, counters, options.hta_compat))
+        dropped = dropped_note(f"rank {rank} ({path})", counters.dropped)
+        short = ranges.filter(pl.col("dur") <= CLOCK_RESOLUTION_US).height
+        notes.extend([dropped] if dropped else [])
+        if short:
+            notes.append(
+                f"rank {rank}: {short:,} ranges of {CLOCK_RESOLUTION_US * 1000:g} ns or less "
+                "(the clock's resolution): no rate"
+            )
+        frames.append(_rank_rows(events, ranges, launches, counters.frame, options.hta_compat))
     if not frames:
         empty = pl.DataFrame(schema=KERNEL_COLUMNS)
         return _Counted(empty, (), "; ".join(notes) or NO_RANGES)
