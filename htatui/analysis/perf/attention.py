@@ -74,6 +74,13 @@ _OPS: dict[str, tuple[int, str, int, bool]] = {
     "aten::_flash_attention_forward": (0, "bnhd", 8, False),
     "flash_attn::_flash_attn_forward": (0, "bnhd", 5, False),
     "FlashAttnFunc": (0, "bnhd", 5, False),
+    # The kernels' own entry points under SDPA (PyTorch 2.5+ records these; their schemas):
+    "aten::_cudnn_attention_forward": (0, "bhnd", 10, False),
+    "aten::_cudnn_attention_backward": (1, "bhnd", 14, True),
+    "aten::_flash_attention_backward": (1, "bnhd", 11, True),
+    "aten::_efficient_attention_forward": (0, "bnhd", 9, False),
+    "aten::_efficient_attention_backward": (1, "bnhd", 14, True),
+    "flash_attn::_flash_attn_backward": (1, "bnhd", 11, True),
 }
 
 
@@ -100,7 +107,10 @@ def estimate(call: OpCall) -> Estimate | None:
     q, k, v = call.shape(at), call.shape(at + 1), call.shape(at + 2)
     if not q or not k or not v:
         return None
-    p = problem(q, k, v, layout, call.flag(causal_at))
+    # A bool is_causal, or xformers' custom_mask_type (0: none, 1 and 2: causal).
+    mask = call.ints(causal_at)
+    causal = bool(mask and mask[0]) if mask is not None and len(mask) == 1 else call.flag(causal_at)
+    p = problem(q, k, v, layout, causal)
     if p is None:
         return None
     size = element_bytes(call.type(at))

@@ -59,6 +59,9 @@ CALL_FIGURES: dict[str, pl.DataType] = {
 """Per call, the performance model's figures (null outside --group-by shape --flops)."""
 NO_CALL_FIGURES = [pl.lit(None, dtype).alias(name) for name, dtype in CALL_FIGURES.items()]
 
+MODELLED_KINDS = ("op", "kernel-launcher")
+"""The host rows the model reads arguments of (op_events' kinds: ops and inductor's launchers)."""
+
 WORK_KINDS = ("kernel", "memcpy", "memset")
 """The device rows that are GPU work (GPU annotations are spans, not work)."""
 
@@ -68,8 +71,10 @@ def with_call_figures(traces: TraceSet, events: pl.DataFrame, work: pl.DataFrame
     model figures (`frames.with_estimates`), the busy time and dtype of the work its subtree
     launched, whether it runs inside a call of its own row, and its achieved rates (ops only;
     other kinds get nulls). `events` and `work` are the op tree's host and device frames."""
-    ops = host.filter(pl.col("kind") == "op")
-    rest = host.filter(pl.col("kind") != "op").with_columns(NO_CALL_FIGURES)
+    # Ops, and the cpu_ops that launch a Triton kernel themselves (inductor's launchers).
+    modelled = pl.col("kind").is_in(MODELLED_KINDS)
+    ops = host.filter(modelled)
+    rest = host.filter(~modelled).with_columns(NO_CALL_FIGURES)
     if ops.height == 0:
         return rest
     types = ops.select("types_json").unique()

@@ -211,7 +211,10 @@ def _flop_columns(columns: list[str]) -> list[pl.Expr]:
     def flops(names: list[str], alias: str) -> pl.Expr:
         if not names:
             return pl.lit(None, pl.Float64).alias(alias)
-        return pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names]).alias(alias)
+        # A kernel none of whose counters is known has unknown FLOPs, not 0 (a dropped counter is null).
+        known = pl.any_horizontal([pl.col(n).is_not_null() for n in names])
+        summed = pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names])
+        return pl.when(known).then(summed).alias(alias)
 
     by_precision = [
         flops([n for n in present if SASS_FLOP_COUNTERS[n][0] == precision], f"flop_{precision}")

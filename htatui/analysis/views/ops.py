@@ -194,7 +194,9 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
     events = built.events if modelled(options) else built.events.select(read)
     # Names stay codes through the grouping (host rows and device rows alike): the table's
     # rows are made text at the end.
-    host = events.filter(pl.col("kind").is_in(kinds))
+    # The model reads every op (its coverage is of all the GPU time), whichever kinds are listed.
+    read_kinds = (*kinds, *perf_table.MODELLED_KINDS) if modelled(options) else kinds
+    host = events.filter(pl.col("kind").is_in(read_kinds))
     notes: list[str] = []
     if options.group_by == "shape" or options.flops:
         args = _op_args(traces, host)
@@ -212,6 +214,7 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
                 rank, host.filter(pl.col("rank") == rank), built.work.filter(pl.col("rank") == rank)
             )
             notes.extend([covered] if covered else [])
+        host = host.filter(pl.col("kind").is_in(kinds))
     else:
         host = host.with_columns(NO_CALL_FIGURES)
     host = host.select(
