@@ -152,21 +152,24 @@ def model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
 
 
 def coverage_note(rank: int, events: pl.DataFrame, work: pl.DataFrame) -> str | None:
-    """ "coverage: rank R N % of T ms GPU time modelled": the device time (kernels, copies,
-    memsets) launched by ops with a figure, over all of the rank's device time in scope;
-    collectives (the communication rules' kernels) are left out of both: the network bounds
+    """"coverage: rank R N % of T ms GPU time modelled": the device time (kernels, copies,
+    memsets) launched by ops with a figure, over the device time launched by any host event in
+    the trace; work no event launched (kernels from before the profiler's CPU side started) is
+    named apart. Collectives (the communication rules' kernels) are left out: the network bounds
     them, not the roofline."""
     comm = comm_rules().regex
-    device = work.filter(
-        pl.col("kind").is_in(WORK_KINDS) & ~pl.col("name").cast(pl.Utf8).str.contains(comm).fill_null(False)
-    )
-    total = float(device["dur"].sum() or 0.0)
+    name = pl.col("name").cast(pl.Utf8)
+    device = work.filter(pl.col("kind").is_in(WORK_KINDS) & ~name.str.contains(comm).fill_null(False))
+    launched = device.filter(pl.col("owner").is_not_null())
+    total = float(launched["dur"].sum() or 0.0)
+    orphan = float(device["dur"].sum() or 0.0) - total
+    apart = f" ({orphan / 1e3:,.1f} ms more launched by no op in the trace)" if orphan > 0 else ""
     if total <= 0:
-        return None
+        return f"coverage: rank {rank}: no GPU time launched by an op{apart}" if orphan > 0 else None
     modelled = events.filter(pl.col("call_flops").is_not_null() | pl.col("call_bytes").is_not_null())
-    covered = device.join(modelled.select("rank", pl.col("pos").alias("owner")), on=["rank", "owner"], how="semi")
+    covered = launched.join(modelled.select("rank", pl.col("pos").alias("owner")), on=["rank", "owner"], how="semi")
     share = 100.0 * float(covered["dur"].sum() or 0.0) / total
-    return f"coverage: rank {rank} {share:.1f} % of {total / 1e3:,.1f} ms GPU time modelled"
+    return f"coverage: rank {rank} {share:.1f} % of {total / 1e3:,.1f} ms GPU time modelled{apart}"
 
 
 def dropped_args_note(path: object, args: pl.DataFrame) -> str | None:
