@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from htatui.analysis.perf import attention, conv, elementwise, gemm, memory_ops, norm, reduce, triton
+from htatui.analysis.perf import attention, conv, elementwise, gemm, memory_ops, norm, reduce, triton, vendor
 from htatui.analysis.perf.call import Estimate, OpCall
 from htatui.trace.plausible import count
 
@@ -54,6 +54,8 @@ FORMULAS: dict[str, Formula] = {
     "aten::masked_fill_": memory_ops.masked_fill,
     "aten::masked_fill": memory_ops.masked_fill,
     "aten::miopen_batch_norm": norm.batch_norm,
+    **{name: attention.varlen for name in attention.varlen_names()},
+    **vendor.FORMULAS,
 }
 """Op name → formula (docs/semantics-perf-model.md lists each)."""
 
@@ -75,6 +77,8 @@ def _formula_category(name: str) -> str:
         return "reduce"
     if family == "memory_ops":
         return "elementwise"
+    if family == "vendor":
+        return vendor.CATEGORIES[name]
     return {
         "gemm": "GEMM",
         "conv": "conv",

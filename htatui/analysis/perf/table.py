@@ -152,7 +152,7 @@ def model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
 
 
 def coverage_note(rank: int, events: pl.DataFrame, work: pl.DataFrame) -> str | None:
-    """"coverage: rank R N % of T ms GPU time modelled": the device time (kernels, copies,
+    """ "coverage: rank R N % of T ms GPU time modelled": the device time (kernels, copies,
     memsets) launched by ops with a figure, over the device time launched by any host event in
     the trace; work no event launched (kernels from before the profiler's CPU side started) is
     named apart. Collectives (the communication rules' kernels) are left out: the network bounds
