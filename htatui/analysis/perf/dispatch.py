@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from htatui.analysis.perf import attention, conv, elementwise, gemm, memory_ops, norm, reduce, triton, vendor
+from htatui.analysis.perf import attention, conv, elementwise, foreach, gemm, memory_ops, norm, reduce, triton, vendor
 from htatui.analysis.perf.call import Estimate, OpCall
 from htatui.trace.plausible import count
 
@@ -54,6 +54,13 @@ FORMULAS: dict[str, Formula] = {
     "aten::masked_fill_": memory_ops.masked_fill,
     "aten::masked_fill": memory_ops.masked_fill,
     "aten::miopen_batch_norm": norm.batch_norm,
+    "aten::instance_norm": norm.instance_norm,
+    "aiter::_groupnorm_run": norm.group_norm,
+    **{name: memory_ops.upsample_nearest for name in memory_ops.UPSAMPLE},
+    # Vendor GEMMs with linear's arguments (x [..., K], weight [N, K], bias?).
+    "aiter::gemm_a16w16": gemm.linear,
+    "vllm::rocm_unquantized_gemm": gemm.linear,
+    "aten::_grouped_mm": gemm.grouped_mm,
     **{name: attention.varlen for name in attention.varlen_names()},
     **vendor.FORMULAS,
 }
@@ -65,7 +72,6 @@ _CATEGORY_ONLY: dict[str, str] = {
     "aten::conv_transpose1d": "conv",
     "aten::conv_transpose2d": "conv",
     "aten::conv_transpose3d": "conv",
-    "aten::instance_norm": "norm",
 }
 
 
@@ -94,14 +100,15 @@ _CATEGORY_BY_NAME: dict[str, str] = {name: _formula_category(name) for name in F
 
 def category_of(name: str) -> str | None:
     """The category an op's name puts it in (None: no family; the summary calls it "other");
-    an inductor Triton kernel's by its kind (`triton.category_of`)."""
-    return _CATEGORY_BY_NAME.get(name) or triton.category_of(name)
+    an inductor Triton kernel's by its kind (`triton.category_of`); foreach ops are elementwise."""
+    return _CATEGORY_BY_NAME.get(name) or triton.category_of(name) or ("elementwise" if foreach.op_of(name) else None)
 
 
 def estimate(call: OpCall) -> Estimate | None:
     """The call's FLOPs and bytes by its formula; None when its op has none or its arguments do
     not fit the formula (missing shapes, a shape of the wrong rank)."""
     formula = FORMULAS.get(call.name) or (triton.estimate if triton.category_of(call.name) else None)
+    formula = formula or (foreach.estimate if foreach.op_of(call.name) else None)
     if formula is None:
         return None
     try:

@@ -8,7 +8,8 @@ kernel_size, stride, padding, dilation, ceil_mode, indices)`): FLOPs = |out| (on
 gathered gradient); bytes = |out|·size + |out|·8 + |x|·size (grad_input written).
 Fills (`fill_`, `zero_`): FLOPs 0; bytes = |x|·size written.
 `index_select(self, dim, index)`: a gather of |index| slices: FLOPs 0; bytes = 2·|out|·size +
-|index|·index size. `where(condition, self, other)`: FLOPs |out|; bytes = |cond| + |x|·a + |y|·b +
+|index|·index size. `upsample_nearest1d/2d/3d(self, output_size, …)`: FLOPs |out|, bytes (|x| + |out|)·size.
+`where(condition, self, other)`: FLOPs |out|; bytes = |cond| + |x|·a + |y|·b +
 |out|·max(a, b). `masked_fill_(self, mask, value)`: FLOPs 0; bytes = 2·|x|·size + |mask|.
 """
 
@@ -22,6 +23,7 @@ from htatui.analysis.perf.dtypes import element_bytes
 POOL = frozenset(("aten::max_pool2d_with_indices", "aten::max_pool2d"))
 POOL_BACKWARD = frozenset(("aten::max_pool2d_with_indices_backward",))
 FILLS = frozenset(("aten::fill_", "aten::zero_"))
+UPSAMPLE = frozenset(f"aten::upsample_nearest{n}d" for n in (1, 2, 3))
 
 
 def _pooled(call: OpCall, x_at: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
@@ -115,3 +117,14 @@ def masked_fill(call: OpCall) -> Estimate | None:
     if x is None or size is None:
         return None
     return Estimate(0.0, float(2 * math.prod(x) * size + elements(mask)), "masked_fill", "elementwise", call.type(0))
+
+
+def upsample_nearest(call: OpCall) -> Estimate | None:
+    """aten::upsample_nearest1d/2d/3d(self, output_size, scales…): one copy per output element
+    (TraceLens counts it as one FLOP each); bytes = (|x| + |out|)·size."""
+    x, size_out = call.shape(0), call.ints(1)
+    size = element_bytes(call.type(0))
+    if x is None or not size_out or len(size_out) > len(x) - 2 or size is None:
+        return None
+    out = math.prod(x[: len(x) - len(size_out)]) * math.prod(size_out)
+    return Estimate(float(out), float((math.prod(x) + out) * size), "upsample.nearest", "elementwise", call.type(0))

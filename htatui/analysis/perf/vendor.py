@@ -2,10 +2,12 @@
 from their documented semantics (htatui's own counts; docs/semantics-perf-model.md).
 
 With E = |x| elements, C the normalized width, T tokens, element size s:
-- RMS norm (`_C::rms_norm(out, input, weight, eps)`, `aiter::rmsnorm(out, input, weight, eps)`):
+- RMS norm (`_C::rms_norm(out, input, weight, eps)`, `aiter::rmsnorm(out, input, weight, eps)`,
+  `aiter::rms_norm(input, weight, eps, …)`):
   FLOPs as `norm.rms` (weighted), bytes = 2·E·s + C·s. With the residual add
-  (`_C::fused_add_rms_norm(input, residual, weight, eps)` in place; `aiter::add_rmsnorm(out, input,
-  residual_in, residual_out, weight, eps)`): + E FLOPs, bytes = 4·E·s + C·s (two read, two written).
+  (`_C::fused_add_rms_norm(input, residual, weight, eps)` in place; `aiter::add_rmsnorm` and
+  `aiter::rmsnorm2d_fwd_with_add_ck(out, input, residual_in, residual_out, weight, eps, …)`):
+  + E FLOPs, bytes = 4·E·s + C·s (two read, two written).
 - SiLU-and-mul (`_C::silu_and_mul` / `sgl_kernel::silu_and_mul(out [T, d], input [T, 2d])`):
   FLOPs = 5·T·d (sigmoid: exp, add, divide; two multiplies), bytes = |input|·s + |out|·s.
 - Rotary embedding (`_C::` / `sgl_kernel::rotary_embedding(positions [T], query, key, head_size,
@@ -32,13 +34,14 @@ def _rms(elems: int, channels: int) -> float:
 
 
 def rms_norm(call: OpCall) -> Estimate | None:
-    """out, input, weight, eps."""
-    x, w = call.shape(1), call.shape(2)
-    size = element_bytes(call.type(1))
+    """out, input, weight, eps; aiter::rms_norm(input, weight, eps, …)."""
+    x_at = 0 if call.name == "aiter::rms_norm" else 1
+    x, w = call.shape(x_at), call.shape(x_at + 1)
+    size = element_bytes(call.type(x_at))
     if x is None or w is None or size is None or not math.prod(w):
         return None
     elems, channels = math.prod(x), math.prod(w)
-    return Estimate(_rms(elems, channels), float((2 * elems + channels) * size), "norm.rms", "norm", call.type(1))
+    return Estimate(_rms(elems, channels), float((2 * elems + channels) * size), "norm.rms", "norm", call.type(x_at))
 
 
 def add_rms_norm(call: OpCall) -> Estimate | None:
@@ -103,6 +106,8 @@ def cache_write(call: OpCall) -> Estimate | None:
 FORMULAS = {
     "_C::rms_norm": rms_norm,
     "aiter::rmsnorm": rms_norm,
+    "aiter::rms_norm": rms_norm,
+    "aiter::rmsnorm2d_fwd_with_add_ck": add_rms_norm,
     "_C::fused_add_rms_norm": add_rms_norm,
     "aiter::add_rmsnorm": add_rms_norm,
     "_C::silu_and_mul": silu_and_mul,
