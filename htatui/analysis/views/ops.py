@@ -162,10 +162,10 @@ def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
 
 
 def main(traces: TraceSet, options: OpsOptions) -> NotedTable:
-    """Per rank and operator, calls, CPU and GPU time (and input shapes with group_by="shape";
-    rates with flops=True; the performance model with both), as `compute`; with the model, a
-    sentence per rank giving its coverage (the share of GPU time the model covers) and any op
-    arguments dropped as no GPU can produce them."""
+    """Per rank and operator: calls, CPU time and GPU time (by input shape with --group-by shape;
+    rates with --flops; the roofline with both). With the roofline, a sentence gives each rank's
+    coverage (the share of GPU time the model covers) and any op arguments dropped as no GPU can
+    produce them; the table is `compute`'s."""
     made = _table(traces, tree(traces, options), options)
     return NotedTable(made.frame, made.message)
 
