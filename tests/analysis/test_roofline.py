@@ -125,6 +125,29 @@ def test_row_over_calls_with_gpu_work_total_over_total(tmp_path: Path, test_gpu:
     assert (row["unit"], row["bound"], row["peak_tflop_per_s"]) == ("vector", "memory", 120.0)
 
 
+def test_call_nested_in_its_own_row_counted_once(tmp_path: Path, test_gpu: None) -> None:
+    """aten::mul [1000,1000] bf16 ⊃ aten::contiguous ⊃ aten::mul of the same arguments, whose
+    kernel runs 10 µs: both calls own the kernel (their subtrees hold it), but the row counts the
+    outer one only: gpu_calls 1, busy 10 µs, 1e6 FLOP / 10 µs = 0.1 TFLOP/s (counted twice:
+    2e6 over 20 µs, and flop totals doubled)."""
+    args = {"Input Dims": [[1000, 1000], [1000, 1000]], "Input type": [BF16, BF16]}
+    trace = tmp_path / "t"
+    trace.mkdir()
+    traces = traces_of(
+        trace,
+        [
+            op("aten::mul", 0, 100, **args),
+            op("aten::contiguous", 10, 80, **{"Input Dims": [[1000, 1000]], "Input type": [BF16]}),
+            op("aten::mul", 20, 60, **args),
+            launch(1, 30),
+            kernel("mul_kernel", 200, 10, corr=1),
+        ],
+    )
+    (row,) = rows(ops.compute(traces, MODEL), "aten::mul")
+    assert (row["count"], row["gpu_calls"], row["busy_incl_us"], row["flop_count"]) == (2, 1, 10.0, 1e6)
+    assert row["tflop_per_s"] == pytest.approx(0.1)
+
+
 def test_zero_flop_row_has_no_compute_roof_and_flags(tmp_path: Path, test_gpu: None) -> None:
     """aten::fill_ of [1000,1000] fp32 writes 4e6 bytes in 2 µs: 2 TB/s, 66.7 % of the 3 TB/s
     roof, and no compute peak beside it (it computes nothing). An addmm-free aten::mm of
@@ -265,7 +288,8 @@ def test_profiler_flops_and_hostile_dims_dropped_with_one_note(tmp_path: Path, t
     assert all((frame[c].drop_nulls() >= 0).all() for c in numbers)
     assert (frame["pct_of_peak"].drop_nulls() <= 100).all()
     mm_rows = rows(frame, "aten::mm")
-    assert {r["input_dims"]: r["flop_count"] for r in mm_rows}["[[4, 3], [3, 5]]"] == 3 * 120.0
+    # The formula's 120 FLOP stand for the dropped figures (one call of the three ran on the GPU).
+    assert {r["input_dims"]: r["flop_count"] for r in mm_rows}["[[4, 3], [3, 5]]"] == 120.0
     assert rows(frame, "aten::relu")[0]["gflop"] is None
 
 

@@ -37,7 +37,12 @@ def row_figures() -> list[pl.Expr]:
         pl.col("unit").drop_nulls().first().alias("unit"),
         kept.sum().cast(pl.Int64).alias("gpu_calls"),
         (flops.mean() / 1e9).alias("gflop"),
-        pl.when(pl.col("call_flops").is_not_null().any()).then(pl.col("call_flops").sum()).alias("call_flop_count"),
+        # Σ over the counted calls; a row none of whose calls ran on the GPU (a CPU op) keeps all.
+        pl.when(flops.is_not_null().any())
+        .then(flops.sum())
+        .when(pl.col("call_flops").is_not_null().any())
+        .then(pl.col("call_flops").sum())
+        .alias("call_flop_count"),
         moved.mean().alias("bytes_moved"),
         pl.when(kept.any()).then(busy.sum()).alias("busy_incl_us"),
         pl.when(kept.any()).then(flops.sum() / busy.sum() / 1e6).alias("model_tflop_per_s"),
