@@ -295,8 +295,10 @@ def test_profiler_flops_and_hostile_dims_dropped_with_one_note(tmp_path: Path, t
 
 def test_cupti_counters_bounded(tmp_path: Path) -> None:
     """Issue 35.3: counters of −5, 1e300, 2**70, text, null and a list are dropped (null, never
-    0) with a note counting them; a range of 1e-9 µs gives no rate; a sane counter still does:
-    1,000 FFMA thread instructions (2,000 FLOP) over 2 µs = 0.001 TFLOP/s."""
+    0) with a note counting them; a range of 1e-9 µs gives no rate, nor does a count no device
+    can reach in its range (1e17 FFMA in 2 µs, on "Test GPU", which the table lacks: above 1e6
+    TFLOP/s); a sane counter still does: 1,000 FFMA thread instructions (2,000 FLOP) over 2 µs =
+    0.001 TFLOP/s."""
     ffma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
 
     def counted(ts: float, dur: float, value: object) -> dict[str, Any]:
@@ -304,7 +306,7 @@ def test_cupti_counters_bounded(tmp_path: Path) -> None:
         event.update(cat="cuda_profiler_range", args={ffma: value})
         return event
 
-    values: list[object] = [1000, -5, 1e300, 2**70, "many", None, [1], 1000]
+    values: list[object] = [1000, -5, 1e300, 2**70, "many", None, [1], 10**17, 1000]
     events: list[dict[str, Any]] = []
     for i, value in enumerate(values):
         events.append(op("aten::relu", i * 10, 5))
@@ -317,8 +319,10 @@ def test_cupti_counters_bounded(tmp_path: Path) -> None:
     assert f"dropped 6 '{ffma}' values" in made.message
     assert "1 ranges of 1 ns or less (the clock's resolution): no rate" in made.message
     frame = made.frame.sort("ts_us")
-    assert frame[ffma].to_list() == [1000] + [None] * 6 + [1000]
-    assert frame["tflop_per_s"].to_list() == [pytest.approx(0.001)] + [None] * 7
+    assert frame[ffma].to_list() == [1000] + [None] * 6 + [10**17, 1000]
+    # 1e17 FFMA in 2 µs would be 1e11 TFLOP/s: beyond any device's roof, so no rate.
+    assert "1 kernels' counters give more than 1e+06 TFLOP/s (any device's highest roof): no rate" in made.message
+    assert frame["tflop_per_s"].to_list() == [pytest.approx(0.001)] + [None] * 8
 
 
 # ---- every shared trace ------------------------------------------------------------------

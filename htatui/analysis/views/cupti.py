@@ -23,6 +23,8 @@ from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.model import callstack
+from htatui.analysis.perf.peaks import MAX_TFLOPS
+from htatui.analysis.perf.table import device_of
 from htatui.trace.counter_args import PROFILER_RANGE_CAT, CounterArgsError, read_counter_args
 from htatui.trace.kineto import KERNEL_LAUNCH_APIS
 from htatui.trace.model import TraceSet
@@ -158,7 +160,17 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
                 f"rank {rank}: {short:,} ranges of {CLOCK_RESOLUTION_US * 1000:g} ns or less "
                 "(the clock's resolution): no rate"
             )
-        frames.append(_rank_rows(events, ranges, launches, counters.frame, options.hta_compat))
+        rows = _rank_rows(events, ranges, launches, counters.frame, options.hta_compat)
+        # No counter can report more FLOPs than the device's units can do in the range.
+        roof = _highest_roof(traces, rank)
+        beyond = rows.filter(pl.col("tflop_per_s") > roof).height
+        if beyond:
+            notes.append(
+                f"rank {rank}: {beyond:,} kernels' counters give more than {roof:g} TFLOP/s "
+                f"({'the device' if roof < MAX_TFLOPS else 'any device'}'s highest roof): no rate"
+            )
+            rows = rows.with_columns(tflop_per_s=pl.when(pl.col("tflop_per_s") <= roof).then(pl.col("tflop_per_s")))
+        frames.append(rows)
     if not frames:
         empty = pl.DataFrame(schema=KERNEL_COLUMNS)
         return _Counted(empty, (), "; ".join(notes) or NO_RANGES)
@@ -166,6 +178,13 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
     counter_names = tuple(c for c in table.columns if c not in KERNEL_COLUMNS)
     ordered = table.select(*KERNEL_COLUMNS, *counter_names).sort("rank", "ts_us", "index")
     return _Counted(ordered, counter_names, "; ".join(notes) or None)
+
+
+def _highest_roof(traces: TraceSet, rank: int) -> float:
+    """The highest TFLOP/s of the rank's device (matrix or vector, any dtype), or MAX_TFLOPS."""
+    device = device_of(traces, rank)
+    figures = [*device.matrix.values(), *device.vector.values()] if device is not None else []
+    return max(figures, default=MAX_TFLOPS)
 
 
 def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
