@@ -227,11 +227,12 @@ def _flop_columns(columns: list[str]) -> list[pl.Expr]:
     """flop_fp16/32/64 and flop from the SASS counters present (null when none of a precision is)."""
     present = [name for name in SASS_FLOP_COUNTERS if name in columns]
 
+    # A kernel none of whose FLOP counters is known (all missing or dropped) has unknown FLOPs, not 0.
+    known = pl.any_horizontal([pl.col(n).is_not_null() for n in present]) if present else pl.lit(False)
+
     def flops(names: list[str], alias: str) -> pl.Expr:
         if not names:
             return pl.lit(None, pl.Float64).alias(alias)
-        # A kernel none of whose counters is known has unknown FLOPs, not 0 (a dropped counter is null).
-        known = pl.any_horizontal([pl.col(n).is_not_null() for n in names])
         summed = pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names])
         return pl.when(known).then(summed).alias(alias)
 
