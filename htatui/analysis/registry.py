@@ -333,9 +333,9 @@ VIEWS: tuple[View[Any], ...] = (
         (
             Table(
                 "main",
-                ops.compute,
+                ops.main,
                 per_rank=True,
-                key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound"),
+                key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound", "flag"),
             ),
             Table("top-bars", ops.top),
             Table("categories", ops.categories),

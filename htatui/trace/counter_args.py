@@ -12,6 +12,8 @@ for shapes.
 from __future__ import annotations
 
 import os
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -21,12 +23,24 @@ from htatui.sources import RemotePath, SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
+from htatui.trace.plausible import count
 
 PROFILER_RANGE_CAT = "cuda_profiler_range"
 """The category of a counted kernel's event."""
 
 _ARGS_DECODER = msgspec.json.Decoder(dict[str, Any])
-_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
+
+
+@dataclass(frozen=True)
+class Counters:
+    """A file's counters (`frame`: `index` plus one column per counter) and, per counter name, how
+    many values were dropped as no GPU can produce them (`plausible.count`)."""
+
+    frame: pl.DataFrame
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+_CACHE: dict[tuple[str, int, int], Counters] = {}
 _CACHE_LIMIT = 16
 
 
@@ -42,12 +56,13 @@ def _version(path: SourcePath) -> tuple[str, int, int]:
     return (str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def read_counter_args(path: SourcePath) -> pl.DataFrame:
+def read_counter_args(path: SourcePath) -> Counters:
     """`index` plus one column per counter name, in the order first seen, for every
     `cuda_profiler_range` event of the trace at `path` (memoised per file version).
 
     A counter whose values are all integers is Int64 (the counts stay exact), else Float64; an
-    event that lacks a counter has null there. Text or other non-numeric args are not counters.
+    event that lacks a counter has null there. A value that is not a plausible count (negative,
+    not finite, beyond 1e18, text, null, a list) is null too, and counted in `dropped`.
     """
     try:
         key = _version(path)
@@ -60,15 +75,11 @@ def read_counter_args(path: SourcePath) -> pl.DataFrame:
         rows, _ = read_raw_events(read_source_bytes(path), CounterRows, [])
     except (OSError, TraceFormatError) as exc:
         raise CounterArgsError(f"{path}: cannot read it again for CUPTI counters ({exc})") from None
-    frame = rows.frame()
+    found = Counters(rows.frame(), dict(rows.dropped))
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = frame
-    return frame
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    _CACHE[key] = found
+    return found
 
 
 class CounterRows:
@@ -78,6 +89,7 @@ class CounterRows:
         self.events_seen = 0
         self.index: list[int] = []
         self.values: list[dict[str, int | float]] = []
+        self.dropped: Counter[str] = Counter()
 
     def add(self, events: list[RawEvent]) -> None:
         for position, event in enumerate(events, start=self.events_seen):
@@ -89,7 +101,13 @@ class CounterRows:
                     args = _ARGS_DECODER.decode(event.args)
                 except (msgspec.DecodeError, UnicodeDecodeError):
                     args = {}  # malformed args of one event: it has no counters
-                counters = {name: value for name, value in args.items() if _is_number(value) and name != "index"}
+                for name, value in args.items():
+                    if name == "index":
+                        continue
+                    if count(value) is None:
+                        self.dropped[name] += 1
+                    else:
+                        counters[name] = value
             self.index.append(position)
             self.values.append(counters)
         self.events_seen += len(events)

@@ -18,6 +18,7 @@ from htatui.trace.decode import OPERATOR_ARGS_DECODER, RawEvent, TraceFormatErro
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.kineto import spellings
+from htatui.trace.plausible import count, dims_ok
 
 OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
     "index": pl.Int64(),
@@ -33,9 +34,12 @@ CALL_ARGS_SCHEMA: dict[str, pl.DataType] = OP_ARGS_SCHEMA | {
     "types_json": pl.Utf8(),
     "strides_json": pl.Utf8(),
     "concrete_json": pl.Utf8(),
+    "dropped": pl.Utf8(),
 }
 """OP_ARGS_SCHEMA plus the call's `Input Dims`, `Input type`, `Input Strides` and `Concrete
-Inputs` as JSON text (null when absent), for the performance model (`htatui/analysis/perf`)."""
+Inputs` as JSON text (null when absent), for the performance model (`htatui/analysis/perf`), and
+`dropped`: the fields whose values failed `plausible` ("flops", "Input Dims", comma-separated;
+null when none), which are then null here."""
 
 OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
@@ -92,6 +96,7 @@ class OpArgRows:
         self.dims: list[str | None] = []
         self.flops: list[float | None] = []
         self.json: dict[str, list[str | None]] = {key: [] for key in _JSON_COLUMNS}
+        self.dropped: list[str | None] = []
 
     def add(self, events: list[RawEvent]) -> None:
         for position, event in enumerate(events, start=self.events_seen):
@@ -100,21 +105,42 @@ class OpArgRows:
             try:
                 args = OPERATOR_ARGS_DECODER.decode(event.args)
             except (msgspec.DecodeError, UnicodeDecodeError):
-                continue  # malformed args of one event: it simply has no shapes
+                if b'"flops"' in bytes(event.args) or b'"Input Dims"' in bytes(event.args):
+                    self._unreadable(position)  # e.g. flops of 1e400: counted, never used
+                continue  # otherwise malformed args of one event: it simply has no shapes
             if args.input_dims is None and args.flops is None:
                 continue
             self.index.append(position)
             self.dims.append(None if args.input_dims is None else str(args.input_dims))
-            count = args.flops
-            self.flops.append(float(count) if isinstance(count, int | float) and not isinstance(count, bool) else None)
-            for key, value in zip(
-                _JSON_COLUMNS, (args.input_dims, args.input_type, args.input_strides, args.concrete_inputs), strict=True
-            ):
+            flops = None if args.flops is None else count(args.flops)
+            dims_fine = args.input_dims is None or dims_ok(args.input_dims)
+            bad = [
+                *(["flops"] if args.flops is not None and flops is None else []),
+                *([] if dims_fine else ["Input Dims"]),
+            ]
+            self.flops.append(flops)
+            self.dropped.append(",".join(bad) or None)
+            given = (args.input_dims if dims_fine else None, args.input_type, args.input_strides, args.concrete_inputs)
+            for key, value in zip(_JSON_COLUMNS, given, strict=True):
                 self.json[key].append(None if value is None else msgspec.json.encode(value).decode())
         self.events_seen += len(events)
 
+    def _unreadable(self, position: int) -> None:
+        self.index.append(position)
+        self.dims.append(None)
+        self.flops.append(None)
+        for values in self.json.values():
+            values.append(None)
+        self.dropped.append("args")
+
     def frame(self) -> pl.DataFrame:
-        columns = {"index": self.index, "input_dims": self.dims, "flops": self.flops, **self.json}
+        columns = {
+            "index": self.index,
+            "input_dims": self.dims,
+            "flops": self.flops,
+            **self.json,
+            "dropped": self.dropped,
+        }
         return pl.DataFrame(columns, schema=CALL_ARGS_SCHEMA)
 
 

@@ -254,7 +254,7 @@ def test_reductions_softmax_embedding() -> None:
     assert figures(emb_bwd)[:2] == (48.0, 304.0)
     assert category_of("aten::embedding") == "other" and category_of("aten::_softmax") == "reduce"
     assert (
-        estimate(call("aten::max_pool2d", [[2, 3, 8, 8]], [BF16])) is None and category_of("aten::max_pool2d") is None
+        estimate(call("aten::avg_pool2d", [[2, 3, 8, 8]], [BF16])) is None and category_of("aten::avg_pool2d") is None
     )
 
 
@@ -329,6 +329,87 @@ TRACELENS_ROWS: list[tuple[str, str, list[Any], list[str], list[str], float, flo
     ),
 ]
 """Rows where TraceLens's definitions and htatui's agree: within 1 %."""
+
+SGLANG = "tests/traces/inference/sglang_decode/perf_csvs/unified_perf_summary.csv"
+XDIT = "tests/traces/inference/xdit_sd_3.5/perf_csvs/unified_perf_summary.csv"
+SGLANG_PD = "tests/traces/inference/sglang_prefilldecode/perf_csvs/unified_perf_summary.csv"
+VLLM = "tests/traces/inference/vllm_decode_full/perf_csvs/unified_perf_summary.csv"
+
+TRACELENS_ROWS += [
+    (
+        SGLANG,
+        "aiter::add_rmsnorm",
+        [[32, 4096]] * 4 + [[4096], []],
+        [BF16] * 5 + ["Scalar"],
+        [""] * 5 + ["9.9999999999999995e-07"],
+        0.000655424,
+        1.0078125,
+    ),
+    (SGLANG, "sgl_kernel::silu_and_mul", [[32, 12288], [32, 24576]], [BF16, BF16], ["", ""], 0.00196608, 2.25),
+    (
+        SGLANG,
+        "aiter::rmsnorm",
+        [[256, 128], [256, 128], [128], []],
+        [BF16] * 3 + ["Scalar"],
+        ["", "", "", "1e-06"],
+        0.000131584,
+        0.125244140625,
+    ),
+    (
+        SGLANG_PD,
+        "aiter::gemm_a16w16",
+        [[15360, 4096], [24576, 4096], [], [], [], [], []],
+        [BF16, BF16, "", "Scalar", "", "", ""],
+        ["", "", "", "15", "", "", ""],
+        3092.37645312,
+        1032.0,
+    ),
+    (
+        VLLM,
+        "vllm::rocm_unquantized_gemm",
+        [[32, 2880], [5120, 2880], [5120]],
+        [BF16] * 3,
+        ["", "", ""],
+        0.94388224,
+        28.623046875,
+    ),
+    (
+        VLLM,
+        "aiter::rms_norm",
+        [[32, 2880], [2880], [], []],
+        [BF16, BF16, "Scalar", "Scalar"],
+        ["", "", "1e-05", "0"],
+        0.000368704,
+        0.3570556640625,
+    ),
+    (
+        VLLM,
+        "aiter::rmsnorm2d_fwd_with_add_ck",
+        [[32, 2880]] * 4 + [[2880], [], []],
+        [BF16] * 5 + ["Scalar", "Scalar"],
+        [""] * 5 + ["1e-05", "0"],
+        0.000460864,
+        0.7086181640625,
+    ),
+    (
+        XDIT,
+        "aiter::_groupnorm_run",
+        [[1, 512, 32, 32], [], [512], [512], []],
+        [BF16, "Scalar", BF16, BF16, "Scalar"],
+        ["", "32", "", "", "1e-06"],
+        0.002624512,
+        2.005859375,
+    ),
+    (
+        "tests/traces/h100/facebook_timesformer-base-finetuned-k400__1016002_perf_report_csvs/unified_perf_summary.csv",
+        "aten::upsample_nearest1d",
+        [[1, 768, 8], [], []],
+        [BF16, "ScalarList", ""],
+        ["", "[128]", ""],
+        9.8304e-05,
+        0.19921875,
+    ),
+]
 
 
 @pytest.mark.parametrize("row", TRACELENS_ROWS, ids=lambda r: r[1] if isinstance(r, tuple) else "")
@@ -483,10 +564,10 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
     4 210 688 / 15 µs / 1e6 = 0.280713 TFLOP/s; 115 200 / 15 / 1e6 = 0.00768 TB/s; 36.55 FLOP/B.
     The linear has the same figures (its subtree holds the same kernels). With a device of
     1 TB/s and 100 bf16 TFLOP/s (ridge 100 FLOP/B): memory-bound, the roof at 36.55 FLOP/B is
-    36.55 TFLOP/s: 0.768 % of it. aten::zero_ (no formula) launches 5 µs: model "none". An
+    36.55 TFLOP/s: 0.768 % of it. aten::random_ (no formula) launches 5 µs: model "none". An
     aten::mm with the profiler's flops (1e9 over its 10 µs kernel: 100 TFLOP/s) says "profiler",
     its bytes still from the formula (94 B). Categories: GEMM 30 µs (addmm's two kernels counted
-    once, under addmm, and mm's) of 35 = 85.7 % over 2 calls; other (zero_) 5 µs = 14.3 %."""
+    once, under addmm, and mm's) of 35 = 85.7 % over 2 calls; other (random_) 5 µs = 14.3 %."""
     peaks = tmp_path / "peaks.toml"
     peaks.write_text('[[device]]\nname = "Test"\nmatch = "Test GPU"\nmemory_tbps = 1.0\ntflops = { bf16 = 100.0 }\n')
     monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(peaks))
@@ -516,7 +597,7 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
             runtime("cudaLaunchKernel", 30, 5, 2),
             kernel("gemm_a", 200, 10, corr=1, stream=7),
             kernel("gemm_b", 205, 10, corr=2, stream=8),
-            op("aten::zero_", 120, 10, **{"Input Dims": [[64]], "Input type": ["float"]}),
+            op("aten::random_", 120, 10, **{"Input Dims": [[64]], "Input type": ["float"]}),
             runtime("cudaLaunchKernel", 122, 2, 3),
             kernel("fill", 300, 5, corr=3),
             op("aten::mm", 140, 10, flops=1e9, **{"Input Dims": [[4, 3], [3, 5]], "Input type": [BF16, BF16]}),
@@ -539,11 +620,12 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
     assert addmm["pct_of_peak"] == pytest.approx(0.768)
     assert addmm["bound"] == "memory"
     assert (addmm["peak_tflop_per_s"], addmm["memory_tb_per_s"]) == (100.0, 1.0)
-    # headroom: gpu_total_us 20 (the two kernels, summed) × (1 − 0.768 %).
-    assert addmm["headroom_us"] == pytest.approx(20 * (1 - 0.00768))
-    assert rows["aten::zero_"]["peak_tflop_per_s"] is None
+    # headroom: busy_incl_us 15 (the two kernels, merged) × (1 − 0.768 %).
+    assert (addmm["busy_incl_us"], addmm["gpu_calls"], addmm["dtype"], addmm["unit"]) == (15.0, 1, "bf16", "matrix")
+    assert addmm["headroom_us"] == pytest.approx(15 * (1 - 0.00768))
+    assert rows["aten::random_"]["peak_tflop_per_s"] is None
     assert rows["aten::linear"]["tflop_per_s"] == pytest.approx(addmm["tflop_per_s"])
-    assert (rows["aten::zero_"]["model"], rows["aten::zero_"]["gflop"], rows["aten::zero_"]["category"]) == (
+    assert (rows["aten::random_"]["model"], rows["aten::random_"]["gflop"], rows["aten::random_"]["category"]) == (
         "none",
         None,
         "other",
@@ -594,3 +676,65 @@ def test_cli_device_peaks_flag(
     bad.write_text("[[device]]\nname = 1\n")
     assert main([*argv, "--device-peaks", str(bad), "--no-cache"]) == 2
     assert "bad.toml: a [[device]] needs a string name and match" in capsys.readouterr().err
+
+
+def test_new_formulas_by_hand() -> None:
+    """max_pool2d_with_indices x [2,3,8,8] bf16, kernel 3, stride 2, padding 1: out 4×4 → |out| 96:
+    96·9 = 864 FLOP; 384·2 + 96·(2 + 8) = 1,728 B. Its backward: 96 FLOP, 96·10 + 384·2 = 1,728 B.
+    fill_ [10, 10] fp32: 0 FLOP, 400 B. index_select of [10, 4] bf16 along 0 by 3 int64 indices:
+    out 12 elements: 2·12·2 + 3·8 = 72 B. _grouped_mm a [64, 32] × b [4, 32, 16] bf16: 2·64·32·16 =
+    65,536 FLOP, (2,048 + 2,048 + 1,024)·2 = 10,240 B. _cudnn_attention_backward q [1,2,8,16]
+    causal: as the flash backward, 2·1·2·8·8 = 256 per product … (5·16·256)/2 = 10,240 FLOP.
+    Varlen: flash_attn varlen q [16, 2, 8], k [20, 2, 8], 2 sequences, causal: 8 queries and 10 keys
+    each: 80 − 28 = 52 pairs: 2·2·2·52·16 = 6,656 FLOP. vLLM fp8 quant of [4, 8] bf16: 64 FLOP,
+    64 + 32 + 4 = 100 B. A Triton launcher triton_poi_fused_add_mul_0 over [4, 8] fp32 ×2 and
+    xnumel 32: 2 ops × 32 = 64 FLOP, 256 B. _foreach_add_ with recorded lists [[4], [2, 3]] (fp32)
+    twice and alpha 1: 10 FLOP, 10·4·3 = 120 B; without recorded shapes: no figure."""
+    pool = call(
+        "aten::max_pool2d_with_indices",
+        [[2, 3, 8, 8], [], [], [], [], []],
+        [BF16] + ["ScalarList"] * 4 + ["Scalar"],
+        ["", "[3, 3]", "[2, 2]", "[1, 1]", "[1, 1]", "False"],
+    )
+    assert figures(pool) == (864.0, 1728.0, "pool.max")
+    pool_bwd = call(
+        "aten::max_pool2d_with_indices_backward",
+        [[2, 3, 4, 4], [2, 3, 8, 8], [], [], [], [], [], [2, 3, 4, 4]],
+        [BF16, BF16] + ["ScalarList"] * 4 + ["Scalar", "long int"],
+        ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "[1, 1]", "False", ""],
+    )
+    assert figures(pool_bwd) == (96.0, 1728.0, "pool.max_bwd")
+    assert figures(call("aten::fill_", [[10, 10], []], ["float", "Scalar"]))[:2] == (0.0, 400.0)
+    gather = call("aten::index_select", [[10, 4], [], [3]], [BF16, "Scalar", "long int"], ["", "0", ""])
+    assert figures(gather)[:2] == (0.0, 72.0)
+    grouped = call("aten::_grouped_mm", [[64, 32], [4, 32, 16], [4]], [BF16, BF16, "int"])
+    assert figures(grouped) == (65536.0, 10240.0, "gemm.grouped")
+    q = [1, 2, 8, 16]
+    cudnn_bwd = call(
+        "aten::_cudnn_attention_backward",
+        [q, q, q, q, q, [1, 2, 8, 1]] + [[]] * 10,
+        [BF16] * 5 + ["float"] + [""] * 10,
+        [""] * 14 + ["True", ""],
+    )
+    assert figures(cudnn_bwd)[:2] == (5 * 16 * 256 / 2, (2 * 3 * 256 + 256) * 2)
+    varlen = call(
+        "flash_attn::_flash_attn_varlen_forward",
+        [[16, 2, 8], [20, 2, 8], [20, 2, 8], [3], [3], [], [], [], [], []],
+        [BF16] * 3 + ["int", "int"] + ["Scalar"] * 5,
+        [""] * 5 + ["8", "10", "0.", "", "True"],
+    )
+    assert figures(varlen)[:2] == (6656.0, (16 * 2 * 8 * 2 + 2 * 20 * 2 * 8) * 2)
+    quant = call("_C::static_scaled_fp8_quant", [[4, 8], [4, 8], []], ["c10::Float8_e4m3fn", BF16, "float"])
+    assert figures(quant)[:2] == (64.0, 100.0)
+    launcher = call("triton_poi_fused_add_mul_0", [[4, 8], [4, 8], []], ["float", "float", "Scalar"], ["", "", "32"])
+    assert figures(launcher) == (64.0, 256.0, "triton.poi")
+    lists = parse_call(
+        "aten::_foreach_add_",
+        json.dumps([[[4], [2, 3]], [[4], [2, 3]], []]),
+        json.dumps([["float", "float"], ["float", "float"], "Scalar"]),
+        None,
+        json.dumps(["", "", "1"]),
+    )
+    assert lists is not None and figures(lists)[:2] == (10.0, 120.0)
+    unrecorded = call("aten::_foreach_add_", [[], [], []], ["TensorList", "TensorList", "Scalar"], ["", "", "1"])
+    assert estimate(unrecorded) is None and category_of("aten::_foreach_add_") == "elementwise"

@@ -31,7 +31,8 @@ def resnet(shared_traces: Path) -> TraceSet:
 async def test_roofline_key(resnet: TraceSet) -> None:
     """`f` on the H100 ResNet: the table is `report --view ops --group-by shape --flops`, the
     chart the roofline of the dtype holding most self GPU time (bf16 under autocast, on an H100
-    SXM: 989.4 TFLOP/s, 3.35 TB/s); `f` again goes back to the bars."""
+    SXM: 989.4 TFLOP/s, 3.35 TB/s) with the 12 cache-resident rows marked, and the table's
+    title the coverage; `f` again goes back to the bars."""
     app = make_app(resnet, "h100_resnet_eager")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
@@ -40,6 +41,10 @@ async def test_roofline_key(resnet: TraceSet) -> None:
         assert_frame_equal(table.source, ops.compute(resnet, ops.OpsOptions(group_by="shape", flops=True)))
         chart = app.screen.query_one("#ops-chart", Chart)
         assert chart.title.startswith("Roofline: 989.4 TFLOP/s, 3.35 TB/s;")
+        # The rows above their roof are counted and drawn apart; the page gives the coverage.
+        assert chart.title.endswith("12 above their roof (flag)")
+        assert ("above roof (flag)", "warning", "×") in chart.legend
+        assert "coverage: rank 0 98.0 % of 13.8 ms GPU time modelled" in str(table.title)
         await press(pilot, "f")
         assert chart.title == BARS_TITLE
         assert_frame_equal(table.source, ops.compute(resnet, ops.OpsOptions()))

@@ -74,6 +74,13 @@ _OPS: dict[str, tuple[int, str, int, bool]] = {
     "aten::_flash_attention_forward": (0, "bnhd", 8, False),
     "flash_attn::_flash_attn_forward": (0, "bnhd", 5, False),
     "FlashAttnFunc": (0, "bnhd", 5, False),
+    # The kernels' own entry points under SDPA (PyTorch 2.5+ records these; their schemas):
+    "aten::_cudnn_attention_forward": (0, "bhnd", 10, False),
+    "aten::_cudnn_attention_backward": (1, "bhnd", 14, True),
+    "aten::_flash_attention_backward": (1, "bnhd", 11, True),
+    "aten::_efficient_attention_forward": (0, "bnhd", 9, False),
+    "aten::_efficient_attention_backward": (1, "bnhd", 14, True),
+    "flash_attn::_flash_attn_backward": (1, "bnhd", 11, True),
 }
 
 
@@ -100,7 +107,10 @@ def estimate(call: OpCall) -> Estimate | None:
     q, k, v = call.shape(at), call.shape(at + 1), call.shape(at + 2)
     if not q or not k or not v:
         return None
-    p = problem(q, k, v, layout, call.flag(causal_at))
+    # A bool is_causal, or xformers' custom_mask_type (0: none, 1 and 2: causal).
+    mask = call.ints(causal_at)
+    causal = bool(mask and mask[0]) if mask is not None and len(mask) == 1 else call.flag(causal_at)
+    p = problem(q, k, v, layout, causal)
     if p is None:
         return None
     size = element_bytes(call.type(at))
@@ -109,3 +119,52 @@ def estimate(call: OpCall) -> Estimate | None:
         return Estimate(backward_flops(p), moved, "attention.bwd", CATEGORY, call.type(at))
     moved = None if size is None else forward_bytes(p, size)
     return Estimate(forward_flops(p), moved, "attention.fwd", CATEGORY, call.type(at))
+
+
+# Variable-length and paged attention: q [T_q, H_q, d] over B sequences; the keys are T_k tokens
+# (name → index of q, of cu_seqlens_q, of the key count's source, of is_causal, backward?).
+_VARLEN: dict[str, tuple[int, int, int, int, bool]] = {
+    "flash_attn::_flash_attn_varlen_forward": (0, 3, 1, 9, False),
+    "flash_attn::_flash_attn_varlen_backward": (1, 9, 2, 15, True),
+    "aiter::mha_batch_prefill": (0, 3, 5, 12, False),
+}
+
+
+def varlen_names() -> tuple[str, ...]:
+    return tuple(_VARLEN)
+
+
+def varlen(call: OpCall) -> Estimate | None:
+    """Sequences of equal length (the lengths are device tensors, not in the trace): each of the
+    B = |cu_seqlens_q| − 1 sequences has T_q/B queries and T_k/B keys, T_k from the keys' first
+    dimension, or for aiter's paged prefill the count of `kv_page_indices` (one token a page;
+    × the page size when the cache is [pages, page, H, d]). Causal masking is bottom-right: each
+    query sees the keys up to its own position, n_q·n_k − n_q·(n_q − 1)/2 pairs of a sequence.
+    FLOPs = 2·B·H_q·pairs·(d_qk + d_v) (the backward: × 5/2, as `backward_flops` counts five
+    products to the forward's two); bytes = (|q| + 2·T_k·H_k·d + |out|)·size (× 2 backward, with dO)."""
+    spec = _VARLEN.get(call.name)
+    if spec is None:
+        return None
+    q_at, cu_at, keys_at, causal_at, is_backward = spec
+    q, k, cu = call.shape(q_at), call.shape(q_at + 1), call.shape(cu_at)
+    size = element_bytes(call.type(q_at))
+    if q is None or k is None or cu is None or len(q) != 3 or len(cu) != 1 or cu[0] < 2:
+        return None
+    batch = cu[0] - 1
+    if call.name == "aiter::mha_batch_prefill":
+        pages = call.shape(keys_at)
+        if pages is None:
+            return None
+        keys = pages[0] * (k[1] if len(k) == 4 else 1)
+    else:
+        keys = k[0]
+    h_kv, d = k[-2], q[2]
+    n_q, n_k = q[0] / batch, keys / batch
+    pairs = n_q * n_k - (n_q * (n_q - 1) / 2 if call.flag(causal_at) and n_k >= n_q else 0.0)
+    flops = 2 * batch * q[1] * pairs * (d + d)
+    moved = None if size is None else float((q[0] * q[1] * d * 2 + 2 * keys * h_kv * d) * size)
+    if is_backward:
+        return Estimate(
+            flops * 2.5, None if moved is None else 2 * moved, "attention.varlen_bwd", CATEGORY, call.type(q_at)
+        )
+    return Estimate(flops, moved, "attention.varlen", CATEGORY, call.type(q_at))

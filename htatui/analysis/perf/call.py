@@ -21,12 +21,21 @@ class OpCall:
     types: tuple[str, ...] = ()
     strides: tuple[Shape, ...] = ()
     concrete: tuple[str, ...] = ()
+    tensor_lists: tuple[tuple[Shape, ...] | None, ...] = ()
+    """Per argument, the shapes of a TensorList argument when the trace recorded them (a list of
+    lists in `Input Dims`), else None."""
+    list_types: tuple[tuple[str, ...] | None, ...] = ()
+    """Per argument, the element types of a TensorList argument when recorded as a list."""
 
     def shape(self, i: int) -> Shape | None:
         """The i-th argument's shape, None when absent or not a tensor (an empty list)."""
         if i >= len(self.dims) or not self.dims[i]:
             return None
         return self.dims[i]
+
+    def tensor_list(self, i: int) -> tuple[Shape, ...] | None:
+        """The shapes of the i-th argument when it is a recorded tensor list."""
+        return self.tensor_lists[i] if i < len(self.tensor_lists) else None
 
     def type(self, i: int) -> str | None:
         return self.types[i] if i < len(self.types) and self.types[i] else None
@@ -120,6 +129,8 @@ def parse_call(
         tuple(t if isinstance(t, str) else "" for t in _list(raw_types)),
         tuple(_shape(s) for s in _list(raw_strides)),
         tuple(c if isinstance(c, str) else "" for c in _list(raw_concrete)),
+        tuple(_shapes(d) for d in raw_dims),
+        tuple(_types(t) for t in _list(raw_types)),
     )
 
 
@@ -132,3 +143,15 @@ def _shape(value: Any) -> Shape:
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     return ()
+
+
+def _shapes(value: Any) -> tuple[Shape, ...] | None:
+    """A TensorList argument's shapes (a non-empty list of int lists), else None."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, list) for v in value):
+        return None
+    shapes = [_shape(v) if v else () for v in value]
+    return tuple(shapes) if all(s or not v for s, v in zip(shapes, value, strict=True)) else None
+
+
+def _types(value: Any) -> tuple[str, ...] | None:
+    return tuple(t for t in value if isinstance(t, str)) if isinstance(value, list) else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 _BYTES: dict[str, int] = {
     "double": 8,
     "long int": 8,
@@ -70,3 +72,36 @@ def peak_dtype(type_name: str | None) -> str | None:
     if not type_name:
         return None
     return _PEAK_DTYPE.get(type_name.lower())
+
+
+_SHORT: dict[str, str] = {
+    **_PEAK_DTYPE,
+    "long int": "int64",
+    "int": "int32",
+    "bool": "bool",
+    "scalar": "scalar",
+    "c10::complex<float>": "c64",
+    "c10::complex<double>": "c128",
+}
+
+
+def short_types(types_json: str | None) -> str | None:
+    """A call's `Input type` list as a short key ("bf16,bf16,-"; a tensor list "[bf16]"), the
+    dtypes part of a model row's key; None when the trace recorded none."""
+    if not types_json:
+        return None
+    try:
+        types = json.loads(types_json)
+    except ValueError:
+        return None
+    if not isinstance(types, list):
+        return None
+    return ",".join(_short(t) for t in types)
+
+
+def _short(value: object) -> str:
+    if isinstance(value, str):
+        return _SHORT.get(value.lower(), value.lower().removeprefix("c10::")) if value else "-"
+    if isinstance(value, list):
+        return "[" + ",".join(_short(v) for v in value) + "]"
+    return "?"

@@ -1,5 +1,6 @@
-"""The performance model over polars frames: per-call estimates, per-call GPU busy time, the
-roofline columns of a grouped table, and the category summary (docs/semantics-perf-model.md)."""
+"""The performance model over polars frames: per-call estimates, the GPU busy time and dtype of
+the work each call launched, calls nested in a call of their own row, and the category summary
+(docs/semantics-perf-model.md). The grouped rows and the roofline are `roofline.py`."""
 
 from __future__ import annotations
 
@@ -9,24 +10,29 @@ from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.perf.call import parse_call
 from htatui.analysis.perf.dispatch import CATEGORIES, category_of, estimate
 from htatui.analysis.perf.dtypes import peak_dtype
-from htatui.analysis.perf.peaks import Device
+from htatui.analysis.perf.kernels import kernel_dtype
+from htatui.trace.plausible import CLOCK_RESOLUTION_US
 
 PROFILER_MODEL = "profiler"
 """The `model` of a call whose FLOPs the profiler recorded (`with_flops=True`)."""
 NO_MODEL = "none"
+
+MATRIX_CATEGORIES = frozenset(("GEMM", "conv", "attention"))
+"""The families whose arithmetic runs on matrix (tensor) cores; the rest use the vector units."""
 
 ESTIMATE_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.Utf8(),
     "category": pl.Utf8(),
     "call_flops": pl.Float64(),
     "call_bytes": pl.Float64(),
-    "peak_dtype": pl.Utf8(),
+    "input_dtype": pl.Utf8(),
 }
 _ARG_COLUMNS = ("name", "dims_json", "types_json", "strides_json", "concrete_json")
 
 
 def with_estimates(calls: pl.DataFrame) -> pl.DataFrame:
-    """`calls` (columns name, flops and the op_args JSON columns) plus ESTIMATE_SCHEMA's columns.
+    """`calls` (columns name, flops and the op_args JSON columns) plus ESTIMATE_SCHEMA's columns
+    and `unit` (matrix or vector, by the category).
 
     The formula runs once per distinct (name, arguments); where the profiler recorded `flops`,
     those are the call's FLOPs and its model is "profiler" (bytes still come from the formula)."""
@@ -39,125 +45,117 @@ def with_estimates(calls: pl.DataFrame) -> pl.DataFrame:
         rows["category"].append(category_of(name) or "other")
         rows["call_flops"].append(found.flops if found else None)
         rows["call_bytes"].append(found.bytes if found else None)
-        rows["peak_dtype"].append(peak_dtype(found.dtype) if found else None)
+        rows["input_dtype"].append(peak_dtype(found.dtype) if found else None)
     figures = pl.concat([keys, pl.DataFrame(rows, schema=ESTIMATE_SCHEMA)], how="horizontal")
     out = calls.join(figures, on=list(_ARG_COLUMNS), how="left", nulls_equal=True)
     profiled = pl.col("flops").is_not_null()
     return out.with_columns(
         model=pl.when(profiled).then(pl.lit(PROFILER_MODEL)).otherwise(pl.col("model")),
         call_flops=pl.when(profiled).then(pl.col("flops")).otherwise(pl.col("call_flops")),
+        unit=pl.when(pl.col("category").is_in(list(MATRIX_CATEGORIES)))
+        .then(pl.lit("matrix"))
+        .otherwise(pl.lit("vector")),
     )
 
 
-BUSY_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "pos": pl.Int64(), "busy_us": pl.Float64()}
+BUSY_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "pos": pl.Int64(),
+    "busy_us": pl.Float64(),
+    "kernel_dtype": pl.Utf8(),
+}
+
+
+def work_dtypes(work: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """`work` (rank, owner, name, …) plus `kernel_dtype`: the dtype the kernel's name says it
+    computes in (`kernels.kernel_dtype`), else the input dtype of the op that launched it."""
+    names = work.select(pl.col("name").cast(pl.Utf8)).unique()
+    named = names.with_columns(named_dtype=pl.Series([kernel_dtype(n) for n in names["name"].to_list()], dtype=pl.Utf8))
+    owners = calls.select("rank", pl.col("pos").alias("owner"), pl.col("input_dtype").alias("owner_dtype"))
+    return (
+        work.with_columns(pl.col("name").cast(pl.Utf8))
+        .join(named, on="name", how="left")
+        .join(owners, on=["rank", "owner"], how="left")
+        .with_columns(kernel_dtype=pl.coalesce("named_dtype", "owner_dtype"))
+        .drop("named_dtype", "owner_dtype")
+    )
 
 
 def busy_per_call(tree: pl.DataFrame, work: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """rank, pos, busy_us: for each call of `calls` (rank, pos), the GPU busy time (overlaps
-    merged) of the device work its subtree launched.
+    """rank, pos, busy_us, kernel_dtype: for each call of `calls` (rank, pos), the GPU busy time
+    (overlaps merged) of the device work its subtree launched, and the dtype of the longest of
+    that work that names one (`work_dtypes`).
 
-    `tree`: rank, pos, parent (the profiler's event tree); `work`: rank, owner, ts, end (the device
-    rows with the `pos` of the event that launched them). Each row climbs from its owner to the
-    top, and counts for every call it passes."""
+    `tree`: rank, pos, parent (the profiler's event tree); `work`: rank, owner, ts, end, dur,
+    kernel_dtype (the device rows with the `pos` of the event that launched them). Each row climbs
+    from its owner to the top, and counts for every call it passes."""
     wanted = calls.select("rank", "pos").unique()
     if wanted.height == 0 or work.height == 0:
         return pl.DataFrame(schema=BUSY_SCHEMA)
     parents = tree.select("rank", "pos", "parent")
-    frontier = work.filter(pl.col("owner").is_not_null()).select("rank", pl.col("owner").alias("pos"), "ts", "end")
+    carried = ("ts", "end", "dur", "kernel_dtype")
+    frontier = work.filter(pl.col("owner").is_not_null()).select("rank", pl.col("owner").alias("pos"), *carried)
     hits = []
     while frontier.height:
         hits.append(frontier.join(wanted, on=["rank", "pos"], how="semi"))
         frontier = (
             frontier.join(parents, on=["rank", "pos"], how="inner")
             .filter(pl.col("parent").is_not_null())
-            .select("rank", pl.col("parent").alias("pos"), "ts", "end")
+            .select("rank", pl.col("parent").alias("pos"), *carried)
         )
     spans = pl.concat(hits, how="vertical")
     if spans.height == 0:
         return pl.DataFrame(schema=BUSY_SCHEMA)
-    return busy_time(spans, ["rank", "pos"]).select([pl.col(k).cast(t) for k, t in BUSY_SCHEMA.items()])
+    dtypes = (
+        spans.filter(pl.col("kernel_dtype").is_not_null())
+        .group_by("rank", "pos")
+        .agg(pl.col("kernel_dtype").sort_by("dur", descending=True).first())
+    )
+    busy = busy_time(spans.select("rank", "pos", "ts", "end"), ["rank", "pos"])
+    out = busy.join(dtypes, on=["rank", "pos"], how="left")
+    return out.select([pl.col(k).cast(t) for k, t in BUSY_SCHEMA.items()])
+
+
+def nested_in_row(tree: pl.DataFrame, calls: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """rank, pos, nested: whether each call of `calls` (rank, pos and the `key` columns) runs
+    inside another call with the same key (an op calling itself with the same arguments): its
+    work is already counted by the outer call, so its row counts it once."""
+    keyed = calls.select("rank", "pos", *key)
+    parents = tree.select("rank", "pos", "parent")
+    frontier = keyed.join(parents, on=["rank", "pos"], how="left").select(
+        "rank", pl.col("pos").alias("call"), pl.col("parent").alias("pos"), *key
+    )
+    found: list[pl.DataFrame] = []
+    while frontier.height:
+        frontier = frontier.filter(pl.col("pos").is_not_null())
+        same = frontier.join(keyed, on=["rank", "pos", *key], how="semi", nulls_equal=True)
+        found.append(same.select("rank", "call"))
+        frontier = (
+            frontier.join(same.select("rank", "call"), on=["rank", "call"], how="anti")
+            .join(parents, on=["rank", "pos"], how="left")
+            .select("rank", "call", pl.col("parent").alias("pos"), *key)
+        )
+    inner = (
+        pl.concat(found, how="vertical").unique()
+        if found
+        else pl.DataFrame(schema={"rank": pl.Int32(), "call": pl.Int64()})
+    )
+    return (
+        keyed.select("rank", "pos")
+        .join(inner.with_columns(nested=pl.lit(True)).rename({"call": "pos"}), on=["rank", "pos"], how="left")
+        .with_columns(pl.col("nested").fill_null(False))
+    )
 
 
 def per_call_rates() -> list[pl.Expr]:
-    """Each call's achieved TFLOP/s and TB/s over its busy time (FLOP/µs ÷ 1e6 = TFLOP/s)."""
+    """Each call's achieved TFLOP/s and TB/s over its busy time (FLOP/µs ÷ 1e6 = TFLOP/s), none
+    over a busy time the clock cannot measure (`plausible.measurable`)."""
     busy = pl.col("busy_us")
+    measured = busy > CLOCK_RESOLUTION_US
     return [
-        pl.when(busy > 0).then(pl.col("call_flops") / busy / 1e6).alias("call_tflop_per_s"),
-        pl.when(busy > 0).then(pl.col("call_bytes") / busy / 1e6).alias("call_tb_per_s"),
+        pl.when(measured).then(pl.col("call_flops") / busy / 1e6).alias("call_tflop_per_s"),
+        pl.when(measured).then(pl.col("call_bytes") / busy / 1e6).alias("call_tb_per_s"),
     ]
-
-
-def row_means() -> list[pl.Expr]:
-    """The grouped row's figures: means over its calls (TraceLens's per-call means)."""
-    return [
-        pl.col("model").drop_nulls().first().alias("model"),
-        pl.col("category").drop_nulls().first().alias("category"),
-        (pl.col("call_flops").mean() / 1e9).alias("gflop"),
-        pl.when(pl.col("call_flops").is_not_null().any()).then(pl.col("call_flops").sum()).alias("call_flop_count"),
-        pl.col("call_bytes").mean().alias("bytes_moved"),
-        pl.col("call_tflop_per_s").mean().alias("mean_tflop_per_s"),
-        pl.col("call_tb_per_s").mean().alias("tb_per_s"),
-        pl.col("peak_dtype").drop_nulls().first().alias("peak_dtype"),
-    ]
-
-
-def roofline(table: pl.DataFrame, device_of_rank: dict[int, Device | None]) -> pl.DataFrame:
-    """`table` (rank, gflop, bytes_moved, tflop_per_s, tb_per_s, peak_dtype) plus flop_per_byte,
-    pct_of_peak (achieved over the roof at the row's intensity: min(peak, intensity × bandwidth)),
-    bound (compute when the intensity reaches the ridge point, else memory), and the roofs:
-    peak_tflop_per_s (the device's peak for the row's dtype) and memory_tb_per_s."""
-    pairs = table.select("rank", "peak_dtype").unique()
-    peaks = pl.DataFrame(
-        {
-            "rank": pairs["rank"],
-            "peak_dtype": pairs["peak_dtype"],
-            "_peak": [_peak(device_of_rank.get(r), d) for r, d in pairs.iter_rows()],
-            "_bw": [_bandwidth(device_of_rank.get(r)) for r, _ in pairs.iter_rows()],
-        },
-        schema={"rank": table.schema["rank"], "peak_dtype": pl.Utf8(), "_peak": pl.Float64(), "_bw": pl.Float64()},
-    )
-    out = table.join(peaks, on=["rank", "peak_dtype"], how="left", nulls_equal=True)
-    intensity = pl.when(pl.col("bytes_moved") > 0).then(pl.col("gflop") * 1e9 / pl.col("bytes_moved"))
-    out = out.with_columns(flop_per_byte=intensity)
-    # Both roofs must be known: min_horizontal would skip a missing peak.
-    roof = pl.when(pl.col("_peak").is_not_null()).then(
-        pl.min_horizontal(pl.col("_peak"), pl.col("flop_per_byte") * pl.col("_bw"))
-    )
-    compute_pct = pl.when((pl.col("gflop") > 0) & (roof > 0)).then(100.0 * pl.col("tflop_per_s") / roof)
-    memory_pct = pl.when((pl.col("gflop") == 0) & (pl.col("_bw") > 0)).then(100.0 * pl.col("tb_per_s") / pl.col("_bw"))
-    ridge = pl.col("_peak") / pl.col("_bw")
-    bound = (
-        pl.when(pl.col("flop_per_byte").is_null() | pl.col("_bw").is_null())
-        .then(pl.lit(None, pl.Utf8))
-        .when(pl.col("gflop") == 0)
-        .then(pl.lit("memory"))
-        .when(ridge.is_null())
-        .then(pl.lit(None, pl.Utf8))
-        .when(pl.col("flop_per_byte") < ridge)
-        .then(pl.lit("memory"))
-        .otherwise(pl.lit("compute"))
-    )
-    out = out.with_columns(pct_of_peak=pl.coalesce(compute_pct, memory_pct), bound=bound)
-    modelled = pl.col("gflop").is_not_null() | pl.col("bytes_moved").is_not_null()
-    return out.with_columns(
-        peak_tflop_per_s=pl.when(modelled).then(pl.col("_peak")),
-        memory_tb_per_s=pl.when(modelled).then(pl.col("_bw")),
-    ).drop("_peak", "_bw")
-
-
-def headroom() -> pl.Expr:
-    """headroom_us: the row's GPU time it would not need at the roof, gpu_total_us · (1 −
-    pct_of_peak/100) (none when above the roof): time × distance from the roof, where
-    optimisation pays."""
-    return (pl.col("gpu_total_us") * (1.0 - pl.col("pct_of_peak") / 100.0)).clip(lower_bound=0.0).alias("headroom_us")
-
-
-def _peak(device: Device | None, dtype: str | None) -> float | None:
-    return None if device is None else device.peak_tflops(dtype)
-
-
-def _bandwidth(device: Device | None) -> float | None:
-    return None if device is None else device.memory_tbps
 
 
 CATEGORY_SCHEMA: dict[str, pl.DataType] = {

@@ -1,4 +1,6 @@
-"""Matrix multiplications: mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm (TraceLens GEMM).
+"""Matrix multiplications: mm, addmm, bmm, baddbmm, matmul, linear, _scaled_mm (TraceLens GEMM),
+_grouped_mm (MoE experts), and vendor GEMMs with linear's arguments (aiter `gemm_a16w16`, vLLM
+`rocm_unquantized_gemm`).
 
 FLOPs = B·(2·M·N·K + M·N if a bias is added); bytes = B·(M·K·a + K·N·b + M·N·out + N·bias),
 with a, b the inputs' element sizes; the output and the bias take the first input's size
@@ -107,6 +109,27 @@ def scaled_mm(call: OpCall) -> Estimate | None:
     out = out or (2 if a == 1 else a)
     bias_size = element_bytes(call.type(4)) or a if bias else 0
     return Estimate(flops, gemm_bytes(m, n, k, a, b, out, 1, bias_size), "gemm.scaled_mm", CATEGORY, call.type(0))
+
+
+def grouped_mm(call: OpCall) -> Estimate | None:
+    """aten::_grouped_mm(mat_a, mat_b, offs?, bias?, out_dtype?) (MoE experts): G groups over
+    `offs`. a [M, K] × b [G, K, N] (the tokens split among the groups): 2·M·K·N, out [M, N];
+    a [G, M, K] × b [G, K, N]: 2·G·M·N·K, out [G, M, N]; a [M, K] × b [K, N] split along K (the
+    weights' gradient): 2·M·K·N, out [G, M, N]. Bytes = (|a| + |b| + |out|)·size."""
+    a, b, offs = call.shape(0), call.shape(1), call.shape(2)
+    size = element_bytes(call.type(0))
+    if not a or not b:
+        return None
+    if len(a) == 2 and len(b) == 3 and a[1] == b[1]:
+        flops, out = 2 * a[0] * a[1] * b[2], a[0] * b[2]
+    elif len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+        flops, out = 2 * a[0] * a[1] * a[2] * b[2], a[0] * a[1] * b[2]
+    elif len(a) == 2 and len(b) == 2 and a[1] == b[0] and offs:
+        flops, out = 2 * a[0] * a[1] * b[1], offs[0] * a[0] * b[1]
+    else:
+        return None
+    moved = None if size is None else float((math.prod(a) + math.prod(b) + out) * size)
+    return Estimate(float(flops), moved, "gemm.grouped", CATEGORY, call.type(0))
 
 
 def _broadcast(left: Shape, right: Shape) -> Shape | None:

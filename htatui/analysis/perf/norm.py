@@ -90,9 +90,20 @@ def group_norm(call: OpCall) -> Estimate | None:
     x = call.shape(0)
     if x is None or len(x) < 2:
         return None
-    weight_at = 2 if call.name == "aten::group_norm" else 1
+    weight_at = 2 if call.name in ("aten::group_norm", "aiter::_groupnorm_run") else 1
     affine = call.shape(weight_at) is not None
     return _fwd(call, "norm.group", x[1], True, affine, call.shape(weight_at + 1) is not None)
+
+
+def instance_norm(call: OpCall) -> Estimate | None:
+    """aten::instance_norm(input, weight?, bias?, running_mean?, running_var?, use_input_stats,
+    momentum, eps, cudnn_enabled): channels = dimension 1, statistics per (sample, channel)
+    computed when use_input_stats (as a training batch norm)."""
+    x = call.shape(0)
+    if x is None or len(x) < 2:
+        return None
+    affine = call.shape(1) is not None
+    return _fwd(call, "norm.instance", x[1], call.flag(5, True), affine, call.shape(2) is not None)
 
 
 def rms_norm(call: OpCall) -> Estimate | None:

@@ -23,9 +23,12 @@ from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.model import callstack
+from htatui.analysis.perf.peaks import MAX_TFLOPS
+from htatui.analysis.perf.table import device_of
 from htatui.trace.counter_args import PROFILER_RANGE_CAT, CounterArgsError, read_counter_args
 from htatui.trace.kineto import KERNEL_LAUNCH_APIS
 from htatui.trace.model import TraceSet
+from htatui.trace.plausible import CLOCK_RESOLUTION_US, dropped_note
 
 SASS_FLOP_COUNTERS: dict[str, tuple[str, int]] = {
     f"smsp__sass_thread_inst_executed_op_{prefix}{op}_pred_on.sum": (precision, 2 if op == "fma" else 1)
@@ -115,7 +118,8 @@ def by_op(traces: TraceSet, options: CuptiOptions) -> NotedTable:
 
 
 def _tflop_per_s() -> pl.Expr:
-    return pl.when(pl.col("dur_us") > 0).then(pl.col("flop") / pl.col("dur_us") / 1e6)
+    # No rate over a range the clock cannot tell from nothing (plausible.measurable).
+    return pl.when(pl.col("dur_us") > CLOCK_RESOLUTION_US).then(pl.col("flop") / pl.col("dur_us") / 1e6)
 
 
 def _counted(traces: TraceSet, options: CuptiOptions) -> _Counted:
@@ -142,12 +146,31 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
         if launches.height != ranges.height:
             notes.append(f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches")
             continue
+        path = traces.ranks[rank].path
         try:
-            counters = read_counter_args(traces.ranks[rank].path)
+            counters = read_counter_args(path)
         except CounterArgsError as exc:
             notes.append(str(exc))
             continue
-        frames.append(_rank_rows(events, ranges, launches, counters, options.hta_compat))
+        dropped = dropped_note(f"rank {rank} ({path})", counters.dropped)
+        short = ranges.filter(pl.col("dur") <= CLOCK_RESOLUTION_US).height
+        notes.extend([dropped] if dropped else [])
+        if short:
+            notes.append(
+                f"rank {rank}: {short:,} ranges of {CLOCK_RESOLUTION_US * 1000:g} ns or less "
+                "(the clock's resolution): no rate"
+            )
+        rows = _rank_rows(events, ranges, launches, counters.frame, options.hta_compat)
+        # No counter can report more FLOPs than the device's units can do in the range.
+        roof = _highest_roof(traces, rank)
+        beyond = rows.filter(pl.col("tflop_per_s") > roof).height
+        if beyond:
+            notes.append(
+                f"rank {rank}: {beyond:,} kernels' counters give more than {roof:g} TFLOP/s "
+                f"({'the device' if roof < MAX_TFLOPS else 'any device'}'s highest roof): no rate"
+            )
+            rows = rows.with_columns(tflop_per_s=pl.when(pl.col("tflop_per_s") <= roof).then(pl.col("tflop_per_s")))
+        frames.append(rows)
     if not frames:
         empty = pl.DataFrame(schema=KERNEL_COLUMNS)
         return _Counted(empty, (), "; ".join(notes) or NO_RANGES)
@@ -155,6 +178,13 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
     counter_names = tuple(c for c in table.columns if c not in KERNEL_COLUMNS)
     ordered = table.select(*KERNEL_COLUMNS, *counter_names).sort("rank", "ts_us", "index")
     return _Counted(ordered, counter_names, "; ".join(notes) or None)
+
+
+def _highest_roof(traces: TraceSet, rank: int) -> float:
+    """The highest TFLOP/s of the rank's device (matrix or vector, any dtype), or MAX_TFLOPS."""
+    device = device_of(traces, rank)
+    figures = [*device.matrix.values(), *device.vector.values()] if device is not None else []
+    return max(figures, default=MAX_TFLOPS)
 
 
 def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
@@ -197,10 +227,14 @@ def _flop_columns(columns: list[str]) -> list[pl.Expr]:
     """flop_fp16/32/64 and flop from the SASS counters present (null when none of a precision is)."""
     present = [name for name in SASS_FLOP_COUNTERS if name in columns]
 
+    # A kernel none of whose FLOP counters is known (all missing or dropped) has unknown FLOPs, not 0.
+    known = pl.any_horizontal([pl.col(n).is_not_null() for n in present]) if present else pl.lit(False)
+
     def flops(names: list[str], alias: str) -> pl.Expr:
         if not names:
             return pl.lit(None, pl.Float64).alias(alias)
-        return pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names]).alias(alias)
+        summed = pl.sum_horizontal([pl.col(n).cast(pl.Float64) * SASS_FLOP_COUNTERS[n][1] for n in names])
+        return pl.when(known).then(summed).alias(alias)
 
     by_precision = [
         flops([n for n in present if SASS_FLOP_COUNTERS[n][0] == precision], f"flop_{precision}")

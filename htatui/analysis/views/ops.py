@@ -18,14 +18,15 @@ import polars as pl
 
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import gc_paused, memoised, selection_key
-from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import each_rank, prepare, rank_by_rank, rank_steps_of
 from htatui.analysis.core.scope import in_steps
 from htatui.analysis.model import op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
+from htatui.analysis.perf import roofline
 from htatui.analysis.perf import table as perf_table
-from htatui.analysis.perf.table import CALL_FIGURES, MODEL_COLUMNS, NO_CALL_FIGURES, WORK_KINDS
+from htatui.analysis.perf.table import CALL_FIGURES, MODEL_COLUMNS, NO_CALL_FIGURES, TYPES_COLUMN, WORK_KINDS
 from htatui.trace.model import TraceSet
 from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
@@ -88,6 +89,9 @@ def columns(options: OpsOptions) -> dict[str, pl.DataType]:
     if options.group_by == "shape":
         names.insert(names.index("kind") + 1, SHAPE_COLUMN)
         out[SHAPE_COLUMN] = pl.Utf8()
+    if modelled(options):
+        names.insert(names.index(SHAPE_COLUMN) + 1, TYPES_COLUMN)
+        out[TYPES_COLUMN] = pl.Utf8()
     if options.flops:
         names.extend(RATE_COLUMNS)
         out |= RATE_COLUMNS
@@ -157,6 +161,15 @@ def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
     return tree(traces, options).events
 
 
+def main(traces: TraceSet, options: OpsOptions) -> NotedTable:
+    """Per rank and operator: calls, CPU time and GPU time (by input shape with --group-by shape;
+    rates with --flops; the roofline with both). With the roofline, a sentence gives each rank's
+    coverage (the share of GPU time the model covers) and any op arguments dropped as no GPU can
+    produce them; the table is `compute`'s."""
+    made = _table(traces, tree(traces, options), options)
+    return NotedTable(made.frame, made.message)
+
+
 def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
     """rank, name, kind, count, cpu_total_us, cpu_self_us, gpu_self_us, gpu_total_us per (rank,
     name, kind) (and input shapes with group_by="shape"; rates with flops=True), sorted within
@@ -166,6 +179,10 @@ def compute(traces: TraceSet, options: OpsOptions) -> pl.DataFrame:
 
 def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> pl.DataFrame:
     """`compute` from an already built tree (`traces` is read again only for shapes/flops)."""
+    return _table(traces, built, options).frame
+
+
+def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> NotedTable:
     schema = columns(options)
     if options.group_by not in GROUPS:
         raise ValueError(f"group_by must be one of {', '.join(GROUPS)}; got {options.group_by!r}")
@@ -177,13 +194,27 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     events = built.events if modelled(options) else built.events.select(read)
     # Names stay codes through the grouping (host rows and device rows alike): the table's
     # rows are made text at the end.
-    host = events.filter(pl.col("kind").is_in(kinds))
+    # The model reads every op (its coverage is of all the GPU time), whichever kinds are listed.
+    read_kinds = (*kinds, *perf_table.MODELLED_KINDS) if modelled(options) else kinds
+    host = events.filter(pl.col("kind").is_in(read_kinds))
+    notes: list[str] = []
     if options.group_by == "shape" or options.flops:
-        host = host.join(_op_args(traces, host), on=["rank", "index"], how="left")
+        args = _op_args(traces, host)
+        host = host.join(args, on=["rank", "index"], how="left")
+        if modelled(options):
+            for rank in args["rank"].unique().sort().to_list():
+                dropped = perf_table.dropped_args_note(traces.ranks[rank].path, args.filter(pl.col("rank") == rank))
+                notes.extend([dropped] if dropped else [])
     else:
         host = host.with_columns(input_dims=pl.lit(None, pl.Utf8), flops=pl.lit(None, pl.Float64))
     if modelled(options):
         host = perf_table.with_call_figures(traces, built.events, built.work, host)
+        for rank in built.work["rank"].unique().sort().to_list():
+            covered = perf_table.coverage_note(
+                rank, host.filter(pl.col("rank") == rank), built.work.filter(pl.col("rank") == rank)
+            )
+            notes.extend([covered] if covered else [])
+        host = host.filter(pl.col("kind").is_in(kinds))
     else:
         host = host.with_columns(NO_CALL_FIGURES)
     host = host.select(
@@ -221,10 +252,11 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
     )
     rows = pl.concat([host, device], how="vertical").with_columns(pl.col("input_dims").fill_null("[]"))
     if rows.height == 0 and memory.height == 0:
-        return pl.DataFrame(schema=schema)
+        return NotedTable(pl.DataFrame(schema=schema), "; ".join(notes) or None)
     keys = ["rank", "name", "kind"] + ([SHAPE_COLUMN] if options.group_by == "shape" else [])
-    table = rows.group_by(keys).agg(
-        *(perf.row_means() if modelled(options) else []),
+    keys += [TYPES_COLUMN] if modelled(options) else []
+    table = rows.group_by(keys, maintain_order=True).agg(
+        *(roofline.row_figures() if modelled(options) else []),
         count=pl.len(),
         cpu_total_us=pl.col("cpu_total_us").sum(),
         cpu_self_us=pl.col("cpu_self_us").sum(),
@@ -263,8 +295,11 @@ def table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> p
             expanded = expanded.with_columns(
                 [pl.lit(None, dtype).alias(name) for name, dtype in MODEL_COLUMNS.items()]
             ).with_columns(model=pl.lit(perf.NO_MODEL), category=pl.lit("other"))
+        if TYPES_COLUMN not in expanded.columns and TYPES_COLUMN in table.columns:
+            expanded = expanded.with_columns(pl.lit(None, pl.Utf8).alias(TYPES_COLUMN))
         table = pl.concat([table, expanded.select(table.columns)], how="vertical_relaxed")
-    return _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+    ordered = _order(table, options).select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+    return NotedTable(ordered, "; ".join(notes) or None)
 
 
 def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
@@ -278,7 +313,7 @@ def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames, how="vertical")
 
 
-_ARG_COLUMNS = ("index", "input_dims", "flops", "dims_json", "types_json", "strides_json", "concrete_json")
+_ARG_COLUMNS = ("index", "input_dims", "flops", "dims_json", "types_json", "strides_json", "concrete_json", "dropped")
 
 
 def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:

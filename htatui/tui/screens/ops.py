@@ -59,8 +59,11 @@ class OpsScreen(PageScreen):
         "**performance model** (rows by input shape, `report --view ops --group-by shape --flops`): "
         "FLOPs and bytes per call from the shapes, achieved TFLOP/s and TB/s, the share of the "
         "roofline and whether memory or compute bounds it, and its *headroom* (GPU time the op "
-        "would not need at the roof: `s` sorts by it); the chart becomes the **roofline** (log-log: one dot per op "
-        "shape; the roofs of the device's bandwidth and of the dtype peak that holds the most self GPU time)."
+        "would not need at the roof: `s` sorts by it), and a *flag* on a row above its roof (`cache-resident`: its "
+        "bytes fit in the cache; `model?`: more work than the kernels could do); the table's sentence gives the "
+        "*coverage* (the share of GPU time the model covers). The chart becomes the **roofline** (log-log: one "
+        "dot per op shape, `×` for a flagged one; the roofs of the device's bandwidth and of the dtype peak that "
+        "holds the most self GPU time, on matrix and on vector units)."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -188,21 +191,34 @@ class OpsScreen(PageScreen):
             chart.title = "Roofline"
             chart.show(None, NO_ROOFLINE)
             return
+
         # The roofs of the peak that holds the most self GPU time (wrappers such as an autocast
-        # aten::conv2d with float inputs own none of it).
-        roofs = (
-            placed.group_by("peak_tflop_per_s", "memory_tb_per_s")
-            .agg(pl.col("gpu_self_us").sum())
-            .sort(["gpu_self_us", "peak_tflop_per_s"], descending=True)
-        )
+        # aten::conv2d with float inputs own none of it), on matrix units and on vector units.
+        def dominant(rows: pl.DataFrame) -> pl.DataFrame:
+            return (
+                rows.group_by("peak_tflop_per_s", "memory_tb_per_s")
+                .agg(pl.col("gpu_self_us").sum())
+                .sort(["gpu_self_us", "peak_tflop_per_s"], descending=True)
+            )
+
+        matrix = placed.filter(pl.col("unit") == "matrix")
+        roofs = dominant(matrix if matrix.height else placed)
         peak, bandwidth = float(roofs["peak_tflop_per_s"][0]), float(roofs["memory_tb_per_s"][0])
-        chart.title = f"Roofline: {peak:g} TFLOP/s, {bandwidth:g} TB/s; {placed.height} op shapes"
+        vector = dominant(placed.filter((pl.col("unit") == "vector") & (pl.col("memory_tb_per_s") == bandwidth)))
+        vector_peak = float(vector["peak_tflop_per_s"][0]) if vector.height else None
+        flagged = placed["flag"].is_not_null()
+        above = int(flagged.sum())
+        chart.title = f"Roofline: {peak:g} TFLOP/s, {bandwidth:g} TB/s; {placed.height} op shapes" + (
+            f", {above} above their roof (flag)" if above else ""
+        )
         chart.show(
             roofline(
                 placed["flop_per_byte"].to_list(),
                 placed["tflop_per_s"].to_list(),
                 peak=peak,
                 bandwidth=bandwidth,
+                flagged=flagged.to_list(),
+                vector_peak=vector_peak if vector_peak != peak else None,
             )
         )
 

@@ -283,17 +283,26 @@ def roofline(
     peak: float,
     bandwidth: float,
     title: str = "",
+    flagged: Sequence[bool] = (),
+    vector_peak: float | None = None,
 ) -> Draw:
     """A roofline on log-log axes: the memory roof (bandwidth × intensity) up to the ridge point,
-    the compute roof (peak) after it, and one dot per op (its FLOP/byte and achieved TFLOP/s).
+    the compute roof (peak) after it, a lower vector roof when given (the units elementwise
+    work runs on), and one dot per op (its FLOP/byte and achieved TFLOP/s); the dots of `flagged`
+    ops (above their own roof, the table's `flag`) are drawn apart.
 
     The logarithms are taken here and the ticks labelled by decade: plotext's own log scale
     transforms its stored data in place on every build, so a redraw would take the log twice."""
 
     def draw(chart: Chart, plt: Plot) -> None:
-        points = [(x, y) for x, y in zip(_finite(intensity), _finite(achieved), strict=True) if x > 0 and y > 0]
-        xs = [x for x, _ in points] or [1.0]
-        ys = [y for _, y in points] or [peak]
+        marks = list(flagged) + [False] * (len(intensity) - len(flagged))
+        points = [
+            (x, y, mark)
+            for x, y, mark in zip(_finite(intensity), _finite(achieved), marks, strict=True)
+            if x > 0 and y > 0
+        ]
+        xs = [x for x, _, _ in points] or [1.0]
+        ys = [y for _, y, _ in points] or [peak]
         ridge = peak / bandwidth
         left, right = min(min(xs), ridge) / 2, max(max(xs), ridge) * 2
         bottom = min(min(ys), left * bandwidth)
@@ -301,11 +310,28 @@ def roofline(
         roof_x = [math.log10(left), math.log10(ridge), math.log10(right)]
         roof_y = [math.log10(left * bandwidth), math.log10(peak), math.log10(peak)]
         plt.plot(roof_x, roof_y, color=chart.rgb("hta-series-2"), marker="braille")
-        plt.scatter(
-            [math.log10(x) for x in xs], [math.log10(y) for y in ys], color=chart.rgb("hta-series-1"), marker="●"
-        )
+        if vector_peak is not None and 0 < vector_peak < peak:
+            vector_ridge = vector_peak / bandwidth
+            plt.plot(
+                [math.log10(max(vector_ridge, left)), math.log10(right)],
+                [math.log10(vector_peak)] * 2,
+                color=chart.rgb("hta-series-3"),
+                marker="braille",
+            )
+            chart.legend.insert(1, ("vector roof", "hta-series-3", "⠉"))
+        for mark, color, glyph in ((False, "hta-series-1", "●"), (True, "warning", "×")):
+            chosen = [(x, y) for x, y, m in points if m == mark]
+            if chosen:
+                plt.scatter(
+                    [math.log10(x) for x, _ in chosen],
+                    [math.log10(y) for _, y in chosen],
+                    color=chart.rgb(color),
+                    marker=glyph,
+                )
+        if any(m for _, _, m in points):
+            chart.legend.append(("above roof (flag)", "warning", "×"))
         plt.xticks(*_decades(left, right))
-        plt.yticks(*_decades(bottom, peak * 2))
+        plt.yticks(*_decades(bottom, max(peak, max(ys)) * 2))
         plt.title(title)
         plt.xlabel("FLOP/byte")
         plt.ylabel("TFLOP/s")
