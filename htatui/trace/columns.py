@@ -8,6 +8,7 @@ are alive at once; the columns of all pieces are concatenated at the end.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,10 +19,11 @@ from typing import Any
 import polars as pl
 from msgspec.structs import astuple
 
-from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader
+from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader, count_malformed
 from htatui.trace.events import TraceInput, read_events
 from htatui.trace.frame import finish_details, finish_pieces, finish_rows, placeholder_rank
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
+from htatui.trace.validate import MAX_ABS_TIMESTAMP_US
 from htatui.trace.model import DETAIL_COLUMNS, DETAIL_SCHEMA, TraceMeta, empty_details, with_details
 
 __all__ = ["FrameColumns", "PieceColumns", "decode_columns", "decode_frame", "piece_columns"]
@@ -59,7 +61,7 @@ def decode_columns(
     columns, header = read_events(raw, FrameColumns, warnings, chunk_bytes=chunk_bytes, progress=progress)
     del raw
     frame = columns.frame()
-    warnings.extend(columns.lost_warnings())
+    columns.add_warnings(warnings)
     return frame, columns.details(), columns.meta(header)
 
 
@@ -69,6 +71,21 @@ def _ints(values: Sequence[Any]) -> pl.Series:
 
 def _floats(values: Sequence[Any]) -> pl.Series:
     return pl.Series(values, dtype=pl.Float64, strict=False)
+
+
+def _timestamps(values: Sequence[Any]) -> pl.Series:
+    """`ts` as floats, where a written integer just beyond the loader's limit (10**17 + 1, whose float is
+    1e17 exactly) is moved to the next float, so that the limit is kept on the number as written."""
+    series = _floats(values)
+    at_limit = series.abs() == MAX_ABS_TIMESTAMP_US
+    if not at_limit.any():
+        return series
+    beyond = [at for at in at_limit.arg_true().to_list() if abs(values[at]) > _LIMIT_AS_WRITTEN]
+    past = [math.copysign(math.nextafter(MAX_ABS_TIMESTAMP_US, math.inf), values[at]) for at in beyond]
+    return series.scatter(beyond, past) if beyond else series
+
+
+_LIMIT_AS_WRITTEN = int(MAX_ABS_TIMESTAMP_US)
 
 
 def _texts(values: Sequence[Any]) -> pl.Series:
@@ -137,6 +154,8 @@ class PieceColumns:
     process_labels: dict[str, str] = field(default_factory=dict)
     thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
     lost: dict[str, int] = field(default_factory=dict)
+    malformed: int = 0
+    """Events left out for want of what every event needs (`_MALFORMED`)."""
 
 
 def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = True) -> PieceColumns:
@@ -157,9 +176,25 @@ def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = 
     del events
     if positions:
         frame, details = _piece_frame(columns, positions, piece.lost)
-        piece.frame = finish_rows(frame)
+        frame, details, piece.malformed = _without_malformed(frame, details)
+        piece.frame = finish_rows(frame) if frame.height else None
         piece.details = finish_details(details)
     return piece
+
+
+_MALFORMED = pl.col("ts").is_null() | (pl.col("ph") == "") | ((pl.col("ph") == "X") & pl.col("dur").is_null())
+"""An event without a `ph`, without a `ts` (or one no 64-bit float holds: 401 digits), or a complete
+event without a `dur`: nothing can place it in time (metadata events, which need neither, are not rows)."""
+
+
+def _without_malformed(frame: pl.DataFrame, details: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The piece's rows but the malformed ones (and their details), and how many those were."""
+    malformed = frame.select(_MALFORMED).to_series()
+    count = int(malformed.sum())
+    if not count:
+        return frame, details, 0
+    frame = frame.filter(~malformed)
+    return frame, details.join(frame.select("index"), on="index", how="semi", maintain_order="left"), count
 
 
 def _add_metadata(piece: PieceColumns, events: list[Event]) -> None:
@@ -188,6 +223,7 @@ class FrameColumns:
         self.thread_names: dict[tuple[str, str], str] = {}
         self.lost: dict[str, int] = {}
         """Values per column that did not fit it (an integer wider than 64 bits, text for a number)."""
+        self.malformed = 0
 
     def add(self, events: list[Event]) -> None:
         """One piece's events, in file order (their `index` counts on from the last piece's)."""
@@ -204,6 +240,7 @@ class FrameColumns:
         self.thread_names.update(piece.thread_names)
         for col, count in piece.lost.items():
             self.lost[col] = self.lost.get(col, 0) + count
+        self.malformed += piece.malformed
         if piece.frame is not None:
             frame = piece.frame
             if shift:
@@ -231,14 +268,16 @@ class FrameColumns:
         self.frames.clear()
         return frame
 
-    def lost_warnings(self) -> list[str]:
-        """One warning per column that lost values, in the frame's column order."""
+    def add_warnings(self, warnings: list[str]) -> None:
+        """The malformed events counted into the document's count of them, then one warning per column
+        that lost values, in the frame's column order."""
+        count_malformed(warnings, self.malformed)
         order = ["correlation", "external_id", *_DEVICE_COLUMNS]
-        return [
+        warnings.extend(
             f"{self.lost[col]} value(s) of '{col}' did not fit a 64-bit number and were dropped"
             for col in order
             if self.lost.get(col)
-        ]
+        )
 
     def meta(self, header: TraceHeader) -> TraceMeta:
         """The metadata record: the document's top-level fields and the labels of its `ph: M` events."""
@@ -300,7 +339,7 @@ def _piece_frame(
             "name": _categories(names),
             "pid": _labels(pids),
             "tid": _labels(tids),
-            "ts": _floats(ts),
+            "ts": _timestamps(ts),
             "dur": _floats(dur),
             "flow_id": _ints(ids),
             "stream": _streams(stream),

@@ -166,7 +166,7 @@ def decode_columns_parallel(
         if gc_was_enabled:
             gc.enable()
     frame = columns.frame()
-    warnings.extend(columns.lost_warnings())
+    columns.add_warnings(warnings)
     return frame, columns.details(), columns.meta(header)
 
 
