@@ -23,8 +23,9 @@ from htatui.trace.decode import HOST_KEYS, Event, EventArgs, TraceHeader, count_
 from htatui.trace.events import TraceInput, read_events
 from htatui.trace.frame import finish_details, finish_pieces, finish_rows, placeholder_rank
 from htatui.trace.kineto import CATEGORY_ALIASES, DEVICE_ARG_CATS, HOST_ARG_CATS
-from htatui.trace.validate import MAX_ABS_TIMESTAMP_US
 from htatui.trace.model import DETAIL_COLUMNS, DETAIL_SCHEMA, TraceMeta, empty_details, with_details
+from htatui.trace.timings import spent
+from htatui.trace.validate import MAX_ABS_TIMESTAMP_US
 
 __all__ = ["FrameColumns", "PieceColumns", "decode_columns", "decode_frame", "piece_columns"]
 
@@ -60,7 +61,8 @@ def decode_columns(
     """
     columns, header = read_events(raw, FrameColumns, warnings, chunk_bytes=chunk_bytes, progress=progress)
     del raw
-    frame = columns.frame()
+    with spent("framing"):
+        frame = columns.frame()
     columns.add_warnings(warnings)
     return frame, columns.details(), columns.meta(header)
 
@@ -160,6 +162,11 @@ class PieceColumns:
 
 def piece_columns(events: list[Event], offset: int, *, check_fractional: bool = True) -> PieceColumns:
     """A piece's events (in file order) as frame columns, their `index` counted on from `offset`."""
+    with spent("framing"):
+        return _piece_columns(events, offset, check_fractional)
+
+
+def _piece_columns(events: list[Event], offset: int, check_fractional: bool) -> PieceColumns:
     piece = PieceColumns(None, None, len(events), offset, False)
     if not events:
         return piece
@@ -231,6 +238,10 @@ class FrameColumns:
 
     def add_piece(self, piece: PieceColumns) -> None:
         """The next piece in file order, made here or by a worker (whose index is shifted on)."""
+        with spent("framing"):
+            self._add_piece(piece)
+
+    def _add_piece(self, piece: PieceColumns) -> None:
         shift = self.events_seen - piece.offset
         self.events_seen += piece.events
         self.fractional_ts = self.fractional_ts or piece.fractional_ts

@@ -44,9 +44,9 @@ _BAD_TS = pl.col("ts").is_not_null() & (pl.col("ts").is_nan() | (pl.col("ts").ab
 _BAD_DUR = pl.col("dur").is_not_null() & (
     pl.col("dur").is_nan() | (pl.col("dur") < 0) | (pl.col("dur") > MAX_EVENT_DURATION_US)
 )
-FAR_FROM_REST = (
-    (pl.col("ts") - pl.col("ts").filter(~_BAD_TS).median()).abs() > MAX_EVENT_DURATION_US
-).fill_null(False) & ~_BAD_TS
+FAR_FROM_REST = ((pl.col("ts") - pl.col("ts").filter(~_BAD_TS).median()).abs() > MAX_EVENT_DURATION_US).fill_null(
+    False
+) & ~_BAD_TS
 """An event whose ts is more than a week (MAX_EVENT_DURATION_US) from the median of the rank's ts.
 
 No profiling window is that long, so such an event was written wrong: a kernel at ts 0 or -1 in an
