@@ -325,8 +325,13 @@ def _cut_alike(frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
 
 
 def _transpose(rows: Iterable[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
-    """Rows of `width` values as `width` columns (empty ones when there are no rows)."""
-    return list(zip(*rows, strict=True)) or [()] * width
+    """Rows of `width` values as `width` columns (empty ones when there are no rows).
+
+    The rows are laid end to end in one list and each column is a strided slice of it: both are C
+    loops over references, twice as fast as `zip(*rows)` (which makes an iterator per row).
+    """
+    values = list(chain.from_iterable(rows))
+    return [values[at::width] for at in range(width)]
 
 
 def _piece_frame(
@@ -409,8 +414,11 @@ def _device_columns(
     details = pl.DataFrame(
         [pl.Series("index", list(compress(positions, is_device)), dtype=pl.Int64)]
         + [converted[col].alias(col) for col in DETAIL_COLUMNS]
-    ).filter(pl.any_horizontal(pl.col(DETAIL_COLUMNS).is_not_null()))
+    ).filter(_WITH_ANY_DETAIL)
     return frame.select(pl.all().gather(pl.select(position).to_series())), details
+
+
+_WITH_ANY_DETAIL = pl.any_horizontal(pl.col(DETAIL_COLUMNS).is_not_null())
 
 
 def _device_column(

@@ -93,7 +93,7 @@ class ParsedFile:
 PIECE_WORKERS_UNSET = 8
 """Workers for a lone file's pieces when `--jobs` is not given: on a 16-core node 8 were the
 fastest on a 541 MB and a 2.1 GB rank, 16 slower (each worker's start-up, and this process taking
-every piece back; benchmarks/README.md, "One big rank on 16 cores")."""
+every piece back; benchmarks/results/history.md, "One big rank on 16 cores")."""
 
 
 def _jobs_asked() -> int:
