@@ -105,13 +105,15 @@ def main(argv: list[str] | None = None) -> int:
         size += len(piece)
         ndjson = b"\n".join(msgspec.json.encode(event) for event in msgspec.json.decode(piece))
         runs: dict[str, Callable[[], object]] = {
-            "msgspec decode": lambda: _typed_piece(piece),
-            "htatui framing": lambda: piece_columns(_typed_piece(piece), 0),
-            "polars read_json": lambda: pl.read_json(io.BytesIO(piece), schema=SCHEMA),
-            "polars read_ndjson": lambda: pl.read_ndjson(io.BytesIO(ndjson), schema=SCHEMA),
+            "msgspec decode": lambda piece=piece: _typed_piece(piece),
+            "htatui framing": lambda piece=piece: piece_columns(_typed_piece(piece), 0),
+            "polars read_json": lambda piece=piece: pl.read_json(io.BytesIO(piece), schema=SCHEMA),
+            "polars read_ndjson": lambda ndjson=ndjson: pl.read_ndjson(io.BytesIO(ndjson), schema=SCHEMA),
         }
         if pa_json is not None:
-            runs["pyarrow read_json"] = lambda: pa_json.read_json(io.BytesIO(ndjson), parse_options=pa_options)
+            runs["pyarrow read_json"] = lambda ndjson=ndjson: pa_json.read_json(
+                io.BytesIO(ndjson), parse_options=pa_options
+            )
         for name, run in runs.items():
             if name in errors:
                 continue

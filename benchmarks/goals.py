@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if one is not None and "scaling" in rows:
             two = best(info(args.big, 2), args.repeat)
             ratio = one["wall"] / two["wall"]
-            measured = f"{one['wall']:.2f} → {two['wall']:.2f} s = **{ratio:.2f}×** ({two['cpu']:.2f} CPU-s, {two['peak_mib']:.0f} MiB)"
+            walls = f"{one['wall']:.2f} → {two['wall']:.2f} s = **{ratio:.2f}×**"
+            measured = f"{walls} ({two['cpu']:.2f} CPU-s, {two['peak_mib']:.0f} MiB)"
             line("decode 1 → 2 workers ≥ 1.6×", measured, ratio >= 1.6, two["load"])
         if "app" in rows:
             with tempfile.TemporaryDirectory(prefix="htatui-goals-") as cache:
