@@ -79,9 +79,10 @@ def _timestamps(values: Sequence[Any]) -> pl.Series:
     """`ts` as floats, where a written integer just beyond the loader's limit (10**17 + 1, whose float is
     1e17 exactly) is moved to the next float, so that the limit is kept on the number as written."""
     series = _floats(values)
+    top, bottom = series.max(), series.min()
+    if not (isinstance(top, float) and isinstance(bottom, float) and max(top, -bottom) >= MAX_ABS_TIMESTAMP_US):
+        return series  # nothing at the limit (two aggregations: cheaper than an expression a piece)
     at_limit = series.abs() == MAX_ABS_TIMESTAMP_US
-    if not at_limit.any():
-        return series
     beyond = [at for at in at_limit.arg_true().to_list() if abs(values[at]) > _LIMIT_AS_WRITTEN]
     past = [math.copysign(math.nextafter(MAX_ABS_TIMESTAMP_US, math.inf), values[at]) for at in beyond]
     return series.scatter(beyond, past) if beyond else series
