@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
@@ -160,6 +161,16 @@ def test_a_400_digit_header_integer_is_ignored_with_a_warning(
     assert "Traceback" not in err and "OverflowError" not in out + err
     warning = f"1 header integer(s) wider than 64 bits ignored ({named})"
     assert warning in (err if command == "report" else out)
+
+
+@pytest.mark.parametrize("field", ["pid", "tid"])
+def test_a_pid_or_tid_wider_than_64_bits_is_its_text(tmp_path: Path, field: str) -> None:
+    # Was an OverflowError traceback: the integer labels were made an Int64 column first.
+    wide = {"ph": "X", "cat": "cpu_op", "name": "wide", "pid": 100, "tid": 1, "ts": 30, "dur": 2}
+    path = write_trace(tmp_path / "rank-0.json", [*good(), dict(wide, **{field: 77777})])
+    path.write_text(path.read_text().replace("77777", "9" * 400))
+    events = parse_file(path).events
+    assert events.filter(pl.col("name") == "wide")[field].cast(str).to_list() == ["9" * 400]
 
 
 def test_a_wide_rank_is_ignored_and_the_rank_comes_from_the_name(tmp_path: Path) -> None:

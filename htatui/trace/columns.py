@@ -376,7 +376,10 @@ def _labels(values: Sequence[Any]) -> pl.Series:
     """pid/tid as categorical text, exactly `str(value)` (None → "None")."""
     kinds = set(map(type, values))
     if kinds == {int}:
-        return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).cast(pl.Categorical)
+        try:
+            return pl.Series(values, dtype=pl.Int64).cast(pl.Utf8).cast(pl.Categorical)
+        except OverflowError:
+            pass  # an integer wider than 64 bits: its text, as below
     if kinds <= {int, str, type(None)}:
         # Equal values have equal text here (no 1 vs 1.0 vs True, which hash alike): convert each once.
         text = {value: str(value) for value in dict.fromkeys(values)}
