@@ -2,6 +2,7 @@
 
     python benchmarks/app_pages.py /tmp/big556              # the cache as it is (the second run: cached)
     python benchmarks/app_pages.py /tmp/big556 --no-cache   # parse again
+    python benchmarks/app_pages.py /tmp/big556 --no-cache --first-screen   # stop at the first screen
 
 Prints, after the first screen and after each page, the process's resident memory now (VmRSS) and
 its peak so far (VmHWM), both from /proc/self/status, and the peak while that page was made
@@ -57,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path)
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--first-screen", action="store_true", help="stop once the first screen has settled")
     args = parser.parse_args()
 
     from htatui.tui.app import HtaTuiApp, Settings
@@ -81,6 +83,9 @@ def main() -> None:
             return
         await settle(pilot)
         record("first screen", started)
+        if args.first_screen:
+            app.exit()
+            return
         for mode, _title in app.view_order():
             started = time.perf_counter()
             await app.action_view(mode)

@@ -121,8 +121,8 @@ def test_pieces_are_bounded_and_progress_reaches_the_end() -> None:
         (b'{"schemaVersion": 1}', "not a Chrome trace (no traceEvents)"),
         (b'{"a": "\\"traceEvents\\": [", "traceEvents": 5}', "traceEvents is not a list"),
         # An event field of the wrong type: the event is dropped, the rest read.
-        (b'{"traceEvents": [{"ph": "X", "ts": "late"}, {"ph": "X", "ts": 1}]}', "1 malformed events skipped"),
-        (b'{"traceEvents": [{"ph": "X", "name": "bad\xff", "ts": 1}]}', "invalid UTF-8 replaced with U+FFFD"),
+        (b'{"traceEvents": [{"ph": "X", "ts": "late"}, {"ph": "X", "ts": 1, "dur": 1}]}', "1 malformed events skipped"),
+        (b'{"traceEvents": [{"ph": "X", "name": "bad\xff", "ts": 1, "dur": 1}]}', "invalid UTF-8 replaced with U+FFFD"),
     ],
 )
 def test_what_cannot_be_cut_is_decoded_whole(raw: bytes, outcome: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ import polars as pl
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.rank_figures import trace_figures
 from htatui.trace import TraceSet
+from htatui.trace.timings import PHASES, recorded
 
 INFO_COLUMNS = (
     "rank",
@@ -91,6 +92,32 @@ INFO_SCHEMA = {
     "steps": pl.Utf8,
     "warnings": pl.Utf8,
 }
+
+
+TIMINGS_SCHEMA = {
+    "rank": pl.Int64,
+    "file": pl.Utf8,
+    **{f"{phase.replace(' ', '_')}_s": pl.Float64 for phase in PHASES},
+    "wall_s": pl.Float64,
+}
+"""`info --timings`: per file, the seconds of each load phase (summed over the processes and threads that
+ran it) and the wall seconds of the file's whole parse; null for a rank read from the cache or a dataset."""
+
+TIMINGS_TITLE = "seconds per load phase (workers overlap, so phases can add up past the wall; empty: cached)"
+
+
+def timings_frame(traces: TraceSet) -> pl.DataFrame:
+    """Each rank's load, phase by phase, as this process parsed it (trace/timings.py)."""
+    rows = []
+    for rank in traces.rank_ids:
+        rank_trace = traces.ranks[rank]
+        timings = recorded(str(rank_trace.path))
+        row: dict[str, object] = {"rank": rank, "file": rank_trace.path.name}
+        if timings is not None:
+            row |= {f"{phase.replace(' ', '_')}_s": timings.seconds.get(phase, 0.0) for phase in PHASES}
+            row["wall_s"] = timings.wall_s
+        rows.append(row)
+    return pl.DataFrame(rows, schema=TIMINGS_SCHEMA)
 
 
 SHARED_COLUMNS = ("device", "rank_source")

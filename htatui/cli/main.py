@@ -147,13 +147,14 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
 def _run_info(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from htatui.cli.info import folded_for_table, info_frame, load_notes
+    from htatui.cli.info import TIMINGS_TITLE, folded_for_table, info_frame, load_notes, timings_frame
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
     from htatui.trace.discover import job_folders
 
     jobs = [job for path in args.paths for job in job_folders(path)]
     frames = []
+    timings = []
     notes: list[str] = []
     failed = False
     for job in jobs:
@@ -168,6 +169,8 @@ def _run_info(args: argparse.Namespace) -> int:
         if len(jobs) > 1:
             frame = frame.insert_column(0, pl.lit(job.name).alias("job"))
         frames.append(frame)
+        if args.timings:
+            timings.append(timings_frame(traces).insert_column(0, pl.lit(job.name).alias("job")))
     if frames:
         frame = pl.concat(frames, how="diagonal")
         said: list[str] = []
@@ -177,6 +180,11 @@ def _run_info(args: argparse.Namespace) -> int:
         counted = f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)" if notes else ""
         title = " · ".join([f"htatui info{counted}", *said])
         render_frame(frame, args.format, title=title, wide=args.wide, notes=notes)
+    if timings:
+        together = pl.concat(timings)
+        render_frame(
+            together if len(jobs) > 1 else together.drop("job"), args.format, title=TIMINGS_TITLE, wide=args.wide
+        )
     return 2 if failed else 0
 
 
@@ -219,6 +227,11 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
         info = sub.add_parser("info", help=SUBCOMMAND_HELP["info"])
         _common_load_flags(info)
         _format_flag(info)
+        info.add_argument(
+            "--timings",
+            action="store_true",
+            help="also print where each file's load went: CPU seconds of gunzip, decode, framing, checks, cache write",
+        )
         info.set_defaults(run=_run_info)
     elif name == "check":
         from htatui.cli.check import add_check_parser

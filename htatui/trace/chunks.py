@@ -87,9 +87,15 @@ class Window:
         return window
 
     def fill(self, need: int = 0) -> bool:
-        """Add blocks until `need` bytes are held past `at` (at least one); False if none came."""
+        """Add blocks until `need` bytes are held past `at`, and at least as many as were held; False
+        if none came.
+
+        Each fill copies what is held, so while nothing is consumed (megabytes of whitespace, one
+        huge event) the held bytes at least double each time: linear in the stream, not quadratic.
+        """
         blocks: list[bytes | bytearray] = []
         held = self.rest()
+        need = max(need, 2 * held)
         while not self.ended and (not blocks or held < need):
             block = next(self._blocks, None)
             if block is None:

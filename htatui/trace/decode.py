@@ -267,10 +267,23 @@ def _decode_fallback(raw: bytes | bytearray, warnings: list[str]) -> RawTraceDoc
             events.append(msgspec.convert(item, RawEvent, strict=False))
         except msgspec.ValidationError:
             dropped += 1
-    if dropped:
-        warnings.append(f"{dropped} malformed events skipped")
+    count_malformed(warnings, dropped)
     doc.traceEvents = events
     return doc
+
+
+_MALFORMED_WARNING = re.compile(r"(\d+) malformed events skipped")
+
+
+def count_malformed(warnings: list[str], count: int) -> None:
+    """`count` more events skipped as malformed, added into the file's one warning that counts them."""
+    if not count:
+        return
+    for at, warning in enumerate(warnings):
+        if match := _MALFORMED_WARNING.fullmatch(warning):
+            warnings[at] = f"{int(match.group(1)) + count} malformed events skipped"
+            return
+    warnings.append(f"{count} malformed events skipped")
 
 
 def _header_fallback(header: dict[str, Any], warnings: list[str]) -> RawTraceDoc:
@@ -295,8 +308,12 @@ def _header_fallback(header: dict[str, Any], warnings: list[str]) -> RawTraceDoc
 
 
 def _parse_int_64(text: str) -> int | float:
-    """Integers wider than 64 bits (e.g. NCCL 'Comms Id') become floats instead of failing."""
+    """Integers wider than 64 bits (e.g. NCCL 'Comms Id') become floats instead of failing; one past any
+    float (over 308 digits) stays whole, to be refused where it is read (as msgspec leaves it)."""
     value = int(text)
     if -(2**63) <= value < 2**63:
         return value
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return value

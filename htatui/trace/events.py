@@ -33,6 +33,7 @@ from htatui.trace.decode import (
     typed,
 )
 from htatui.trace.read import TraceSource
+from htatui.trace.timings import spent
 
 E = TypeVar("E", Event, RawEvent)
 EventT = TypeVar("EventT")
@@ -173,11 +174,12 @@ def _read_whole(
     raw: bytes | bytearray, sink: AnySinkT, decoding: _Decoding[E], warnings: list[str]
 ) -> tuple[AnySinkT, TraceHeader]:
     """The whole document as one piece."""
-    doc, doc_warnings = decode_document(raw)
-    warnings.extend(doc_warnings)
-    if doc.traceEvents is None:
-        raise TraceFormatError("not a Chrome trace (no traceEvents)")
-    events = decoding.whole(doc.traceEvents)
+    with spent("decode"):
+        doc, doc_warnings = decode_document(raw)
+        warnings.extend(doc_warnings)
+        if doc.traceEvents is None:
+            raise TraceFormatError("not a Chrome trace (no traceEvents)")
+        events = decoding.whole(doc.traceEvents)
     doc.traceEvents = None
     sink.add(events)
     return sink, doc
@@ -194,11 +196,12 @@ def merge_headers(before: TraceHeader, after: TraceHeader) -> TraceHeader:
 
 def _typed_piece(piece: Buffer) -> list[Event]:
     """The one-pass typed decode; where some event's args do not fit, each event's args by its kind."""
-    try:
-        return EVENTS_DECODER.decode(piece)
-    except msgspec.ValidationError:
-        pass
-    return list(map(typed, _raw_piece(piece)))
+    with spent("decode"):
+        try:
+            return EVENTS_DECODER.decode(piece)
+        except msgspec.ValidationError:
+            pass
+        return list(map(typed, _raw_piece(piece)))
 
 
 def _raw_piece(piece: Buffer) -> list[RawEvent]:
@@ -213,11 +216,12 @@ def _typed_tail(rest: bytes, list_form: bool) -> tuple[list[Event], TraceHeader]
     """The last events and the fields after the array, from `{"traceEvents":[` + the rest."""
     if list_form:
         return _typed_piece(rest), TraceHeader()
-    try:
-        doc = DOC_DECODER.decode(rest)
-    except msgspec.ValidationError:
-        raw_events, header = _raw_tail(rest, list_form)
-        return list(map(typed, raw_events)), header
+    with spent("decode"):
+        try:
+            doc = DOC_DECODER.decode(rest)
+        except msgspec.ValidationError:
+            raw_events, header = _raw_tail(rest, list_form)
+            return list(map(typed, raw_events)), header
     events = doc.traceEvents or []
     doc.traceEvents = None
     return events, doc

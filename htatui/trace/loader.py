@@ -37,6 +37,9 @@ from htatui.trace.model import (
 from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import FileIdentity, TraceSource, identity, is_pipe_argument, open_trace
 from htatui.trace.spill import SpillFolder, spill_events
+from htatui.trace.timings import Timings, recording, spent
+from htatui.trace.timings import forget as forget_timings
+from htatui.trace.timings import keep as keep_timings
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
 from htatui.trace.workers import die_with_parent
 
@@ -83,12 +86,14 @@ class ParsedFile:
     """The file's identity taken before reading; None for a pipe (never cached)."""
     figures: pl.DataFrame | None = None
     """`trace.figures.file_figures` of the events, when they were made for the cache entry."""
+    timings: Timings | None = None
+    """Where the parse went (timings.py), for `info --timings`."""
 
 
 PIECE_WORKERS_UNSET = 8
 """Workers for a lone file's pieces when `--jobs` is not given: on a 16-core node 8 were the
 fastest on a 541 MB and a 2.1 GB rank, 16 slower (each worker's start-up, and this process taking
-every piece back; benchmarks/README.md, "One big rank on 16 cores")."""
+every piece back; benchmarks/results/history.md, "One big rank on 16 cores")."""
 
 
 def _jobs_asked() -> int:
@@ -142,19 +147,21 @@ def _parse_source(source: TraceSource, byte_progress: Callable[[int, int], None]
         warnings: list[str] = []
         columns, details, meta = decode_columns_parallel(source, warnings, workers, progress=byte_progress)
         # Finished once the JSON is let go: the JSON and the frame are not both alive.
-        events = finish_pieces(columns)
+        with spent("framing"):
+            events = finish_pieces(columns)
         del columns
     except RecursionError:
         raise TraceFormatError("JSON nested too deeply (about 1,000 levels or more)") from None
     finally:
         if gc_was_enabled:
             gc.enable()
-    events, dropped = drop_impossible_events(events)
-    events, repeated = drop_duplicate_events(events, details)
-    if dropped or repeated:
-        # A dropped event's details go with it.
-        details = details.join(events.select("index"), on="index", how="semi", maintain_order="left")
-    meta, meta_warnings = check_meta(meta)
+    with spent("checks"):
+        events, dropped = drop_impossible_events(events)
+        events, repeated = drop_duplicate_events(events, details)
+        if dropped or repeated:
+            # A dropped event's details go with it.
+            details = details.join(events.select("index"), on="index", how="semi", maintain_order="left")
+        meta, meta_warnings = check_meta(meta)
     warnings.extend(meta_warnings + [w for w in (dropped, repeated) if w])
     if events.height == 0:
         raise TraceFormatError("trace has no events" + (f" ({dropped})" if dropped else ""))
@@ -171,6 +178,20 @@ def _parse_or_problem(
     workers: int = 1,
 ) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
+    with recording() as timings:
+        parsed = _parse_and_cache(path, write_cache, origin, byte_progress, workers)
+    if isinstance(parsed, ParsedFile):
+        parsed = dataclasses.replace(parsed, timings=timings)
+    return parsed
+
+
+def _parse_and_cache(
+    path: Path,
+    write_cache: bool,
+    origin: RemotePath | None,
+    byte_progress: Callable[[int, int], None] | None,
+    workers: int,
+) -> ParsedFile | LoadProblem:
     source: SourcePath = origin or path
     try:
         parsed = parse_file(path, byte_progress, workers)
@@ -181,12 +202,20 @@ def _parse_or_problem(
     if origin is not None:
         parsed = ParsedFile(origin, parsed.events, parsed.details, parsed.meta, parsed.warnings)
     if write_cache and (origin is not None or parsed.identity is not None):
-        # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
-        figures = file_figures(parsed.events)
-        first = start_ns(parsed.events, parsed.meta)
-        cache.store(
-            origin or path, parsed.identity, parsed.events, parsed.details, parsed.meta, parsed.warnings, first, figures
-        )
+        with spent("cache write"):
+            # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
+            figures = file_figures(parsed.events)
+            first = start_ns(parsed.events, parsed.meta)
+            cache.store(
+                origin or path,
+                parsed.identity,
+                parsed.events,
+                parsed.details,
+                parsed.meta,
+                parsed.warnings,
+                first,
+                figures,
+            )
         parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
 
@@ -205,6 +234,7 @@ class HeldFile:
     cache_refused: bool = False
     spilled_details: Path | None = None
     """A local file whose cache entry could not be written (full disk, read-only folder): spilled instead."""
+    timings: Timings | None = None
 
 
 def _parse_and_put_aside(
@@ -226,7 +256,7 @@ def _parse_and_put_aside(
     # The entry just written is there (it is looked up, as `store` never fails the load).
     cached = write_cache and local and cache.peek_cached(path, parsed.identity, start=False) is not None
     if cached:  # read back as a cached open reads it (a downloaded copy is spilled too)
-        return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity)
+        return HeldFile(parsed.path, parsed.meta, parsed.warnings, first, parsed.identity, timings=parsed.timings)
     spilled = spill_events(parsed.events, spill_folder) if spill_folder is not None else None
     spilled_details = (
         spill_events(parsed.details, spill_folder, "details-")
@@ -239,7 +269,15 @@ def _parse_and_put_aside(
         return parsed
     refused = write_cache and local and not cached
     return HeldFile(
-        parsed.path, parsed.meta, parsed.warnings, first, parsed.identity, spilled, refused, spilled_details
+        parsed.path,
+        parsed.meta,
+        parsed.warnings,
+        first,
+        parsed.identity,
+        spilled,
+        refused,
+        spilled_details,
+        parsed.timings,
     )
 
 
@@ -285,6 +323,7 @@ def parse_all(
     """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
     held: dict[SourcePath, HeldFile] = {}
+    forget_timings()
     done = 0
     put_aside = len(files) > 1  # one file is one frame: kept as parsed
     spill = SpillFolder.make() if put_aside else None
@@ -293,6 +332,8 @@ def parse_all(
         parse_one = functools.partial(_parse_and_put_aside, spill_folder=spill.path if spill else None)
 
     def keep(path: SourcePath, result: ParsedFile | HeldFile | LoadProblem) -> None:
+        if not isinstance(result, LoadProblem) and result.timings is not None:
+            keep_timings(str(path), result.timings)
         if isinstance(result, HeldFile):
             held[path] = result
             results[path] = _stored(result, spill)

@@ -39,6 +39,7 @@ from htatui.trace.model import TraceMeta
 from htatui.trace.prefetch import prefetched
 from htatui.trace.ranges import Span
 from htatui.trace.read import TraceSource
+from htatui.trace.timings import add_current, recording, spent
 from htatui.trace.workers import start_piece_worker
 
 LOCAL_PIECES = 8
@@ -67,22 +68,38 @@ class Decoded:
     """For a span (ranges.py): whether its piece was the tail."""
     position: tuple[int, int] = (0, 0)
     """For a span: (bytes of the file done once it is added, the file's size), for progress."""
+    phase_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds per phase (timings.py) of decoding the piece, wherever it was decoded."""
 
     def received(self) -> Decoded:
-        """The frame read back from its IPC bytes, in this process."""
+        """The frame read back from its IPC bytes, in this process; the piece's seconds per phase added to
+        the current recording."""
+        add_current(self.phase_s)
         if self.frame_ipc is None or self.columns is None:
-            return self
+            return dataclasses.replace(self, phase_s={})
+        with spent("framing"):
+            return self._read_back()
+
+    def _read_back(self) -> Decoded:
+        assert self.frame_ipc is not None and self.columns is not None
         # IPC writes the constant `rank` out in full; made constant again, it is one chunk for the whole
         # frame as in one process. Were it cut unlike the other columns, the next expression over the
         # frame would copy every column to realign them (the loader's peak grew by 1.3x the JSON).
         frame = pl.read_ipc(io.BytesIO(self.frame_ipc)).with_columns(placeholder_rank())
         details = None if self.details_ipc is None else pl.read_ipc(io.BytesIO(self.details_ipc))
         columns = dataclasses.replace(self.columns, frame=frame, details=details)
-        return dataclasses.replace(self, columns=columns, frame_ipc=None, details_ipc=None)
+        return dataclasses.replace(self, columns=columns, frame_ipc=None, details_ipc=None, phase_s={})
 
 
 def decode_piece(piece: Piece, list_form: bool) -> Decoded:
-    """One piece's columns, index counted from 0 (in a worker, or here); never raises."""
+    """One piece's columns, index counted from 0 (in a worker, or here), with its seconds per phase
+    (for `Decoded.received` to add where it arrives); never raises."""
+    with recording() as timings:
+        decoded = _decode_piece(piece, list_form)
+    return dataclasses.replace(decoded, phase_s=timings.seconds)
+
+
+def _decode_piece(piece: Piece, list_form: bool) -> Decoded:
     try:
         events, after = decode_typed_piece(piece, list_form)
     except (NotChunkable, UnicodeDecodeError):
@@ -119,7 +136,14 @@ def decode_piece_to_send(piece: Piece, list_form: bool) -> Decoded:
 
 def _to_send(decoded: Decoded) -> Decoded:
     """The frame as lz4 Arrow IPC, which is ~6x smaller than the frame (its mostly null device
-    columns compress away) and cheaper to write than a pickle."""
+    columns compress away) and cheaper to write than a pickle; writing it is framing time."""
+    with recording() as timings, spent("framing"):
+        sent = _as_ipc(decoded)
+    timings.add(decoded.phase_s)
+    return dataclasses.replace(sent, phase_s=timings.seconds)
+
+
+def _as_ipc(decoded: Decoded) -> Decoded:
     if decoded.columns is None or decoded.columns.frame is None:
         return decoded
     buffer = io.BytesIO()
@@ -165,8 +189,9 @@ def decode_columns_parallel(
     finally:
         if gc_was_enabled:
             gc.enable()
-    frame = columns.frame()
-    warnings.extend(columns.lost_warnings())
+    with spent("framing"):
+        frame = columns.frame()
+    columns.add_warnings(warnings)
     return frame, columns.details(), columns.meta(header)
 
 
@@ -266,7 +291,7 @@ def _read_blocks_in_order(
             return future.result().received()
         except Exception:  # noqa: BLE001 - a worker died (killed, out of memory): decode the piece here
             workers.count = 0
-            return decode_piece(piece, span.list_form)
+            return decode_piece(piece, span.list_form).received()
 
     while True:
         # Keep every worker busy with two pieces, once the file has proved big enough for them.
@@ -302,7 +327,7 @@ def _read_blocks_in_order(
             if following is None:
                 raise NotChunkable("no valid cut found")
             piece = piece.joined(following, opening)
-            decoded = decode_piece(piece, span.list_form)
+            decoded = decode_piece(piece, span.list_form).received()
         if decoded.outcome == "error" and decoded.error is not None:
             raise decoded.error
         if decoded.outcome != "columns" or decoded.columns is None:
@@ -369,7 +394,7 @@ def _read_spans(
             return decodings.pop(at).result().received()
         except Exception:  # noqa: BLE001 - a worker died (killed, out of memory): decode the span here
             workers.count = 0
-            return decode_span(spans[at], span.list_form, fd)
+            return decode_span(spans[at], span.list_form, fd).received()
 
     sink = FrameColumns()
     head = 0
@@ -400,7 +425,7 @@ def _read_spans(
             taken[head + grown] = True
             joined = joined.grown(spans[head + grown])
             grown += 1
-            decoded = decode_span(joined, span.list_form, fd)
+            decoded = decode_span(joined, span.list_form, fd).received()
         head += grown
         if decoded.outcome == "empty":
             continue  # no event starts in this span: its neighbours hold them

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from htatui.trace.decode import TraceFormatError
+from htatui.trace.timings import spent
 
 # Deflate cannot expand more than ~1032:1, so a trailer claiming more than this is a lie.
 _DEFLATE_MAX_RATIO = 1032
@@ -193,7 +194,8 @@ class TraceSource:
         inflater = zlib.decompressobj(wbits=31)
         while True:
             try:
-                piece = inflater.decompress(pending, _GUNZIP_STEP)
+                with spent("gunzip"):
+                    piece = inflater.decompress(pending, _GUNZIP_STEP)
             except zlib.error as exc:
                 raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
             pending = inflater.unconsumed_tail
@@ -273,7 +275,8 @@ def _text_bytes(data: bytes | bytearray) -> bytes | bytearray:
 
 def _gunzip(data: bytes) -> bytearray:
     try:
-        return gunzip_bounded(data, max_stream_bytes())
+        with spent("gunzip"):
+            return gunzip_bounded(data, max_stream_bytes())
     except (EOFError, OSError, zlib.error) as exc:
         raise TraceFormatError(f"corrupt or truncated gzip ({exc})") from None
 

@@ -8,6 +8,7 @@ longer than its maximum event duration.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import polars as pl
 
@@ -23,21 +24,34 @@ _MAX_BASE_TIME_NS = 2**63 - 1
 
 
 def drop_impossible_events(events: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
-    """Events without a negative, non-finite or absurd ts/dur, and a warning counting the rest."""
-    ts, dur = pl.col("ts"), pl.col("dur")
-    bad_ts = ts.is_not_null() & (ts.is_nan() | (ts.abs() > MAX_ABS_TIMESTAMP_US))
-    bad_dur = dur.is_not_null() & (dur.is_nan() | (dur < 0) | (dur > MAX_EVENT_DURATION_US))
-    flags = events.select(bad_ts=bad_ts, bad_dur=bad_dur)
-    is_bad = flags["bad_ts"] | flags["bad_dur"]
+    """Events without a negative, non-finite or absurd ts/dur, or a ts far from the rest (`FAR_FROM_REST`),
+    and a warning counting the rest."""
+    flags = events.select(bad_ts=_BAD_TS, bad_dur=_BAD_DUR, far=FAR_FROM_REST)
+    is_bad = flags["bad_ts"] | flags["bad_dur"] | flags["far"]
     count = int(is_bad.sum())
     if not count:
         return events, None
-    bad_durs, bad_ts_count = int(flags["bad_dur"].sum()), int(flags["bad_ts"].sum())
+    bad_durs, bad_ts_count, far = (int(flags[name].sum()) for name in ("bad_dur", "bad_ts", "far"))
+    far_words = f", {far} more than a week from the trace's median time" if far else ""
     warning = (
         f"{count} event(s) with impossible times dropped ({bad_durs} with a negative or over-a-week dur, "
-        f"{bad_ts_count} with a ts that is not finite or beyond {MAX_ABS_TIMESTAMP_US:g} µs)"
+        f"{bad_ts_count} with a ts that is not finite or beyond {MAX_ABS_TIMESTAMP_US:g} µs{far_words})"
     )
     return events.filter(~is_bad), warning
+
+
+_BAD_TS = pl.col("ts").is_not_null() & (pl.col("ts").is_nan() | (pl.col("ts").abs() > MAX_ABS_TIMESTAMP_US))
+_BAD_DUR = pl.col("dur").is_not_null() & (
+    pl.col("dur").is_nan() | (pl.col("dur") < 0) | (pl.col("dur") > MAX_EVENT_DURATION_US)
+)
+FAR_FROM_REST = ((pl.col("ts") - pl.col("ts").filter(~_BAD_TS).median()).abs() > MAX_EVENT_DURATION_US).fill_null(
+    False
+) & ~_BAD_TS
+"""An event whose ts is more than a week (MAX_EVENT_DURATION_US) from the median of the rank's ts.
+
+No profiling window is that long, so such an event was written wrong: a kernel at ts 0 or -1 in an
+epoch-µs trace (1.7e15) would stretch the rank's span to 53 years and its idle time to 99.9999999 %.
+The median stands for where the trace is, whatever a few wrong events say."""
 
 
 def drop_duplicate_events(events: pl.DataFrame, details: pl.DataFrame | None = None) -> tuple[pl.DataFrame, str | None]:
@@ -75,6 +89,10 @@ def drop_duplicate_events(events: pl.DataFrame, details: pl.DataFrame | None = N
 def check_meta(meta: TraceMeta) -> tuple[TraceMeta, list[str]]:
     """The metadata with out-of-range values removed, and a warning for each."""
     warnings: list[str] = []
+    meta, wide = _wide_integers_removed(meta)
+    if wide:
+        named = ", ".join(wide[:3]) + (f" and {len(wide) - 3} more" if len(wide) > 3 else "")
+        warnings.append(f"{len(wide)} header integer(s) wider than 64 bits ignored ({named})")
     base = meta.base_time_ns
     if base is not None and not 0 <= base <= _MAX_BASE_TIME_NS:
         warnings.append(f"baseTimeNanoseconds {base} is out of range; ignored")
@@ -88,6 +106,46 @@ def check_meta(meta: TraceMeta) -> tuple[TraceMeta, list[str]]:
     if note:
         warnings.append(note)
     return meta, warnings
+
+
+_INT64 = range(-(2**63), 2**63)
+_GONE = object()
+
+
+def _wide_integers_removed(meta: TraceMeta) -> tuple[TraceMeta, list[str]]:
+    """The metadata without its header integers wider than 64 bits, and where each was.
+
+    Such a number (a 400-digit `world_size`) fits no table column or float, and one of over 4,300
+    digits cannot even be printed; no profiler writes one.
+    """
+    found: list[str] = []
+    props = tuple(_without_wide(p, f"deviceProperties[{at}]", found) for at, p in enumerate(meta.device_properties))
+    info = _without_wide(meta.distributed_info, "distributedInfo", found)
+    version = _without_wide(meta.schema_version, "schemaVersion", found)
+    if not found:
+        return meta, found
+    return dataclasses.replace(
+        meta,
+        device_properties=props,
+        distributed_info=info,
+        schema_version=None if version is _GONE else version,
+    ), found
+
+
+def _without_wide(value: Any, where: str, found: list[str]) -> Any:
+    """`value` with every integer wider than 64 bits left out (dict keys and list items alike)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in _INT64:
+            return value
+        found.append(where[:80])
+        return _GONE
+    if isinstance(value, dict):
+        kept = {key: _without_wide(item, f"{where}.{key}", found) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item is not _GONE}
+    if isinstance(value, list):
+        items = [_without_wide(item, f"{where}[{at}]", found) for at, item in enumerate(value)]
+        return [item for item in items if item is not _GONE]
+    return value
 
 
 def rank_note(meta: TraceMeta) -> str | None:
