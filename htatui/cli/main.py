@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.cli.args import add_scope_flags, scope_from_args
-from htatui.sources import SourcePath, path_or_url
+from htatui.sources import SourcePath, is_url, path_or_url
 from htatui.trace.errors import EventsUnavailable
 
 if TYPE_CHECKING:
@@ -272,8 +272,37 @@ def _build_app_parser() -> argparse.ArgumentParser:
 _COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
 
 
+def _looks_like_subcommand(word: str) -> bool:
+    """True for a bare word that names no file: `htatui query DIR` is a mistyped subcommand, not paths."""
+    if not word or word.startswith("-") or is_url(word) or "/" in word or "." in word:
+        return False
+    return not os.path.lexists(word)
+
+
+def _missing_paths(paths: Sequence[SourcePath]) -> list[Path]:
+    return [path for path in paths if isinstance(path, Path) and not os.path.lexists(path)]
+
+
+def _has_terminal() -> bool:
+    """The app draws on stdout and reads keys from stdin: both must be a terminal."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _run_app(argv: Sequence[str]) -> int:
+    if argv and _looks_like_subcommand(argv[0]):
+        # argparse's own error: the word, the list of commands, exit 2.
+        _build_parser(built=()).parse_args(argv[:1])
     args = _build_app_parser().parse_args(argv)
+    missing = _missing_paths(args.paths)
+    if missing:
+        return _fail(f"{missing[0]}: no such file or folder")
+    if args.screenshot is None and not _has_terminal():
+        return _fail(
+            "the app needs a terminal (stdin and stdout); without one use `htatui report PATH` (or info, check)"
+        )
     _use_jobs(args)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
