@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from htatui.sources.user_file import read_user_text
+
 ENV_VAR = "HTATUI_DEVICE_PEAKS"
 SHIPPED = Path(__file__).with_name("peaks.toml")
 
@@ -63,7 +65,7 @@ def _device(entry: Any, path: Path) -> Device:
 
 def read_devices(path: Path) -> list[Device]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_user_text(path))
     except OSError as exc:
         raise DevicePeaksError(f"{path}: cannot read device peaks ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
