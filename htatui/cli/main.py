@@ -16,6 +16,7 @@ from htatui import __version__
 from htatui.cli.args import add_scope_flags, scope_from_args
 from htatui.sources import SourcePath, is_url, path_or_url
 from htatui.trace.errors import EventsUnavailable
+from htatui.trace.workers import Terminated, catch_termination, restore_handlers
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -337,6 +338,7 @@ def _run_app(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    replaced = catch_termination()
     try:
         if argv and argv[0] in SUBCOMMANDS or not argv or argv[0] in ("-h", "--help", "--version"):
             # Only the named subcommand's parser is built: its imports are the command's own.
@@ -350,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
+    except Terminated as exc:
+        return 128 + exc.signum  # what a shell reports for a process the signal ended
     except EventsUnavailable as exc:  # a dataset rank whose file broke after the dataset was opened
         return _fail(str(exc))
     except BrokenPipeError as exc:
@@ -358,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
             return 0
         return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+    finally:
+        restore_handlers(replaced)
 
 
 def _stdout_closed() -> bool:
