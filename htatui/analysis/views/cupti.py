@@ -139,9 +139,13 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
         if ranges.height == 0:
             continue
         launches = _launches(events, options.hta_compat)
+        collapsed = _collapsed_starts(ranges)
         if launches.height != ranges.height:
-            notes.append(f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches")
+            left_out = f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches"
+            notes.append(left_out + (f" ({collapsed})" if collapsed else ""))
             continue
+        if collapsed:
+            notes.append(f"rank {rank}: {collapsed}, paired with the launches in file order")
         try:
             counters = read_counter_args(traces.ranks[rank].path)
         except CounterArgsError as exc:
@@ -155,6 +159,17 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
     counter_names = tuple(c for c in table.columns if c not in KERNEL_COLUMNS)
     ordered = table.select(*KERNEL_COLUMNS, *counter_names).sort("rank", "ts_us", "index")
     return _Counted(ordered, counter_names, "; ".join(notes) or None)
+
+
+def _collapsed_starts(ranges: pl.DataFrame) -> str | None:
+    """Words for ranges that share start times (a profiler that wrote one `ts` for all of them):
+    their order, and so the pairing by position, is the file's, not the clock's."""
+    distinct = ranges["ts"].n_unique()
+    if distinct == ranges.height:
+        return None
+    if distinct == 1:
+        return f"the {ranges.height} ranges collapsed to one ts ({ranges['ts'][0]:,.3f} µs)"
+    return f"the {ranges.height} ranges start at only {distinct} distinct ts"
 
 
 def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
