@@ -22,7 +22,7 @@ import polars as pl
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, EdgeArrays, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
-from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
+from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls, without_mismatched
 
 
 def _numbers(total: int) -> type[np.signedinteger]:
@@ -165,6 +165,7 @@ def matched_calls(calls: list[pl.DataFrame | None]) -> pl.DataFrame:
     matched = (
         pl.concat(found, how="vertical_relaxed")
         .filter(pl.col("source") == chosen)
+        .pipe(without_mismatched)  # a rank with more or fewer calls in a group's step pairs wrongly
         .with_columns(
             ranks=pl.col("rank").n_unique().over(CALL_KEY),
             last_arrival=pl.col("ts").max().over(CALL_KEY),
