@@ -178,6 +178,8 @@ def _parse_or_problem(
         return LoadProblem(source, str(exc))
     except MemoryError:
         return LoadProblem(source, "out of memory while parsing")
+    except Exception as exc:  # noqa: BLE001 - as a pool worker's failure reads: one bad file, one line
+        return LoadProblem(source, f"parser failed ({type(exc).__name__})")
     if origin is not None:
         parsed = ParsedFile(origin, parsed.events, parsed.details, parsed.meta, parsed.warnings)
     if write_cache and (origin is not None or parsed.identity is not None):

@@ -155,7 +155,10 @@ def matched_calls(calls: list[pl.DataFrame | None]) -> pl.DataFrame:
     """The collective calls two or more ranks share, from every part's calls in rank order: the
     part and its row there, group number, transfer (µs), and whether the row has nodes; by group
     then part and row."""
-    found = [part.with_columns(part=pl.lit(i, pl.Int64)) for i, part in enumerate(calls) if part is not None]
+    # A rank whose calls matched none of its rows (a broken trace) has none: `frame["source"][0]` below.
+    found = [
+        part.with_columns(part=pl.lit(i, pl.Int64)) for i, part in enumerate(calls) if part is not None and part.height
+    ]
     if not found:
         return pl.DataFrame(schema=MATCHED_SCHEMA)
     # The job's best source: the first any rank has calls of (`meeting.meeting_points`); a rank's
