@@ -23,7 +23,7 @@ from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope, Steps, ragged, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
-from htatui.trace.figures import OVERLAP_MIN_US, file_figures, overlap_summary, valid_figures
+from htatui.trace.figures import OVERLAP_MIN_US, early_launches, file_figures, overlap_summary, valid_figures
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
 from htatui.trace.model import TraceSet
 
@@ -158,34 +158,25 @@ def _ragged_steps(traces: TraceSet) -> list[Finding]:
 
 
 def _kernels_before_launch(traces: TraceSet) -> list[Finding]:
-    """GPU work that starts before the call that launched it (by correlation): host and device
-    clocks disagree, and a path through the launch would run backwards in time."""
+    """GPU work that starts before the call that launched it (`figures.early_launches`)."""
     out = []
     for rank in traces.rank_ids:
-        events = traces.ranks[rank].events
-        device = pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)) & pl.col("correlation").is_not_null()
-        launches = events.filter(
-            pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]) & pl.col("correlation").is_not_null()
-        )
-        early = (
-            events.filter(device)
-            .select("correlation", "ts")
-            .join(launches.select("correlation", launch_ts="ts").unique("correlation"), on="correlation")
-            .filter(pl.col("ts") < pl.col("launch_ts"))
-        )
+        early = early_launches(traces.ranks[rank].events)
         if early.height:
-            most = float((early["launch_ts"] - early["ts"]).max())  # type: ignore[arg-type]
-            out.append(
-                Finding(
-                    rank,
-                    traces.ranks[rank].path.name,
-                    "kernel before launch",
-                    f"{early.height} kernel(s), copies or memsets start before the call that launched them "
-                    f"(by up to {most:,.3f} µs): host and device clocks disagree; launch delays and the "
-                    "critical path through them cannot be trusted",
-                )
-            )
+            most = float(early["lead_us"].max())  # type: ignore[arg-type]
+            out.append(_early_finding(rank, traces.ranks[rank].path.name, early.height, most))
     return out
+
+
+def _early_finding(rank: int, file: str, count: int, most_us: float) -> Finding:
+    return Finding(
+        rank,
+        file,
+        "kernel before launch",
+        f"{count} kernel(s), copies or memsets start before the call that launched them (by up to "
+        f"{most_us:,.3f} µs): host and device clocks disagree; launch delays and the critical path "
+        "through them cannot be trusted",
+    )
 
 
 def _collective_mismatches(traces: TraceSet) -> list[Finding]:
@@ -328,6 +319,8 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
                         rank, trace.path.name, row["overlap_kernels"], row["overlap_streams"], row["overlap_us"]
                     )
                 )
+            if row["early_kernels"]:
+                overlaps.append(_early_finding(rank, trace.path.name, row["early_kernels"], row["early_us"]))
             if kept is not None:
                 continue
             if clock_parts is not None:
