@@ -567,7 +567,7 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from htatui.trace.loader import _stop_pool
+    from htatui.trace.workers import stop_pool
 
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
     busy = pool.submit(time.sleep, 60)
@@ -581,7 +581,7 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
     processes = list(pool._processes.values())
     assert processes and all(process.is_alive() for process in processes), "the worker never started"
     started = time.monotonic()
-    _stop_pool(pool)
+    stop_pool(pool)
     assert time.monotonic() - started < 10
     # The task sleeps 60 s, so a worker gone within 30 s was ended, not waited for (slack for a loaded machine).
     gone_by = time.monotonic() + 30

@@ -11,16 +11,19 @@ docs/input-safety.md lists every check.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.describe import scope_steps
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.ranges import format_ranges
-from htatui.analysis.core.scope import Scope, Steps, rank_steps
+from htatui.analysis.core.scope import Scope, Steps, ragged, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
-from htatui.trace.figures import OVERLAP_MIN_US, file_figures, overlap_summary, valid_figures
+from htatui.trace.figures import OVERLAP_MIN_US, early_launches, file_figures, overlap_summary, valid_figures
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
 from htatui.trace.model import TraceSet
 
@@ -125,10 +128,98 @@ def _steps_text(steps: tuple[int, ...]) -> str:
 def findings(traces: TraceSet, table: pl.DataFrame, *, thorough: bool = True) -> pl.DataFrame:
     """What is odd (FINDING_COLUMNS), from the job and its `capabilities` table. `thorough` adds
     the checks that read every event: kernels overlapping on a stream, clocks that disagree."""
-    found = [*_load_warnings(traces), *_missing_among_ranks(table), *_nccl_name_drift(table)]
+    found = [*_load_warnings(traces), *_missing_among_ranks(table), *_nccl_name_drift(table), *_ragged_steps(traces)]
     if thorough:
-        found += [*_stream_overlaps(traces), *_clock_offsets(traces)]
+        found += [*_stream_overlaps(traces), *_clock_offsets(traces), *_kernels_before_launch(traces)]
+        found += [*_collective_mismatches(traces), *_critical_path_cycles(traces)]
     return pl.DataFrame([vars(f) for f in found], schema=FINDING_COLUMNS)
+
+
+def _ragged_steps(traces: TraceSet) -> list[Finding]:
+    """Ranks without a step the default scope chooses on the others (one step short)."""
+    steps = scope_steps(traces, CommonOptions())
+    missing = ragged(steps)
+    if not missing:
+        return []
+    used = sorted({s for r in steps.values() for s in r.used})
+    measured = f"the views measure every rank over steps {format_ranges(used, separator=',')}"
+    if len({r.used for r in steps.values() if r.available}) > 1:
+        measured = "the ranks share no step, so each is measured over its own and cross-rank numbers mix steps"
+    return [
+        Finding(
+            rank,
+            traces.ranks[rank].path.name,
+            "ragged steps",
+            f"has no step {format_ranges(lacks, separator=',')} to count while other ranks do "
+            f"(its steps {format_ranges(steps[rank].available, separator=',')}): {measured}",
+        )
+        for rank, lacks in missing.items()
+    ]
+
+
+def _kernels_before_launch(traces: TraceSet) -> list[Finding]:
+    """GPU work that starts before the call that launched it (`figures.early_launches`)."""
+    out = []
+    for rank in traces.rank_ids:
+        early = early_launches(traces.ranks[rank].events)
+        if early.height:
+            most = float(early["lead_us"].max())  # type: ignore[arg-type]
+            out.append(_early_finding(rank, traces.ranks[rank].path.name, early.height, most))
+    return out
+
+
+def _early_finding(rank: int, file: str, count: int, most_us: float) -> Finding:
+    return Finding(
+        rank,
+        file,
+        "kernel before launch",
+        f"{count} kernel(s), copies or memsets start before the call that launched them (by up to "
+        f"{most_us:,.3f} µs): host and device clocks disagree; launch delays and the critical path "
+        "through them cannot be trusted",
+    )
+
+
+def _collective_mismatches(traces: TraceSet) -> list[Finding]:
+    """Ranks whose collective calls in a process group's step are more or fewer than the others'."""
+    if len(traces.rank_ids) < 2:
+        return []
+    mismatched = ranks_view.analyse(traces, ranks_view.RanksOptions()).mismatched
+    if mismatched is None or mismatched.height == 0:
+        return []
+    out = []
+    for (rank,), rows in mismatched.group_by(["rank"], maintain_order=True):
+        where = "; ".join(
+            f"{'process group ' + repr(pg) if pg else 'the collectives'}, step {step}: {calls} call(s)"
+            + (f" where the others made {usual}" if usual is not None else " (no count is the usual one)")
+            for pg, step, calls, usual in rows.select("pg", "step", "calls", "usual").iter_rows()
+        )
+        out.append(
+            Finding(
+                int(rank),
+                traces.ranks[int(rank)].path.name,
+                "collective counts",
+                f"{where}: pairing its calls by order would match different calls, so the cross-rank views "
+                "(collectives, stragglers, the job's critical path) leave them out",
+            )
+        )
+    return out
+
+
+def _critical_path_cycles(traces: TraceSet) -> list[Finding]:
+    """A rank (or the job) whose critical-path graph has a cycle: no path can be found."""
+    from htatui.analysis.registry import BY_ID, frame_of, make_table
+
+    view = BY_ID["critical-path"]
+    out = []
+    for rank in traces.rank_ids:
+        _, message = frame_of(make_table(view.main, traces, dataclasses.replace(view.options(), rank=rank)))
+        if message and "cycle" in message:
+            out.append(Finding(rank, traces.ranks[rank].path.name, "critical-path cycle", message))
+    if not out and len(traces.rank_ids) > 1:
+        _, message = frame_of(make_table(view.table("job-edges"), traces, view.options()))
+        if message and "cycle" in message:
+            out.append(Finding(None, "", "critical-path cycle", message))
+    return out
 
 
 def _load_warnings(traces: TraceSet) -> list[Finding]:
@@ -228,6 +319,8 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
                         rank, trace.path.name, row["overlap_kernels"], row["overlap_streams"], row["overlap_us"]
                     )
                 )
+            if row["early_kernels"]:
+                overlaps.append(_early_finding(rank, trace.path.name, row["early_kernels"], row["early_us"]))
             if kept is not None:
                 continue
             if clock_parts is not None:

@@ -16,7 +16,7 @@ import polars as pl
 from htatui.analysis import kept_parts
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
-from htatui.analysis.core.prepare import chosen_ranks, each_rank
+from htatui.analysis.core.prepare import chosen_ranks, each_rank, with_job_steps
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
     critical_path,
@@ -135,6 +135,7 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     so memory holds one rank, not all, and a trace folder's ranks keep their rows in the parse
     cache (`kept_parts`), read instead of the rank next time."""
     cancel.check()
+    options = with_job_steps(traces, options)  # chosen once for the job, before any split by rank
     if not table.per_rank:
         result = table.compute(traces, options)
         return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.cli.args import add_scope_flags, scope_from_args
-from htatui.sources import SourcePath, path_or_url
+from htatui.sources import SourcePath, is_url, path_or_url
 from htatui.trace.errors import EventsUnavailable
+from htatui.trace.workers import Terminated, catch_termination, restore_handlers
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -285,8 +286,37 @@ def _build_app_parser() -> argparse.ArgumentParser:
 _COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
 
 
+def _looks_like_subcommand(word: str) -> bool:
+    """True for a bare word that names no file: `htatui query DIR` is a mistyped subcommand, not paths."""
+    if not word or word.startswith("-") or is_url(word) or "/" in word or "." in word:
+        return False
+    return not os.path.lexists(word)
+
+
+def _missing_paths(paths: Sequence[SourcePath]) -> list[Path]:
+    return [path for path in paths if isinstance(path, Path) and not os.path.lexists(path)]
+
+
+def _has_terminal() -> bool:
+    """The app draws on stdout and reads keys from stdin: both must be a terminal."""
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _run_app(argv: Sequence[str]) -> int:
+    if argv and _looks_like_subcommand(argv[0]):
+        # argparse's own error: the word, the list of commands, exit 2.
+        _build_parser(built=()).parse_args(argv[:1])
     args = _build_app_parser().parse_args(argv)
+    missing = _missing_paths(args.paths)
+    if missing:
+        return _fail(f"{missing[0]}: no such file or folder")
+    if args.screenshot is None and not _has_terminal():
+        return _fail(
+            "the app needs a terminal (stdin and stdout); without one use `htatui report PATH` (or info, check)"
+        )
     _use_jobs(args)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
@@ -321,6 +351,7 @@ def _run_app(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    replaced = catch_termination()
     try:
         if argv and argv[0] in SUBCOMMANDS or not argv or argv[0] in ("-h", "--help", "--version"):
             # Only the named subcommand's parser is built: its imports are the command's own.
@@ -334,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_app(argv)
     except KeyboardInterrupt:
         return 130
+    except Terminated as exc:
+        return 128 + exc.signum  # what a shell reports for a process the signal ended
     except EventsUnavailable as exc:  # a dataset rank whose file broke after the dataset was opened
         return _fail(str(exc))
     except BrokenPipeError as exc:
@@ -342,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
             return 0
         return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+    finally:
+        restore_handlers(replaced)
 
 
 def _stdout_closed() -> bool:

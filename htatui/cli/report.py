@@ -60,6 +60,15 @@ OPTION_FLAGS: list[OptionFlag] = _option_flags()
 SUMMARY_ROWS = 20
 """Rows of each outlier table `report` prints by default (the largest by its key column)."""
 
+TABLE_ROWS = 1_000
+"""Rows of a table `report` prints by default in table format (CSV and JSON hold every row):
+the job's critical path alone has a row per kernel. `--top N` or `--top all` says otherwise."""
+
+ROWS_FIELD = "top_k"
+"""The option field `--top` sets; on a view without one, `--top` is how many rows to print."""
+
+ROWS_HELP = "how many rows to print (all: every row; default: 1,000 in table format, all in CSV and JSON)"
+
 
 def _parser_of(kind: Kind) -> Callable[[str], Any]:
     def parser(text: str) -> Any:
@@ -172,6 +181,13 @@ def _report_parser(
         "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
     )
     _add_view_flags(report, views)
+    top = report._option_string_actions.get("--top")
+    if top is None:  # `report --view X --help` for a view without its own top-k
+        report.add_argument(
+            "--top", dest=ROWS_FIELD, type=_parser_of("int"), default=argparse.SUPPRESS, help=_escaped(ROWS_HELP)
+        )
+    else:
+        top.help = _escaped(f"{top.help}; every other view: {ROWS_HELP}")
     return report
 
 
@@ -210,8 +226,13 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
     options_class = view.options
     names = {f.name for f in dataclasses.fields(options_class)}
     values: dict[str, Any] = {}
+    rows_given = hasattr(args, ROWS_FIELD)
+    rows: int | None = getattr(args, ROWS_FIELD, None) if ROWS_FIELD not in names else None
+    if rows is not None and rows < 1:
+        print(f"htatui: --top needs 1 or more rows, or all (got {rows})", file=sys.stderr)
+        return 2
     for option in OPTION_FLAGS:
-        if not hasattr(args, option.field):
+        if not hasattr(args, option.field) or option.field == ROWS_FIELD and ROWS_FIELD not in names:
             continue
         value = getattr(args, option.field)
         if option.field not in names:
@@ -290,11 +311,18 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         title = f"{args.view}{'' if name == 'main' else ' ' + name} · {scope_text}"
         if index == 0 and notes:
             title += f" ({len(notes)} note{'s' if len(notes) > 1 else ''}, listed below)"
+        table_notes = list(notes) if index == len(table_names) - 1 else []
         if len(table_names) > 1 and index > 0 and frame.height > SUMMARY_ROWS:
             title += f" · the {SUMMARY_ROWS} largest of {frame.height:,} (--{name} prints all)"
             if table.key_columns:
                 frame = frame.sort(table.key_columns[0], descending=True, nulls_last=True)
             frame = frame.head(SUMMARY_ROWS)
+        else:
+            cap = rows if rows_given else TABLE_ROWS if args.format == "table" else None
+            if cap is not None and frame.height > cap:
+                title += f" · the first {cap:,} of {frame.height:,} rows"
+                table_notes.insert(0, f"{frame.height - cap:,} more rows left out (--top all prints every row)")
+                frame = frame.head(cap)
         render_frame(
             frame,
             args.format,
@@ -302,7 +330,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             wide=getattr(args, "wide", False),
             key=table.key_columns,
             empty_message=message,
-            notes=notes if index == len(table_names) - 1 else (),
+            notes=table_notes,
         )
     return 0
 

@@ -52,7 +52,7 @@ from htatui.trace.loader import (
     shifts_us,
     start_ns,
 )
-from htatui.trace.workers import die_with_parent
+from htatui.trace.workers import die_with_parent, stop_pool, termination_deferred
 
 ENGINES = ("local", "ray")
 RAY_DID_NOT_START = "Ray did not start"
@@ -225,7 +225,11 @@ def _engine(engine: str, max_workers: int | None, address: str | None, tasks: in
         initializer=die_with_parent,
         initargs=(os.getpid(),),
     ) as pool:
-        yield functools.partial(_run_in_pool, pool), 0.0
+        try:
+            yield functools.partial(_run_in_pool, pool), 0.0
+        except BaseException:
+            stop_pool(pool)  # Ctrl-C or SIGTERM: end the workers now instead of waiting for their files
+            raise
 
 
 def _source_of(task: tuple[Any, ...]) -> Path:
@@ -260,7 +264,8 @@ def _run_in_pool(
     tasks: list[tuple[Any, ...]],
     progress: Callable[[int, int, Path], None] | None,
 ) -> list[Any]:
-    futures = {pool.submit(work, *task): index for index, task in enumerate(tasks)}
+    with termination_deferred():  # the submits spawn the workers
+        futures = {pool.submit(work, *task): index for index, task in enumerate(tasks)}
     results: dict[int, Any] = {}
     for future in as_completed(futures):
         index = futures[future]

@@ -51,6 +51,7 @@ def load_traces(
         found = discover(traces) if traces else Discovered(files=[], skipped=[])
     except DiscoveryError as exc:
         raise LoadError(str(exc)) from None
+    results += [LoadProblem(path, why) for path, why in found.unreadable]
     put_aside_notes: list[str] = []
     results += parse_all(
         found.files,
@@ -68,7 +69,7 @@ def load_traces(
         if len(problems) == 1:
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
-    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped] + put_aside_notes
+    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped] + found.notes + put_aside_notes
     ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = align(ranks)

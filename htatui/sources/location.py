@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -34,12 +34,15 @@ class RemotePath:
 
     `size` and `identity` (the store's ETag, generation, version id or Last-Modified) are filled in
     once the object has been looked at; `str()` is the URL with any secret parts cut, for messages.
+    A file redirected to another host is the final URL: read, cached and named as that.
     """
 
     url: str
     size: int | None = None
     identity: str | None = None
     is_folder: bool = False
+    redirected_from: str | None = field(default=None, compare=False)
+    """The URL the user (or a listing) named, when the server redirected it to another host."""
 
     @property
     def protocol(self) -> str:

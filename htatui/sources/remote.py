@@ -12,8 +12,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from htatui.sources.location import RemotePath, redact
 
@@ -27,13 +29,41 @@ TIMEOUT_ENV = "HTATUI_REMOTE_TIMEOUT_S"
 """Overrides READ_TIMEOUT_S; it also bounds a metadata request (HEAD, a listing) as a whole."""
 
 
+DEADLINE_S = 3600
+DEADLINE_ENV = "HTATUI_REMOTE_DEADLINE_S"
+"""The longest one remote file's download may take, however steadily its bytes arrive."""
+MIN_BYTES_PER_S = 10_000
+MIN_RATE_ENV = "HTATUI_REMOTE_MIN_BYTES_PER_S"
+"""The slowest average a download may keep over each read-timeout window (0 turns the check off):
+a server that sends 64 bytes every 2 s never trips the read timeout."""
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if 0 < value < 86_400 * 7 else default
+
+
 def read_timeout_s() -> float:
     """Seconds to wait for a store's next bytes, and for a whole metadata request."""
+    value = _seconds_from_env(TIMEOUT_ENV, READ_TIMEOUT_S)
+    return value if value < 86_400 else READ_TIMEOUT_S
+
+
+def deadline_s() -> float:
+    """Seconds one download may take in all (HTATUI_REMOTE_DEADLINE_S, default an hour)."""
+    return _seconds_from_env(DEADLINE_ENV, DEADLINE_S)
+
+
+def min_bytes_per_s() -> float:
+    """The minimum average rate of a download (HTATUI_REMOTE_MIN_BYTES_PER_S; 0 for none)."""
     try:
-        value = float(os.environ.get(TIMEOUT_ENV, ""))
+        value = float(os.environ.get(MIN_RATE_ENV, ""))
     except ValueError:
-        return READ_TIMEOUT_S
-    return value if 0 < value < 86_400 else READ_TIMEOUT_S
+        return MIN_BYTES_PER_S
+    return value if 0 <= value < float("inf") else MIN_BYTES_PER_S
 
 
 # Keys of an fsspec info() record that tell one version of an object from another, best first:
@@ -90,6 +120,40 @@ class SourceError(Exception):
     """A URL cannot be used; the message is one line naming it (never a credential)."""
 
 
+class _Pace:
+    """A download's total deadline and minimum rate, checked as its bytes arrive.
+
+    The rate is the average over windows as long as the read timeout: a slow start or a
+    pause shorter than that is allowed, a trickle is not.
+    """
+
+    def __init__(self, path: RemotePath) -> None:
+        self.path = path
+        self.started = self.window_start = time.monotonic()
+        self.window_bytes = 0
+        self.deadline = deadline_s()
+        self.window = read_timeout_s()
+        self.min_rate = min_bytes_per_s()
+
+    def check(self, received: int) -> None:
+        now = time.monotonic()
+        if now - self.started > self.deadline:
+            raise SourceError(
+                f"{self.path}: still downloading after {self.deadline:g} s ({received:,} bytes received; "
+                f"{DEADLINE_ENV} sets the limit)"
+            )
+        elapsed = now - self.window_start
+        if elapsed < self.window:
+            return
+        rate = (received - self.window_bytes) / elapsed
+        if rate < self.min_rate:
+            raise SourceError(
+                f"{self.path}: the store sent {rate:,.0f} bytes/s over the last {elapsed:.0f} s, under the "
+                f"minimum of {self.min_rate:,.0f} ({MIN_RATE_ENV} sets it)"
+            )
+        self.window_start, self.window_bytes = now, received
+
+
 ProgressHook = Callable[[int], None]
 """Called with the number of bytes received so far for one object."""
 
@@ -104,7 +168,9 @@ def describe_error(path: RemotePath, exc: BaseException) -> SourceError:
     store = _store(path.protocol)
     status = _http_status(exc)
     unreachable = next((type(c).__name__ for c in _causes(exc) if type(c).__name__ in _CONNECT_ERRORS), None)
-    if unreachable is not None:
+    if any(type(c).__name__ == "TooManyRedirects" for c in _causes(exc)):
+        reason = "redirect loop (the server redirected it too many times)"
+    elif unreachable is not None:
         # fsspec's HTTP reader raises FileNotFoundError from whatever its requests raised.
         reason = f"cannot reach the store ({unreachable})"
     elif _timed_out(exc):
@@ -233,6 +299,14 @@ _unanswered: dict[str, tuple[float, SourceError]] = {}
 command) within the timeout, they fail at once instead of making the user wait twice."""
 
 
+def _followed(path: RemotePath, entry: RemotePath, info: Mapping[str, Any]) -> RemotePath:
+    """The final URL of an HTTP redirect to another host: it, not the first, is read and cached."""
+    final = info.get("url")
+    if not isinstance(final, str) or not final or urlsplit(final).netloc == urlsplit(path.url).netloc:
+        return entry
+    return replace(entry, url=final, redirected_from=path.url)
+
+
 def stat(path: RemotePath) -> RemotePath:
     """`path` with its size and identity, or marked as a folder (prefix)."""
     recent = _unanswered.get(path.url)
@@ -243,7 +317,7 @@ def stat(path: RemotePath) -> RemotePath:
         info = fs.info(path.url, **_deadline(fs))
         if _looks_like_folder(fs, path, info):
             return RemotePath(path.url.rstrip("/") + "/", is_folder=True)
-        return _entry(fs, info)
+        return _followed(path, _entry(fs, info), info)
     except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
         error = describe_error(path, exc)
         if _timed_out(exc):
@@ -288,7 +362,10 @@ def download(path: RemotePath, target: Path, progress: ProgressHook | None = Non
     """
     from fsspec.callbacks import Callback
 
+    pace = _Pace(path)
+
     def hook(_size: int | None, value: int) -> None:
+        pace.check(value)
         if progress is not None:
             progress(value)
 
@@ -297,7 +374,7 @@ def download(path: RemotePath, target: Path, progress: ProgressHook | None = Non
         fs = filesystem(path.protocol)
         fs.get_file(path.url, str(target), callback=callback)
         written = target.stat().st_size
-    except DownloadCancelled:
+    except (DownloadCancelled, SourceError):
         raise
     except Exception as exc:  # noqa: BLE001 - every store's failure becomes one line
         raise describe_error(path, exc) from None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 import orjson
 import polars as pl
 
+from htatui.text.box_table import table_head, table_rows, visible
 from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
 from htatui.text.numbers import cell_text
 
@@ -43,7 +44,7 @@ MAX_TABLE_CELL_CHARS = 2_000
 
 
 def _table_cell(value: object) -> str:
-    text = cell_text(value)
+    text = visible(cell_text(value))
     if len(text) <= MAX_TABLE_CELL_CHARS:
         return text
     half = (MAX_TABLE_CELL_CHARS - 1) // 2
@@ -164,7 +165,7 @@ def _render_table(
 ) -> None:
     # rich only here: CSV and JSON output do not pay for importing it.
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
     if frame.height == 0:
         why = f" ({empty_message})" if empty_message else ""
@@ -180,24 +181,22 @@ def _render_table(
     else:
         columns = 0
         fitted = Fitted([FitColumn(n, n, c, num) for n, c, num in zip(names, cells, numeric, strict=True)], [])
-    # The console is never narrower than the table, so rich never folds a number.
-    console = Console(file=stream, soft_wrap=False, width=max(columns, table_width(fitted.columns) + TABLE_EDGES))
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for column in fitted.columns:
-        table.add_column(
-            column.header,
-            justify="right" if column.numeric else "left",
-            no_wrap=True,
-            min_width=column.width,
-            overflow="ellipsis",
-        )
-    for row in zip(*(column.cells for column in fitted.columns), strict=True):
-        table.add_row(*row)
-    console.print(table)
+    # The console is never narrower than the table, so nothing folds a number; rich styles the
+    # title and header only, the rows are written as text (box_table: linear in the rows).
+    drawn = table_width(fitted.columns) + TABLE_EDGES
+    console = Console(file=stream, soft_wrap=True, width=max(columns, drawn))
+    top, header = table_head(fitted.columns)
+    if title:  # wrapped at the table's width, as rich's table did
+        console.print(Text(visible(title), style="italic"), width=drawn, soft_wrap=False)
+    console.print(top, markup=False, highlight=False)
+    console.print(Text(header, style="bold"))
+    for line in table_rows(fitted.columns):
+        stream.write(line + "\n")
     if fitted.left_out:
         console.print(
             f"left out to fit {columns} columns: {', '.join(fitted.left_out)} (--wide shows all)",
             style="dim",
             markup=False,
             highlight=False,
+            soft_wrap=False,
         )

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from htatui.sources import RemotePath, SourceError, SourcePath, list_folder
@@ -26,6 +26,9 @@ class DiscoveryError(Exception):
 class Discovered:
     files: list[SourcePath]
     skipped: list[SourcePath]
+    unreadable: list[tuple[SourcePath, str]] = field(default_factory=list)
+    """Files a listing named that cannot be looked at, with why: skipped as a bad local file is."""
+    notes: list[str] = field(default_factory=list)
 
 
 def is_trace_name(path: SourcePath) -> bool:
@@ -41,11 +44,13 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
     """
     files: list[SourcePath] = []
     skipped: list[SourcePath] = []
+    unreadable: list[tuple[SourcePath, str]] = []
     for path in paths:
         if isinstance(path, RemotePath):
-            remote_files, remote_skipped = _discover_remote(path)
-            files.extend(remote_files)
-            skipped.extend(remote_skipped)
+            remote = _discover_remote(path)
+            files.extend(remote.files)
+            skipped.extend(remote.skipped)
+            unreadable.extend(remote.unreadable)
             continue
         try:
             found, skipped_here = _discover_one(path)
@@ -56,15 +61,20 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
         files.extend(found)
         skipped.extend(skipped_here)
     unique = list(dict.fromkeys(p.resolve() if isinstance(p, Path) and not is_pipe_argument(p) else p for p in files))
-    return Discovered(files=unique, skipped=skipped)
+    notes = [
+        f"{p.redirected_from}: redirected to another host; read and cached as {p}"
+        for p in unique
+        if isinstance(p, RemotePath) and p.redirected_from
+    ]
+    return Discovered(files=unique, skipped=skipped, unreadable=unreadable, notes=notes)
 
 
-def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePath]]:
+def _discover_remote(path: RemotePath) -> Discovered:
     """The same rules as for a local folder or file, over a URL (a prefix is a folder)."""
     try:
         target = remote_stat(path)
         if not target.is_folder:
-            return [target], []
+            return Discovered(files=[target], skipped=[])
         entries = list_folder(target)
     except SourceError as exc:
         raise DiscoveryError(str(exc)) from None
@@ -76,12 +86,19 @@ def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePat
     found = [e for e in objects if is_trace_name(e)]
     if not found:
         raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
-    try:
-        # Some listings (HTTP index pages) carry no sizes or versions: ask each file.
-        found = [e if e.size is not None and e.identity is not None else remote_stat(e) for e in found]
-    except SourceError as exc:
-        raise DiscoveryError(str(exc)) from None
-    return found, [e for e in objects if not is_trace_name(e)]
+    # Some listings (HTTP index pages) carry no sizes or versions: ask each file; one that fails
+    # is skipped with its reason, as a bad file in a local folder is.
+    looked_at: list[SourcePath] = []
+    unreadable: list[tuple[SourcePath, str]] = []
+    for entry in found:
+        try:
+            looked_at.append(entry if entry.size is not None and entry.identity is not None else remote_stat(entry))
+        except SourceError as exc:
+            unreadable.append((entry, str(exc).removeprefix(f"{entry}: ")))
+    if not looked_at:
+        lines = [f"{p}: {why}" for p, why in unreadable]
+        raise DiscoveryError(lines[0] if len(lines) == 1 else "no trace could be loaded: " + "; ".join(lines))
+    return Discovered(files=looked_at, skipped=[e for e in objects if not is_trace_name(e)], unreadable=unreadable)
 
 
 def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:

@@ -31,12 +31,15 @@ FIGURES_SCHEMA: dict[str, pl.DataType] = {
     "overlap_kernels": pl.Int64(),
     "overlap_streams": pl.Utf8(),
     "overlap_us": pl.Float64(),
+    "early_kernels": pl.Int64(),
+    "early_us": pl.Float64(),
 }
 """One row: events, kernels, streams carrying GPU activity, `[memory]` events, the first start and
 last end of the complete ("X") events (null without one; µs on the frame's own time base), the
 step numbers present, ascending; and what the load-time checks and the scope's header read, so a
 cached rank answers them unread: the ProfilerStep numbers by start (`kineto.step_spans`), the rows
-of GPU activity, and the kernels overlapping the one before them on their stream (`stream_overlaps`)."""
+of GPU activity, the kernels overlapping the one before them on their stream (`stream_overlaps`),
+and the GPU work that starts before its launch call, with the most it leads by (`early_launches`)."""
 
 
 def file_figures(events: pl.DataFrame) -> pl.DataFrame:
@@ -55,12 +58,30 @@ def file_figures(events: pl.DataFrame) -> pl.DataFrame:
     )
     spans = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur"))
     kernels, streams, overlap_us = overlap_summary(events)
+    early = early_launches(events)
     return figures.with_columns(
         steps_by_start=pl.Series([steps_by_start(spans)], dtype=pl.List(pl.Int64)),
         overlap_kernels=pl.lit(kernels, dtype=pl.Int64),
         overlap_streams=pl.lit(streams, dtype=pl.Utf8),
         overlap_us=pl.lit(overlap_us, dtype=pl.Float64),
+        early_kernels=pl.lit(early.height, dtype=pl.Int64),
+        early_us=pl.lit(float(early["lead_us"].max() or 0.0), dtype=pl.Float64),  # type: ignore[arg-type]
     ).select(list(FIGURES_SCHEMA))
+
+
+def early_launches(events: pl.DataFrame) -> pl.DataFrame:
+    """lead_us of each kernel, copy or memset that starts before the runtime or driver call that
+    launched it (same correlation id): host and device clocks disagree. None of the shared traces
+    has one (the least gap from a launch to its work is 2 µs)."""
+    correlated = pl.col("correlation").is_not_null()
+    launches = events.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]) & correlated)
+    return (
+        events.filter(pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)) & correlated)
+        .select("correlation", "ts")
+        .join(launches.select("correlation", launch_ts="ts").unique("correlation"), on="correlation")
+        .filter(pl.col("ts") < pl.col("launch_ts"))
+        .select(lead_us=pl.col("launch_ts") - pl.col("ts"))
+    )
 
 
 def overlap_summary(events: pl.DataFrame) -> tuple[int, str, float]:

@@ -114,8 +114,9 @@ C10D_COLLECTIVE = r"^c10d::(?:_?all|reduce|broadcast|barrier|send|recv|gather|sc
 
 
 def step_number(name: pl.Expr) -> pl.Expr:
-    """The step number of a ProfilerStep name (null for any other name); `name` as text."""
-    return name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
+    """The step number of a ProfilerStep name (null for any other name, and for a number past
+    int64: `ProfilerStep#99999999999999999999` is no step); `name` as text."""
+    return name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64, strict=False)
 
 
 def is_device_row() -> pl.Expr:
@@ -144,6 +145,5 @@ def step_spans(events: pl.DataFrame, *, with_gpu_copies: bool = False) -> pl.Dat
     keys = ["rank"] if "rank" in events.columns else []
     rows = events.filter(pl.col("name").is_in(step_names.implode()) & is_step_row(with_gpu_copies=with_gpu_copies))
     dur = pl.col("dur") if "dur" in events.columns else pl.col("end") - pl.col("ts")
-    return rows.select(*keys, step=step_number(pl.col("name").cast(pl.Utf8)), ts="ts", end="end", dur=dur).sort(
-        [*keys, "ts"], maintain_order=True
-    )
+    spans = rows.select(*keys, step=step_number(pl.col("name").cast(pl.Utf8)), ts="ts", end="end", dur=dur)
+    return spans.drop_nulls("step").sort([*keys, "ts"], maintain_order=True)

@@ -41,7 +41,7 @@ from htatui.trace.timings import Timings, recording, spent
 from htatui.trace.timings import forget as forget_timings
 from htatui.trace.timings import keep as keep_timings
 from htatui.trace.validate import check_meta, drop_duplicate_events, drop_impossible_events
-from htatui.trace.workers import die_with_parent
+from htatui.trace.workers import die_with_parent, stop_pool, termination_deferred
 
 
 class LoadError(Exception):
@@ -199,6 +199,8 @@ def _parse_and_cache(
         return LoadProblem(source, str(exc))
     except MemoryError:
         return LoadProblem(source, "out of memory while parsing")
+    except Exception as exc:  # noqa: BLE001 - as a pool worker's failure reads: one bad file, one line
+        return LoadProblem(source, f"parser failed ({type(exc).__name__})")
     if origin is not None:
         parsed = ParsedFile(origin, parsed.events, parsed.details, parsed.meta, parsed.warnings)
     if write_cache and (origin is not None or parsed.identity is not None):
@@ -555,15 +557,16 @@ def _parse_in_pool(
         max_workers=workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
     )
     try:
-        futures: dict[Future[ParsedFile | HeldFile | LoadProblem], SourcePath] = {
-            pool.submit(parse_one, path, write_cache, origin): origin or path for path, origin in files
-        }
+        with termination_deferred():  # the submits spawn the workers
+            futures: dict[Future[ParsedFile | HeldFile | LoadProblem], SourcePath] = {
+                pool.submit(parse_one, path, write_cache, origin): origin or path for path, origin in files
+            }
         pending = set(futures)
         while pending:
             # Wake up regularly so that a cancel stops the work even while every worker is busy.
             finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             if cancel is not None and cancel.is_set():
-                _stop_pool(pool)
+                stop_pool(pool)
                 raise LoadCancelled
             for future in finished:
                 source = futures[future]
@@ -574,18 +577,9 @@ def _parse_in_pool(
                 done.add(source)
                 report(source, False)
     except BaseException:
-        _stop_pool(pool)
+        stop_pool(pool)
         raise
     pool.shutdown(wait=True)
-
-
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel queued work and end the running workers now instead of waiting for their files."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
 
 
 def assign_ranks(

@@ -40,7 +40,7 @@ from htatui.trace.prefetch import prefetched
 from htatui.trace.ranges import Span
 from htatui.trace.read import TraceSource
 from htatui.trace.timings import add_current, recording, spent
-from htatui.trace.workers import start_piece_worker
+from htatui.trace.workers import start_piece_worker, stop_pool, termination_deferred
 
 LOCAL_PIECES = 8
 """A file of no more pieces starts no worker (not worth the start-up); in a bigger one, the pieces
@@ -222,11 +222,7 @@ class _Workers:
             self._pool.shutdown(wait=False)
             return
         # Failed or cancelled: queued pieces are dropped and busy workers ended now.
-        processes = list((getattr(self._pool, "_processes", None) or {}).values())
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
+        stop_pool(self._pool)
 
 
 def _read_in_order(
@@ -281,7 +277,8 @@ def _read_blocks_in_order(
 
     def submit(piece: Piece) -> Future[Decoded]:
         try:
-            return workers.pool().submit(decode_piece_to_send, piece, span.list_form)
+            with termination_deferred():  # a submit may spawn a worker
+                return workers.pool().submit(decode_piece_to_send, piece, span.list_form)
         except (BrokenProcessPool, OSError, RuntimeError):
             workers.count = 0  # workers could not start: the rest is decoded here
             return here(piece)
@@ -381,7 +378,8 @@ def _read_spans(
 
     def submit(at: int) -> Future[Decoded]:
         try:
-            future = workers.pool().submit(decode_span_to_send, spans[at], span.list_form)
+            with termination_deferred():  # a submit may spawn a worker
+                future = workers.pool().submit(decode_span_to_send, spans[at], span.list_form)
         except (BrokenProcessPool, OSError, RuntimeError):
             workers.count = 0  # workers could not start: the rest is decoded here
             return here(at)

@@ -14,6 +14,10 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _WATCH_INTERVAL_S = 0.5
@@ -46,3 +50,66 @@ def start_piece_worker(parent_pid: int) -> None:
     os.environ["POLARS_MAX_THREADS"] = "1"
     gc.disable()
     die_with_parent(parent_pid)
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that worker pools are stopped and shut
+    down as on Ctrl-C (dying at once left their semaphores to multiprocessing's tracker, which
+    printed "leaked semaphore objects")."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_deferred = threading.local()
+_pending_signal: list[int] = []
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    if getattr(_deferred, "depth", 0):
+        _pending_signal.append(signum)  # raised when the spawn in progress is complete
+        return
+    raise Terminated(signum)
+
+
+def catch_termination() -> dict[int, Any]:
+    """Raise Terminated on SIGTERM/SIGHUP from now on; returns the handlers replaced, for
+    `restore_handlers`. A signal the parent ignores (nohup) stays ignored."""
+    replaced: dict[int, Any] = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                replaced[signum] = signal.signal(signum, _raise_terminated)
+        except (ValueError, OSError):  # not the main thread
+            break
+    return replaced
+
+
+def restore_handlers(replaced: dict[int, Any]) -> None:
+    for signum, handler in replaced.items():
+        signal.signal(signum, handler)
+
+
+@contextmanager
+def termination_deferred() -> Iterator[None]:
+    """Hold Terminated back while a pool spawns a worker: a parent leaving mid-spawn made the
+    half-started child print an EOFError traceback."""
+    _deferred.depth = getattr(_deferred, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _deferred.depth -= 1
+    if not _deferred.depth and _pending_signal:
+        signum = _pending_signal[-1]
+        _pending_signal.clear()
+        raise Terminated(signum)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued work and end the running workers now instead of waiting for their files."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()

@@ -12,6 +12,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 import htatui
+from htatui.sources.user_file import read_user_text
 
 DEFAULT_THEME = "htatui-dark"
 
@@ -125,7 +126,7 @@ def _color(value: object, where: str) -> str:
 def load_theme_file(path: Path) -> Theme:
     """Read and validate one `.toml` theme file."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_user_text(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise ThemeFileError(f"{path.name}: cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:

@@ -116,6 +116,27 @@ def test_counts_that_differ_leave_the_rank_out(tmp_path: Path) -> None:
     assert cupti.by_op(_job(tmp_path, launches=1), options()).frame.height == 0
 
 
+def test_ranges_collapsed_to_one_ts_are_said(tmp_path: Path) -> None:
+    """Issue 35: "2 counted kernels but 1 kernel launches" did not say that every range had one ts."""
+    events = [
+        runtime("cudaLaunchKernel", 10.0, 5.0, 1),
+        counted("gemm", 100.0, 2.0, **{FFMA: 10}),
+        counted("relu_kernel", 100.0, 4.0, **{FFMA: 6}),
+    ]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    result = cupti.compute(traces_of(tmp_path / "a", events), options())
+    assert result.frame.height == 0
+    assert result.message == (
+        "rank 0 left out: 2 counted kernels but 1 kernel launches (the 2 ranges collapsed to one ts (90.000 µs))"
+    )
+    paired = cupti.compute(traces_of(tmp_path / "b", [*events, runtime("cudaLaunchKernel", 20.0, 5.0, 2)]), options())
+    assert paired.frame["kernel"].to_list() == ["gemm", "relu_kernel"]  # file order breaks the tie
+    assert (
+        paired.message == "rank 0: the 2 ranges collapsed to one ts (90.000 µs), paired with the launches in file order"
+    )
+
+
 def test_no_ranges_is_an_empty_table(tmp_path: Path) -> None:
     result = cupti.compute(traces_of(tmp_path, [cpu_op("aten::add", 0.0, 1.0)]), options())
     assert result.frame.height == 0 and list(result.frame.schema.items()) == list(cupti.KERNEL_COLUMNS.items())

@@ -272,6 +272,16 @@ def test_clashes_name_the_lost_binding_once_where_it_is_declared() -> None:
     assert keymap_clashes({"table.sort": reverse.keys, "table.reverse": sort.keys}, "km") == ()
 
 
+def test_a_clash_in_several_screens_is_one_line() -> None:
+    """Issue 35: a view.* binding moved onto `e` was one warning per screen that binds `e`."""
+    taken = [info for info in all_bindings() if info.keys == "e" and not info.id.startswith("view.")]
+    assert len(taken) >= 2  # the Counters, Critical path, Ops and Patterns pages bind e
+    (line,) = keymap_clashes({"view.zoom": "e"}, "km")
+    assert line.startswith("km: 'e' for 'view.zoom' replaces ")
+    for info in taken:
+        assert f"{info.id!r} in {info.owner.__name__}" in line
+
+
 async def test_the_help_shows_the_keys_as_remapped(
     small_traces: TraceSet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from htatui.sources.user_file import read_user_text
+
 ENV_VAR = "HTATUI_COMM_RULES"
 SHIPPED = Path(__file__).with_name("comm_rules.toml")
 
@@ -71,7 +73,7 @@ def _valid_regex(pattern: str) -> bool:
 
 def _read(path: Path) -> tuple[list[CommRule], list[str]]:
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        data: dict[str, Any] = tomllib.loads(read_user_text(path))
     except OSError as exc:
         raise CommRulesError(f"{path}: cannot read communication rules ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

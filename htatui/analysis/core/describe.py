@@ -7,7 +7,7 @@ stored summary when that answers without reading a rank.
 from __future__ import annotations
 
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.prepare import chosen_ranks, rank_steps_of
+from htatui.analysis.core.prepare import chosen_ranks, job_scope, rank_steps_of
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import RankSteps, choose_steps, describe
 from htatui.trace.figures import valid_figures
@@ -18,12 +18,13 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
     """How the scope's steps fall on each chosen rank."""
     summary = traces.summary
     chosen = chosen_ranks(traces, options)
+    scope = job_scope(traces, options.scope)
     if summary is not None and not options.hta_compat:
         # A dataset lists each rank's steps (by number; steps run in number order), so the
         # header needs no rank's events.
         stored = dict(summary.select("rank", "iterations").iter_rows())
         if all(rank in stored for rank in chosen):
-            return {rank: choose_steps(stored[rank], options.scope.steps) for rank in chosen}
+            return {rank: choose_steps(stored[rank], scope.steps, scope.job_steps) for rank in chosen}
     # Ranks not read yet (a cached folder's, or a dataset's opened with others) are read one at a
     # time and dropped again, as `each_rank` does: the header never holds every rank's events.
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
@@ -33,9 +34,9 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
         if kept is not None:
             # Its cache entry keeps the ProfilerSteps by start, as `rank_steps` finds them in the
             # events: the header reads no rank (the views read it, a rank at a time).
-            steps[rank] = choose_steps(kept["steps_by_start"][0].to_list(), options.scope.steps)
+            steps[rank] = choose_steps(kept["steps_by_start"][0].to_list(), scope.steps, scope.job_steps)
             continue
-        steps[rank] = rank_steps_of(traces, rank, options.scope)
+        steps[rank] = rank_steps_of(traces, rank, scope)
         if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
     return steps

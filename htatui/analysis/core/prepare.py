@@ -8,14 +8,15 @@ so views that need a few columns filter only those. Over a dataset (ranks not re
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import polars as pl
 
 from htatui.analysis.core import cancel
 from htatui.analysis.core.options import CommonOptions, OptionsT
-from htatui.analysis.core.scope import RankSteps, Scope, scope_mask
+from htatui.analysis.core.scope import RankSteps, Scope, choose_steps, common_steps, rank_steps, scope_mask
+from htatui.trace.figures import valid_figures
 from htatui.trace.model import DETAIL_SCHEMA, TraceSet, empty_details, empty_events, with_details
 
 
@@ -42,7 +43,44 @@ def _rounds(traces: TraceSet, rank: int, hta_compat: bool) -> bool:
 
 
 def scope_key(scope: Scope) -> tuple[Any, ...]:
-    return (scope.hta_compat, scope.steps)
+    return (scope.hta_compat, scope.steps, scope.job_steps)
+
+
+def job_scope(traces: TraceSet, scope: Scope) -> Scope:
+    """`scope` with the job's common steps set (`Scope.job_steps`), worked out once over every rank
+    of `traces`: a rank one step short cuts the others to its steps, so no rank is measured over
+    steps another lacks. A scope that has them already (a rank's part of a job) is kept as it is."""
+    if scope.job_steps is not None or scope.hta_compat or scope.steps.kind == "all" or len(traces.ranks) < 2:
+        return scope
+    key = ("job_steps", scope.steps)
+    common: tuple[int, ...] | None
+    if key in traces.derived:
+        common = traces.derived[key]
+    else:
+        common = common_steps(own_rank_steps(traces, rank, scope) for rank in traces.rank_ids)
+        traces.derived[key] = common
+    return scope if common is None else replace(scope, job_steps=common)
+
+
+def with_job_steps(traces: TraceSet, options: OptionsT) -> OptionsT:
+    """`options` with `job_scope`'s scope: every view's entry, before a job is split into ranks."""
+    scope = job_scope(traces, options.scope)
+    return options if scope is options.scope else replace(options, scope=scope)
+
+
+def own_rank_steps(traces: TraceSet, rank: int, scope: Scope) -> RankSteps:
+    """How `scope`'s steps fall on one rank by its own ProfilerSteps: from a dataset's summary or a
+    cache entry's figures when the rank is not read (no events read), else from its events."""
+    trace = traces.ranks[rank]
+    if not trace.loaded:
+        if traces.summary is not None and not scope.hta_compat:
+            stored = traces.summary.filter(pl.col("rank") == rank)["iterations"]
+            if stored.len():  # a dataset's steps, by number (steps run in number order)
+                return choose_steps(stored[0].to_list(), scope.steps, scope.job_steps)
+        kept = valid_figures(trace.stored_figures()) if not scope.hta_compat else None
+        if kept is not None:
+            return choose_steps(kept["steps_by_start"][0].to_list(), scope.steps, scope.job_steps)
+    return rank_steps(trace.events.select("ph", "cat", "name", "ts", "end", "dur"), scope)
 
 
 def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series, RankSteps]:
@@ -51,6 +89,7 @@ def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series
     Kept on the loaded job (`TraceSet.derived`): a view that needs a few columns filters only
     those by the mask, instead of every view copying all ~35 columns twice.
     """
+    scope = job_scope(traces, scope)
     key = ("prepared_mask", rank, *scope_key(scope))
     cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
@@ -74,6 +113,7 @@ def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFr
     Every view starts from the same filtered events, and a screen asks for several views of one
     job, so the filter runs once per (rank, mode, steps) instead of per call.
     """
+    scope = job_scope(traces, scope)
     key = ("prepared", rank, *scope_key(scope))
     cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
@@ -94,6 +134,7 @@ def _prepared_columns(
 
     Detail columns among `columns` (model.DETAIL_SCHEMA) are joined on from the rank's detail table.
     """
+    scope = job_scope(traces, scope)
     detailed = tuple(c for c in columns if c in DETAIL_SCHEMA and c not in ("rank", "index"))
     own = tuple(dict.fromkeys((*(c for c in columns if c not in detailed), *(("index",) if detailed else ()))))
     whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *scope_key(scope)))
@@ -175,7 +216,8 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
     """
     chosen = chosen_ranks(traces, options)
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
-    alone = options.with_ranks(None)
+    # The job's steps are chosen before it is split: a rank alone would choose its own.
+    alone = with_job_steps(traces, options).with_ranks(None)
     results: list[_T] = []
     for rank in chosen:
         cancel.check()

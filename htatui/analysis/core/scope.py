@@ -81,6 +81,10 @@ class Scope:
     ranks: tuple[int, ...] | None = None
     steps: Steps = field(default_factory=Steps)
     hta_compat: bool = False
+    job_steps: tuple[int, ...] | None = None
+    """The steps every rank of the job has among those `steps` chose on it (`common_steps`), set
+    once for the job when the ranks' own choices differ (a rank one step short); None: no rank's
+    choice is cut. Each rank counts only these, so all are measured over the same steps."""
 
     def with_ranks(self, ranks: tuple[int, ...] | None) -> Scope:
         return replace(self, ranks=ranks)
@@ -88,7 +92,7 @@ class Scope:
     @property
     def is_default(self) -> bool:
         """Default steps and mode (the rank choice aside): what a dataset's summary stores."""
-        return self.steps == Steps() and not self.hta_compat
+        return self.steps == Steps() and not self.hta_compat and self.job_steps is None
 
 
 @dataclass(frozen=True)
@@ -106,12 +110,19 @@ class RankSteps:
     gpu_copy_cutoff: bool = False
     """HTA's rule (compat) cuts at the GPU-side copy of the last step, which starts after the host
     step: most of the "left out" step is kept, as HTA keeps it."""
+    not_common: tuple[int, ...] = ()
+    """Steps the scope chose on this rank that another rank lacks (`Scope.job_steps`): left out."""
+
+    @property
+    def own(self) -> tuple[int, ...]:
+        """The steps the scope chose on this rank alone, before the job's common steps cut them."""
+        return tuple(sorted((*self.used, *self.not_common)))
 
 
 def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
     """The scope's steps on a rank whose events (ph, cat, name, ts, end) are given."""
     spans = step_spans(events, with_gpu_copies=scope.hta_compat)
-    chosen = choose_steps(steps_by_start(spans), scope.steps)
+    chosen = choose_steps(steps_by_start(spans), scope.steps, None if scope.hta_compat else scope.job_steps)
     if scope.hta_compat and scope.steps.kind == "default" and chosen.left_out:
         host_start = step_spans(events)["ts"].max()
         if host_start is not None and spans["ts"].max() > host_start:  # type: ignore[operator]
@@ -119,8 +130,9 @@ def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
     return chosen
 
 
-def choose_steps(by_start: Sequence[int], steps: Steps) -> RankSteps:
-    """How `steps` fall on a rank whose ProfilerSteps are `by_start` (their numbers, by start time)."""
+def choose_steps(by_start: Sequence[int], steps: Steps, job_steps: Sequence[int] | None = None) -> RankSteps:
+    """How `steps` fall on a rank whose ProfilerSteps are `by_start` (their numbers, by start time),
+    cut to the job's common steps when it has some (`Scope.job_steps`)."""
     available = tuple(sorted(set(by_start)))
     if steps.kind == "all" or not available:
         return RankSteps(available, available, (), True)
@@ -131,7 +143,47 @@ def choose_steps(by_start: Sequence[int], steps: Steps) -> RankSteps:
         used = tuple(s for s in available if s != last)
     else:
         used = available
-    return RankSteps(available, used, tuple(s for s in available if s not in used), False)
+    not_common: tuple[int, ...] = ()
+    if job_steps is not None:
+        not_common = tuple(s for s in used if s not in job_steps)
+        used = tuple(s for s in used if s in job_steps)
+    return RankSteps(available, used, tuple(s for s in available if s not in used), False, not_common=not_common)
+
+
+def common_steps(own: Iterable[RankSteps]) -> tuple[int, ...] | None:
+    """The job's steps when the ranks' own choices differ: those every rank with steps chose.
+
+    None when nothing needs cutting (one rank, equal choices, the whole trace) or when the ranks
+    share no chosen step (numbered apart): then each keeps its own and `check` names it.
+    """
+    chosen = [set(r.used) for r in own if r.available and not r.whole_trace]
+    if len(chosen) < 2 or all(c == chosen[0] for c in chosen):
+        return None
+    common = set.intersection(*chosen)
+    return tuple(sorted(common)) if common else None
+
+
+def ragged(steps_by_rank: dict[int, RankSteps]) -> dict[int, tuple[int, ...]]:
+    """Ranks without a step the scope chose on another rank, and those steps (a rank one step short)."""
+    owns = {rank: set(r.own) for rank, r in steps_by_rank.items() if r.available and not r.whole_trace}
+    every = set().union(*owns.values()) if owns else set()
+    missing = {rank: tuple(sorted(every - own)) for rank, own in owns.items()}
+    return {rank: steps for rank, steps in missing.items() if steps}
+
+
+def ragged_note(steps_by_rank: dict[int, RankSteps]) -> str | None:
+    """One sentence for the cross-rank views: which ranks lack which steps, and what is measured."""
+    missing = ragged(steps_by_rank)
+    if not missing:
+        return None
+    used = sorted({s for r in steps_by_rank.values() for s in r.used})
+    lacks = "; ".join(
+        f"rank {rank} has no step {format_ranges(steps, separator=',')} to count" for rank, steps in missing.items()
+    )
+    if not used or len({r.used for r in steps_by_rank.values() if r.available}) > 1:
+        return f"{lacks} (the other ranks do), and the ranks share no step: each is measured over its own"
+    counted = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}"
+    return f"{lacks} (the other ranks do): every rank is measured over {counted}"
 
 
 def scope_mask(events: pl.DataFrame, scope: Scope) -> tuple[pl.Series, RankSteps]:
@@ -185,7 +237,8 @@ def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
     if not steps_by_rank:
         return "no ranks"
     used = sorted({s for r in steps_by_rank.values() for s in r.used})
-    left_out = sorted({s for r in steps_by_rank.values() for s in r.left_out} - set(used))
+    not_common = sorted({s for r in steps_by_rank.values() for s in r.not_common} - set(used))
+    left_out = sorted({s for r in steps_by_rank.values() for s in r.left_out} - set(used) - set(not_common))
     varies = len({r.used for r in steps_by_rank.values()}) > 1
     whole = all(r.whole_trace for r in steps_by_rank.values())
     if whole and not used:
@@ -197,9 +250,14 @@ def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
         text += " (varies by rank)"
     if whole:
         return f"all {text} (whole trace)"
+    outs = []
     if left_out:
         what = "last step" if scope.steps.kind == "default" else "step" + ("s" if len(left_out) > 1 else "")
-        text += f" ({what} {format_ranges(left_out, separator=',')} left out)"
+        outs.append(f"{what} {format_ranges(left_out, separator=',')} left out")
+    if not_common:
+        outs.append(f"step {format_ranges(not_common, separator=',')} left out: not every rank has it")
+    if outs:
+        text += f" ({'; '.join(outs)})"
     if any(r.gpu_copy_cutoff for r in steps_by_rank.values()):
         text += "; HTA cuts at the last step's GPU-side copy, so most of that step counts"
     return text

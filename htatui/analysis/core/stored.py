@@ -14,6 +14,7 @@ import polars as pl
 
 from htatui.analysis.core.comm_rules import comm_rules
 from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.prepare import with_job_steps
 from htatui.analysis.core.scope import Scope
 from htatui.trace.model import TraceSet
 
@@ -21,6 +22,8 @@ from htatui.trace.model import TraceSet
 def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | None:
     """The chosen ranks' stored rows (ranks with GPU activity) if `options` are the defaults, else None."""
     summary = traces.summary
+    if summary is not None:
+        options = with_job_steps(traces, options)
     if (
         summary is None
         or dataclasses.replace(options, scope=Scope()) != type(options)()

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from htatui.trace.plausible import cut
 
+from htatui.sources.user_file import read_user_text
+
 ENV_VAR = "HTATUI_DEVICE_PEAKS"
 SHIPPED = Path(__file__).with_name("peaks.toml")
 
@@ -198,7 +200,7 @@ def _repeat_after(pattern: str, at: int) -> bool:
 def read_devices(path: Path) -> list[Device]:
     """The devices of a peaks file; DevicePeaksError names the file and what is wrong."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_user_text(path))
     except OSError as exc:
         raise DevicePeaksError(f"{path}: cannot read device peaks ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -143,10 +143,14 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
         if ranges.height == 0:
             continue
         launches = _launches(events, options.hta_compat)
+        collapsed = _collapsed_starts(ranges)
         if launches.height != ranges.height:
-            notes.append(f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches")
+            left_out = f"rank {rank} left out: {ranges.height} counted kernels but {launches.height} kernel launches"
+            notes.append(left_out + (f" ({collapsed})" if collapsed else ""))
             continue
         path = traces.ranks[rank].path
+        if collapsed:
+            notes.append(f"rank {rank}: {collapsed}, paired with the launches in file order")
         try:
             counters = read_counter_args(path)
         except CounterArgsError as exc:
@@ -185,6 +189,15 @@ def _highest_roof(traces: TraceSet, rank: int) -> float:
     device = device_of(traces, rank)
     figures = [*device.matrix.values(), *device.vector.values()] if device is not None else []
     return max(figures, default=MAX_TFLOPS)
+def _collapsed_starts(ranges: pl.DataFrame) -> str | None:
+    """Words for ranges that share start times (a profiler that wrote one `ts` for all of them):
+    their order, and so the pairing by position, is the file's, not the clock's."""
+    distinct = ranges["ts"].n_unique()
+    if distinct == ranges.height:
+        return None
+    if distinct == 1:
+        return f"the {ranges.height} ranges collapsed to one ts ({ranges['ts'][0]:,.3f} µs)"
+    return f"the {ranges.height} ranges start at only {distinct} distinct ts"
 
 
 def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:

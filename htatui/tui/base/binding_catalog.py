@@ -61,9 +61,10 @@ def keymap_clashes(keymap: Mapping[str, str], source: str) -> tuple[str, ...]:
     """One line per key the keymap gives a binding that another binding of the same class already has.
 
     Textual then drops the other binding without a word, so say which one is lost (or which two now share
-    a key). A class's bindings are its own and those it inherits, as Textual merges them.
+    a key). A class's bindings are its own and those it inherits, as Textual merges them. A key that
+    takes bindings in several screens is one line naming each (it was one line per screen).
     """
-    found: dict[str, list[type[DOMNode]]] = {}
+    found: dict[_Clash, list[type[DOMNode]]] = {}
     # Bases first, so that a clash a view inherits is found in its base before the view.
     for owner in sorted(dict.fromkeys(info.owner for info in all_bindings()), key=lambda cls: len(cls.__mro__)):
         for clash in _clashes_in(owner, keymap):
@@ -71,12 +72,30 @@ def keymap_clashes(keymap: Mapping[str, str], source: str) -> tuple[str, ...]:
             # A clash in a base class (ViewScreen) is named there, not again in each view that inherits it.
             if not any(issubclass(owner, named) for named in owners):
                 owners.append(owner)
-    return tuple(
-        f"{source}: {clash} in {', '.join(owner.__name__ for owner in owners)}" for clash, owners in found.items()
-    )
+    by_claim: dict[tuple[str, str, bool], list[str]] = {}
+    for clash, owners in found.items():
+        where = ", ".join(owner.__name__ for owner in owners)
+        place = f"{clash.lost} in {where}" if clash.lost else where
+        by_claim.setdefault((clash.key, clash.claimants, clash.lost is not None), []).append(place)
+    lines = []
+    for (key, claimants, replaces), places in by_claim.items():
+        if replaces:
+            lines.append(f"{source}: {key!r} for {claimants} replaces {', '.join(places)}")
+        else:
+            lines.append(f"{source}: {key!r} is given to both {claimants} in {', '.join(places)}")
+    return tuple(lines)
 
 
-def _clashes_in(owner: type[DOMNode], keymap: Mapping[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class _Clash:
+    key: str
+    claimants: str
+    """The remapped ids that claim the key, quoted and joined by " and "."""
+    lost: str | None
+    """The binding the key took (None when two remapped ids share it)."""
+
+
+def _clashes_in(owner: type[DOMNode], keymap: Mapping[str, str]) -> list[_Clash]:
     defaults: dict[str, Binding] = {}
     for klass in reversed(owner.__mro__):
         for item in Binding.make_bindings(klass.__dict__.get("BINDINGS", [])):
@@ -87,14 +106,14 @@ def _clashes_in(owner: type[DOMNode], keymap: Mapping[str, str]) -> list[str]:
     for binding_id in remapped_ids:
         for key in _key_names(keymap[binding_id]):
             claims.setdefault(key, []).append(binding_id)
-    clashes: list[str] = []
+    clashes: list[_Clash] = []
     for key, claimants in claims.items():
         named = " and ".join(repr(claimant) for claimant in claimants)
         if key in kept:
             lost = repr(kept[key].id) if kept[key].id else f"Textual's {kept[key].action!r}"
-            clashes.append(f"{key!r} for {named} replaces {lost}")
+            clashes.append(_Clash(key, named, lost))
         elif len(claimants) > 1:
-            clashes.append(f"{key!r} is given to both {named}")
+            clashes.append(_Clash(key, named, None))
     return clashes
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from textual.binding import Binding
 
+from htatui.sources.user_file import read_user_text
 from htatui.tui.base.binding_catalog import binding_ids, keymap_clashes
 
 KEYMAP_ENV = "HTATUI_KEYMAP"
@@ -49,10 +50,10 @@ def keymap_path() -> Path:
 def load_keymap(path: Path | None = None) -> KeymapLoad:
     """Read and check the keymap file (default: `keymap_path()`); no file is an empty keymap."""
     path = keymap_path() if path is None else path
-    if not path.is_file():
+    if not os.path.lexists(path):
         return KeymapLoad({}, ())
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_user_text(path)
     except (OSError, UnicodeDecodeError) as error:
         return KeymapLoad({}, (f"{path}: cannot read it ({_one_line(error)}); default keys used",))
     loaded = parse_keymap(text, str(path), binding_ids)

@@ -22,7 +22,7 @@ import polars as pl
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, EdgeArrays, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
-from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
+from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls, without_mismatched
 
 
 def _numbers(total: int) -> type[np.signedinteger]:
@@ -155,7 +155,10 @@ def matched_calls(calls: list[pl.DataFrame | None]) -> pl.DataFrame:
     """The collective calls two or more ranks share, from every part's calls in rank order: the
     part and its row there, group number, transfer (µs), and whether the row has nodes; by group
     then part and row."""
-    found = [part.with_columns(part=pl.lit(i, pl.Int64)) for i, part in enumerate(calls) if part is not None]
+    # A rank whose calls matched none of its rows (a broken trace) has none: `frame["source"][0]` below.
+    found = [
+        part.with_columns(part=pl.lit(i, pl.Int64)) for i, part in enumerate(calls) if part is not None and part.height
+    ]
     if not found:
         return pl.DataFrame(schema=MATCHED_SCHEMA)
     # The job's best source: the first any rank has calls of (`meeting.meeting_points`); a rank's
@@ -165,6 +168,7 @@ def matched_calls(calls: list[pl.DataFrame | None]) -> pl.DataFrame:
     matched = (
         pl.concat(found, how="vertical_relaxed")
         .filter(pl.col("source") == chosen)
+        .pipe(without_mismatched)  # a rank with more or fewer calls in a group's step pairs wrongly
         .with_columns(
             ranks=pl.col("rank").n_unique().over(CALL_KEY),
             last_arrival=pl.col("ts").max().over(CALL_KEY),

@@ -76,7 +76,8 @@ def with_partners(events: pl.DataFrame) -> pl.DataFrame:
     device_first = device.group_by("correlation").agg(pl.col("row").min().alias("partner"))
     # Event and context syncs have no stream (−1) but are device rows waiting on a host call.
     device_side = (pl.col("hstream") != -1) | pl.col("name").cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
-    framed = framed.with_columns(device_side=device_side & cat.is_in(DEVICE_CATS))
+    # A row without a category is null here: on the host side, or neither filter below keeps it.
+    framed = framed.with_columns(device_side=(device_side & cat.is_in(DEVICE_CATS)).fill_null(False))
     on_device = framed.filter(pl.col("device_side")).join(host_first, on="correlation", how="left")
     on_host = framed.filter(~pl.col("device_side")).join(device_first, on="correlation", how="left")
     # A host row's partner is a device row only when it is a runtime/driver call.

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.describe import scope_steps
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.prepare import each_rank, prepare
+from htatui.analysis.core.scope import ragged_note
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.collectives import collective_table
 from htatui.analysis.views.ranks.matrix import step_matrix
@@ -27,11 +29,14 @@ from htatui.analysis.views.ranks.meeting import (
     SOURCES,
     best_source,
     call_delays,
+    mismatch_note,
+    mismatched_counts,
     realigned,
     skewed_clocks,
     source_calls,
     with_exposed_waits,
     with_waits,
+    without_mismatched,
 )
 from htatui.analysis.views.ranks.phases import PHASE_COLUMNS, fold_cpu_phases, phase_excess
 from htatui.analysis.views.ranks.stragglers import (
@@ -81,6 +86,11 @@ class RanksResult:
     left_out: tuple[int, ...] = ()
     """Ranks without ProfilerStep while others have them: their calls cannot be matched by step,
     so they are left out (counted whole they would be mixed with the others' chosen steps)."""
+    ragged: str | None = None
+    """Which ranks lack a step the scope chose on others, and the steps every rank is measured over."""
+    mismatched: pl.DataFrame | None = None
+    """Ranks whose collective counts in a process group's step differ from the others'
+    (`meeting.mismatched_counts`): their calls there are left out of the pairing."""
 
     @property
     def frame(self) -> pl.DataFrame:
@@ -105,6 +115,9 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     step_table = tables["steps"].filter("used")
     calls, source = best_source(tables["calls"])
     calls = _in_used_steps(calls, steps_used)
+    # A rank that made more or fewer calls in a group's step than the others cannot be paired call by call.
+    mismatched = mismatched_counts(calls)
+    calls = without_mismatched(calls, mismatched)
     # A rank on a clock of its own (another host, no sync) is moved onto the others' by where
     # the collectives end: else its waits read as hours inside a step of milliseconds.
     clocks = skewed_clocks(calls)
@@ -125,8 +138,21 @@ def _analyse(traces: TraceSet, options: RanksOptions) -> RanksResult:
     stragglers, message = find_stragglers(delays, phases, rank_count, source, len(traces.ranks))
     per_step = per_step_stragglers(delays, phases) if rank_count > 1 else pl.DataFrame(schema=STEP_STRAGGLER_COLUMNS)
     collectives = collective_table(calls, delays, traces)
+    ragged = ragged_note(scope_steps(traces, options.with_ranks(None)))
     return RanksResult(
-        matrix, phases, calls, stragglers, per_step, collectives, source, message, rank_count, clocks, tuple(left_out)
+        matrix,
+        phases,
+        calls,
+        stragglers,
+        per_step,
+        collectives,
+        source,
+        message,
+        rank_count,
+        clocks,
+        tuple(left_out),
+        ragged,
+        mismatched,
     )
 
 
@@ -156,7 +182,7 @@ def clocks_of_parts(parts: list[tuple[pl.DataFrame, dict[int, list[int]]]]) -> p
     steps_used = {rank: steps for rank, steps in steps_used.items() if rank not in left_out}
     every = pl.concat([calls for calls, _ in parts], how="vertical_relaxed")
     calls, _ = best_source(every.filter(~pl.col("rank").is_in(left_out)))
-    return skewed_clocks(_in_used_steps(calls, steps_used))
+    return skewed_clocks(without_mismatched(_in_used_steps(calls, steps_used)))
 
 
 def stepless_among_stepped(steps_used: dict[int, list[int]]) -> list[int]:
@@ -168,7 +194,7 @@ def stepless_among_stepped(steps_used: dict[int, list[int]]) -> list[int]:
 
 def _left_out_note(result: RanksResult, message: str | None) -> str | None:
     """`message`, with the ranks left out for want of steps named first."""
-    notes = []
+    notes = [note for note in (result.ragged, mismatch_note(result.mismatched)) if note]
     if result.left_out:
         ranks = ", ".join(map(str, result.left_out))
         notes.append(f"rank {ranks} left out: no ProfilerStep in the chosen steps while the other ranks have them")

@@ -245,6 +245,70 @@ def _empty_calls() -> pl.DataFrame:
 CALL_KEY = ["pg", "kind", "step", "seq"]
 
 
+MISMATCH_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "pg": pl.Utf8(),
+    "step": pl.Int64(),
+    "calls": pl.UInt32(),
+    "usual": pl.UInt32(),
+}
+
+
+def mismatched_counts(calls: pl.DataFrame) -> pl.DataFrame:
+    """rank, pg, step, calls, usual: a rank whose number of calls in a process group's step differs
+    from the group's usual count (the count most of its ranks made; null when no count is most
+    common, and then every rank of the group is listed). Matching the k-th call of each rank pairs
+    such calls wrongly (two allreduces a step on one rank, one on the other): they are left out.
+
+    A group's ranks are those with a call in it in any step; one with none in a step made 0.
+    """
+    if calls.height == 0:
+        return pl.DataFrame(schema=MISMATCH_SCHEMA)
+    keys = ["pg", "step", "rank"]
+    counts = calls.group_by(keys).agg(calls=pl.len())
+    grid = calls.select("pg", "rank").unique().join(calls.select("pg", "step").unique(), on="pg")
+    counts = grid.join(counts, on=keys, how="left", nulls_equal=True).with_columns(pl.col("calls").fill_null(0))
+    often = counts.group_by("pg", "step", "calls").agg(ranks=pl.len())
+    usual = (
+        often.filter(pl.col("ranks") == pl.col("ranks").max().over("pg", "step"))
+        .group_by("pg", "step")
+        .agg(usual=pl.when(pl.len() == 1).then(pl.col("calls").first()))
+    )
+    return (
+        counts.join(usual, on=["pg", "step"], nulls_equal=True)
+        .filter(pl.col("usual").is_null() | (pl.col("calls") != pl.col("usual")))
+        .select([pl.col(c).cast(t) for c, t in MISMATCH_SCHEMA.items()])
+        .sort("pg", "step", "rank", nulls_last=True)
+    )
+
+
+def without_mismatched(calls: pl.DataFrame, mismatched: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`calls` less those of each rank and process-group step whose counts differ (`mismatched_counts`)."""
+    mismatched = mismatched_counts(calls) if mismatched is None else mismatched
+    if mismatched.height == 0:
+        return calls
+    return calls.join(mismatched.select("rank", "pg", "step"), on=["rank", "pg", "step"], how="anti", nulls_equal=True)
+
+
+def mismatch_note(mismatched: pl.DataFrame | None) -> str | None:
+    """One sentence naming the ranks left out of a group's step, for the cross-rank views and `check`."""
+    if mismatched is None or mismatched.height == 0:
+        return None
+    parts = []
+    for (pg, step), rows in mismatched.group_by(["pg", "step"], maintain_order=True):
+        where = f"process group {pg!r}" if pg else "the collectives"
+        usual = rows["usual"][0]
+        counts = ", ".join(
+            f"rank {rank} made {calls} call{'' if calls == 1 else 's'}"
+            for rank, calls in rows.select("rank", "calls").iter_rows()
+        )
+        if usual is None:
+            parts.append(f"{where}, step {step}: {counts}: no count is the usual one, none paired")
+        else:
+            parts.append(f"{where}, step {step}: {counts} where the others made {usual}: left out of the pairing")
+    return "collective counts differ: " + "; ".join(parts)
+
+
 def with_waits(calls: pl.DataFrame) -> pl.DataFrame:
     """Each call's last arrival, how long this rank waited for it, and how many ranks made it."""
     return calls.with_columns(

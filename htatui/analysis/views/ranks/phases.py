@@ -90,7 +90,7 @@ def gpu_phases(gpu: pl.DataFrame) -> pl.DataFrame:
     busy = busy_time(compute, ["rank", "iteration"]).select(
         "rank", step="iteration", phase=pl.lit(GPU_COMPUTE), dur_us="busy_us"
     )
-    names = compute["name"].cast(pl.Utf8).unique().to_list()
+    names = compute["name"].cast(pl.Utf8).unique().drop_nulls().to_list()  # a kernel without a name keeps none
     short = {n: "kernel " + shorten_name(n) for n in names}
     kernels = compute.group_by(
         "rank", step="iteration", phase=pl.col("name").cast(pl.Utf8).replace_strict(short, return_dtype=pl.Utf8)

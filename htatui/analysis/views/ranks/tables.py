@@ -23,7 +23,7 @@ from htatui.analysis.core.intervals import busy_time, merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.prepare import chosen_ranks, each_rank, prepare
+from htatui.analysis.core.prepare import chosen_ranks, each_rank, prepare, with_job_steps
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.meeting import CALL_SCHEMA, SOURCES, source_calls
 from htatui.analysis.views.ranks.op_bytes import op_bytes
@@ -170,6 +170,7 @@ def job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
 
 
 def _job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
+    options = with_job_steps(traces, options)
     chosen = chosen_ranks(traces, options)
     stored = stored_tables(traces, options, chosen)
     if stored is not None:
