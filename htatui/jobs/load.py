@@ -10,8 +10,9 @@ import polars as pl
 
 from htatui.sources import SourcePath
 from htatui.store.layout import is_dataset
-from htatui.trace.discover import Discovered, DiscoveryError, discover
+from htatui.trace.discover import Discovered, DiscoveryError, discover, skipped_note
 from htatui.trace.fetch import DownloadCallback
+from htatui.trace.formats import foreign_format
 from htatui.trace.loader import (
     LoadError,
     LoadProgress,
@@ -63,12 +64,12 @@ def load_traces(
         notes=put_aside_notes,
     )
     parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
-    problems = tuple(r for r in results if isinstance(r, LoadProblem))
+    problems = tuple(_named(r) for r in results if isinstance(r, LoadProblem))
     if not parsed:
         if len(problems) == 1:
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
-    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped] + put_aside_notes
+    notes = [skipped_note(p) for p in found.skipped] + put_aside_notes
     ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = align(ranks)
@@ -97,6 +98,12 @@ def load_traces(
         stored_part=stored_part,
         keep_part=keep_part,
     )
+
+
+def _named(problem: LoadProblem) -> LoadProblem:
+    """A file that failed to parse, named by its format when htatui knows it (a rocprofv3 JSON)."""
+    found = foreign_format(problem.path)
+    return LoadProblem(problem.path, found.reason(problem.path)) if found is not None else problem
 
 
 def _dataset_summary(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from htatui.sources import RemotePath, SourceError, SourcePath, list_folder
 from htatui.sources import stat as remote_stat
+from htatui.trace.formats import ForeignFormat, foreign_format
 from htatui.trace.read import is_pipe_argument, kind_problem
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -75,7 +76,7 @@ def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePat
         raise DiscoveryError(f"{path}: no trace files here, only subfolders; open one of them")
     found = [e for e in objects if is_trace_name(e)]
     if not found:
-        raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
+        raise DiscoveryError(_no_traces(path, objects))
     try:
         # Some listings (HTTP index pages) carry no sizes or versions: ask each file.
         found = [e if e.size is not None and e.identity is not None else remote_stat(e) for e in found]
@@ -99,6 +100,9 @@ def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:
         problem = kind_problem(info, path)
         if problem:
             raise DiscoveryError(f"{path}: {problem}")
+        foreign = None if is_pipe_argument(path) else foreign_format(path)
+        if foreign is not None:
+            raise DiscoveryError(foreign.message(path))
         return [path], []
     if not os.access(path, os.R_OK | os.X_OK):
         raise DiscoveryError(f"{path}: folder cannot be read (permission denied)")
@@ -114,8 +118,31 @@ def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:
         )
     found = [p for p in entries if is_trace_name(p)]
     if not found:
-        raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
+        raise DiscoveryError(_no_traces(path, entries))
     return found, [p for p in entries if not is_trace_name(p)]
+
+
+def _no_traces(folder: SourcePath, files: Sequence[SourcePath]) -> str:
+    """Why a folder holds no trace: the formats of the files it does hold, when htatui knows them."""
+    named: list[tuple[SourcePath, ForeignFormat]] = []
+    for file in files:
+        found = foreign_format(file)
+        if found is not None:
+            named.append((file, found))
+    if named and all(found.snapshot for _file, found in named):
+        listed = ", ".join(file.name for file, _found in named[:3])
+        return f"{folder}: no trace here, only a CUDA memory snapshot ({listed}); open it with `htatui memory {folder}`"
+    if named:
+        file, found = next((pair for pair in named if not pair[1].snapshot), named[0])
+        more = f" (and {len(named) - 1} more)" if len(named) > 1 else ""
+        return f"{folder}: no Kineto trace here; {file.name}{more} is {found.reason(file)}"
+    return f"{folder}: no trace files (*.json, *.json.gz) in this folder"
+
+
+def skipped_note(path: SourcePath) -> str:
+    """The note for a file beside traces that is not one: its format when htatui knows it."""
+    found = foreign_format(path)
+    return found.skipped(path) if found is not None else f"{path}: skipped (not a trace file name)"
 
 
 def job_folders(path: SourcePath) -> Sequence[SourcePath]:
