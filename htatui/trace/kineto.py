@@ -106,13 +106,6 @@ MEMORY_LAUNCH_APIS = (
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "hipGraphLaunch")
 """Calls that launch a whole graph: all its kernels share the launch's correlation id."""
 
-CPU_COLLECTIVE = r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl):"
-"""A collective's host-side range (`record_function` by the process group): gloo:all_reduce, nccl:…"""
-
-C10D_COLLECTIVE = r"^c10d::(?:_?all|reduce|broadcast|barrier|send|recv|gather|scatter|alltoall)"
-"""A c10d collective op (c10d::allreduce_, c10d::broadcast_…), when no range names the backend."""
-
-
 def step_number(name: pl.Expr) -> pl.Expr:
     """The step number of a ProfilerStep name (null for any other name); `name` as text."""
     return name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64)
