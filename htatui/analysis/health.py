@@ -329,7 +329,9 @@ def view_notes(table: pl.DataFrame) -> list[str]:
     if ranks and table["comm_kernels"].sum() == 0:
         notes.append("overlap: undefined (no communication kernels); late-starts (HTA's method): empty")
         if table["cpu_collectives"].sum() == 0:
-            notes.append("stragglers, collectives: empty (no communication kernels and no CPU collectives by the rules)")
+            notes.append(
+                "stragglers, collectives: empty (no communication kernels and no CPU collectives by the rules)"
+            )
     if ranks < 2:
         notes.append("stragglers, late-starts: empty (one rank); collectives: no cross-rank skew")
     elif ranks and (table["nccl_names"] == NCCL_NEW).all():

@@ -20,9 +20,37 @@ def parse_ranks(text: str | None) -> tuple[int, ...] | None:
 
 
 STEPS_HELP = (
-    "which ProfilerSteps the numbers count: default (every step but the last; the one step of a "
-    "one-step trace; the whole trace without steps), all (the whole trace), or steps like 3, 2-4, 2-4,7"
+    "which steps the numbers count: default (every step but the last; the one step of a "
+    "one-step trace; the whole trace without steps), all (the whole trace), steady (the default's "
+    "without warm-up and graph capture), or steps like 3, 2-4, 2-4,7"
 )
+
+
+def add_steps_from_flag(parser: argparse.ArgumentParser) -> None:
+    """`--steps-from REGEX`: the host ranges that are the steps (a load option: each row's step is set then)."""
+    parser.add_argument(
+        "--steps-from",
+        metavar="REGEX",
+        default=None,
+        help="steps are the host ranges whose name matches REGEX, numbered 1, 2, … by start (default: "
+        "ProfilerStep, else vLLM/SGLang/ATOM/xDiT iteration annotations)",
+    )
+
+
+def use_steps_from(args: argparse.Namespace) -> str | None:
+    """Set `--steps-from` for every load of this process and its workers; the problem in one line, or None."""
+    import os
+
+    pattern = getattr(args, "steps_from", None)
+    if pattern is None:
+        return None
+    from htatui.trace.step_sources import STEPS_FROM_ENV, StepsFromError, check_steps_from
+
+    try:
+        os.environ[STEPS_FROM_ENV] = check_steps_from(pattern)
+    except StepsFromError as exc:
+        return str(exc)
+    return None
 
 
 def add_scope_flags(parser: argparse.ArgumentParser, *, ranks: bool = True) -> None:

@@ -24,6 +24,7 @@ from htatui.trace.loader import (
     parse_all,
 )
 from htatui.trace.model import EventsUnavailable, LoadProblem, RankTrace, TraceSet
+from htatui.trace.step_sources import user_steps
 
 
 def load_traces(
@@ -47,6 +48,11 @@ def load_traces(
     """
     datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
     traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
+    if datasets and user_steps() is not None:
+        # A dataset's rows carry the steps it was ingested with; other spans would disagree with them.
+        raise LoadError(
+            f"{datasets[0]}: --steps-from applies to trace files; a dataset keeps the steps it was ingested with"
+        )
     results: list[ParsedFile | StoredFile | LoadProblem] = [*_read_datasets(datasets, progress)]
     try:
         found = discover(traces) if traces else Discovered(files=[], skipped=[])

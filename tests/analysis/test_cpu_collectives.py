@@ -68,7 +68,9 @@ def test_a_user_host_rule_adds_a_cpu_collective(tmp_path: Path, monkeypatch: pyt
     rules = tmp_path / "mine.toml"
     rules.write_text('[[host]]\nlibrary = "mylib"\npattern = "^mylib::ring_"\nkind = "all_reduce"\n')
     monkeypatch.setenv(comm_rules.ENV_VAR, str(rules))
-    assert comm_rules.cpu_collective("mylib::ring_allreduce") == comm_rules.CpuCollective("mylib", "all_reduce", "range")
+    assert comm_rules.cpu_collective("mylib::ring_allreduce") == comm_rules.CpuCollective(
+        "mylib", "all_reduce", "range"
+    )
     traces = traces_of(tmp_path / "again", *(shm_rank(r, "mylib::ring_allreduce") for r in range(2)))
     result = ranks.analyse(traces, RanksOptions())
     assert result.source == meeting.CPU_OPS
@@ -104,11 +106,23 @@ def test_report_comm_rules_flag_adds_a_host_rule(tmp_path: Path) -> None:
         write_trace(tmp_path / "job" / f"rank-{rank}.json", shm_rank(rank, "mylib::ring_allreduce"), rank=rank)
     rules = tmp_path / "mine.toml"
     rules.write_text('[[host]]\nlibrary = "mylib"\npattern = "^mylib::ring_"\n')
-    command = [sys.executable, "-m", "htatui", "report", str(tmp_path / "job"), "--view", "stragglers", "--format", "csv"]
+    command = [
+        sys.executable,
+        "-m",
+        "htatui",
+        "report",
+        str(tmp_path / "job"),
+        "--view",
+        "stragglers",
+        "--format",
+        "csv",
+    ]
     plain = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert plain.returncode == 0 and len(plain.stdout.splitlines()) == 1  # the header alone
     assert "no CPU collectives by the communication rules" in plain.stderr
-    taught = subprocess.run([*command, "--comm-rules", str(rules)], capture_output=True, text=True, check=False, timeout=120)
+    taught = subprocess.run(
+        [*command, "--comm-rules", str(rules)], capture_output=True, text=True, check=False, timeout=120
+    )
     assert taught.returncode == 0, taught.stderr
     header, row = taught.stdout.splitlines()[:2]
     assert dict(zip(header.split(","), row.split(","), strict=False))["rank"] == str(SLOW_SHM_RANK)

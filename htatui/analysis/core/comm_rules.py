@@ -121,7 +121,9 @@ def _read_host(path: Path, entries: Any) -> list[HostRule]:
             raise CommRulesError(f"{path}: host rule {number} pattern {pattern!r} is not a valid regex")
         tier = entry.get("tier", "range")
         if tier not in HOST_TIERS:
-            raise CommRulesError(f"{path}: host rule {number} tier must be one of {', '.join(HOST_TIERS)}; got {tier!r}")
+            raise CommRulesError(
+                f"{path}: host rule {number} tier must be one of {', '.join(HOST_TIERS)}; got {tier!r}"
+            )
         kind = entry.get("kind", "")
         if not isinstance(kind, str):
             raise CommRulesError(f"{path}: host rule {number} 'kind' must be a string")

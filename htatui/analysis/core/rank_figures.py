@@ -29,6 +29,8 @@ class RankFigures:
     """The step numbers present, ascending."""
     events: int = 0
     """Rows of the rank's event frame."""
+    step_source: str | None = None
+    """Where the steps come from (`step_sources.StepSource.label`); None without steps."""
 
 
 def rank_figures(events: pl.DataFrame) -> RankFigures:
@@ -48,6 +50,7 @@ def figures_of(row: dict[str, Any], shift_us: float) -> RankFigures:
         int(row["memory_events"]),
         list(row["iterations"]),
         int(row["events"]),
+        row.get("step_source"),
     )
 
 
