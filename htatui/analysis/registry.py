@@ -25,6 +25,7 @@ from htatui.analysis.views import (
     kernels,
     launch,
     membw,
+    modules,
     op_tree,
     ops,
     overlap,
@@ -348,6 +349,16 @@ VIEWS: tuple[View[Any], ...] = (
         (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
     ),
     View(
+        "modules",
+        "Modules",
+        modules.ModulesOptions,
+        (
+            Table("main", modules.compute, key_columns=("gpu_total_us", "host_total_us")),
+            Table("types", modules.types, key_columns=("gpu_total_us", "host_total_us")),
+            Table("tree", modules.tree, key_columns=("gpu_total_us", "host_total_us")),
+        ),
+    ),
+    View(
         "cupti",
         "CUPTI counters",
         cupti.CuptiOptions,
@@ -426,6 +437,7 @@ PAGES: tuple[Page, ...] = (
             PageTable("critical-path", "job-edges"),
         ),
     ),
+    Page("modules", "Modules", (PageTable("modules"), PageTable("modules", "types"), PageTable("modules", "tree"))),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 
