@@ -146,8 +146,9 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     if len(chosen) < 2:
         return joined_parts(table, [table.compute(traces, options)], chosen)
     build: Callable[[TraceSet, OptionsT], TableResult] = table.compute
-    if traces.stored_part is not None or traces.keep_part is not None:
-        # A trace folder loaded with the cache: each rank's rows are kept, and read next time.
+    if (traces.stored_part is not None or traces.keep_part is not None) and not traces.captures:
+        # A trace folder loaded with the cache: each rank's rows are kept, and read next time (not
+        # with capture traces beside it: the rows depend on them too).
         table_id = f"{table.compute.__module__}.{table.compute.__qualname__}/{table.name}"
         build = kept_parts.kept_build(traces, kept_parts.part_name(table_id, options), table.compute)
     return joined_parts(table, each_rank(traces, options, build), chosen)

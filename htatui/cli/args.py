@@ -26,8 +26,17 @@ STEPS_HELP = (
 )
 
 
-def add_steps_from_flag(parser: argparse.ArgumentParser) -> None:
-    """`--steps-from REGEX`: the host ranges that are the steps (a load option: each row's step is set then)."""
+def add_load_option_flags(parser: argparse.ArgumentParser) -> None:
+    """`--steps-from REGEX` (the host ranges that are the steps: each row's step is set as the file
+    is parsed) and `--capture FILE` (a graph-capture trace for the replays)."""
+    parser.add_argument(
+        "--capture",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a graph-capture trace: graph-replayed kernels get their ops, shapes and call stacks from it "
+        "(also found as a capture_traces/ folder or *capture* files beside the traces)",
+    )
     parser.add_argument(
         "--steps-from",
         metavar="REGEX",
@@ -37,10 +46,14 @@ def add_steps_from_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def use_steps_from(args: argparse.Namespace) -> str | None:
-    """Set `--steps-from` for every load of this process and its workers; the problem in one line, or None."""
+def use_load_options(args: argparse.Namespace) -> str | None:
+    """Set `--steps-from` and `--capture` for every load of this process and its workers; the
+    problem in one line, or None."""
     import os
 
+    captures = getattr(args, "capture", None) or []
+    if captures:
+        os.environ["HTATUI_CAPTURES"] = os.pathsep.join(str(path) for path in captures)
     pattern = getattr(args, "steps_from", None)
     if pattern is None:
         return None

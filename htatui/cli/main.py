@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
-from htatui.cli.args import add_scope_flags, add_steps_from_flag, scope_from_args, use_steps_from
+from htatui.cli.args import add_load_option_flags, add_scope_flags, scope_from_args, use_load_options
 from htatui.sources import SourcePath, path_or_url
 from htatui.trace.errors import EventsUnavailable
 
@@ -119,7 +119,7 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
             " or the pieces of a lone big file (default: up to 8)"
         ),
     )
-    add_steps_from_flag(parser)
+    add_load_option_flags(parser)
 
 
 def _worker_count(text: str) -> int:
@@ -276,7 +276,7 @@ _COLOR_SYSTEMS = {"truecolor": "truecolor", "256": "256", "16": "standard"}
 def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     _use_jobs(args)
-    problem = use_steps_from(args)
+    problem = use_load_options(args)
     if problem:
         return _fail(problem)
     if args.color != "auto":
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser = _build_parser(built=argv[:1] if argv and argv[0] in SUBCOMMANDS else ())
             args = parser.parse_args(argv)
             _use_jobs(args)
-            problem = use_steps_from(args)
+            problem = use_load_options(args)
             if problem:
                 return _fail(problem)
             if not getattr(args, "run", None):

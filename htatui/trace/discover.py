@@ -16,6 +16,8 @@ from htatui.trace.formats import ForeignFormat, foreign_format
 from htatui.trace.read import is_pipe_argument, kind_problem
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+CAPTURE_FOLDER = "capture_traces"
+"""A job folder's subfolder of graph-capture traces (TraceLens's layout)."""
 _RANK_IN_NAME = (re.compile(r"rank[-_]?(\d+)", re.IGNORECASE), re.compile(r"worker[-_]?(\d+)", re.IGNORECASE))
 
 
@@ -27,6 +29,14 @@ class DiscoveryError(Exception):
 class Discovered:
     files: list[SourcePath]
     skipped: list[SourcePath]
+    captures: tuple[SourcePath, ...] = ()
+    """Graph-capture traces beside the ranks: a folder's files named `*capture*` (unless it holds
+    only those) and the trace files of its `capture_traces/` subfolder."""
+
+
+def is_capture_name(path: SourcePath) -> bool:
+    """A trace file named as a graph capture (`graph_capture_rank_0…`, `capture_trace_rank_0…`)."""
+    return "capture" in path.name.lower()
 
 
 def is_trace_name(path: SourcePath) -> bool:
@@ -42,14 +52,21 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
     """
     files: list[SourcePath] = []
     skipped: list[SourcePath] = []
+    captures: list[SourcePath] = []
     for path in paths:
         if isinstance(path, RemotePath):
             remote_files, remote_skipped = _discover_remote(path)
-            files.extend(remote_files)
+            remote_ranks, remote_captures = _split_captures(list(remote_files))
+            files.extend(remote_ranks)
+            captures.extend(remote_captures)
             skipped.extend(remote_skipped)
             continue
         try:
-            found, skipped_here = _discover_one(path)
+            listed, skipped_here = _discover_one(path)
+            found: list[SourcePath] = list(listed)
+            if path.is_dir():
+                found, captured = _split_captures(found)
+                captures.extend([*captured, *_capture_folder(path)])
         except PermissionError:
             raise DiscoveryError(f"{path}: cannot be read (permission denied)") from None
         except OSError as exc:
@@ -57,7 +74,23 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
         files.extend(found)
         skipped.extend(skipped_here)
     unique = list(dict.fromkeys(p.resolve() if isinstance(p, Path) and not is_pipe_argument(p) else p for p in files))
-    return Discovered(files=unique, skipped=skipped)
+    return Discovered(files=unique, skipped=skipped, captures=tuple(dict.fromkeys(captures)))
+
+
+def _split_captures(found: list[SourcePath]) -> tuple[list[SourcePath], list[SourcePath]]:
+    """A folder's trace files as (rank files, capture files); a folder of captures alone is ranks."""
+    captures = [p for p in found if is_capture_name(p)]
+    if len(captures) == len(found):
+        return found, []
+    return [p for p in found if not is_capture_name(p)], captures
+
+
+def _capture_folder(folder: Path) -> list[Path]:
+    """The trace files of `folder/capture_traces/`, when there is one."""
+    sub = folder / CAPTURE_FOLDER
+    if not sub.is_dir():
+        return []
+    return sorted(p.resolve() for p in sub.iterdir() if p.is_file() and is_trace_name(p))
 
 
 def _discover_remote(path: RemotePath) -> tuple[list[RemotePath], list[RemotePath]]:

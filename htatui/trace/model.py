@@ -235,6 +235,9 @@ class TraceSet:
     rank number or shift."""
     keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
     """Keeps a rank's rows of per-rank view tables, by name, in its parse-cache entry."""
+    captures: tuple[RankTrace, ...] = field(default=(), compare=False, repr=False)
+    """Graph-capture traces loaded beside the ranks (a `capture_traces/` folder, files named
+    `*capture*`, `--capture FILE`): where replayed graphs get their ops (`analysis.model.graph_replay`)."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""

@@ -181,7 +181,8 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
         cancel.check()
         # The rank's summary row goes along, so a view that answers from it still does.
         summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
-        results.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
+        part = TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary, captures=traces.captures)
+        results.append(build(part, alone))
         if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
     return results
