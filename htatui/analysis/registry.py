@@ -168,6 +168,8 @@ def joined_parts(table: Table[Any], parts: Sequence[TableResult], chosen: Sequen
     if not messages:
         return made
     frame, message = frame_of(made)
+    if frame.height == 0:
+        message = None  # the parts say why the table is empty; the general sentence would not
     return NotedTable(frame, "; ".join(dict.fromkeys([*messages, *([message] if message else [])])))
 
 
@@ -193,6 +195,22 @@ def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]
     if len(missing) == len(chosen):
         return NotedTable(frame, table.rankless)
     return NotedTable(frame, f"rank {', '.join(map(str, missing))} left out: {table.rankless}")
+
+
+def _hip_noted(
+    compute: Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame],
+) -> Callable[[TraceSet, launch.LaunchOptions], TableResult]:
+    """A launch table that, empty in compat mode on a ROCm trace, says why: HTA 0.6.1 counts CUDA
+    launch calls only."""
+
+    def noted(traces: TraceSet, options: launch.LaunchOptions) -> TableResult:
+        frame = compute(traces, options)
+        why = launch.hip_in_compat(traces, options) if frame.height == 0 else None
+        return NotedTable(frame, why) if why else frame
+
+    noted.__name__, noted.__qualname__, noted.__doc__ = compute.__name__, compute.__qualname__, compute.__doc__
+    noted.__module__ = compute.__module__
+    return noted
 
 
 _OUTLIER_ABOUT = {
@@ -256,10 +274,16 @@ VIEWS: tuple[View[Any], ...] = (
         "Launch",
         launch.LaunchOptions,
         (
-            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",), rankless=NO_MATCHED_LAUNCH),
+            Table(
+                "main",
+                _hip_noted(launch.compute),
+                per_rank=True,
+                key_columns=("launch_delay_us",),
+                rankless=NO_MATCHED_LAUNCH,
+            ),
             Table(
                 "summary",
-                launch.summary,
+                _hip_noted(launch.summary),
                 per_rank=True,
                 key_columns=("delay_mean_us", "delay_p99_us"),
                 rankless=NO_MATCHED_LAUNCH,
@@ -320,7 +344,7 @@ VIEWS: tuple[View[Any], ...] = (
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.compute, per_rank=True),),
+        (Table("main", user_annotations.table, per_rank=True),),
     ),
     View(
         "patterns",

@@ -59,7 +59,14 @@ class TraceMeta:
         if names:
             return ", ".join(names)
         backend = str((self.distributed_info or {}).get("backend", ""))
-        return "MTIA" if "mtia" in backend else "unknown"
+        if "mtia" in backend:
+            return "MTIA"
+        devices = [p for p in self.device_properties if isinstance(p, dict)]
+        if not devices:
+            return "unknown"
+        # A wavefront of 64 is AMD's (NVIDIA's warps are 32): ROCm traces often leave names empty.
+        kind = "ROCm GPU" if all(p.get("warpSize") == 64 for p in devices) else "GPU"
+        return f"{kind} ×{len(devices)}, name not recorded"
 
 
 class RankTrace:

@@ -323,7 +323,8 @@ def replay_notes(traces: TraceSet) -> list[str]:
         lines.insert(
             0,
             f"rank{'s' if len(unpaired) > 1 else ''} {ranks}: {rows:,} GPU rows ran in {launches:,} CUDA/HIP graph "
-            "launches; which op launched each is not in the trace: give the capture trace (--capture FILE, or a "
-            "capture_traces/ folder beside the traces) to see them in ops, the op tree and the perf model",
+            f"launch{'es' if launches != 1 else ''}; which op launched each is not in the trace: give the capture "
+            "trace (--capture FILE, or a capture_traces/ folder beside the traces) to see them in ops, the op tree "
+            "and the perf model",
         )
     return lines
