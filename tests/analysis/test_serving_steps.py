@@ -35,7 +35,7 @@ def test_sglang_iterations_are_the_steps(serving: Path) -> None:
     steps = scope_steps(traces, CommonOptions())[0]
     assert (steps.available, steps.used, steps.source) == ((1, 2, 3, 4), (1, 2, 3), "SGLang `step[…]` annotations")
     assert describe_scope(traces, CommonOptions()) == (
-        "rank 0 · steps 1-3 (last step 4 left out); steps from SGLang `step[…]` annotations"
+        "rank 0 · steps 1-3 from SGLang `step[…]` annotations (last step 4 left out)"
     )
     # Steps 1-3 (fixtures/serving.py): first GPU row the copy at 1030, last the act_and_mul ending
     # at 3400: span 2370; compute 3 × 250; copies 3 × 4; idle 2370 − 762.
@@ -49,8 +49,8 @@ def test_steady_leaves_out_the_ramp_and_the_last_step(serving: Path) -> None:
     steps = scope_steps(traces, options)[0]
     assert steps.used == (2, 3)
     assert dict(steps.reasons) == {"batch below its peak": (1,), "last step": (4,)}
-    assert describe_scope(traces, options).startswith(
-        "rank 0 · steady steps 2-3 (left out: batch below its peak 1, last step 4)"
+    assert describe_scope(traces, options) == (
+        "rank 0 · steady steps 2-3 from SGLang `step[…]` annotations (left out: batch below its peak 1, last step 4)"
     )
     # Steps 2-3: span 2030 … 3400 = 1370, compute 500, copies 8.
     row = temporal.compute(traces, temporal.TemporalOptions(scope=options.scope)).to_dicts()[0]

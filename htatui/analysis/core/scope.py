@@ -207,18 +207,16 @@ def _hta_last_step_mask(events: pl.DataFrame, *, include_last_step: bool) -> pl.
 
 
 def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
-    """'steps 2-3 (last step 4 left out)', 'all steps 2-4 (whole trace)', 'whole trace (no ProfilerStep)'…,
-    then where the steps come from when it is not ProfilerStep ('; steps from SGLang `step[…]` annotations')."""
+    """'steps 2-3 (last step 4 left out)', 'all steps 2-4 (whole trace)', 'whole trace (no ProfilerStep)'…;
+    a source other than ProfilerStep is named after the steps ('steps 1-3 from SGLang `step[…]`
+    annotations (last step 4 left out)'), where a narrow header still shows it."""
     if not steps_by_rank:
         return "no ranks"
-    text = _describe_steps(steps_by_rank, scope)
-    sources = sorted({r.source for r in steps_by_rank.values() if r.source not in (None, PROFILER_STEPS.label)})
-    if sources:
-        text += f"; steps from {' and '.join(str(s) for s in sources)}"
-    return text
+    sources = sorted({str(r.source) for r in steps_by_rank.values() if r.source not in (None, PROFILER_STEPS.label)})
+    return _describe_steps(steps_by_rank, scope, f" from {' and '.join(sources)}" if sources else "")
 
 
-def _describe_steps(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
+def _describe_steps(steps_by_rank: dict[int, RankSteps], scope: Scope, source: str) -> str:
     used = sorted({s for r in steps_by_rank.values() for s in r.used})
     left_out = sorted({s for r in steps_by_rank.values() for s in r.left_out} - set(used))
     varies = len({r.used for r in steps_by_rank.values()}) > 1
@@ -227,11 +225,12 @@ def _describe_steps(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
         return "whole trace (no ProfilerStep or iteration annotation)"
     if not used:
         why = _steady_reasons(steps_by_rank) if scope.steps.kind == "steady" else ""
-        return f"no step of {scope.steps} on these ranks (steps {format_ranges(_available(steps_by_rank))}{why})"
+        available = format_ranges(_available(steps_by_rank))
+        return f"no step of {scope.steps} on these ranks (steps {available}{source}{why})"
     if scope.steps.kind == "steady":
-        text = f"steady step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}"
+        text = f"steady step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}{source}"
         return text + (" (varies by rank)" if varies else "") + _steady_reasons(steps_by_rank)
-    text = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}"
+    text = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}{source}"
     if varies:
         text += " (varies by rank)"
     if whole:
