@@ -451,6 +451,7 @@ PAGES: tuple[Page, ...] = (
         ),
     ),
     Page("memory", "Memory", ()),
+    Page("modules", "Modules", (PageTable("modules"), PageTable("modules", "types"), PageTable("modules", "tree"))),
     Page(
         "critical-path",
         "Critical path",
@@ -462,7 +463,6 @@ PAGES: tuple[Page, ...] = (
             PageTable("critical-path", "job-edges"),
         ),
     ),
-    Page("modules", "Modules", (PageTable("modules"), PageTable("modules", "types"), PageTable("modules", "tree"))),
 )
 """The TUI's screens in key order (number key n opens the n-th page)."""
 

@@ -68,8 +68,8 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "patterns": PatternsScreen,
     "ranks": RanksScreen,
     "memory": MemoryScreen,
-    "critical-path": CriticalPathScreen,
     "modules": ModulesScreen,
+    "critical-path": CriticalPathScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/registry.py PAGES)."""
 
