@@ -42,10 +42,10 @@ def test_the_capture_gives_replayed_kernels_their_ops(serving: Path) -> None:
     )
     table = ops.compute(traces, OpsOptions())
     rows = {r["name"]: r for r in table.to_dicts()}
-    # Steps 1-3: aten::mm twice a replay (2 × 100 µs), rmsnorm 20, silu_and_mul 30; no host time.
+    # Steps 1-3: aten::mm twice a replay (2 × 150 µs), rmsnorm 20, silu_and_mul 30; no host time.
     assert (rows["aten::mm"]["count"], rows["aten::mm"]["gpu_self_us"], rows["aten::mm"]["cpu_total_us"]) == (
         6,
-        600.0,
+        900.0,
         0.0,
     )
     assert (rows["sgl_kernel::fused_add_rmsnorm"]["count"], rows["sgl_kernel::fused_add_rmsnorm"]["gpu_self_us"]) == (
@@ -53,13 +53,16 @@ def test_the_capture_gives_replayed_kernels_their_ops(serving: Path) -> None:
         60.0,
     )
     assert (rows["sgl_kernel::silu_and_mul"]["count"], rows["sgl_kernel::silu_and_mul"]["gpu_self_us"]) == (3, 90.0)
-    # The iteration that launched the graph keeps the rest: its total is unchanged (250 + the 4 µs copy).
-    assert rows["step[DECODE bs=32]"]["gpu_total_us"] == 2 * 254.0 and rows["step[DECODE bs=32]"]["gpu_self_us"] == 0.0
+    # The iteration that launched the graph keeps the rest: its total is unchanged (350 + the 4 µs copy).
+    assert rows["step[DECODE bs=32]"]["gpu_total_us"] == 2 * 354.0 and rows["step[DECODE bs=32]"]["gpu_self_us"] == 0.0
     shapes = ops.compute(traces, OpsOptions(group_by="shape")).filter(pl.col("name") == "aten::mm")
     assert sorted(shapes.select("input_dims", "count", "gpu_self_us").rows()) == [
-        ("[[32, 4096], [4096, 24576]]", 3, 300.0),
-        ("[[32, 4096], [4096, 6144]]", 3, 300.0),
+        ("[[32, 4096], [4096, 24576]]", 3, 450.0),
+        ("[[32, 4096], [4096, 6144]]", 3, 450.0),
     ]
+    # The performance model reads the captured shapes: 2·32·4096·24576 FLOPs a call.
+    modelled = ops.compute(traces, OpsOptions(group_by="shape", flops=True)).filter(pl.col("name") == "aten::mm")
+    assert sorted(modelled["gflop"].to_list()) == [pytest.approx(1.610612736), pytest.approx(6.442450944)]
     tree = op_tree.compute(traces, op_tree.OpTreeOptions())
     assert "  aten::mm" in tree["call_path"].to_list()
     assert traces.notes == (
@@ -150,4 +153,7 @@ def test_tracelens_replay_gets_the_captures_ops(tracelens: Any, job: str) -> Non
     }[job]
     for name in top:
         assert got[name] == pytest.approx(expected[name], abs=0.02), name
+    # Their shapes are the capture's.
+    shaped = ops.compute(traces, OpsOptions(group_by="shape")).filter(pl.col("name") == top[1])
+    assert shaped.height and "[]" not in shaped["input_dims"].to_list()
     assert sum(1 for n in traces.notes if "got their ops from the capture" in n) == 1

@@ -38,9 +38,9 @@ def test_sglang_iterations_are_the_steps(serving: Path) -> None:
         "rank 0 · steps 1-3 from SGLang `step[…]` annotations (last step 4 left out)"
     )
     # Steps 1-3 (fixtures/serving.py): first GPU row the copy at 1030, last the act_and_mul ending
-    # at 3400: span 2370; compute 3 × 250; copies 3 × 4; idle 2370 − 762.
+    # at 3500: span 2470; compute 3 × 350; copies 3 × 4; idle 2470 − 1062.
     row = temporal.compute(traces, temporal.TemporalOptions()).to_dicts()[0]
-    assert (row["span_us"], row["compute_us"], row["non_compute_us"], row["idle_us"]) == (2370.0, 750.0, 12.0, 1608.0)
+    assert (row["span_us"], row["compute_us"], row["non_compute_us"], row["idle_us"]) == (2470.0, 1050.0, 12.0, 1408.0)
 
 
 def test_steady_leaves_out_the_ramp_and_the_last_step(serving: Path) -> None:
@@ -52,9 +52,9 @@ def test_steady_leaves_out_the_ramp_and_the_last_step(serving: Path) -> None:
     assert describe_scope(traces, options) == (
         "rank 0 · steady steps 2-3 from SGLang `step[…]` annotations (left out: batch below its peak 1, last step 4)"
     )
-    # Steps 2-3: span 2030 … 3400 = 1370, compute 500, copies 8.
+    # Steps 2-3: span 2030 … 3500 = 1470, compute 700, copies 8.
     row = temporal.compute(traces, temporal.TemporalOptions(scope=options.scope)).to_dicts()[0]
-    assert (row["span_us"], row["compute_us"], row["non_compute_us"]) == (1370.0, 500.0, 8.0)
+    assert (row["span_us"], row["compute_us"], row["non_compute_us"]) == (1470.0, 700.0, 8.0)
 
 
 def test_vllm_iterations_are_the_steps(serving: Path) -> None:
