@@ -109,16 +109,25 @@ def _valid_regex(pattern: str) -> bool:
     return True
 
 
-def _read_host(path: Path, entries: Any) -> list[HostRule]:
+def _entries(path: Path, data: dict[str, Any], table: str, what: str) -> list[tuple[int, dict[str, Any], str]]:
+    """The `[[table]]` entries of a rules file, numbered, each with its valid `pattern`."""
+    entries = data.get(table, [])
     if not isinstance(entries, list):
-        raise CommRulesError(f"{path}: 'host' must be an array of tables ([[host]])")
-    rules: list[HostRule] = []
+        raise CommRulesError(f"{path}: '{table}' must be an array of tables ([[{table}]])")
+    found = []
     for number, entry in enumerate(entries, start=1):
         pattern = entry.get("pattern") if isinstance(entry, dict) else None
         if not isinstance(pattern, str) or not pattern:
-            raise CommRulesError(f"{path}: host rule {number} has no 'pattern' string")
+            raise CommRulesError(f"{path}: {what} {number} has no 'pattern' string")
         if not _valid_regex(pattern):
-            raise CommRulesError(f"{path}: host rule {number} pattern {pattern!r} is not a valid regex")
+            raise CommRulesError(f"{path}: {what} {number} pattern {pattern!r} is not a valid regex")
+        found.append((number, entry, pattern))
+    return found
+
+
+def _read_host(path: Path, data: dict[str, Any]) -> list[HostRule]:
+    rules: list[HostRule] = []
+    for number, entry, pattern in _entries(path, data, "host", "host rule"):
         tier = entry.get("tier", "range")
         if tier not in HOST_TIERS:
             raise CommRulesError(
@@ -139,22 +148,14 @@ def _read(path: Path) -> tuple[list[CommRule], list[str], list[HostRule]]:
         raise CommRulesError(f"{path}: cannot read communication rules ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CommRulesError(f"{path}: not a valid TOML rules file ({exc})") from None
-    rules: list[CommRule] = []
-    entries = data.get("rule", [])
-    if not isinstance(entries, list):
-        raise CommRulesError(f"{path}: 'rule' must be an array of tables ([[rule]])")
-    for number, entry in enumerate(entries, start=1):
-        pattern = entry.get("pattern") if isinstance(entry, dict) else None
-        if not isinstance(pattern, str) or not pattern:
-            raise CommRulesError(f"{path}: rule {number} has no 'pattern' string")
-        if not _valid_regex(pattern):
-            raise CommRulesError(f"{path}: rule {number} pattern {pattern!r} is not a valid regex")
-        library = entry.get("library", "user")
-        rules.append(CommRule(str(library), pattern, str(path), str(entry.get("example", ""))))
+    rules = [
+        CommRule(str(entry.get("library", "user")), pattern, str(path), str(entry.get("example", "")))
+        for _number, entry, pattern in _entries(path, data, "rule", "rule")
+    ]
     categories = data.get("categories", [])
     if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
         raise CommRulesError(f"{path}: 'categories' must be a list of strings")
-    return rules, list(categories), _read_host(path, data.get("host", []))
+    return rules, list(categories), _read_host(path, data)
 
 
 @lru_cache(maxsize=8)

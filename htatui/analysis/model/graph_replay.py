@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 from htatui.analysis.core.memo import memoised
@@ -201,22 +200,7 @@ def _frames_around(frames: pl.DataFrame, launches: pl.DataFrame) -> list[tuple[s
     )
     if both.height == 0:
         return []
-    key = both.select(
-        pl.concat_str(pl.col("pid").cast(pl.Utf8), pl.col("tid").cast(pl.Utf8), separator="/").rank("dense")
-    )
-    thread = key.to_series().to_numpy().astype(np.int64)
-    start = np.round(both["ts"].to_numpy() * 1000.0).astype(np.int64)
-    end = start + np.round(both["dur"].fill_null(0.0).to_numpy() * 1000.0).astype(np.int64)
-    order = np.lexsort((both["index"].to_numpy(), -end, start, thread)).astype(np.int64)
-    sorted_thread = thread[order]
-    segment = np.zeros(len(order), dtype=np.int64)
-    if len(order):
-        changes = np.nonzero(sorted_thread[1:] != sorted_thread[:-1])[0] + 1
-        segment[changes] = changes
-        segment = np.maximum.accumulate(segment)
-    parent_sorted = op_nesting.nest(segment, start[order], end[order])
-    parent = np.full(len(order), -1, dtype=np.int64)
-    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    parent, _order = op_nesting.frame_parents(both)
     names = both["name"].to_list()
     cats = both["cat"].to_list()
     indexes = both["index"].to_list()

@@ -145,10 +145,6 @@ def build(events: pl.DataFrame) -> ModuleCalls:
     )
 
 
-def _ns(values: pl.Series) -> np.ndarray:
-    return np.round(values.to_numpy() * 1000.0).astype(np.int64)
-
-
 def _nest(modules: pl.DataFrame, launches: pl.DataFrame) -> tuple[op_nesting.Ints, op_nesting.Ints, op_nesting.Ints]:
     """Each launch's innermost module call (row of `modules`, -1 for none), each module call's
     parent call (-1 at the top), and the module rows in (thread, start, longest first) order."""
@@ -157,21 +153,8 @@ def _nest(modules: pl.DataFrame, launches: pl.DataFrame) -> tuple[op_nesting.Int
             modules.select("pid", "tid", "ts", "dur", "index", module=pl.lit(True)),
             launches.select("pid", "tid", "ts", "dur", "index", module=pl.lit(False)),
         ]
-    ).with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64))
-    thread = both.select(pl.concat_str(pl.col("pid").cast(pl.Utf8), pl.col("tid").cast(pl.Utf8), separator="/"))
-    start = _ns(both["ts"])
-    end = start + _ns(both["dur"])
-    key = thread.to_series().rank("dense").to_numpy().astype(np.int64)
-    order = np.lexsort((both["index"].to_numpy(), -end, start, key)).astype(np.int64)
-    sorted_key = key[order]
-    segment = np.zeros(len(order), dtype=np.int64)
-    if len(order):
-        changes = np.nonzero(sorted_key[1:] != sorted_key[:-1])[0] + 1
-        segment[changes] = changes
-        segment = np.maximum.accumulate(segment)
-    parent_sorted = op_nesting.nest(segment, start[order], end[order])
-    parent = np.full(len(order), -1, dtype=np.int64)
-    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    )
+    parent, order = op_nesting.frame_parents(both)
     # Each row's nearest module call, itself included: a launch's is its owner, and a module
     # call's parent is its parent row's.
     nearest = op_nesting.resolve(parent, both["module"].to_numpy())
