@@ -48,3 +48,33 @@ def load_shared(shared_traces: Path):  # type: ignore[no-untyped-def]
         return _LOADED[folder]
 
     return load
+
+
+TRACELENS_GIT = ROOT.parent / ".mirror" / "AMD-AGI+TraceLens" / "repo"
+"""The fetched mirror of AMD-AGI/TraceLens (a bare git directory): its public test traces are
+read from it, never copied into the project."""
+
+
+@pytest.fixture(scope="session")
+def tracelens(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """`tracelens("tests/traces/…")` → that file of TraceLens's mirror, written to a temp folder
+    (same relative path); tests that need it skip when the mirror is absent."""
+    import subprocess
+
+    if not (TRACELENS_GIT / "HEAD").is_file():
+        pytest.skip(f"TraceLens mirror not found at {TRACELENS_GIT} (fetch github:AMD-AGI/TraceLens)")
+    out = tmp_path_factory.mktemp("tracelens")
+
+    def extract(relative: str) -> Path:
+        target = out / relative
+        if not target.exists():
+            shown = subprocess.run(
+                ["git", "--git-dir", str(TRACELENS_GIT), "show", f"HEAD:{relative}"], capture_output=True, check=False
+            )
+            if shown.returncode != 0 or not shown.stdout:
+                pytest.skip(f"{relative} is not in the TraceLens mirror ({shown.stderr.decode().strip()[:120]})")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(shown.stdout)
+        return target
+
+    return extract

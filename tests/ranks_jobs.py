@@ -85,3 +85,28 @@ def skewed_rank(rank: int) -> list[Event]:
         kernel(name, arrival, 500 - arrival, corr=1),
         kernel(name, 600, 100, corr=2),
     ]
+
+
+SLOW_SHM_RANK = 1
+
+
+def shm_rank(rank: int, collective: str = "_C::shm_allreduce") -> list[Event]:
+    """A 2-rank vLLM CPU job (tensor parallel over shared memory, no GPU), 3 steps of 1000 µs at B.
+
+    Each step: `aten::mm` [B, B+A) with A = 200 (500 on rank 1), then `collective` from B+A to
+    B+600 (the last rank arrives at B+500, + 100 of work), `aten::mm` [B+600, B+800) and a second
+    `collective` [B+800, B+900) that both ranks reach together. Rank 0 waits 300 µs a step for
+    rank 1 in the first one. Step 3 is the last and is left out: steps 1 and 2 are analysed.
+    """
+    attention = 500.0 if rank == SLOW_SHM_RANK else 200.0
+    events: list[Event] = []
+    for n in (1, 2, 3):
+        base = (n - 1) * 1000.0
+        events += [
+            step(n, base, 1000),
+            cpu_op("aten::mm", base, attention),
+            cpu_op(collective, base + attention, 600 - attention),
+            cpu_op("aten::mm", base + 600, 200),
+            cpu_op(collective, base + 800, 100),
+        ]
+    return events

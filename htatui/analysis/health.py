@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.comm_rules import is_cpu_collective
 from htatui.analysis.core.describe import scope_steps
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.options import CommonOptions
@@ -24,7 +25,7 @@ from htatui.analysis.core.scope import Scope, Steps, ragged, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
 from htatui.trace.figures import OVERLAP_MIN_US, early_launches, file_figures, overlap_summary, valid_figures
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, GPU_ACTIVITY_CATS, GPU_ANNOTATION
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION
 from htatui.trace.model import TraceSet
 
 CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
@@ -86,7 +87,7 @@ def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
             python_frames=(cat == "python_function").sum(),
             memory_events=(name == "[memory]").sum(),
             cupti_ranges=(cat == "cuda_profiler_range").sum(),
-            cpu_collectives=(host & (name.str.contains(CPU_COLLECTIVE) | name.str.contains(C10D_COLLECTIVE))).sum(),
+            cpu_collectives=(host & is_cpu_collective()).sum(),
         ).row(0, named=True)
         kernels = events.filter(cat == "kernel").select("cat", "name", "collective_name")
         comm = int(kernels.select((kernel_type(False) == COMMUNICATION).sum()).item()) if kernels.height else 0
@@ -421,7 +422,9 @@ def view_notes(table: pl.DataFrame) -> list[str]:
     if ranks and table["comm_kernels"].sum() == 0:
         notes.append("overlap: undefined (no communication kernels); late-starts (HTA's method): empty")
         if table["cpu_collectives"].sum() == 0:
-            notes.append("stragglers, collectives: empty (no communication kernels and no gloo:/nccl:/c10d ops)")
+            notes.append(
+                "stragglers, collectives: empty (no communication kernels and no CPU collectives by the rules)"
+            )
     if ranks < 2:
         notes.append("stragglers, late-starts: empty (one rank); collectives: no cross-rank skew")
     elif ranks and (table["nccl_names"] == NCCL_NEW).all():

@@ -25,6 +25,7 @@ from htatui.analysis.views import (
     kernels,
     launch,
     membw,
+    modules,
     op_tree,
     ops,
     overlap,
@@ -146,8 +147,9 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     if len(chosen) < 2:
         return joined_parts(table, [table.compute(traces, options)], chosen)
     build: Callable[[TraceSet, OptionsT], TableResult] = table.compute
-    if traces.stored_part is not None or traces.keep_part is not None:
-        # A trace folder loaded with the cache: each rank's rows are kept, and read next time.
+    if (traces.stored_part is not None or traces.keep_part is not None) and not traces.captures:
+        # A trace folder loaded with the cache: each rank's rows are kept, and read next time (not
+        # with capture traces beside it: the rows depend on them too).
         table_id = f"{table.compute.__module__}.{table.compute.__qualname__}/{table.name}"
         build = kept_parts.kept_build(traces, kept_parts.part_name(table_id, options), table.compute)
     return joined_parts(table, each_rank(traces, options, build), chosen)
@@ -167,6 +169,8 @@ def joined_parts(table: Table[Any], parts: Sequence[TableResult], chosen: Sequen
     if not messages:
         return made
     frame, message = frame_of(made)
+    if frame.height == 0:
+        message = None  # the parts say why the table is empty; the general sentence would not
     return NotedTable(frame, "; ".join(dict.fromkeys([*messages, *([message] if message else [])])))
 
 
@@ -192,6 +196,22 @@ def noted_rankless(table: Table[Any], frame: pl.DataFrame, chosen: Sequence[int]
     if len(missing) == len(chosen):
         return NotedTable(frame, table.rankless)
     return NotedTable(frame, f"rank {', '.join(map(str, missing))} left out: {table.rankless}")
+
+
+def _hip_noted(
+    compute: Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame],
+) -> Callable[[TraceSet, launch.LaunchOptions], TableResult]:
+    """A launch table that, empty in compat mode on a ROCm trace, says why: HTA 0.6.1 counts CUDA
+    launch calls only."""
+
+    def noted(traces: TraceSet, options: launch.LaunchOptions) -> TableResult:
+        frame = compute(traces, options)
+        why = launch.hip_in_compat(traces, options) if frame.height == 0 else None
+        return NotedTable(frame, why) if why else frame
+
+    noted.__name__, noted.__qualname__, noted.__doc__ = compute.__name__, compute.__qualname__, compute.__doc__
+    noted.__module__ = compute.__module__
+    return noted
 
 
 _OUTLIER_ABOUT = {
@@ -255,10 +275,16 @@ VIEWS: tuple[View[Any], ...] = (
         "Launch",
         launch.LaunchOptions,
         (
-            Table("main", launch.compute, per_rank=True, key_columns=("launch_delay_us",), rankless=NO_MATCHED_LAUNCH),
+            Table(
+                "main",
+                _hip_noted(launch.compute),
+                per_rank=True,
+                key_columns=("launch_delay_us",),
+                rankless=NO_MATCHED_LAUNCH,
+            ),
             Table(
                 "summary",
-                launch.summary,
+                _hip_noted(launch.summary),
                 per_rank=True,
                 key_columns=("delay_mean_us", "delay_p99_us"),
                 rankless=NO_MATCHED_LAUNCH,
@@ -319,7 +345,7 @@ VIEWS: tuple[View[Any], ...] = (
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.compute, per_rank=True),),
+        (Table("main", user_annotations.table, per_rank=True),),
     ),
     View(
         "patterns",
@@ -347,6 +373,16 @@ VIEWS: tuple[View[Any], ...] = (
         "Op tree",
         op_tree.OpTreeOptions,
         (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
+    ),
+    View(
+        "modules",
+        "Modules",
+        modules.ModulesOptions,
+        (
+            Table("main", modules.compute, key_columns=("gpu_total_us", "host_total_us")),
+            Table("types", modules.types, key_columns=("gpu_total_us", "host_total_us")),
+            Table("tree", modules.tree, key_columns=("gpu_total_us", "host_total_us")),
+        ),
     ),
     View(
         "cupti",
@@ -416,6 +452,7 @@ PAGES: tuple[Page, ...] = (
         ),
     ),
     Page("memory", "Memory", ()),
+    Page("modules", "Modules", (PageTable("modules"), PageTable("modules", "types"), PageTable("modules", "tree"))),
     Page(
         "critical-path",
         "Critical path",

@@ -20,9 +20,50 @@ def parse_ranks(text: str | None) -> tuple[int, ...] | None:
 
 
 STEPS_HELP = (
-    "which ProfilerSteps the numbers count: default (every step but the last; the one step of a "
-    "one-step trace; the whole trace without steps), all (the whole trace), or steps like 3, 2-4, 2-4,7"
+    "which steps the numbers count: default (every step but the last; the one step of a "
+    "one-step trace; the whole trace without steps), all (the whole trace), steady (the default's "
+    "without warm-up and graph capture), or steps like 3, 2-4, 2-4,7"
 )
+
+
+def add_load_option_flags(parser: argparse.ArgumentParser) -> None:
+    """`--steps-from REGEX` (the host ranges that are the steps: each row's step is set as the file
+    is parsed) and `--capture FILE` (a graph-capture trace for the replays)."""
+    parser.add_argument(
+        "--capture",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a graph-capture trace: graph-replayed kernels get their ops, shapes and call stacks from it "
+        "(also found as a capture_traces/ folder or *capture* files beside the traces)",
+    )
+    parser.add_argument(
+        "--steps-from",
+        metavar="REGEX",
+        default=None,
+        help="steps are the host ranges whose name matches REGEX, numbered 1, 2, … by start (default: "
+        "ProfilerStep, else vLLM/SGLang/ATOM/xDiT iteration annotations)",
+    )
+
+
+def use_load_options(args: argparse.Namespace) -> str | None:
+    """Set `--steps-from` and `--capture` for every load of this process and its workers; the
+    problem in one line, or None."""
+    import os
+
+    captures = getattr(args, "capture", None) or []
+    if captures:
+        os.environ["HTATUI_CAPTURES"] = os.pathsep.join(str(path) for path in captures)
+    pattern = getattr(args, "steps_from", None)
+    if pattern is None:
+        return None
+    from htatui.trace.step_sources import STEPS_FROM_ENV, StepsFromError, check_steps_from
+
+    try:
+        os.environ[STEPS_FROM_ENV] = check_steps_from(pattern)
+    except StepsFromError as exc:
+        return str(exc)
+    return None
 
 
 def add_scope_flags(parser: argparse.ArgumentParser, *, ranks: bool = True) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from htatui.cli.args import add_scope_flags
+from htatui.cli.args import add_load_option_flags, add_scope_flags
 from htatui.sources import SourcePath, path_or_url
 
 STEPS_HELP = (
@@ -49,6 +49,7 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     diff.add_argument("--wide", action="store_true", help="every table column, even past the terminal's width")
     add_scope_flags(diff, ranks=False)
+    add_load_option_flags(diff)
     diff.add_argument(
         "--noise-pct",
         type=float,

@@ -7,6 +7,7 @@ import polars as pl
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.rank_figures import trace_figures
 from htatui.trace import TraceSet
+from htatui.trace.step_sources import PROFILER_STEPS
 from htatui.trace.timings import PHASES, recorded
 
 INFO_COLUMNS = (
@@ -19,8 +20,10 @@ INFO_COLUMNS = (
     "streams",
     "span_ms",
     "steps",
+    "steps_from",
     "warnings",
 )
+"""`steps_from` only where a rank's steps come from elsewhere than ProfilerStep."""
 
 
 def load_notes(traces: TraceSet) -> list[str]:
@@ -52,10 +55,13 @@ def info_frame(traces: TraceSet) -> pl.DataFrame:
                 "streams": figures.streams,
                 "span_ms": figures.span_us / 1000.0,
                 "steps": format_ranges(figures.iterations, empty=""),
+                "steps_from": _steps_from(figures.step_source),
                 "warnings": "; ".join(rank_trace.warnings),
             }
         )
-    return pl.DataFrame(rows, schema=INFO_SCHEMA)
+    frame = pl.DataFrame(rows, schema=INFO_SCHEMA)
+    # Steps from ProfilerStep (or none) on every rank: no column to say so.
+    return frame if (frame["steps_from"] != "").any() else frame.drop("steps_from")
 
 
 def _stored_rows(traces: TraceSet) -> dict[int, dict[str, object]]:
@@ -75,9 +81,15 @@ def _stored_rows(traces: TraceSet) -> dict[int, dict[str, object]]:
             "streams": row["streams"],
             "span_ms": row["span_us"] / 1000.0,
             "steps": format_ranges(row["iterations"], empty=""),
+            "steps_from": _steps_from(row["step_source"]),
             "warnings": "; ".join(rank_trace.warnings),
         }
     return rows
+
+
+def _steps_from(label: str | None) -> str:
+    """Where a rank's steps come from, when not from ProfilerStep ("" for ProfilerStep or none)."""
+    return "" if label in (None, PROFILER_STEPS.label) else str(label)
 
 
 INFO_SCHEMA = {
@@ -90,6 +102,7 @@ INFO_SCHEMA = {
     "streams": pl.Int64,
     "span_ms": pl.Float64,
     "steps": pl.Utf8,
+    "steps_from": pl.Utf8,
     "warnings": pl.Utf8,
 }
 
@@ -120,7 +133,7 @@ def timings_frame(traces: TraceSet) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=TIMINGS_SCHEMA)
 
 
-SHARED_COLUMNS = ("device", "rank_source")
+SHARED_COLUMNS = ("device", "rank_source", "steps_from")
 """Columns that often hold one value for the whole job: said once above a table, not per row."""
 
 
@@ -130,6 +143,8 @@ def folded_for_table(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list
     the file names, figures and steps (CSV and JSON keep every column)."""
     said: list[str] = []
     for column in SHARED_COLUMNS:
+        if column not in frame.columns:
+            continue
         values = frame[column].unique()
         if frame.height > 0 and values.len() == 1 and values[0]:
             said.append(f"{column.replace('_', ' ')}: {values[0]}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
-from htatui.cli.args import add_scope_flags, scope_from_args
+from htatui.cli.args import add_load_option_flags, add_scope_flags, scope_from_args, use_load_options
 from htatui.sources import SourcePath, is_url, path_or_url
 from htatui.trace.errors import EventsUnavailable
 from htatui.trace.workers import Terminated, catch_termination, restore_handlers
@@ -120,6 +120,7 @@ def _common_load_flags(parser: argparse.ArgumentParser) -> None:
             " or the pieces of a lone big file (default: up to 8)"
         ),
     )
+    add_load_option_flags(parser)
 
 
 def _worker_count(text: str) -> int:
@@ -318,6 +319,9 @@ def _run_app(argv: Sequence[str]) -> int:
             "the app needs a terminal (stdin and stdout); without one use `htatui report PATH` (or info, check)"
         )
     _use_jobs(args)
+    problem = use_load_options(args)
+    if problem:
+        return _fail(problem)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     try:
@@ -358,6 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser = _build_parser(built=argv[:1] if argv and argv[0] in SUBCOMMANDS else ())
             args = parser.parse_args(argv)
             _use_jobs(args)
+            problem = use_load_options(args)
+            if problem:
+                return _fail(problem)
             if not getattr(args, "run", None):
                 parser.print_help()
                 return 0

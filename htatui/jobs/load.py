@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,8 +11,9 @@ import polars as pl
 
 from htatui.sources import SourcePath
 from htatui.store.layout import is_dataset
-from htatui.trace.discover import Discovered, DiscoveryError, discover
+from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename, skipped_note
 from htatui.trace.fetch import DownloadCallback
+from htatui.trace.formats import foreign_format
 from htatui.trace.loader import (
     LoadError,
     LoadProgress,
@@ -22,7 +24,8 @@ from htatui.trace.loader import (
     assign_ranks,
     parse_all,
 )
-from htatui.trace.model import EventsUnavailable, LoadProblem, RankTrace, TraceSet
+from htatui.trace.model import RANK_FROM_TRACE, EventsUnavailable, LoadProblem, RankTrace, TraceSet
+from htatui.trace.step_sources import user_steps
 
 
 def load_traces(
@@ -46,6 +49,11 @@ def load_traces(
     """
     datasets = [p for p in paths if isinstance(p, Path) and is_dataset(p)]
     traces = [p for p in paths if not (isinstance(p, Path) and is_dataset(p))]
+    if datasets and user_steps() is not None:
+        # A dataset's rows carry the steps it was ingested with; other spans would disagree with them.
+        raise LoadError(
+            f"{datasets[0]}: --steps-from applies to trace files; a dataset keeps the steps it was ingested with"
+        )
     results: list[ParsedFile | StoredFile | LoadProblem] = [*_read_datasets(datasets, progress)]
     try:
         found = discover(traces) if traces else Discovered(files=[], skipped=[])
@@ -64,15 +72,16 @@ def load_traces(
         notes=put_aside_notes,
     )
     parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
-    problems = tuple(r for r in results if isinstance(r, LoadProblem))
+    problems = tuple(_named(r) for r in results if isinstance(r, LoadProblem))
     if not parsed:
         if len(problems) == 1:
             raise LoadError(str(problems[0]))
         raise LoadError("no trace could be loaded: " + "; ".join(str(p) for p in problems))
-    notes = [f"{p}: skipped (not a trace file name)" for p in found.skipped] + found.notes + put_aside_notes
+    notes = [skipped_note(p) for p in found.skipped] + found.notes + put_aside_notes
     ranks, rank_notes = assign_ranks(parsed)
     notes.extend(rank_notes)
     aligned = align(ranks)
+    captures = _captures([*found.captures, *_user_captures()], use_cache, refresh_cache, cancel, max_workers, notes)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
     summary: pl.DataFrame | None = None
     stored_table: Callable[[str], pl.DataFrame | None] | None = None
@@ -87,6 +96,9 @@ def load_traces(
 
         stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned, read=use_cache)
         stored_part, keep_part = cached_rank_parts(aligned, read=use_cache)
+    if not datasets:
+        # GPU work replayed by graph launches: whether its ops are known (a capture beside it).
+        notes += _replay_notes(TraceSet(ranks=aligned, captures=captures))
     return TraceSet(
         ranks=aligned,
         problems=problems,
@@ -97,7 +109,64 @@ def load_traces(
         keep_tables=keep_tables,
         stored_part=stored_part,
         keep_part=keep_part,
+        captures=captures,
     )
+
+
+def _replay_notes(traces: TraceSet) -> list[str]:
+    """`graph_replay.replay_notes`, imported only when a rank has graph launches (a cached `info`
+    reads each rank's stored figures and imports nothing more)."""
+    from htatui.analysis.core.rank_figures import trace_figures
+
+    if not any(trace_figures(trace).graph_kernels for trace in traces.ranks.values()):
+        return []
+    from htatui.analysis.model.graph_replay import replay_notes
+
+    return replay_notes(traces)
+
+
+CAPTURES_ENV = "HTATUI_CAPTURES"
+"""Graph-capture traces named with `--capture FILE` (several joined by the path separator)."""
+
+
+def _user_captures() -> list[SourcePath]:
+    value = os.environ.get(CAPTURES_ENV, "")
+    named = [Path(part) for part in value.split(os.pathsep) if part.strip()]
+    try:
+        return list(discover(named).files) if named else []
+    except DiscoveryError as exc:
+        raise LoadError(f"--capture: {exc}") from None
+
+
+def _captures(
+    paths: Sequence[SourcePath],
+    use_cache: bool,
+    refresh_cache: bool,
+    cancel: threading.Event | None,
+    max_workers: int | None,
+    notes: list[str],
+) -> tuple[RankTrace, ...]:
+    """The graph-capture traces, parsed as traces are (and cached); each keeps its own time base."""
+    if not paths:
+        return ()
+    results = parse_all(
+        list(dict.fromkeys(paths)), use_cache, use_cache or refresh_cache, None, cancel, max_workers, None
+    )
+    captures: list[RankTrace] = []
+    for result in results:
+        if isinstance(result, LoadProblem):
+            notes.append(f"capture {result}: left out")
+            continue
+        rank = result.meta.claimed_rank
+        rank = rank if rank is not None else (rank_from_filename(result.path) or 0)
+        captures.append(align({rank: (result, RANK_FROM_TRACE)})[rank])
+    return tuple(captures)
+
+
+def _named(problem: LoadProblem) -> LoadProblem:
+    """A file that failed to parse, named by its format when htatui knows it (a rocprofv3 JSON)."""
+    found = foreign_format(problem.path)
+    return LoadProblem(problem.path, found.reason(problem.path)) if found is not None else problem
 
 
 def _dataset_summary(

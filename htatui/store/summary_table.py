@@ -31,11 +31,12 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "comm_rules": pl.Utf8(),
     "streams": pl.Int64(),
     "iterations": pl.List(pl.Int64()),
+    "step_source": pl.Utf8(),
 }
 """`span_us` covers all timed events; `steps_used` are the steps the default views keep;
 `memory_events` counts `[memory]` rows; `streams` and `iterations` are what `info` lists;
 `shift_us` is the alignment and `comm_rules` the digest of the communication rules the figures
-were made with."""
+were made with; `step_source` where the steps come from (`step_sources.StepSource.label`)."""
 
 
 def summary_for(summary: pl.DataFrame, shifts: dict[int, float]) -> pl.DataFrame | None:

@@ -42,9 +42,10 @@ import polars as pl
 from htatui.sources import RemotePath, SourcePath, cache_identity
 from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA, TraceMeta
 from htatui.trace.read import FileIdentity, identity
+from htatui.trace.step_sources import STEPS_FROM_ENV
 from htatui.trace.validate import drop_impossible_events
 
-LOADER_VERSION = "8"
+LOADER_VERSION = "9"
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
 
 
@@ -78,6 +79,10 @@ def cache_key(path: SourcePath, file_identity: FileIdentity | None = None) -> st
     else:
         token = (file_identity or identity(path)).token()
         text = f"{path.resolve()}|{token}|{LOADER_VERSION}"
+    # A user's --steps-from gives each row other steps: an entry of its own.
+    steps_from = os.environ.get(STEPS_FROM_ENV, "")
+    if steps_from:
+        text += f"|steps-from={steps_from}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

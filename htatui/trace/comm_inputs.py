@@ -5,12 +5,14 @@ gloo jobs (no kernels) say how much a collective moved only through its host ops
 and `Input type` (`record_param_comms`, `nccl:all_reduce`, `gloo:broadcast`, `c10d::allreduce_`
 …, recorded with `record_shapes=True`). The event frame keeps no shapes, so the collectives table
 reads them from the rank's file, for those ops only, keyed by the event's file position (`index`).
+Which ops are collectives is the communication rules' answer (analysis/core/comm_rules.py): the
+caller names them.
 """
 
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -20,7 +22,7 @@ from htatui.sources import RemotePath, SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, spellings
+from htatui.trace.kineto import spellings
 
 RECORD_PARAM_COMMS = "record_param_comms"
 """PyTorch's own record of a collective's parameters, nested in the collective's op."""
@@ -34,7 +36,6 @@ COMM_INPUT_SCHEMA: dict[str, pl.DataType] = {
 (`[[6144], []]`, `["float", "Scalar"]`); an input whose dims are not a list of integers has null."""
 
 _OP_CATS = spellings("cpu_op", "user_annotation")
-_COMM_NAME = re.compile(f"{CPU_COLLECTIVE}|{C10D_COLLECTIVE}|^{RECORD_PARAM_COMMS}$")
 
 
 class _ShapeArgs(msgspec.Struct, frozen=True):
@@ -43,17 +44,12 @@ class _ShapeArgs(msgspec.Struct, frozen=True):
 
 
 _DECODER = msgspec.json.Decoder(_ShapeArgs)
-_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
+_CACHE: dict[tuple[str, int, int, frozenset[str]], pl.DataFrame] = {}
 _CACHE_LIMIT = 64
 
 
 class CommInputsError(ValueError):
     """The file cannot be read again for its collectives' shapes; the message names it."""
-
-
-def is_comm_op_name(name: str) -> bool:
-    """Whether a host op of this name is a collective whose inputs say what it moved."""
-    return _COMM_NAME.search(name) is not None
 
 
 def _version(path: SourcePath) -> tuple[str, int, int]:
@@ -63,17 +59,19 @@ def _version(path: SourcePath) -> tuple[str, int, int]:
     return (str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def read_comm_inputs(path: SourcePath) -> pl.DataFrame:
-    """`COMM_INPUT_SCHEMA` rows for the collective host ops of the trace at `path` (memoised per file version)."""
+def read_comm_inputs(path: SourcePath, names: Iterable[str]) -> pl.DataFrame:
+    """`COMM_INPUT_SCHEMA` rows for the host ops of the trace at `path` named `names` (the
+    collectives, and `record_param_comms` always), memoised per file version and names."""
+    wanted = frozenset((*names, RECORD_PARAM_COMMS))
     try:
-        key = _version(path)
+        key = (*_version(path), wanted)
     except OSError as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc.strerror})") from None
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
     try:
-        rows, _ = read_raw_events(read_source_bytes(path), CommInputRows, [])
+        rows, _ = read_raw_events(read_source_bytes(path), lambda: CommInputRows(wanted), [])
     except (OSError, TraceFormatError) as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc})") from None
     frame = rows.frame()
@@ -92,7 +90,8 @@ def _dims(value: object) -> list[int] | None:
 class CommInputRows:
     """The shapes of a trace's collective host ops, a piece at a time (a `read_raw_events` sink)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
         self.events_seen = 0
         self.index: list[int] = []
         self.dims: list[list[list[int] | None]] = []
@@ -102,7 +101,7 @@ class CommInputRows:
         for position, event in enumerate(events, start=self.events_seen):
             if event.cat not in _OP_CATS or not isinstance(event.name, str) or not event.args:
                 continue
-            if not is_comm_op_name(event.name):
+            if event.name not in self.names:
                 continue
             try:
                 args = _DECODER.decode(event.args)

@@ -12,9 +12,12 @@ from pathlib import Path
 
 from htatui.sources import RemotePath, SourceError, SourcePath, list_folder
 from htatui.sources import stat as remote_stat
+from htatui.trace.formats import ForeignFormat, foreign_format
 from htatui.trace.read import is_pipe_argument, kind_problem
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+CAPTURE_FOLDER = "capture_traces"
+"""A job folder's subfolder of graph-capture traces (TraceLens's layout)."""
 _RANK_IN_NAME = (re.compile(r"rank[-_]?(\d+)", re.IGNORECASE), re.compile(r"worker[-_]?(\d+)", re.IGNORECASE))
 
 
@@ -29,6 +32,14 @@ class Discovered:
     unreadable: list[tuple[SourcePath, str]] = field(default_factory=list)
     """Files a listing named that cannot be looked at, with why: skipped as a bad local file is."""
     notes: list[str] = field(default_factory=list)
+    captures: tuple[SourcePath, ...] = ()
+    """Graph-capture traces beside the ranks: a folder's files named `*capture*` (unless it holds
+    only those) and the trace files of its `capture_traces/` subfolder."""
+
+
+def is_capture_name(path: SourcePath) -> bool:
+    """A trace file named as a graph capture (`graph_capture_rank_0…`, `capture_trace_rank_0…`)."""
+    return "capture" in path.name.lower()
 
 
 def is_trace_name(path: SourcePath) -> bool:
@@ -45,15 +56,22 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
     files: list[SourcePath] = []
     skipped: list[SourcePath] = []
     unreadable: list[tuple[SourcePath, str]] = []
+    captures: list[SourcePath] = []
     for path in paths:
         if isinstance(path, RemotePath):
             remote = _discover_remote(path)
-            files.extend(remote.files)
+            remote_ranks, remote_captures = _split_captures(list(remote.files))
+            files.extend(remote_ranks)
+            captures.extend(remote_captures)
             skipped.extend(remote.skipped)
             unreadable.extend(remote.unreadable)
             continue
         try:
-            found, skipped_here = _discover_one(path)
+            listed, skipped_here = _discover_one(path)
+            found: list[SourcePath] = list(listed)
+            if path.is_dir():
+                found, captured = _split_captures(found)
+                captures.extend([*captured, *_capture_folder(path)])
         except PermissionError:
             raise DiscoveryError(f"{path}: cannot be read (permission denied)") from None
         except OSError as exc:
@@ -66,7 +84,25 @@ def discover(paths: Sequence[SourcePath]) -> Discovered:
         for p in unique
         if isinstance(p, RemotePath) and p.redirected_from
     ]
-    return Discovered(files=unique, skipped=skipped, unreadable=unreadable, notes=notes)
+    return Discovered(
+        files=unique, skipped=skipped, unreadable=unreadable, notes=notes, captures=tuple(dict.fromkeys(captures))
+    )
+
+
+def _split_captures(found: list[SourcePath]) -> tuple[list[SourcePath], list[SourcePath]]:
+    """A folder's trace files as (rank files, capture files); a folder of captures alone is ranks."""
+    captures = [p for p in found if is_capture_name(p)]
+    if len(captures) == len(found):
+        return found, []
+    return [p for p in found if not is_capture_name(p)], captures
+
+
+def _capture_folder(folder: Path) -> list[Path]:
+    """The trace files of `folder/capture_traces/`, when there is one."""
+    sub = folder / CAPTURE_FOLDER
+    if not sub.is_dir():
+        return []
+    return sorted(p.resolve() for p in sub.iterdir() if p.is_file() and is_trace_name(p))
 
 
 def _discover_remote(path: RemotePath) -> Discovered:
@@ -85,7 +121,7 @@ def _discover_remote(path: RemotePath) -> Discovered:
         raise DiscoveryError(f"{path}: no trace files here, only subfolders; open one of them")
     found = [e for e in objects if is_trace_name(e)]
     if not found:
-        raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
+        raise DiscoveryError(_no_traces(path, objects))
     # Some listings (HTTP index pages) carry no sizes or versions: ask each file; one that fails
     # is skipped with its reason, as a bad file in a local folder is.
     looked_at: list[SourcePath] = []
@@ -116,6 +152,9 @@ def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:
         problem = kind_problem(info, path)
         if problem:
             raise DiscoveryError(f"{path}: {problem}")
+        foreign = None if is_pipe_argument(path) else foreign_format(path)
+        if foreign is not None:
+            raise DiscoveryError(foreign.message(path))
         return [path], []
     if not os.access(path, os.R_OK | os.X_OK):
         raise DiscoveryError(f"{path}: folder cannot be read (permission denied)")
@@ -131,8 +170,31 @@ def _discover_one(path: Path) -> tuple[list[Path], list[Path]]:
         )
     found = [p for p in entries if is_trace_name(p)]
     if not found:
-        raise DiscoveryError(f"{path}: no trace files (*.json, *.json.gz) in this folder")
+        raise DiscoveryError(_no_traces(path, entries))
     return found, [p for p in entries if not is_trace_name(p)]
+
+
+def _no_traces(folder: SourcePath, files: Sequence[SourcePath]) -> str:
+    """Why a folder holds no trace: the formats of the files it does hold, when htatui knows them."""
+    named: list[tuple[SourcePath, ForeignFormat]] = []
+    for file in files:
+        found = foreign_format(file)
+        if found is not None:
+            named.append((file, found))
+    if named and all(found.snapshot for _file, found in named):
+        listed = ", ".join(file.name for file, _found in named[:3])
+        return f"{folder}: no trace here, only a CUDA memory snapshot ({listed}); open it with `htatui memory {folder}`"
+    if named:
+        file, found = next((pair for pair in named if not pair[1].snapshot), named[0])
+        more = f" (and {len(named) - 1} more)" if len(named) > 1 else ""
+        return f"{folder}: no Kineto trace here; {file.name}{more} is {found.reason(file)}"
+    return f"{folder}: no trace files (*.json, *.json.gz) in this folder"
+
+
+def skipped_note(path: SourcePath) -> str:
+    """The note for a file beside traces that is not one: its format when htatui knows it."""
+    found = foreign_format(path)
+    return found.skipped(path) if found is not None else f"{path}: skipped (not a trace file name)"
 
 
 def job_folders(path: SourcePath) -> Sequence[SourcePath]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from htatui.trace.kineto import GPU_ACTIVITY_CATS, step_spans, steps_by_start
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, GRAPH_LAUNCH_APIS
+from htatui.trace.step_sources import spans_of, step_source, steps_by_start
 
 OVERLAP_MIN_US = 20.0
 """Kernels on one stream may overlap by a few µs (Hopper's programmatic dependent launch, clock
@@ -27,19 +28,24 @@ FIGURES_SCHEMA: dict[str, pl.DataType] = {
     "last_end_us": pl.Float64(),
     "iterations": pl.List(pl.Int64()),
     "steps_by_start": pl.List(pl.Int64()),
+    "step_source": pl.Utf8(),
     "gpu_rows": pl.Int64(),
     "overlap_kernels": pl.Int64(),
     "overlap_streams": pl.Utf8(),
     "overlap_us": pl.Float64(),
     "early_kernels": pl.Int64(),
     "early_us": pl.Float64(),
+    "graph_launches": pl.Int64(),
+    "graph_kernels": pl.Int64(),
 }
 """One row: events, kernels, streams carrying GPU activity, `[memory]` events, the first start and
 last end of the complete ("X") events (null without one; µs on the frame's own time base), the
 step numbers present, ascending; and what the load-time checks and the scope's header read, so a
-cached rank answers them unread: the ProfilerStep numbers by start (`kineto.step_spans`), the rows
+cached rank answers them unread: the step numbers by start and where the steps come from
+(`step_sources.step_spans`, the source's label; null without steps), the rows
 of GPU activity, the kernels overlapping the one before them on their stream (`stream_overlaps`),
-and the GPU work that starts before its launch call, with the most it leads by (`early_launches`)."""
+the GPU work that starts before its launch call, with the most it leads by (`early_launches`),
+and the CUDA/HIP graph launches with the device rows they replayed."""
 
 
 def file_figures(events: pl.DataFrame) -> pl.DataFrame:
@@ -56,11 +62,17 @@ def file_figures(events: pl.DataFrame) -> pl.DataFrame:
         iterations=pl.col("iteration").drop_nulls().unique().sort().cast(pl.Int64).implode(),
         gpu_rows=pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)).sum().cast(pl.Int64),
     )
-    spans = step_spans(events.select("ph", "cat", "name", "ts", "end", "dur"))
+    narrow = events.select("ph", "cat", "name", "ts", "end", "dur")
+    source = step_source(narrow)
+    spans = spans_of(narrow, source)
     kernels, streams, overlap_us = overlap_summary(events)
     early = early_launches(events)
+    launches, replayed = graph_counts(events)
     return figures.with_columns(
+        graph_launches=pl.lit(launches, dtype=pl.Int64),
+        graph_kernels=pl.lit(replayed, dtype=pl.Int64),
         steps_by_start=pl.Series([steps_by_start(spans)], dtype=pl.List(pl.Int64)),
+        step_source=pl.lit(source.label if source is not None else None, dtype=pl.Utf8),
         overlap_kernels=pl.lit(kernels, dtype=pl.Int64),
         overlap_streams=pl.lit(streams, dtype=pl.Utf8),
         overlap_us=pl.lit(overlap_us, dtype=pl.Float64),
@@ -82,6 +94,19 @@ def early_launches(events: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("ts") < pl.col("launch_ts"))
         .select(lead_us=pl.col("launch_ts") - pl.col("ts"))
     )
+
+
+def graph_counts(events: pl.DataFrame) -> tuple[int, int]:
+    """How many graph launches (cudaGraphLaunch, hipGraphLaunch) and how many device rows they replayed."""
+    names = events["name"].unique()
+    graph_names = names.filter(names.cast(pl.Utf8).is_in(GRAPH_LAUNCH_APIS))
+    if graph_names.len() == 0:
+        return 0, 0
+    launches = events.filter(pl.col("name").is_in(graph_names.implode()) & pl.col("correlation").is_not_null())
+    replayed = events.filter(
+        pl.col("cat").is_in(list(GPU_ACTIVITY_CATS)) & pl.col("correlation").is_in(launches["correlation"].implode())
+    )
+    return launches.height, replayed.height
 
 
 def overlap_summary(events: pl.DataFrame) -> tuple[int, str, float]:

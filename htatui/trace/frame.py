@@ -10,8 +10,9 @@ from itertools import accumulate
 
 import polars as pl
 
-from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION, is_device_row, step_number
+from htatui.trace.kineto import DEVICE_CATS, is_device_row
 from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA
+from htatui.trace.step_sources import is_step_row, numbered, step_source
 
 
 def placeholder_rank() -> pl.Expr:
@@ -57,7 +58,10 @@ def finish_pieces(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
-    """Each event's ProfilerStep number, as HTA assigns it (docs/semantics-counters.md, steps), corrected.
+    """Each event's step number, as HTA assigns it (docs/semantics-counters.md, steps), corrected.
+
+    The steps are the ProfilerStep ranges, or where a rank has none a serving framework's
+    iteration annotations or a user's `--steps-from` ranges (`step_sources.step_source`).
 
     Host rows take the step whose host span [ts, end) holds their start; device rows with a
     correlation inherit the step of the host row with the same correlation id (on every stream,
@@ -70,20 +74,16 @@ def add_iterations(frame: pl.DataFrame) -> pl.DataFrame:
     # pieces, whole-frame expressions held several full-length temporaries (the loader's peak).
     cols = frame.select("ph", "name", "cat", "ts", "end", "correlation")
     pieces = _chunks(cols)
-    steps = (
-        pl.concat(
-            [
-                piece.filter((pl.col("ph") == "X") & (pl.col("cat") != GPU_ANNOTATION)).select(
-                    step_ts=pl.col("ts"),
-                    step_end=pl.col("end"),
-                    iteration=step_number(pl.col("name").cast(pl.Utf8)),
-                )
-                for piece in pieces
-            ]
-        )
-        .drop_nulls("iteration")
-        .sort("step_ts")
-    )
+    source = step_source(cols)
+    if source is None:
+        return frame.with_columns(iteration=_chunked_like(pl.Series([None] * frame.height, dtype=pl.Int64), frame))
+    steps = pl.concat(
+        [
+            piece.filter(is_step_row(piece, source)).select(step_ts=pl.col("ts"), step_end=pl.col("end"), name="name")
+            for piece in pieces
+        ]
+    ).sort("step_ts", maintain_order=True)
+    steps = steps.select("step_ts", "step_end", iteration=numbered(steps, source)).drop_nulls("iteration")
     if steps.height == 0:
         return frame.with_columns(iteration=_chunked_like(pl.Series([None] * frame.height, dtype=pl.Int64), frame))
     # Each piece's result in one chunk (polars may split its work): chunked like the frame.

@@ -1,5 +1,8 @@
 """Kineto's vocabulary: event categories, what is device work, and what a ProfilerStep is.
 
+(Which ranges are a rank's steps — ProfilerStep or a serving framework's annotations — is
+`step_sources.py`.)
+
 Every layer asks here instead of spelling a category set or the step pattern again: the loader
 (which categories carry which args, each row's step), the scope (which rows a step holds), the
 views, the diff, the timeline and the memory readers.
@@ -106,11 +109,18 @@ MEMORY_LAUNCH_APIS = (
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "hipGraphLaunch")
 """Calls that launch a whole graph: all its kernels share the launch's correlation id."""
 
-CPU_COLLECTIVE = r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl):"
-"""A collective's host-side range (`record_function` by the process group): gloo:all_reduce, nccl:…"""
-
-C10D_COLLECTIVE = r"^c10d::(?:_?all|reduce|broadcast|barrier|send|recv|gather|scatter|alltoall)"
-"""A c10d collective op (c10d::allreduce_, c10d::broadcast_…), when no range names the backend."""
+GRAPH_CAPTURE_APIS = (
+    "cudaStreamBeginCapture",
+    "cudaStreamBeginCaptureToGraph",
+    "cudaStreamEndCapture",
+    "cudaGraphInstantiate",
+    "cudaGraphInstantiateWithFlags",
+    "hipStreamBeginCapture",
+    "hipStreamEndCapture",
+    "hipGraphInstantiate",
+    "hipGraphInstantiateWithFlags",
+)
+"""Calls that capture a CUDA/HIP graph: the launches between Begin and End are recorded, not run."""
 
 
 def step_number(name: pl.Expr) -> pl.Expr:
@@ -122,28 +132,3 @@ def step_number(name: pl.Expr) -> pl.Expr:
 def is_device_row() -> pl.Expr:
     """A row that ran on a device and names the host call that launched it (its correlation)."""
     return pl.col("cat").is_in(DEVICE_CATS) & pl.col("correlation").is_not_null()
-
-
-def is_step_row(*, with_gpu_copies: bool = False) -> pl.Expr:
-    """A complete-event ProfilerStep span; HTA also counts the GPU-side copies (`with_gpu_copies`)."""
-    step = (pl.col("ph") == "X") & pl.col("name").cast(pl.Utf8).str.contains(PROFILER_STEP.pattern)
-    return step if with_gpu_copies else step & (pl.col("cat") != GPU_ANNOTATION)
-
-
-def steps_by_start(spans: pl.DataFrame) -> list[int]:
-    """The step numbers of `step_spans` rows, each once, in the order the steps start."""
-    return list(dict.fromkeys(spans["step"].to_list()))
-
-
-def step_spans(events: pl.DataFrame, *, with_gpu_copies: bool = False) -> pl.DataFrame:
-    """step, ts, end, dur of every ProfilerStep span, by start (and `rank` first when `events` has it).
-
-    The step pattern runs on the distinct names only, and rows are picked by category code.
-    """
-    names = events["name"].unique()
-    step_names = names.filter(names.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False))
-    keys = ["rank"] if "rank" in events.columns else []
-    rows = events.filter(pl.col("name").is_in(step_names.implode()) & is_step_row(with_gpu_copies=with_gpu_copies))
-    dur = pl.col("dur") if "dur" in events.columns else pl.col("end") - pl.col("ts")
-    spans = rows.select(*keys, step=step_number(pl.col("name").cast(pl.Utf8)), ts="ts", end="end", dur=dur)
-    return spans.drop_nulls("step").sort([*keys, "ts"], maintain_order=True)

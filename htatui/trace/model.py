@@ -59,7 +59,14 @@ class TraceMeta:
         if names:
             return ", ".join(names)
         backend = str((self.distributed_info or {}).get("backend", ""))
-        return "MTIA" if "mtia" in backend else "unknown"
+        if "mtia" in backend:
+            return "MTIA"
+        devices = [p for p in self.device_properties if isinstance(p, dict)]
+        if not devices:
+            return "unknown"
+        # A wavefront of 64 is AMD's (NVIDIA's warps are 32): ROCm traces often leave names empty.
+        kind = "ROCm GPU" if all(p.get("warpSize") == 64 for p in devices) else "GPU"
+        return f"{kind} ×{len(devices)}, name not recorded"
 
 
 class RankTrace:
@@ -235,6 +242,9 @@ class TraceSet:
     rank number or shift."""
     keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
     """Keeps a rank's rows of per-rank view tables, by name, in its parse-cache entry."""
+    captures: tuple[RankTrace, ...] = field(default=(), compare=False, repr=False)
+    """Graph-capture traces loaded beside the ranks (a `capture_traces/` folder, files named
+    `*capture*`, `--capture FILE`): where replayed graphs get their ops (`analysis.model.graph_replay`)."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the analysis derives once per loaded job and reuses across views (the prepare cache);
     it lives and dies with the job, and only the analysis layer reads or writes it."""

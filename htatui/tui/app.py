@@ -34,6 +34,7 @@ from htatui.tui.screens.kernels import KernelsScreen
 from htatui.tui.screens.launch import LaunchScreen
 from htatui.tui.screens.loading import LoadingScreen
 from htatui.tui.screens.memory import MemoryScreen, memory_page_shown
+from htatui.tui.screens.modules import ModulesScreen
 from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
@@ -67,6 +68,7 @@ SCREENS: dict[str, type[Screen[Any]]] = {
     "patterns": PatternsScreen,
     "ranks": RanksScreen,
     "memory": MemoryScreen,
+    "modules": ModulesScreen,
     "critical-path": CriticalPathScreen,
 }
 """The screen that draws each page of the registry (htatui/analysis/registry.py PAGES)."""

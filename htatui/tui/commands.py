@@ -101,8 +101,13 @@ class HtaCommands(Provider):
         yield Entry(
             "steps: all", "The whole trace: every step and what lies outside them", partial(app.set_steps, Steps("all"))
         )
+        yield Entry(
+            "steps: steady",
+            "The default's steps without warm-up, graph capture and batches below their peak",
+            partial(app.set_steps, Steps("steady")),
+        )
         for step in app.available_steps():
-            yield Entry(f"steps: {step}", f"Only ProfilerStep {step}", partial(app.set_steps, Steps.parse(str(step))))
+            yield Entry(f"steps: {step}", f"Only step {step}", partial(app.set_steps, Steps.parse(str(step))))
 
     def _exports(self, app: PaletteHost) -> Iterator[Entry]:
         if app.traces is None:

@@ -19,22 +19,31 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
     summary = traces.summary
     chosen = chosen_ranks(traces, options)
     scope = job_scope(traces, options.scope)
-    if summary is not None and not options.hta_compat:
-        # A dataset lists each rank's steps (by number; steps run in number order), so the
-        # header needs no rank's events.
-        stored = dict(summary.select("rank", "iterations").iter_rows())
+    # The steady state reads the steps' events (captures, durations): no stored list answers it.
+    stored_answers = not options.hta_compat and options.scope.steps.kind != "steady"
+    if summary is not None and stored_answers:
+        # A dataset lists each rank's steps (by number; steps run in number order) and where
+        # they come from, so the header needs no rank's events.
+        stored = {
+            rank: (steps, source)
+            for rank, steps, source in summary.select("rank", "iterations", "step_source").iter_rows()
+        }
         if all(rank in stored for rank in chosen):
-            return {rank: choose_steps(stored[rank], scope.steps, scope.job_steps) for rank in chosen}
+            return {
+                rank: choose_steps(stored[rank][0], scope.steps, scope.job_steps, source=stored[rank][1])
+                for rank in chosen
+            }
     # Ranks not read yet (a cached folder's, or a dataset's opened with others) are read one at a
     # time and dropped again, as `each_rank` does: the header never holds every rank's events.
     unread = {rank for rank in chosen if not traces.ranks[rank].loaded}
     steps = {}
     for rank in chosen:
-        kept = valid_figures(traces.ranks[rank].stored_figures()) if rank in unread and not options.hta_compat else None
+        kept = valid_figures(traces.ranks[rank].stored_figures()) if rank in unread and stored_answers else None
         if kept is not None:
-            # Its cache entry keeps the ProfilerSteps by start, as `rank_steps` finds them in the
-            # events: the header reads no rank (the views read it, a rank at a time).
-            steps[rank] = choose_steps(kept["steps_by_start"][0].to_list(), scope.steps, scope.job_steps)
+            # Its cache entry keeps the steps by start and their source, as `rank_steps` finds
+            # them in the events: the header reads no rank (the views read it, a rank at a time).
+            by_start = kept["steps_by_start"][0].to_list()
+            steps[rank] = choose_steps(by_start, scope.steps, scope.job_steps, source=kept["step_source"][0])
             continue
         steps[rank] = rank_steps_of(traces, rank, scope)
         if len(unread) >= 2 and rank in unread:
@@ -66,5 +75,5 @@ def missing_steps(traces: TraceSet, options: CommonOptions) -> str | None:
     if any(rank_steps.used for rank_steps in steps.values()):
         return None
     available = sorted({s for rank_steps in steps.values() for s in rank_steps.available})
-    have = f"steps {format_ranges(available)}" if available else "no ProfilerStep"
+    have = f"steps {format_ranges(available)}" if available else "no ProfilerStep or iteration annotation"
     return f"--steps {options.scope.steps}: no such step on the chosen ranks ({have})"

@@ -72,14 +72,17 @@ def own_rank_steps(traces: TraceSet, rank: int, scope: Scope) -> RankSteps:
     """How `scope`'s steps fall on one rank by its own ProfilerSteps: from a dataset's summary or a
     cache entry's figures when the rank is not read (no events read), else from its events."""
     trace = traces.ranks[rank]
-    if not trace.loaded:
-        if traces.summary is not None and not scope.hta_compat:
-            stored = traces.summary.filter(pl.col("rank") == rank)["iterations"]
-            if stored.len():  # a dataset's steps, by number (steps run in number order)
-                return choose_steps(stored[0].to_list(), scope.steps, scope.job_steps)
-        kept = valid_figures(trace.stored_figures()) if not scope.hta_compat else None
+    # The steady state reads the steps' events (captures, durations): no stored list answers it.
+    if not trace.loaded and not scope.hta_compat and scope.steps.kind != "steady":
+        if traces.summary is not None:
+            stored = traces.summary.filter(pl.col("rank") == rank).select("iterations", "step_source")
+            if stored.height:  # a dataset's steps, by number (steps run in number order)
+                steps, source = stored.row(0)
+                return choose_steps(steps, scope.steps, scope.job_steps, source=source)
+        kept = valid_figures(trace.stored_figures())
         if kept is not None:
-            return choose_steps(kept["steps_by_start"][0].to_list(), scope.steps, scope.job_steps)
+            by_start = kept["steps_by_start"][0].to_list()
+            return choose_steps(by_start, scope.steps, scope.job_steps, source=kept["step_source"][0])
     return rank_steps(trace.events.select("ph", "cat", "name", "ts", "end", "dur"), scope)
 
 
@@ -223,7 +226,8 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
         cancel.check()
         # The rank's summary row goes along, so a view that answers from it still does.
         summary = traces.summary.filter(pl.col("rank") == rank) if traces.summary is not None else None
-        results.append(build(TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary), alone))
+        part = TraceSet(ranks={rank: traces.ranks[rank]}, summary=summary, captures=traces.captures)
+        results.append(build(part, alone))
         if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
     return results

@@ -29,6 +29,12 @@ class RankFigures:
     """The step numbers present, ascending."""
     events: int = 0
     """Rows of the rank's event frame."""
+    step_source: str | None = None
+    """Where the steps come from (`step_sources.StepSource.label`); None without steps."""
+    graph_launches: int = 0
+    """CUDA/HIP graph launches (cudaGraphLaunch, hipGraphLaunch)."""
+    graph_kernels: int = 0
+    """Device rows those graph launches replayed (they share the launch's correlation id)."""
 
 
 def rank_figures(events: pl.DataFrame) -> RankFigures:
@@ -48,6 +54,9 @@ def figures_of(row: dict[str, Any], shift_us: float) -> RankFigures:
         int(row["memory_events"]),
         list(row["iterations"]),
         int(row["events"]),
+        row.get("step_source"),
+        int(row.get("graph_launches") or 0),
+        int(row.get("graph_kernels") or 0),
     )
 
 

@@ -6,7 +6,10 @@ app's pickers, and handed to every view; headers, `report` titles and the diff d
 
 * `--steps default` keeps every step but the last when a rank has two or more (the profiler's
   last step is usually cut short), the one step when it has one, and the whole trace when it has
-  none; `--steps all` is the whole trace; `--steps 3` or `--steps 2-4` those steps.
+  none; `--steps all` is the whole trace; `--steps 3` or `--steps 2-4` those steps;
+  `--steps steady` the default's without warm-up and graph capture (`steady.py`).
+* Steps are the ProfilerStep ranges, or where a rank has none a serving engine's iteration
+  annotations or a user's `--steps-from` ranges (`trace/step_sources.py`); headers name the source.
 * A step holds the host rows that start inside its host ProfilerStep span and the device rows
   those rows launched. GPU work whose launch is not in the trace (queued before the profiler's
   host side started) belongs to no step: any step scope leaves it out, whatever the step count.
@@ -24,14 +27,15 @@ from typing import Literal
 import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
-from htatui.trace.kineto import step_spans, steps_by_start
+from htatui.analysis.core.steady import Reasons, steady_steps
+from htatui.trace.step_sources import PROFILER_STEPS, spans_of, step_source, step_spans, steps_by_start
 
-StepsKind = Literal["default", "all", "some"]
+StepsKind = Literal["default", "all", "some", "steady"]
 
 
 @dataclass(frozen=True)
 class Steps:
-    """Which ProfilerSteps count: the default (all but the last), all (the whole trace), or some."""
+    """Which steps count: the default (all but the last), all (the whole trace), some, or the steady state."""
 
     kind: StepsKind = "default"
     runs: tuple[tuple[int, int], ...] = ()
@@ -46,6 +50,8 @@ class Steps:
             return cls()
         if value == "all":
             return cls("all")
+        if value == "steady":
+            return cls("steady")
         runs = []
         for part in value.split(","):
             first, sep, last = part.strip().partition("-")
@@ -53,7 +59,7 @@ class Steps:
                 low = int(first)
                 high = int(last) if sep else low
             except ValueError:
-                expected = "default, all, or step numbers like 3, 2-4 or 2-4,7"
+                expected = "default, all, steady, or step numbers like 3, 2-4 or 2-4,7"
                 raise ValueError(f"--steps: expected {expected}; got {text!r}") from None
             if low < 0 or high < low:
                 raise ValueError(f"--steps: {part.strip()!r} is not a run of step numbers (N-M with N ≤ M)")
@@ -112,6 +118,11 @@ class RankSteps:
     step: most of the "left out" step is kept, as HTA keeps it."""
     not_common: tuple[int, ...] = ()
     """Steps the scope chose on this rank that another rank lacks (`Scope.job_steps`): left out."""
+    source: str | None = PROFILER_STEPS.label
+    """Where the rank's steps come from (`StepSource.label`): ProfilerStep, a framework's
+    annotations or the user's regex; None when it has no steps."""
+    reasons: Reasons = ()
+    """With `--steps steady`: why steps were left out, e.g. (("warm-up", (1, 2)),)."""
 
     @property
     def own(self) -> tuple[int, ...]:
@@ -121,21 +132,43 @@ class RankSteps:
 
 def rank_steps(events: pl.DataFrame, scope: Scope) -> RankSteps:
     """The scope's steps on a rank whose events (ph, cat, name, ts, end) are given."""
-    spans = step_spans(events, with_gpu_copies=scope.hta_compat)
-    chosen = choose_steps(steps_by_start(spans), scope.steps, None if scope.hta_compat else scope.job_steps)
+    source = step_source(events, with_gpu_copies=scope.hta_compat)
+    spans = spans_of(events, source, with_gpu_copies=scope.hta_compat, with_names=scope.steps.kind == "steady")
+    label = source.label if source is not None else None
+    job_steps = None if scope.hta_compat else scope.job_steps
+    chosen = choose_steps(steps_by_start(spans), scope.steps, job_steps, source=label)
+    if scope.steps.kind == "steady" and chosen.used:
+        used, reasons = steady_steps(events, spans, chosen.used)
+        left_out = tuple(s for s in chosen.available if s not in used)
+        return replace(chosen, used=used, left_out=left_out, reasons=(*reasons, *_cut_short(chosen)))
     if scope.hta_compat and scope.steps.kind == "default" and chosen.left_out:
-        host_start = step_spans(events)["ts"].max()
+        host_start = spans_of(events, source)["ts"].max()
         if host_start is not None and spans["ts"].max() > host_start:  # type: ignore[operator]
             return replace(chosen, gpu_copy_cutoff=True)
     return chosen
 
 
-def choose_steps(by_start: Sequence[int], steps: Steps, job_steps: Sequence[int] | None = None) -> RankSteps:
-    """How `steps` fall on a rank whose ProfilerSteps are `by_start` (their numbers, by start time),
-    cut to the job's common steps when it has some (`Scope.job_steps`)."""
+def _cut_short(chosen: RankSteps) -> Reasons:
+    """The default's left-out step (the last, usually cut short), as a steady scope's reason."""
+    return (("last step", chosen.left_out),) if chosen.left_out else ()
+
+
+def choose_steps(
+    by_start: Sequence[int],
+    steps: Steps,
+    job_steps: Sequence[int] | None = None,
+    *,
+    source: str | None = PROFILER_STEPS.label,
+) -> RankSteps:
+    """How `steps` fall on a rank whose steps are `by_start` (their numbers, by start time), cut to
+    the job's common steps when it has some (`Scope.job_steps`).
+
+    A steady scope starts from the default's steps (`rank_steps` then leaves out warm-up and capture)."""
     available = tuple(sorted(set(by_start)))
+    if not available:
+        source = None
     if steps.kind == "all" or not available:
-        return RankSteps(available, available, (), True)
+        return RankSteps(available, available, (), True, source=source)
     if steps.kind == "some":
         used = tuple(s for s in available if steps.holds(s))
     elif len(available) >= 2:
@@ -147,7 +180,9 @@ def choose_steps(by_start: Sequence[int], steps: Steps, job_steps: Sequence[int]
     if job_steps is not None:
         not_common = tuple(s for s in used if s not in job_steps)
         used = tuple(s for s in used if s in job_steps)
-    return RankSteps(available, used, tuple(s for s in available if s not in used), False, not_common=not_common)
+    return RankSteps(
+        available, used, tuple(s for s in available if s not in used), False, not_common=not_common, source=source
+    )
 
 
 def common_steps(own: Iterable[RankSteps]) -> tuple[int, ...] | None:
@@ -233,19 +268,31 @@ def _hta_last_step_mask(events: pl.DataFrame, *, include_last_step: bool) -> pl.
 
 
 def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
-    """'steps 2-3 (last step 4 left out)', 'all steps 2-4 (whole trace)', 'whole trace (no ProfilerStep)'…"""
+    """'steps 2-3 (last step 4 left out)', 'all steps 2-4 (whole trace)', 'whole trace (no ProfilerStep)'…;
+    a source other than ProfilerStep is named after the steps ('steps 1-3 from SGLang `step[…]`
+    annotations (last step 4 left out)'), where a narrow header still shows it."""
     if not steps_by_rank:
         return "no ranks"
+    sources = sorted({str(r.source) for r in steps_by_rank.values() if r.source not in (None, PROFILER_STEPS.label)})
+    return _describe_steps(steps_by_rank, scope, f" from {' and '.join(sources)}" if sources else "")
+
+
+def _describe_steps(steps_by_rank: dict[int, RankSteps], scope: Scope, source: str) -> str:
     used = sorted({s for r in steps_by_rank.values() for s in r.used})
     not_common = sorted({s for r in steps_by_rank.values() for s in r.not_common} - set(used))
     left_out = sorted({s for r in steps_by_rank.values() for s in r.left_out} - set(used) - set(not_common))
     varies = len({r.used for r in steps_by_rank.values()}) > 1
     whole = all(r.whole_trace for r in steps_by_rank.values())
     if whole and not used:
-        return "whole trace (no ProfilerStep)"
+        return "whole trace (no ProfilerStep or iteration annotation)"
     if not used:
-        return f"no step of {scope.steps} on these ranks (steps {format_ranges(_available(steps_by_rank))})"
-    text = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}"
+        why = _steady_reasons(steps_by_rank) if scope.steps.kind == "steady" else ""
+        available = format_ranges(_available(steps_by_rank))
+        return f"no step of {scope.steps} on these ranks (steps {available}{source}{why})"
+    if scope.steps.kind == "steady":
+        text = f"steady step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}{source}"
+        return text + (" (varies by rank)" if varies else "") + _steady_reasons(steps_by_rank)
+    text = f"step{'s' if len(used) > 1 else ''} {format_ranges(used, separator=',')}{source}"
     if varies:
         text += " (varies by rank)"
     if whole:
@@ -261,6 +308,19 @@ def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:
     if any(r.gpu_copy_cutoff for r in steps_by_rank.values()):
         text += "; HTA cuts at the last step's GPU-side copy, so most of that step counts"
     return text
+
+
+def _steady_reasons(steps_by_rank: dict[int, RankSteps]) -> str:
+    """' (left out: warm-up 1-2, graph capture 3, last step 9)', over every rank."""
+    found: dict[str, set[int]] = {}
+    for rank_steps in steps_by_rank.values():
+        for why, steps in rank_steps.reasons:
+            found.setdefault(why, set()).update(steps)
+    if not found:
+        return ""
+    return (
+        " (left out: " + ", ".join(f"{why} {format_ranges(sorted(s), separator=',')}" for why, s in found.items()) + ")"
+    )
 
 
 def _available(steps_by_rank: dict[int, RankSteps]) -> list[int]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -26,6 +27,28 @@ def nest(segment: Ints, start: Ints, end: Ints) -> Ints:
     """
     need = np.maximum(end, start + 1)
     return previous_reaching(segment, end, need, np.zeros(len(end), dtype=bool))
+
+
+def frame_parents(frame: pl.DataFrame) -> tuple[Ints, Ints]:
+    """Each row's parent (row of `frame`, -1 at the top) when the rows (pid, tid, ts, dur, index)
+    nest per thread as `nest` says, and the rows in (thread, start, longest first, index) order.
+    Times are compared in whole nanoseconds."""
+    if frame.height == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    text = pl.concat_str(pl.col("pid").cast(pl.Utf8), pl.col("tid").cast(pl.Utf8), separator="/")
+    thread = frame.select(text.rank("dense")).to_series().to_numpy().astype(np.int64)
+    start = np.round(frame["ts"].to_numpy() * 1000.0).astype(np.int64)
+    end = start + np.round(frame["dur"].fill_null(0.0).to_numpy() * 1000.0).astype(np.int64)
+    order = np.lexsort((frame["index"].to_numpy(), -end, start, thread)).astype(np.int64)
+    sorted_thread = thread[order]
+    segment = np.zeros(len(order), dtype=np.int64)
+    changes = np.nonzero(sorted_thread[1:] != sorted_thread[:-1])[0] + 1
+    segment[changes] = changes
+    segment = np.maximum.accumulate(segment)
+    parent_sorted = nest(segment, start[order], end[order])
+    parent = np.full(len(order), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    return parent, order
 
 
 def previous_reaching(segment: Ints, end: npt.NDArray[Any], need: npt.NDArray[Any], strict: Bools) -> Ints:

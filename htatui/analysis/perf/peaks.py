@@ -20,9 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from htatui.trace.plausible import cut
-
 from htatui.sources.user_file import read_user_text
+from htatui.trace.plausible import cut
 
 ENV_VAR = "HTATUI_DEVICE_PEAKS"
 SHIPPED = Path(__file__).with_name("peaks.toml")

@@ -23,8 +23,8 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY
 from htatui.analysis.core.memo import memoised
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
-from htatui.trace.kineto import step_spans
 from htatui.trace.model import TraceSet
+from htatui.trace.step_sources import step_spans
 
 THREAD = "thread"
 STREAM = "stream"

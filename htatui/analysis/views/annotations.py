@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
 from htatui.trace.model import TraceSet
 
@@ -40,12 +41,40 @@ class AnnotationOptions(CommonOptions):
     """HTA-compatible mode only: quantile of cumulative totals past which names fold into 'others'."""
     num_kernels: int = 1000
     """HTA-compatible mode only: at most this many names per rank before folding starts."""
+    cpu_side: bool = knob(
+        False, flag="--cpu-annotations", help="annotations: the CPU-side ranges instead of the GPU-side", kind="switch"
+    )
+    """The CPU-side `user_annotation` spans (as `use_gpu_annotation=False`)."""
+
+    @property
+    def gpu_side(self) -> bool:
+        return self.use_gpu_annotation and not self.cpu_side
+
+
+def table(traces: TraceSet, options: AnnotationOptions) -> pl.DataFrame | NotedTable:
+    """Per rank and annotation name: count, total and mean time (GPU-side spans; --cpu-annotations the CPU-side).
+
+    Empty of GPU-side spans where CPU-side ones exist, it says so (ROCm and CPU-only traces have
+    no GPU-side copies)."""
+    frame = compute(traces, options)
+    if frame.height or not options.gpu_side:
+        return frame
+    events = prepare(traces, options, columns=("cat",)).events
+    host = events.filter(pl.col("cat") == "user_annotation").height
+    if host == 0:
+        return frame
+    return NotedTable(
+        frame,
+        f"no GPU-side annotations (gpu_user_annotation) in the chosen steps: Kineto writes them for ranges "
+        f"that ran GPU work on CUDA, not on ROCm or CPU-only traces; {host:,} CPU-side annotation"
+        f"{'s' if host > 1 else ''} (user_annotation) are there: --cpu-annotations lists them",
+    )
 
 
 def compute(traces: TraceSet, options: AnnotationOptions) -> pl.DataFrame:
     """rank, name, count, sum_us, mean_us per annotation name (sorted by rank, name)."""
     events = prepare(traces, options, columns=("rank", "cat", "name", "dur")).events
-    category = "gpu_user_annotation" if options.use_gpu_annotation else "user_annotation"
+    category = "gpu_user_annotation" if options.gpu_side else "user_annotation"
     rows = events.filter(pl.col("cat") == category)
     if rows.height == 0:
         return pl.DataFrame(schema=COLUMNS)

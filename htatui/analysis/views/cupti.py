@@ -189,6 +189,8 @@ def _highest_roof(traces: TraceSet, rank: int) -> float:
     device = device_of(traces, rank)
     figures = [*device.matrix.values(), *device.vector.values()] if device is not None else []
     return max(figures, default=MAX_TFLOPS)
+
+
 def _collapsed_starts(ranges: pl.DataFrame) -> str | None:
     """Words for ranges that share start times (a profiler that wrote one `ts` for all of them):
     their order, and so the pairing by position, is the file's, not the clock's."""

@@ -97,6 +97,22 @@ class LaunchOptions(CommonOptions):
     """Corrected mode only: one row per cudaGraphLaunch/hipGraphLaunch (HTA drops them)."""
 
 
+HIP_IN_COMPAT = (
+    "HTA 0.6.1 counts CUDA launch calls only (cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync, "
+    "cudaMemsetAsync): this trace launches with HIP (hipLaunchKernel, …), so --hta-compat finds no launch; "
+    "without --hta-compat they count"
+)
+
+
+def hip_in_compat(traces: TraceSet, options: LaunchOptions) -> str | None:
+    """Why compat mode finds no launch on the chosen ranks, when it is that they launch with HIP."""
+    if not options.hta_compat:
+        return None
+    names = prepare(traces, options, columns=("name",)).events["name"].unique().cast(pl.Utf8)
+    hip = [name for name in (*KERNEL_LAUNCH_APIS, *MEMORY_LAUNCH_APIS) if name.startswith("hip")]
+    return HIP_IN_COMPAT if names.is_in(hip).any() else None
+
+
 def empty_frame() -> pl.DataFrame:
     return pl.DataFrame(schema=COLUMNS)
 

@@ -21,7 +21,7 @@ from htatui.analysis.core.memo import gc_paused, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import each_rank, prepare, rank_by_rank, rank_steps_of
 from htatui.analysis.core.scope import in_steps
-from htatui.analysis.model import op_events
+from htatui.analysis.model import graph_replay, op_events
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
 from htatui.analysis.perf import roofline
@@ -153,7 +153,9 @@ def rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
     # the scope's steps.
     (rank,) = part.ranks.values()
     held = in_steps(rank_steps_of(part, rank.rank, options.scope))
-    return op_events.build(rank.events, keep=pl.col("ph").is_in(["X", "i"]) & held)
+    built = op_events.build(rank.events, keep=pl.col("ph").is_in(["X", "i"]) & held)
+    # Kernels a graph launch replayed get the ops that launched them in the capture trace.
+    return graph_replay.with_captured_ops(built, graph_replay.replayed(part, rank.rank)) if part.captures else built
 
 
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
@@ -303,11 +305,17 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
 
 
 def _op_args(traces: TraceSet, host: pl.DataFrame) -> pl.DataFrame:
-    """Input shapes and flops of the host events of `host`'s ranks, read from their files."""
+    """Input shapes and flops of the host events of `host`'s ranks, read from their files (and
+    of a replayed graph's ops, from its capture trace)."""
     frames = []
     for rank in host["rank"].unique().sort().to_list():
         args = read_call_args(traces.ranks[rank].path)
         frames.append(args.select(pl.lit(rank, pl.Int32).alias("rank"), *_ARG_COLUMNS))
+        for k, capture in graph_replay.captures_of(traces, rank):
+            shifted = read_call_args(capture.path).with_columns(
+                index=pl.col("index") + (k + 1) * graph_replay.CAPTURE_INDEX_STEP
+            )
+            frames.append(shifted.select(pl.lit(rank, pl.Int32).alias("rank"), *_ARG_COLUMNS))
     if not frames:
         return pl.DataFrame(schema={"rank": pl.Int32(), **{c: CALL_ARGS_SCHEMA[c] for c in _ARG_COLUMNS}})
     return pl.concat(frames, how="vertical")

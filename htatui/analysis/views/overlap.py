@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core import cancel
+from htatui.analysis.core.comm_rules import cpu_collective_names
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare, rank_by_rank
 from htatui.analysis.core.stored import summary_rows
 from htatui.analysis.views.kernels import state_durations
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 from htatui.trace.model import TraceSet
 
 SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
@@ -38,7 +38,8 @@ class OverlapOptions(CommonOptions):
 
 NO_COMM = "no communication kernels on the chosen ranks: overlap is undefined (a single-GPU job?)"
 CPU_COLLECTIVES = (
-    "no communication kernels on the chosen ranks: the collectives run on the CPU (gloo:/c10d ops), "
+    "no communication kernels on the chosen ranks: the collectives run on the CPU (gloo:, shm, c10d ops: the "
+    "communication rules' host collectives), "
     "so there is no GPU communication to overlap; the Ranks view shows their cost and waits"
 )
 
@@ -69,7 +70,7 @@ def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
         names = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))["name"].cast(pl.Utf8).unique()
         if unread:
             traces.ranks[rank].unload()
-        if names.str.contains(CPU_COLLECTIVE).any() or names.str.contains(C10D_COLLECTIVE).any():
+        if cpu_collective_names(names).len():
             return True
     return False
 

@@ -20,8 +20,8 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare, round_like_hta
-from htatui.trace.kineto import step_spans
 from htatui.trace.model import TraceSet
+from htatui.trace.step_sources import step_spans
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

@@ -108,7 +108,7 @@ class RanksScreen(PageScreen):
         PHASES: Pane("Phases", "", sort="excess_us", columns={"phase": ColumnHint(width=32)}),
         COLLECTIVES: Pane(
             "Collectives",
-            "No collectives on the chosen ranks (no communication kernels, no gloo:/nccl:/c10d ops).",
+            "No collectives on the chosen ranks (no communication kernels, no CPU collectives by the rules).",
             sort="total_dur_us",
             columns={"kind": ColumnHint(width=14)},
         ),
@@ -118,7 +118,8 @@ class RanksScreen(PageScreen):
         "Ranks side by side. The heat map shows one number per rank and step (`m` picks step "
         "time, GPU busy, GPU idle, communication, wait at collectives, or a CPU phase such as "
         "data_loader or forward). **Stragglers**, htatui's one answer to who is slow: where ranks "
-        "meet (communication kernels, else the gloo:/nccl: CPU ops), the rank that arrived last "
+        "meet (communication kernels, else the CPU collectives of the communication rules: gloo:/nccl: "
+        "ranges, vLLM's _C::shm_* ops, c10d ops), the rank that arrived last "
         "made the others wait; its *delay* is the time their GPUs sat idle waiting for it, and its "
         "cause the phase longer on it than the other ranks' median, with the share of the delay "
         "that explains (under half: no phase explains it). *hta late starts* is HTA's own score "

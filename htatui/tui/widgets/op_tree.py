@@ -29,7 +29,7 @@ def node_label(row: dict[str, Any]) -> Text:
     """`name ×calls  gpu self/total  cpu self/total`; device leaves dimmed, without CPU time."""
     name = middle_cut(str(row["name"]), NAME_WIDTH)
     text = Text(name, style="dim" if row["kind"] in DEVICE_KINDS else "")
-    if row["kind"] not in ("op", "kernel"):
+    if row["kind"] not in ("op", "kernel", "module"):
         text.append(f" [{row['kind']}]", style="italic dim")
     text.append(f" ×{row['count']:,}", style="bold")
     text.append(f"  gpu {fmt_us(row['gpu_self_us'])}/{fmt_us(row['gpu_total_us'])}")

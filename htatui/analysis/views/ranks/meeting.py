@@ -1,8 +1,9 @@
 """Where ranks meet: every rank's collective calls, matched across ranks, and who waited for whom.
 
 The meeting points are the communication kernels when the job has any (NCCL/RCCL/DeepEP…, by the
-communication rules), else the collectives' CPU ops (`gloo:*`, `nccl:*`, `mpi:*`… record_function
-ranges), else the `c10d::*` ops. A call is matched across ranks by (process group, collective kind,
+communication rules), else the CPU collectives of the rules' "range" tier (`gloo:*`, `nccl:*`…
+record_function ranges, vLLM's `_C::shm_*` ops, a user's own), else those of the "c10d" tier
+(the `c10d::*` ops). A call is matched across ranks by (process group, collective kind,
 step, k): the k-th call of that kind in that group inside ProfilerStep N on each rank. A rank
 *arrives* at a call when its op starts; it waits `last arrival − own arrival`, and the rank that
 arrived last delays the others by the median of their exposed waits (their GPU idle meanwhile).
@@ -16,10 +17,10 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from htatui.analysis.core.comm_rules import cpu_collective, cpu_collective_names, kind_from_name
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.names import shorten_name
 from htatui.analysis.views.ranks.op_bytes import OP_BYTES_SCHEMA, launched_under
-from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 
 KERNELS = "communication kernels"
 
@@ -62,23 +63,6 @@ DTYPE_BYTES = {
 """Bytes per element of the `dtype` arg of NCCL kernels (PyTorch's ScalarType names, any case)."""
 
 
-# (substring of the lower-cased name without '_', kind): first match wins, so longer names first.
-_KINDS = (
-    ("reducescatter", "reduce_scatter"),
-    ("allreduce", "all_reduce"),
-    ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("sendrecv", "send/recv"),
-    ("send", "send/recv"),
-    ("recv", "send/recv"),
-    ("barrier", "barrier"),
-    ("reduce", "reduce"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-)
-
-
 def busbw_factor(kind: str, n: int) -> float:
     """nccl-tests' bus-bandwidth factor for a collective over n ranks."""
     if n <= 0:
@@ -91,13 +75,13 @@ def busbw_factor(kind: str, n: int) -> float:
 
 
 def collective_kind(name: str) -> str:
-    """all_reduce, all_gather, … from a kernel or op name ('nccl:_all_gather_base', 'ncclDevKernel_AllReduce_…')."""
+    """all_reduce, all_gather, … from a kernel or op name ('nccl:_all_gather_base', 'ncclDevKernel_AllReduce_…');
+    a CPU collective's by its host rule (which may name the kind)."""
+    found = cpu_collective(name)
+    if found is not None:
+        return found.kind
     text = re.sub(r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl|c10d):+", "", name, flags=re.IGNORECASE)
-    squashed = text.lower().replace("_", "")
-    for needle, kind in _KINDS:
-        if needle in squashed:
-            return kind
-    return shorten_name(text)
+    return kind_from_name(name) or shorten_name(text)
 
 
 def _dtype_bytes() -> pl.Expr:
@@ -178,8 +162,7 @@ def source_calls(events: pl.DataFrame, hta_compat: bool, source: str, op_bytes_o
         label = pl.coalesce(pl.col("collective_name").cast(pl.Utf8), pl.col("name").cast(pl.Utf8))
     else:
         host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
-        names = host["name"].cast(pl.Utf8).unique()
-        chosen = names.filter(names.str.contains(CPU_COLLECTIVE if source == CPU_OPS else C10D_COLLECTIVE))
+        chosen = cpu_collective_names(host["name"].unique(), "range" if source == CPU_OPS else "c10d")
         rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(chosen.implode()))
         label = pl.col("name").cast(pl.Utf8)
     if rows.height == 0:

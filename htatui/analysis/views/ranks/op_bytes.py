@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from htatui.analysis.core.comm_rules import cpu_collective_names
 from htatui.trace.comm_inputs import CommInputsError, read_comm_inputs
 from htatui.trace.model import TraceSet
 
@@ -74,8 +75,11 @@ def op_bytes(traces: TraceSet, ranks: Sequence[int]) -> pl.DataFrame:
     files (a file that cannot be read again gives none)."""
     frames = []
     for rank in ranks:
+        # The collectives by the communication rules, among the rank's host op names.
+        host = traces.ranks[rank].events.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
+        names = cpu_collective_names(host["name"].unique()).to_list()
         try:
-            inputs = read_comm_inputs(traces.ranks[rank].path)
+            inputs = read_comm_inputs(traces.ranks[rank].path, names)
         except CommInputsError:
             continue
         sizes = [

@@ -8,7 +8,7 @@ import polars as pl
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMPUTATION
 from htatui.analysis.core.names import shorten_name
-from htatui.trace.kineto import PROFILER_STEP
+from htatui.trace.step_sources import is_step_row, step_source
 
 GPU_COMPUTE = "GPU compute"
 
@@ -42,7 +42,8 @@ def cpu_phase_times(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]) & pl.col("iteration").is_not_null()
     )
     name = pl.col("name").cast(pl.Utf8)
-    is_step = name.str.contains(PROFILER_STEP.pattern)
+    # The step ranges themselves (ProfilerStep, or a framework's iteration annotations) are no phase.
+    is_step = is_step_row(host, step_source(host))
     step_threads = host.filter(is_step).select("rank", "pid", "tid").unique()
     inside = host.filter(~is_step).join(step_threads, on=["rank", "pid", "tid"], how="semi")
     if inside.height == 0:

@@ -127,7 +127,10 @@ def find_stragglers(
     if rank_count < 2:
         return empty, f"{too_few_ranks(rank_count, job_ranks)}: stragglers need two or more"
     if source is None:
-        return empty, "no collectives found (no communication kernels, no gloo:/nccl: or c10d:: ops)"
+        return empty, (
+            "no collectives found (no communication kernels, no CPU collectives by the communication "
+            "rules: gloo:/nccl: ranges, _C::shm_* ops, c10d:: ops; --comm-rules adds your own)"
+        )
     if delays.height == 0:
         return empty, f"no {source} matched across two or more ranks"
     # Per step, the rank that made the others wait longest is that step's straggler.
