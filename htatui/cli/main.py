@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
-from htatui.cli.args import add_scope_flags, scope_from_args
+from htatui.cli.args import Parser, add_scope_flags, scope_from_args
 from htatui.sources import SourcePath, path_or_url
 from htatui.trace.errors import EventsUnavailable
 
@@ -199,7 +199,7 @@ def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser
     Building a subcommand's parser imports its module (report's imports every view, and so polars);
     the others are listed by name and help only, so `--version` and `--help` import nothing heavy.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="htatui",
         description="Find bottlenecks in PyTorch Profiler traces: `htatui PATH…` opens the app; "
         "subcommands print the same numbers headless.",
@@ -254,7 +254,7 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
 
 
 def _build_app_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="htatui", description="Open the htatui app over a job's traces.")
+    parser = Parser(prog="htatui", description="Open the htatui app over a job's traces.")
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     _common_load_flags(parser)
     parser.add_argument("--theme", default=None, help="theme name (see themes/; default htatui-dark)")

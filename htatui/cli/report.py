@@ -17,7 +17,7 @@ from typing import Any
 
 from htatui.analysis.core.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.registry import BY_ID, VIEWS, View, frame_of, make_table
-from htatui.cli.args import add_scope_flags
+from htatui.cli.args import Parser, add_scope_flags
 from htatui.text.render import render_frame
 
 
@@ -148,7 +148,7 @@ class _ViewHelp(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: Any) -> None:
         view_id = getattr(namespace, "view", None)
         if view_id in BY_ID:
-            alone = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+            alone = Parser(prog=parser.prog, add_help=False)
             parser = _report_parser(alone, (BY_ID[view_id],), self.common)
         parser.print_help()
         parser.exit()
@@ -300,7 +300,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             args.format,
             title=title,
             wide=getattr(args, "wide", False),
-            key=table.key_columns,
+            columns=table.columns,
             empty_message=message,
             notes=notes if index == len(table_names) - 1 else (),
         )

@@ -9,23 +9,41 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.perf import frames
 from htatui.analysis.perf.peaks import Device, find_device
 from htatui.trace.model import TraceSet
 
-MODEL_COLUMNS: dict[str, pl.DataType] = {
-    "category": pl.Utf8(),
-    "model": pl.Utf8(),
-    "gflop": pl.Float64(),
-    "bytes_moved": pl.Float64(),
-    "flop_per_byte": pl.Float64(),
-    "tb_per_s": pl.Float64(),
-    "pct_of_peak": pl.Float64(),
-    "bound": pl.Utf8(),
-    "headroom_us": pl.Float64(),
-    "peak_tflop_per_s": pl.Float64(),
-    "memory_tb_per_s": pl.Float64(),
-}
+MODEL_SPEC = TableColumns(
+    ColumnSpec("category", pl.Utf8(), "the op's family: gemm, attention, conv, elementwise, norm, reduce, other"),
+    ColumnSpec("model", pl.Utf8(), "the formula its FLOPs and bytes come from, profiler, or none"),
+    ColumnSpec("gflop", pl.Float64(), "FLOPs per call (mean over the row's calls) / 1e9", label="GFLOP"),
+    ColumnSpec("bytes_moved", pl.Float64(), "bytes read and written per call (mean)", unit="B", label="bytes B"),
+    ColumnSpec("flop_per_byte", pl.Float64(), "arithmetic intensity: FLOPs / bytes", label="FLOP/B"),
+    ColumnSpec("tb_per_s", pl.Float64(), "bytes moved over the calls' GPU busy time", unit="TB/s", label="TB/s"),
+    ColumnSpec(
+        "pct_of_peak",
+        pl.Float64(),
+        "TFLOP/s over the roof at its intensity: min(peak, intensity × bandwidth)",
+        "key",
+        unit="%",
+        label="% of peak",
+    ),
+    ColumnSpec("bound", pl.Utf8(), "compute when the intensity is past the ridge point, else memory", "key"),
+    ColumnSpec(
+        "headroom_us", pl.Float64(), "GPU time the row would not take at the roof: gpu_total_us × (1 − pct_of_peak/100)"
+    ),
+    ColumnSpec(
+        "peak_tflop_per_s",
+        pl.Float64(),
+        "the device's compute roof for the op's dtype",
+        "low",
+        unit="TFLOP/s",
+        label="peak TFLOP/s",
+    ),
+    ColumnSpec("memory_tb_per_s", pl.Float64(), "the device's memory roof", "low", unit="TB/s", label="memory TB/s"),
+)
+MODEL_COLUMNS = MODEL_SPEC.schema
 """The performance model's columns, after the ops table's rate columns; there `tflop_per_s` is
 the mean over calls of the model's FLOPs over each call's GPU busy time."""
 

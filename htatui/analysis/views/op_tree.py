@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import each_rank
 from htatui.analysis.model.op_events import OpEvents
@@ -218,9 +219,20 @@ class OpTreeOptions(CommonOptions):
     """Call-tree knobs: none beyond the scope (its steps, as in the ops table)."""
 
 
-TABLE_COLUMNS: dict[str, pl.DataType] = {
-    ("call_path" if name == "name" else name): dtype for name, dtype in NODE_SCHEMA.items()
-}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec("node", pl.Int64(), "the node's number (one per name and kind under one parent, over all ranks)", "low"),
+    ColumnSpec("parent_node", pl.Int64(), "its parent's number (null at a rank's top level)", "low"),
+    ColumnSpec("depth", pl.Int64(), "levels below the rank's top level", "low"),
+    ColumnSpec("call_path", pl.Utf8(), "the node's name, indented two spaces a level", "id"),
+    ColumnSpec("kind", pl.Utf8(), "op, annotation, runtime …; kernel, memcpy or memset for a device leaf", "low"),
+    ColumnSpec("count", pl.Int64(), "calls merged into the node"),
+    ColumnSpec("cpu_total_us", pl.Float64(), "Σ of the calls' durations on the CPU", "key"),
+    ColumnSpec("cpu_self_us", pl.Float64(), "cpu_total_us minus the time in children"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work the calls launched themselves"),
+    ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work of the node's subtree", "key"),
+)
+TABLE_COLUMNS = SPEC.schema
 """The view's table: the nodes with `name` shown as `call_path`, indented two spaces a level."""
 
 

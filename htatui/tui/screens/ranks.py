@@ -97,13 +97,7 @@ class RanksScreen(PageScreen):
         STRAGGLERS: Pane(
             "Stragglers",
             "No rank made the others wait.",
-            columns={
-                "delay_us": ColumnHint(priority=0),
-                "cause": ColumnHint(width=48, cut_end=True, priority=0),
-                "steps": ColumnHint(width=10, priority=2),
-                "delay_pct": ColumnHint(priority=2),
-                **{name: ColumnHint(priority=3) for name in ("calls_last", "cause_phase", "cause_excess_us")},
-            },
+            columns={"steps": ColumnHint(width=10)},
         ),
         PHASES: Pane("Phases", "", sort="excess_us", columns={"phase": ColumnHint(width=32)}),
         COLLECTIVES: Pane(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMPUTATION
 from htatui.analysis.core.names import shorten_name
@@ -20,12 +21,13 @@ MAX_CPU_PHASES = 12
 """CPU phases shown by name (by total time); the rest are summed as OTHER_CPU_OPS."""
 
 
-PHASE_COLUMNS: dict[str, pl.DataType] = {
-    "phase": pl.Utf8(),
-    "rank_us": pl.Float64(),
-    "others_median_us": pl.Float64(),
-    "excess_us": pl.Float64(),
-}
+PHASE_SPEC = TableColumns(
+    ColumnSpec("phase", pl.Utf8(), "a CPU phase of the step (a ProfilerStep child), GPU compute or comm", "id"),
+    ColumnSpec("rank_us", pl.Float64(), "the straggler's time in the phase over the steps it held up", "key"),
+    ColumnSpec("others_median_us", pl.Float64(), "the other ranks' median time in it over those steps"),
+    ColumnSpec("excess_us", pl.Float64(), "rank_us minus others_median_us", "key"),
+)
+PHASE_COLUMNS = PHASE_SPEC.schema
 
 
 def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
