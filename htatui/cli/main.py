@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "check", "report", "export", "diff", "timeline", "memory", "ingest")
+SUBCOMMANDS = ("info", "check", "report", "query", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -184,6 +184,7 @@ SUBCOMMAND_HELP = {
     "info": "per-rank summary of the traces",
     "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
     "report": "print one analysis view as a table, CSV or JSON",
+    "query": "polars SQL over the job's named tables (events, kernels, ops, steps, path, every view's)",
     "export": "write traces augmented with counters or patterns",
     "timeline": "print a rank's timeline over a time window as text",
     "diff": "compare two jobs: kernels and ops that got slower, appeared or vanished",
@@ -206,7 +207,7 @@ def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    for name in ("info", "check", "report", "export", "timeline", "diff", "memory", "ingest"):
+    for name in ("info", "check", "report", "query", "export", "timeline", "diff", "memory", "ingest"):
         if name in built:
             _add_subcommand(sub, name)
         else:
@@ -228,6 +229,10 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
         from htatui.cli.report import add_report_parser
 
         add_report_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "query":
+        from htatui.cli.query import add_query_parser
+
+        add_query_parser(sub, _common_load_flags, _load)
     elif name == "export":
         from htatui.cli.report import add_export_parser
 
