@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -147,3 +148,16 @@ def test_the_sql_is_kept_as_written_after_the_paths(capsys: pytest.CaptureFixtur
     """A path's type would fold `//` into `/`: the SQL is the last word, kept whole."""
     assert main(["query", str(DEMO), "SELECT 7 // 2 AS q, 'a//b' AS s", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "3,a//b"
+
+
+def test_the_query_doc_names_every_table_and_column() -> None:
+    from htatui.cli.query import tables_markdown
+
+    doc = ROOT / "docs" / "query.md"
+    mark = "<!-- generated from the code below this line: tests/test_query.py checks it -->\n"
+    head = doc.read_text(encoding="utf-8").split(mark)[0]
+    if os.environ.get("HTATUI_WRITE_QUERY_DOC"):
+        doc.write_text(head + mark + "\n" + tables_markdown(), encoding="utf-8")
+    assert doc.read_text(encoding="utf-8") == head + mark + "\n" + tables_markdown()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/query.md" in readme and "htatui query" in readme

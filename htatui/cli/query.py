@@ -295,3 +295,18 @@ def run_parquet(args: argparse.Namespace, load: Callable[[list[Path], bool], Any
         print(target)
     print(f"htatui: wrote {len(targets)} tables to {folder}", file=sys.stderr)
     return 0
+
+
+def tables_markdown() -> str:
+    """docs/query.md's list of tables and their columns, from their declarations."""
+    from htatui.analysis.query import TABLES
+
+    lines: list[str] = []
+    for table in TABLES.values():
+        route = f" (`report {table.route}`)" if table.route else ""
+        lines += ["", f"### `{table.name}`", "", f"{table.about}{route}.", ""]
+        lines += ["| column | unit | meaning |", "|---|---|---|"]
+        for spec in table.columns.specs:
+            meaning = spec.meaning.replace("|", "\\|")
+            lines.append(f"| `{spec.name}` | {spec.shown_unit} | {meaning} |")
+    return "\n".join(lines).lstrip("\n") + "\n"
