@@ -89,3 +89,13 @@ def test_a_label_keeps_the_unit_and_a_pattern_labels_each_column() -> None:
     assert [s.importance for s in specs] == ["id", "normal", "normal"]
     with pytest.raises(ValueError, match="declared twice: rank"):
         TableColumns(phases.specs[0], phases.specs[0])
+
+
+def test_report_help_for_a_view_lists_its_columns_and_marks_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    from htatui.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["report", "--view", "stragglers", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Columns (* marks the answer): rank, is_straggler, steps, delay_us*, delay_pct" in text
+    assert "htatui query --tables stragglers_per_step says what each means" in text

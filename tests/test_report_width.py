@@ -325,3 +325,21 @@ def test_the_ops_rooflines_figures_are_kept_when_a_flops_table_is_fitted(monkeyp
     header = out.getvalue().splitlines()[1:4]
     assert all(any(label in line for line in header) for label in ("TFLOP/s", "% of peak", "bound"))
     assert "71.71" in out.getvalue() and "compute" in out.getvalue()
+
+
+def test_the_answer_is_kept_at_80_columns_in_a_tty() -> None:
+    """Issue 38 #1: at 80 columns stragglers kept `is strag`, `steps`, `calls last` and cut the
+    cause to `data_…08 µs)`; --what-if dropped path_if_faster_us, saved_us and saved_pct."""
+    demo = str(ROOT / "fixtures" / "demo")
+    text = run_in_pty(["report", demo, "--view", "stragglers"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80, text
+    header = next(line for line in lines if "rank" in line and "┃" in line)
+    assert "delay µs" in header and "cause" in header and "calls last" not in header
+    row = next(line for line in lines if line.startswith("│    2 "))
+    assert "GPU compute: 100 % of the delay (+14,492 µs" in row
+    text = run_in_pty(["report", demo, "--view", "critical-path", "--what-if"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80, text
+    header = " ".join(line for line in lines if "┃" in line)
+    assert all(label in header for label in ("path if faster µs", "saved µs", "saved %"))

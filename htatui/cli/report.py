@@ -78,12 +78,26 @@ def _escaped(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _table_help(view: View[Any], name: str) -> str:
+def _table_help(view: View[Any], name: str, columns: bool = False) -> str:
     about = view.table(name).about
-    return f"print the {name} table of {view.id}" + (f": {_short(about)}" if about else "")
+    text = f"print the {name} table of {view.id}" + (f": {_short(about)}" if about else "")
+    return text + (_columns_help(view, name) if columns else "")
 
 
-def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...]) -> None:
+def _columns_help(view: View[Any], name: str) -> str:
+    """A table's columns as its spec declares them, for one view's help (the answer marked *)."""
+    declared = view.table(name).columns
+    if declared is None:
+        return ""
+    from htatui.analysis.query import sql_name
+
+    names = ", ".join(f"{spec.name}*" if spec.importance == "key" else spec.name for spec in declared.specs)
+    marked = " (* marks the answer)" if declared.key() else ""
+    listing = f"htatui query --tables {sql_name(view, view.table(name))}"
+    return f". Columns{marked}: {names}; {listing} says what each means"
+
+
+def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...], columns: bool = False) -> None:
     """Each view's table flags and knobs in a group of its own (a flag two views share is listed
     under the first, its help naming both); `report --view X --help` lists X's alone."""
     table_flags: dict[str, list[View[Any]]] = {}
@@ -93,6 +107,7 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
     done: set[str] = set()
     for view in views:
         about = f": {_short(view.main.about)}" if view.main.about else ""
+        about += _columns_help(view, "main") if columns else ""
         if view.summary_tables:
             listed = ", ".join(view.summary_tables)
             text = f"without a table flag, prints the tables {listed} (--full: its main table{about})"
@@ -104,7 +119,7 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
                 continue
             done.add(table.name)
             owners = table_flags[table.name]
-            text = "; ".join(_table_help(owner, table.name) for owner in owners)
+            text = "; ".join(_table_help(owner, table.name, columns) for owner in owners)
             group.add_argument(f"--{table.name}", action="store_true", help=_escaped(text))
         if view.summary_tables and "full" not in done:
             done.add("full")
@@ -149,13 +164,13 @@ class _ViewHelp(argparse.Action):
         view_id = getattr(namespace, "view", None)
         if view_id in BY_ID:
             alone = Parser(prog=parser.prog, add_help=False)
-            parser = _report_parser(alone, (BY_ID[view_id],), self.common)
+            parser = _report_parser(alone, (BY_ID[view_id],), self.common, columns=True)
         parser.print_help()
         parser.exit()
 
 
 def _report_parser(
-    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...]
+    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...], columns: bool = False
 ) -> argparse.ArgumentParser:
     """`report`'s flags: help, the load and format flags (`common`), the view, the scope, then each view's."""
     report.add_argument(
@@ -171,7 +186,7 @@ def _report_parser(
     report.add_argument(
         "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
     )
-    _add_view_flags(report, views)
+    _add_view_flags(report, views, columns)
     return report
 
 
