@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns, derived_spec
 from htatui.analysis.core.kernel_types import typed_gpu_events
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
@@ -222,3 +222,13 @@ def _one_line(error: Exception) -> str:
     if unknown:
         return f"no table {unknown.group(1)!r} (htatui query --tables lists the {len(TABLES)} tables)"
     return text
+
+
+def result_columns(result: pl.DataFrame, tables: list[str]) -> TableColumns:
+    """A result's columns as the named tables declare them (a column keeps its table's label and
+    unit when its name and dtype are that table's); others are labelled from their names."""
+    specs = []
+    for name, dtype in result.schema.items():
+        found = next((spec for table in tables if (spec := TABLES[table].columns.find(name)) is not None), None)
+        specs.append(found if found is not None and found.dtype == dtype else derived_spec(name, dtype))
+    return TableColumns(*specs)

@@ -90,7 +90,7 @@ def _top(text: str) -> int | None:
 
 
 def run_query_command(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
-    from htatui.analysis.query import QueryError, named_tables, run_query
+    from htatui.analysis.query import QueryError, named_tables, result_columns, run_query
     from htatui.cli.args import scope_from_args
     from htatui.sources import path_or_url
     from htatui.trace import LoadError
@@ -124,19 +124,6 @@ def run_query_command(args: argparse.Namespace, load: Callable[[list[Path], bool
         return 0
     _print(result, args.format, args, columns)
     return 0
-
-
-def result_columns(result: pl.DataFrame, tables: list[str]) -> TableColumns:
-    """A result's columns as the named tables declare them (a column keeps its table's label and
-    unit when its name is that table's); others are labelled from their names."""
-    from htatui.analysis.core.columns import TableColumns, derived_spec
-    from htatui.analysis.query import TABLES
-
-    specs = []
-    for name, dtype in result.schema.items():
-        found = next((spec for table in tables if (spec := TABLES[table].columns.find(name)) is not None), None)
-        specs.append(found if found is not None and found.dtype == dtype else derived_spec(name, dtype))
-    return TableColumns(*specs)
 
 
 def _print(result: pl.DataFrame, fmt: str, args: argparse.Namespace, columns: TableColumns) -> None:

@@ -38,6 +38,7 @@ from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
 from htatui.tui.screens.patterns import PatternsScreen
+from htatui.tui.screens.query import QueryScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
@@ -314,6 +315,13 @@ class HtaTuiApp(ThemedApp):
         """Push the timeline over the current view, at a rank and time window when given."""
         if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
             self.push_screen(TimelineScreen(rank, start_us, end_us))
+
+    def action_query(self) -> None:
+        """`:query`: SQL over the job's tables for the app's scope, the result as a table."""
+        if self.traces is None:
+            self.notify("No traces loaded yet.", title="Query", severity="warning")
+            return
+        self.push_screen(QueryScreen(self.traces, self.scope(), f"{self.ranks_label} · {self.steps_label}"))
 
     def action_notes(self) -> None:
         from htatui.tui.screens.notes import NotesScreen
