@@ -310,11 +310,16 @@ class HtaTuiApp(ThemedApp):
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
 
     def open_timeline(
-        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+        self,
+        rank: int | None = None,
+        start_us: float | None = None,
+        end_us: float | None = None,
+        name: str | None = None,
     ) -> None:
-        """Push the timeline over the current view, at a rank and time window when given."""
+        """Push the timeline over the current view, at a rank and time window when given (the row
+        of the event called `name` selected)."""
         if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
-            self.push_screen(TimelineScreen(rank, start_us, end_us))
+            self.push_screen(TimelineScreen(rank, start_us, end_us, name))
 
     def action_query(self) -> None:
         """`:query`: SQL over the job's tables for the app's scope, the result as a table."""

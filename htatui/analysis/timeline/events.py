@@ -171,6 +171,20 @@ def name_window(traces: TraceSet, rank: int, name: str) -> tuple[float, float] |
     return float(found["ts"][0]), float(found["end"][0])
 
 
+NAME_COLUMNS = ("name", "kernel", "op", "call_path")
+"""The columns that name the event a table row stands for (the first one present)."""
+
+
+def row_event_name(row: dict[str, Any] | None) -> str | None:
+    """The name of the event a table row stands for, so the timeline selects that event's own row
+    (a kernel's stream, not another stream busy at the same time)."""
+    for column in NAME_COLUMNS:
+        value = (row or {}).get(column)
+        if isinstance(value, str) and value:
+            return value.strip()
+    return None
+
+
 def row_target(traces: TraceSet, row: dict[str, Any] | None) -> tuple[int | None, float | None, float | None]:
     """Where `t` on a table row opens the timeline: the row's own times (row_window); else, for a
     row naming a launch by correlation id, the launch-to-kernel span; else, for a row naming a

@@ -25,6 +25,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
+from htatui.analysis.core.names import shorten_name
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
@@ -192,9 +193,17 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         Binding("escape", "back", "Back", tooltip="Back to the table (or cancel)", id="timeline.back"),
     ]
 
-    def __init__(self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None) -> None:
+    def __init__(
+        self,
+        rank: int | None = None,
+        start_us: float | None = None,
+        end_us: float | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__()
         self.target = (rank, start_us, end_us)
+        self.target_name = name
+        """The event the opening table row named: its own row is selected (a kernel's stream)."""
         self.data: TimelineData | None = None
         self.start_us = 0.0
         self.end_us = 1.0
@@ -286,11 +295,21 @@ class TimelineScreen(ViewScreen["TimelineData"]):
             rows = [i for i, (index, row) in enumerate(self.rows) if index.rank == rank]
             streams = [i for i in rows if self.rows[i][0].rows[self.rows[i][1]].kind == tl.STREAM]
             ordered = streams + [i for i in rows if i not in streams]
-            # The row with an event under the cursor (the kernel or launch the row named), else
-            # the rank's first stream.
+            # The row whose event under the cursor is the one the table row named (issue 38 #3:
+            # a kernel's own stream, not another stream busy then), else any row busy there,
+            # else the rank's first stream.
             probe = (self.cursor_us, self.cursor_us + 1e-6)
-            busy = [i for i in ordered if start is not None and tle.event_at(*self.rows[i], *probe)]
-            self.cursor_row = (busy or ordered or [0])[0]
+            under = {i: tle.event_at(*self.rows[i], *probe) for i in ordered} if start is not None else {}
+            named = [i for i, event in under.items() if event is not None and self._names_target(event)]
+            busy = [i for i, event in under.items() if event is not None]
+            self.cursor_row = (named or busy or ordered or [0])[0]
+
+    def _names_target(self, event: dict[str, Any]) -> bool:
+        wanted = self.target_name
+        if wanted is None:
+            return False
+        name = str(event.get("name", ""))
+        return name == wanted or shorten_name(name) == wanted
 
     # ---- drawing ------------------------------------------------------------------------
     def _label(self, index: tl.RankIndex, row: int) -> str:
