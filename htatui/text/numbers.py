@@ -28,7 +28,7 @@ def cell_text(value: object, unit: str = "") -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        if abs(value) >= 0.01 or unit == "%" or math.isinf(value) or unit == "µs" and abs(value) < 0.0005:
+        if value == 0 or abs(value) >= 0.01 or unit == "%" or math.isinf(value) or unit == "µs" and abs(value) < 0.0005:
             return f"{value:,.2f}"
         if unit == "µs":
             return f"{value:.3f}"

@@ -326,7 +326,7 @@ class HtaTuiApp(ThemedApp):
         if self.traces is None:
             self.notify("No traces loaded yet.", title="Query", severity="warning")
             return
-        self.push_screen(QueryScreen(self.traces, self.scope(), f"{self.ranks_label} · {self.steps_label}"))
+        self.push_screen(QueryScreen(self.traces, self.scope(), f"ranks {self.ranks_label} · {self.steps_label}"))
 
     def action_notes(self) -> None:
         from htatui.tui.screens.notes import NotesScreen

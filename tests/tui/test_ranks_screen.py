@@ -31,6 +31,10 @@ def gloo_job(tmp_path: Path) -> TraceSet:
 def test_heat_levels() -> None:
     assert [heat_level(v, 100, 500) for v in (100, 199, 300, 499, 500)] == [0, 1, 2, 4, 4]
     assert heat_level(7, 7, 7) == 0
+    # Issue 38 #6: 16.37 and 16.38 ms were the two ends of the scale (· and █); the scale spans at
+    # least 10 % of the largest value, so they are one level, and 14.8 ms (-10 %) is the lowest.
+    assert heat_level(16_370, 16_370, 16_380) == heat_level(16_380, 16_370, 16_380) == 4
+    assert heat_level(14_742, 14_742, 16_380) == 0
 
 
 async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> None:
@@ -43,7 +47,7 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         stragglers = app.screen.query_one("#stragglers-main", TablePane).table
         assert_frame_equal(stragglers.source, ranks.stragglers(gloo_job, ranks.RanksOptions()).frame)
         assert stragglers.source.drop("hta_late_starts").equals(expected.stragglers)
-        assert "method: who the others waited for at collectives" in str(stragglers.title)
+        assert "method: who the others waited for at collectives" in stragglers.note
         assert_frame_equal(app.screen.query_one("#collectives-main", TablePane).table.source, expected.collectives)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms; rank 2 leads

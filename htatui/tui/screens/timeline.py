@@ -108,21 +108,26 @@ class TimePrompt(ModalScreen[tuple[float, float] | None]):
 
 
 LEGEND_NAMES = {
-    tl.COMPUTE: "compute",
-    tl.COMM: "comm",
-    tl.MEMCPY: "memcpy",
-    tl.MEMSET: "memset",
-    tl.OP: "op",
-    tl.ANNOTATION: "annot",
-    tl.RUNTIME: "runtime",
+    tl.COMPUTE: ("compute", "comp"),
+    tl.COMM: ("comm", "comm"),
+    tl.MEMCPY: ("memcpy", "cpy"),
+    tl.MEMSET: ("memset", "set"),
+    tl.OP: ("op", "op"),
+    tl.ANNOTATION: ("annot", "ann"),
+    tl.RUNTIME: ("runtime", "rt"),
 }
-"""What the legend calls each cell type (short, so the line fits 80 columns; the rare X other last)."""
+"""What the legend calls each cell type, long and short (the rare X other last)."""
 
 
-def legend_text() -> str:
-    """The letters the canvas draws, on one line: the types, idle, and what lower case means."""
-    kinds = " ".join(f"{tl.GLYPHS[kind]} {name}" for kind, name in LEGEND_NAMES.items())
-    return f" {kinds} {tl.STREAM_IDLE} idle · lower <½ busy · {tl.GLYPHS[tl.OTHER]} other"
+def legend_text(width: int = 80) -> str:
+    """The letters the canvas draws, on one line of `width`: the types, idle, what lower case
+    means; shorter names where the long ones do not fit (91 cells did not fit 80, issue 38 #5)."""
+    for short in (False, True):
+        kinds = " ".join(f"{tl.GLYPHS[kind]} {names[short]}" for kind, names in LEGEND_NAMES.items())
+        text = f" {kinds} {tl.STREAM_IDLE} idle · lower <½ busy · {tl.GLYPHS[tl.OTHER]} other"
+        if len(text) <= width:
+            break
+    return text
 
 
 class TimelineCanvas(Widget, can_focus=True):
@@ -565,4 +570,5 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         return action not in ("filter", "open_timeline")
 
     def on_resize(self) -> None:
+        self.query_one("#timeline-legend", Static).update(legend_text(self.size.width))
         self.call_after_refresh(self._update_details)

@@ -219,6 +219,8 @@ class ViewTable(DataTable[Text]):
     def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.title = title
+        self.note = ""
+        """A sentence beside the title (how the table was made); cut first when the title is too wide."""
         self.row_limit = row_limit
         self.columns_spec: list[Column] = []
         self.source = pl.DataFrame()
@@ -344,7 +346,7 @@ class ViewTable(DataTable[Text]):
         self._mark_cursor_row()
 
     def _update_title(self, matching: int) -> None:
-        parts = [self.title] if self.title else []
+        parts: list[str] = []
         total, shown = self.source.height, self.shown.height
         if self.filter_text:
             parts.append(f"/{self.filter_text}: {matching:,} of {total:,} match")
@@ -357,7 +359,7 @@ class ViewTable(DataTable[Text]):
         hidden = self.hidden_columns()
         if hidden:
             parts.append(f"→ {hidden} more column{'s' if hidden > 1 else ''}")
-        self.border_title = " · ".join(parts)
+        self.border_title = fitted_title(self.title, self.note, parts, self.size.width - TITLE_EDGES)
         self._matching = matching
 
     def _columns_that_fit(self, widths: list[int]) -> list[int]:
@@ -546,6 +548,26 @@ class ViewTable(DataTable[Text]):
             self.sort_key = key
             self.descending = next((c.numeric for c in self.columns_spec if c.key == key), True)
         self._rebuild(keep_cursor=False)
+
+
+TITLE_EDGES = 4
+"""Cells of a border title's frame: the rule's ends and a space each side."""
+
+
+def fitted_title(title: str, note: str, counts: Sequence[str], width: int) -> str:
+    """`title · note · counts…` in `width` cells: the note is cut at its end first, then left out,
+    so what the table holds and how much of it shows (`showing 200 of 5,000`, `3 more columns (w)`)
+    are never cut (issue 38 #5)."""
+    head = [title] if title else []
+    whole = " · ".join([*head, *([note] if note else []), *counts])
+    if len(whole) <= width or not note or width <= 0:
+        return whole
+    bare = " · ".join([*head, *counts])
+    room = width - len(bare) - 3
+    if room < 12:
+        return bare
+    cut = note[: room - 1].rstrip() + "…"
+    return " · ".join([*head, cut, *counts])
 
 
 def _answer_in_words(column: Column) -> bool:

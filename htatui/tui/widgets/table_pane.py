@@ -92,8 +92,8 @@ class TablePane(Vertical):
     def show_table(self, output: NotedTable, pane: Pane, declared: TableColumns | None = None) -> None:
         """Show a registered table: every column, labelled and ranked as `declared` (its columns'
         specs); its sentence says why it is empty, or stands in the title beside it."""
-        title = pane.title if output.frame.height == 0 or not output.message else f"{pane.title} · {output.message}"
-        self.table.title = title
+        self.table.title = pane.title
+        self.table.note = output.message or "" if output.frame.height else ""
         empty = sentence(output.message) if output.message else pane.empty
         if pane.hint and output.frame.height == 0:
             empty = f"{empty} {pane.hint}"
