@@ -343,3 +343,29 @@ def test_the_answer_is_kept_at_80_columns_in_a_tty() -> None:
     assert max(len(line) for line in lines) <= 80, text
     header = " ".join(line for line in lines if "┃" in line)
     assert all(label in header for label in ("path if faster µs", "saved µs", "saved %"))
+
+
+def test_a_load_note_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 #6: report printed its load notes on stderr and again under the table."""
+    from htatui.cli.main import main
+
+    write_scenario("small", tmp_path / "small")
+    (tmp_path / "small" / "rank-2.json").write_text("{not json")
+    job = str(tmp_path / "small")
+    for args in (["report", job, "--view", "temporal"], ["info", job]):
+        assert main([*args, "--no-cache"]) == 0
+        printed = capsys.readouterr()
+        assert "skipped" in printed.out and "skipped" not in printed.err, printed.err
+    assert main(["report", job, "--view", "temporal", "--format", "csv"]) == 0
+    printed = capsys.readouterr()
+    assert "skipped" not in printed.out and "htatui: skipped" in printed.err
+
+
+def test_a_flag_two_views_use_differently_says_both() -> None:
+    """Issue 38 #6: --rank's help said "patterns: rank to mine" though critical-path follows it."""
+    from htatui.cli.report import OPTION_FLAGS
+
+    rank = next(option for option in OPTION_FLAGS if option.flag == "--rank")
+    assert "patterns: rank to mine" in rank.help and "critical-path: rank to follow" in rank.help
+    top = next(option for option in OPTION_FLAGS if option.flag == "--top")
+    assert top.help.startswith("kernels/kernel-spread: how many names to keep") and "ops: " in top.help

@@ -31,9 +31,13 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+def _load(
+    paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True, *, notes_below: bool = False
+) -> TraceSet:
     """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
-    the output shows them, as info's does) each file's warnings to stderr.
+    the output shows them, as info's does) each file's warnings to stderr. `notes_below`: the
+    command's table lists the notes and skipped files under it, so stderr does not say them
+    again (issue 38 #6: report printed a load note twice in a terminal).
 
     Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
     """
@@ -79,9 +83,9 @@ def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = Tr
             )
     else:
         traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache)
-    for note in traces.notes:
+    for note in () if notes_below else traces.notes:
         print(f"htatui: note: {note}", file=sys.stderr)
-    for problem in traces.problems:
+    for problem in () if notes_below else traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
     if show_warnings:
         from htatui.analysis.health import finding_line, quick_findings
@@ -158,7 +162,7 @@ def _run_info(args: argparse.Namespace) -> int:
     failed = False
     for job in jobs:
         try:
-            traces = _load([job], not args.no_cache, show_warnings=False)
+            traces = _load([job], not args.no_cache, show_warnings=False, notes_below=args.format == "table")
         except LoadError as exc:
             print(f"htatui: {exc}", file=sys.stderr)
             failed = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,27 +33,40 @@ class OptionFlag:
 
 
 def _option_flags() -> list[OptionFlag]:
-    """Every knob of every view once, by flag; help names the views and their defaults."""
-    by_flag: dict[str, tuple[str, Knob, list[str], dict[str, str]]] = {}
+    """Every knob of every view once, by flag; help names the views and their defaults (a flag
+    views use for different things says each: `--rank` mines patterns and follows a path)."""
+    by_flag: dict[str, tuple[str, Knob, list[str], dict[str, str], dict[str, list[str]]]] = {}
     for view in VIEWS:
         defaults = {f.name: f.default for f in dataclasses.fields(view.options)}
         for name, spec in knobs_of(view.options).items():
-            field_name, _spec, views_with, shown = by_flag.setdefault(spec.flag, (name, spec, [], {}))
+            field_name, _spec, views_with, shown, helps = by_flag.setdefault(spec.flag, (name, spec, [], {}, {}))
             if field_name != name:
                 raise ValueError(f"{spec.flag} names two option fields ({field_name}, {name})")
             views_with.append(view.id)
+            helps.setdefault(spec.help, []).append(view.id)
             default = defaults[name]
             if default is not None and spec.kind != "switch":
                 shown.setdefault(str(default), view.id)
     flags = []
-    for flag, (field_name, spec, views_with, shown) in by_flag.items():
-        text = spec.help if ":" in spec.help else f"{'/'.join(views_with)}: {spec.help}"
+    for flag, (field_name, spec, views_with, shown, helps) in by_flag.items():
+        if len(helps) > 1:
+            text = "; ".join(_named(help_text, ids) for help_text, ids in helps.items())
+        else:
+            text = _named(spec.help, views_with)
         if len(shown) == 1:
             text += f" ({next(iter(shown))})"
         elif shown:
             text += " (" + ", ".join(f"{view_id} {value}" for value, view_id in shown.items()) + ")"
         flags.append(OptionFlag(flag, field_name, spec.kind, text))
     return flags
+
+
+def _named(help_text: str, views: list[str]) -> str:
+    """A knob's help led by the views it belongs to, unless it names them itself ("idle: …")."""
+    return help_text if VIEW_PREFIX.match(help_text) else f"{'/'.join(views)}: {help_text}"
+
+
+VIEW_PREFIX = re.compile(r"^[a-z-]+(/[a-z-]+)*( --[a-z-]+)?: ")
 
 
 OPTION_FLAGS: list[OptionFlag] = _option_flags()
@@ -194,7 +208,7 @@ def add_report_parser(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     load_flags: Callable[[argparse.ArgumentParser], None],
     format_flag: Callable[[argparse.ArgumentParser], None],
-    load: Callable[[list[Path], bool], Any],
+    load: Callable[..., Any],
 ) -> None:
     report = sub.add_parser(
         "report",
@@ -207,7 +221,7 @@ def add_report_parser(
     report.set_defaults(run=lambda args: run_report(args, load))
 
 
-def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
+def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     from htatui.analysis.core.describe import describe_scope, missing_steps
     from htatui.cli.args import scope_from_args
     from htatui.trace import LoadError
@@ -256,7 +270,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     try:
-        traces = load(list(args.paths), not args.no_cache)
+        traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table")
     except LoadError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name
 from htatui.analysis.timeline.index import COUNTER, OP, RUNTIME, STREAM, THREAD, RankIndex
 from htatui.trace.model import TraceSet
 
@@ -118,7 +118,7 @@ def details(index: RankIndex, event: dict[str, Any], most: int = 3) -> EventDeta
         correlation=event.get("correlation"),
         launch=str(launch["name"]) if launch is not None else None,
         op=str(op["name"]) if op is not None else None,
-        kernels=[shorten_name(str(n)) for n in kernels["name"].head(most).to_list()],
+        kernels=[readable_name(str(n)) for n in kernels["name"].head(most).to_list()],
         kernel_count=kernels.height,
     )
 

@@ -25,7 +25,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name, shorten_name
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
@@ -314,7 +314,7 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         if wanted is None:
             return False
         name = str(event.get("name", ""))
-        return name == wanted or shorten_name(name) == wanted
+        return wanted in (name, shorten_name(name), readable_name(name))
 
     # ---- drawing ------------------------------------------------------------------------
     def _label(self, index: tl.RankIndex, row: int) -> str:

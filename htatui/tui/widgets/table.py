@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from htatui.analysis.core.columns import Importance, TableColumns, specs_for
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name
 from htatui.text.names import SHORT_LEVEL, fit_names, middle_cut
 from htatui.text.numbers import cell_text
 
@@ -48,7 +48,7 @@ MAX_CELL_SOURCE_CHARS = 4_096
 
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
-    return shorten_name(name) or name
+    return readable_name(name)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import polars as pl
 from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMPUTATION
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name
 from htatui.trace.kineto import PROFILER_STEP
 
 GPU_COMPUTE = "GPU compute"
@@ -93,7 +93,7 @@ def gpu_phases(gpu: pl.DataFrame) -> pl.DataFrame:
         "rank", step="iteration", phase=pl.lit(GPU_COMPUTE), dur_us="busy_us"
     )
     names = compute["name"].cast(pl.Utf8).unique().to_list()
-    short = {n: "kernel " + shorten_name(n) for n in names}
+    short = {n: "kernel " + readable_name(n) for n in names}
     kernels = compute.group_by(
         "rank", step="iteration", phase=pl.col("name").cast(pl.Utf8).replace_strict(short, return_dtype=pl.Utf8)
     ).agg(dur_us=pl.col("dur").sum())
