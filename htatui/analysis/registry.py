@@ -60,6 +60,10 @@ NO_GPU_WORK = "no GPU kernels, copies or memsets in the chosen steps"
 NO_IDLE_GAP = "no gap between GPU kernels, copies or memsets in the chosen steps (no GPU work, or one op per stream)"
 NO_MATCHED_LAUNCH = "no kernel launch matched to its GPU work (by correlation id) in the chosen steps"
 NO_COPIES = "no memory copies or memsets in the chosen steps"
+NO_ANNOTATIONS = (
+    "no GPU user annotations in the chosen steps (record_function spans the profiler puts on the GPU "
+    "timeline, gpu_user_annotation; htatui check counts them per rank)"
+)
 NO_STEPS = "no ProfilerStep in the trace (or none of the chosen steps)"
 
 
@@ -346,7 +350,15 @@ VIEWS: tuple[View[Any], ...] = (
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.compute, per_rank=True, columns=user_annotations.SPEC),),
+        (
+            Table(
+                "main",
+                user_annotations.compute,
+                per_rank=True,
+                columns=user_annotations.SPEC,
+                rankless=NO_ANNOTATIONS,
+            ),
+        ),
     ),
     View(
         "patterns",
@@ -376,7 +388,7 @@ VIEWS: tuple[View[Any], ...] = (
         "op-tree",
         "Op tree",
         op_tree.OpTreeOptions,
-        (Table("main", op_tree.compute, columns=op_tree.SPEC),),
+        (Table("main", op_tree.table, columns=op_tree.SPEC),),
     ),
     View(
         "cupti",

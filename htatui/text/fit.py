@@ -112,8 +112,19 @@ def _shrink_text(
     widest = max(candidates, key=lambda c: c.width)
     target = max(_floor(widest, floor), len(widest.header), widest.width - (table_width(columns) - width))
     texts = raw_text(names.index(widest.name))
-    widest.cells = [end_cut(t, target) for t in texts] if widest.spec.sentence else fit_names(texts, target)
+    widest.cells = [end_cut(t, target) for t in texts] if widest.spec.sentence else indented_names(texts, target)
     return True
+
+
+def indented_names(texts: list[str], width: int) -> list[str]:
+    """Names shortened by meaning to `width`, each keeping its leading spaces (a tree's `call_path`
+    says its depth by them)."""
+    indents = [len(text) - len(text.lstrip(" ")) for text in texts]
+    if not any(indents):
+        return fit_names(texts, width)
+    deepest = min(max(indents), max(width - 8, 0))
+    bare = fit_names([text.lstrip(" ") for text in texts], max(width - deepest, 1))
+    return [" " * min(indent, deepest) + name for indent, name in zip(indents, bare, strict=True)]
 
 
 def end_cut(text: str, width: int) -> str:
