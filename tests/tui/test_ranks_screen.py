@@ -108,3 +108,21 @@ async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -
         chart = app.screen.query_one("#overlap-chart", Chart)
         assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
         assert chart._empty == sentence(CPU_COLLECTIVES)
+
+
+async def test_the_cause_is_kept_whole_at_80_columns() -> None:
+    """Issue 38 #1: at 80x24 the Ranks page cut a straggler's cause (`data_…08 µs)`) and kept
+    is_straggler, steps and calls_last; the cause is the answer, the others go first."""
+    from htatui.jobs.load import load_traces
+
+    demo = load_traces([Path(__file__).resolve().parents[2] / "fixtures" / "demo"], use_cache=False, max_workers=1)
+    app = make_app(demo, "demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, RANKS_KEY)
+        table = app.screen.query_one("#stragglers-main", TablePane).table
+        shown = [str(column.key.value) for column in table.ordered_columns]
+        assert shown[:3] == ["rank", "delay_us", "cause"] and "calls_last" not in shown
+        cause = table.get_row_at(0)[shown.index("cause")].plain
+        assert cause.startswith("GPU compute: 100 % of the delay (+14,492 µs"), cause
+        assert sum(column.get_render_width(table) for column in table.ordered_columns) <= table.size.width
