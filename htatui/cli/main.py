@@ -189,7 +189,7 @@ SUBCOMMAND_HELP = {
     "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
     "report": "print one analysis view as a table, CSV or JSON",
     "query": "polars SQL over the job's named tables (events, kernels, ops, steps, path, every view's)",
-    "export": "write traces augmented with counters or patterns",
+    "export": "write traces augmented with counters or patterns, or the job's tables as Parquet",
     "timeline": "print a rank's timeline over a time window as text",
     "diff": "compare two jobs: kernels and ops that got slower, appeared or vanished",
     "memory": "GPU memory: peak, live blocks by allocation site, allocator state, OOMs, leaks",
