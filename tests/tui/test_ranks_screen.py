@@ -58,7 +58,7 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         assert "wait at collectives" in heat and "█ 0.30" in heat and "· 0.00" in heat
         phases = app.screen.query_one("#stragglers-phases", TablePane).table
-        assert "rank 2 against the other ranks' median, steps 1,2" in str(phases.title)  # the top straggler
+        assert "rank 2 against the other ranks' median, steps 1,2" in phases.note  # the top straggler
         stragglers.focus()
         app.clear_notifications()
         await press(pilot, "enter")  # rank 2 again: `report --view stragglers --phases --straggler 2`
