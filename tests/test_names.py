@@ -35,3 +35,15 @@ def test_names_that_would_look_alike_show_where_they_differ() -> None:
     assert all(len(name) <= 32 for name in shown)
     assert "5ul" in shown[0] and "2ul" in shown[1]
     assert shown[0].startswith("split_embeddin…")
+
+
+def test_an_anonymous_namespace_leaves_no_empty_scope_in_a_short_name() -> None:
+    """Issue 38 #6: `(anonymous namespace)` collapsed to `::::` in the app's short kernel names and
+    the Ranks page's phases; HTA's own short name (the compat mode's) keeps it."""
+    from htatui.analysis.core.names import readable_name, shorten_name
+    from htatui.tui.widgets.table import short_kernel_name
+
+    name = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)"
+    assert shorten_name(name) == "at::native::::vectorized_layer_norm_kernel"
+    assert readable_name(name) == short_kernel_name(name) == "at::native::vectorized_layer_norm_kernel"
+    assert readable_name("void (anonymous namespace)::fill<int>(int)") == "fill"

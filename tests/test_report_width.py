@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -15,7 +16,7 @@ import polars as pl
 import pytest
 
 from fixtures.generate import write_scenario
-from htatui.text.fit import short_header
+from htatui.analysis.core.columns import TableColumns, derived_label, derived_spec
 from htatui.text.render import render_frame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +52,10 @@ def wide_frame() -> pl.DataFrame:
 
 
 def test_short_headers_keep_the_unit() -> None:
-    assert short_header("non_compute_time_us") == "non-comp time µs"
-    assert short_header("idle_pct") == "idle %"
-    assert short_header("span_ms") == "span ms"
-    assert short_header("accounted_for") == "accounted for"
+    assert derived_label("non_compute_time_us") == "non-comp time µs"
+    assert derived_label("idle_pct") == "idle %"
+    assert derived_label("span_ms") == "span ms"
+    assert derived_label("accounted_for") == "accounted for"
 
 
 def test_terminal_table_fits_80_columns_and_names_what_it_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,7 +80,7 @@ def test_wide_shows_every_column_without_breaking_numbers(monkeypatch: pytest.Mo
     out = Terminal()
     render_frame(wide_frame(), "table", out=out, wide=True)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
-    assert "14,522,911.50" in text and "260,638.00" in text and "non_compute_time_us" in text
+    assert "14,522,911.50" in text and "260,638.00" in text and "non-comp time µs" in text
     assert "left out" not in text
     assert len([line for line in text.splitlines() if line.startswith("│")]) == 2
 
@@ -95,7 +96,7 @@ def test_piped_table_fits_160_columns_and_wide_keeps_full_rows(monkeypatch: pyte
     out = io.StringIO()
     render_frame(wide_frame(), "table", out=out, wide=True)
     text = out.getvalue()
-    assert LONG in text and "non_compute_time_us" in text and "left out" not in text
+    assert LONG in text and "non-comp time µs" in text and "left out" not in text
     # $COLUMNS, when set, is the width of piped tables too.
     monkeypatch.setenv("COLUMNS", "100")
     out = io.StringIO()
@@ -107,7 +108,12 @@ def test_key_columns_are_never_left_out(monkeypatch: pytest.MonkeyPatch) -> None
     """The last column goes first when fitting, unless it is the table's key column."""
     monkeypatch.setenv("COLUMNS", "60")
     out = io.StringIO()
-    render_frame(wide_frame(), "table", out=out, key=("non_compute_time_us",))
+    frame = wide_frame()
+    specs = [derived_spec(name, dtype) for name, dtype in frame.schema.items()]
+    key = TableColumns(
+        *(dataclasses.replace(s, importance="key") if s.name == "non_compute_time_us" else s for s in specs)
+    )
+    render_frame(frame, "table", out=out, columns=key)
     text = out.getvalue()
     assert "14,522,911.50" in text and "left out to fit 60 columns" in text
     assert max(len(line) for line in text.splitlines()) <= 60
@@ -123,16 +129,17 @@ def test_csv_and_json_floats_carry_no_binary_noise() -> None:
     )
     out = io.StringIO()
     render_frame(frame, "csv", out=out)
-    # Noise goes; real digits (530/7, a µs epoch timestamp) stay whole, as repr writes them.
+    # Noise goes: a time keeps the trace's ns (3 decimals of µs) and no more, a µs epoch timestamp
+    # stays whole; a float with no unit keeps its real digits.
     assert out.getvalue().splitlines()[1:] == [
         "a,730.37,0.3",
-        "b,75.71428571428571,",
+        "b,75.714,",
         "c,1795366631037282.0,NaN",
     ]
     out = io.StringIO()
     render_frame(frame, "json", out=out)
     rows = json.loads(out.getvalue())
-    assert [row["dur_us"] for row in rows] == [730.37, 530 / 7, 1_795_366_631_037_282.0]
+    assert [row["dur_us"] for row in rows] == [730.37, 75.714, 1_795_366_631_037_282.0]
     assert rows[0]["pct"] == 0.3 and rows[2]["pct"] is None
 
 
@@ -156,7 +163,7 @@ def test_piped_launch_prints_the_summary_and_outliers_with_the_delay_column(tmp_
     titles = [line.split(" · ")[0] for line in text.splitlines() if line.startswith("launch ")]
     assert titles == ["launch summary", "launch short-kernels", "launch runtime-outliers", "launch delay-outliers"]
     # The small job: 14 launches a rank, 6 of them delayed past 100 µs (145, 135, 140 µs, twice a rank).
-    assert "launch_delay_us" in text and "145.00" in text
+    assert "launch delay µs" in text and "145.00" in text
     assert text.count("│    0 │") == 1 + 6
     # At 80 columns the key column (launch_delay_us) stays, whatever else is left out.
     narrow = run_piped(["report", job, "--view", "launch", "--full", "--no-cache"], columns=80)
@@ -291,7 +298,7 @@ def test_the_ops_rooflines_figures_are_kept_when_a_flops_table_is_fitted(monkeyp
     """With --flops the ops table's key columns include the roofline's verdict, so 80 columns keep it."""
     from htatui.analysis.registry import BY_ID
 
-    key = BY_ID["ops"].table("main").key_columns
+    declared = BY_ID["ops"].table("main").columns
     frame = pl.DataFrame(
         {
             "rank": [0],
@@ -314,7 +321,51 @@ def test_the_ops_rooflines_figures_are_kept_when_a_flops_table_is_fitted(monkeyp
     )
     monkeypatch.setenv("COLUMNS", "80")
     out = io.StringIO()
-    render_frame(frame, "table", out=out, key=key)
+    render_frame(frame, "table", out=out, columns=declared)
     header = out.getvalue().splitlines()[1:4]
-    assert all(any(label in line for line in header) for label in ("tflop per s", "pct of peak", "bound"))
+    assert all(any(label in line for line in header) for label in ("TFLOP/s", "% of peak", "bound"))
     assert "71.71" in out.getvalue() and "compute" in out.getvalue()
+
+
+def test_the_answer_is_kept_at_80_columns_in_a_tty() -> None:
+    """Issue 38 #1: at 80 columns stragglers kept `is strag`, `steps`, `calls last` and cut the
+    cause to `data_…08 µs)`; --what-if dropped path_if_faster_us, saved_us and saved_pct."""
+    demo = str(ROOT / "fixtures" / "demo")
+    text = run_in_pty(["report", demo, "--view", "stragglers"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80, text
+    header = next(line for line in lines if "rank" in line and "┃" in line)
+    assert "delay µs" in header and "cause" in header and "calls last" not in header
+    row = next(line for line in lines if line.startswith("│    2 "))
+    assert "GPU compute: 100 % of the delay (+14,492 µs" in row
+    text = run_in_pty(["report", demo, "--view", "critical-path", "--what-if"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= 80, text
+    header = " ".join(line for line in lines if "┃" in line)
+    assert all(label in header for label in ("path if faster µs", "saved µs", "saved %"))
+
+
+def test_a_load_note_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 #6: report printed its load notes on stderr and again under the table."""
+    from htatui.cli.main import main
+
+    write_scenario("small", tmp_path / "small")
+    (tmp_path / "small" / "rank-2.json").write_text("{not json")
+    job = str(tmp_path / "small")
+    for args in (["report", job, "--view", "temporal"], ["info", job]):
+        assert main([*args, "--no-cache"]) == 0
+        printed = capsys.readouterr()
+        assert "skipped" in printed.out and "skipped" not in printed.err, printed.err
+    assert main(["report", job, "--view", "temporal", "--format", "csv"]) == 0
+    printed = capsys.readouterr()
+    assert "skipped" not in printed.out and "htatui: skipped" in printed.err
+
+
+def test_a_flag_two_views_use_differently_says_both() -> None:
+    """Issue 38 #6: --rank's help said "patterns: rank to mine" though critical-path follows it."""
+    from htatui.cli.report import OPTION_FLAGS
+
+    rank = next(option for option in OPTION_FLAGS if option.flag == "--rank")
+    assert "patterns: rank to mine" in rank.help and "critical-path: rank to follow" in rank.help
+    top = next(option for option in OPTION_FLAGS if option.flag == "--top")
+    assert top.help.startswith("kernels/kernel-spread: how many names to keep") and "ops: " in top.help

@@ -15,8 +15,10 @@ import polars as pl
 
 from htatui.analysis import kept_parts
 from htatui.analysis.core import cancel
+from htatui.analysis.core.columns import TableColumns
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, with_job_steps
+from htatui.analysis.perf.frames import CATEGORY_SPEC
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
     critical_path,
@@ -35,6 +37,11 @@ from htatui.analysis.views import (
     steps,
     temporal,
 )
+from htatui.analysis.views.critical_path import columns as path_columns
+from htatui.analysis.views.ranks.collectives import COLLECTIVE_SPEC
+from htatui.analysis.views.ranks.matrix import MATRIX_SPEC
+from htatui.analysis.views.ranks.phases import PHASE_SPEC
+from htatui.analysis.views.ranks.stragglers import STEP_STRAGGLER_SPEC, VIEW_STRAGGLER_SPEC
 from htatui.trace import TraceSet
 
 
@@ -54,6 +61,10 @@ NO_GPU_WORK = "no GPU kernels, copies or memsets in the chosen steps"
 NO_IDLE_GAP = "no gap between GPU kernels, copies or memsets in the chosen steps (no GPU work, or one op per stream)"
 NO_MATCHED_LAUNCH = "no kernel launch matched to its GPU work (by correlation id) in the chosen steps"
 NO_COPIES = "no memory copies or memsets in the chosen steps"
+NO_ANNOTATIONS = (
+    "no GPU user annotations in the chosen steps (record_function spans the profiler puts on the GPU "
+    "timeline, gpu_user_annotation; htatui check counts them per rank)"
+)
 NO_STEPS = "no ProfilerStep in the trace (or none of the chosen steps)"
 
 
@@ -66,8 +77,9 @@ class Table(Generic[OptionsT]):
     per_rank: bool = False
     """Each rank's rows depend on that rank alone and come in rank order (tests/test_registry.py
     checks it), so over a dataset `make_table` builds the table a rank at a time."""
-    key_columns: tuple[str, ...] = ()
-    """The columns the table exists for: a table fitted to a narrow width never leaves them out."""
+    columns: TableColumns | None = None
+    """What each column is (dtype, unit, label, importance, meaning): one declaration per column,
+    in the view's module; tests/test_column_specs.py checks every column has one."""
 
     @property
     def about(self) -> str:
@@ -79,6 +91,11 @@ class Table(Generic[OptionsT]):
     rankless: str | None = None
     """Why a chosen rank can have no row (e.g. no GPU work): a table missing ranks says which and
     why, instead of leaving them out quietly (issue 22)."""
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The columns the table exists for (its answer): never left out to fit a width."""
+        return self.columns.key() if self.columns is not None else ()
 
 
 @dataclass(frozen=True)
@@ -221,6 +238,11 @@ _OUTLIER_ABOUT = {
 }
 
 
+def _outlier_columns(answer: str) -> TableColumns:
+    """The launch table's columns with the outlier list's own answer first among them."""
+    return launch.SPEC.ranked("normal", "launch_delay_us").ranked("key", answer)
+
+
 def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOptions], pl.DataFrame]:
     def compute(traces: TraceSet, options: launch.LaunchOptions) -> pl.DataFrame:
         return launch.outliers(traces, options, kind)
@@ -235,7 +257,7 @@ VIEWS: tuple[View[Any], ...] = (
         "temporal",
         "Temporal",
         temporal.TemporalOptions,
-        (Table("main", temporal.compute, per_rank=True, rankless=NO_GPU_WORK),),
+        (Table("main", temporal.compute, per_rank=True, columns=temporal.SPEC, rankless=NO_GPU_WORK),),
         headline=True,
     ),
     View(
@@ -243,9 +265,9 @@ VIEWS: tuple[View[Any], ...] = (
         "Idle",
         idle.IdleOptions,
         (
-            Table("main", idle.compute, per_rank=True, rankless=NO_IDLE_GAP),
-            Table("by-stream", idle.by_stream, per_rank=True, rankless=NO_IDLE_GAP),
-            Table("interval-stats", idle.interval_stats, per_rank=True, rankless=NO_IDLE_GAP),
+            Table("main", idle.compute, per_rank=True, columns=idle.SPEC, rankless=NO_IDLE_GAP),
+            Table("by-stream", idle.by_stream, per_rank=True, columns=idle.BY_STREAM_SPEC, rankless=NO_IDLE_GAP),
+            Table("interval-stats", idle.interval_stats, per_rank=True, columns=idle.STATS_SPEC, rankless=NO_IDLE_GAP),
         ),
         headline=True,
     ),
@@ -253,21 +275,26 @@ VIEWS: tuple[View[Any], ...] = (
         "kernel-types",
         "Kernel types",
         kernels.KernelTypesOptions,
-        (Table("main", kernels.compute_types, rankless=NO_GPU_WORK),),
+        (Table("main", kernels.compute_types, columns=kernels.TYPES_SPEC, rankless=NO_GPU_WORK),),
         True,
     ),
-    View("kernels", "Kernels", kernels.KernelsOptions, (Table("main", kernels.compute, rankless=NO_GPU_WORK),)),
+    View(
+        "kernels",
+        "Kernels",
+        kernels.KernelsOptions,
+        (Table("main", kernels.compute, columns=kernels.KERNELS_SPEC, rankless=NO_GPU_WORK),),
+    ),
     View(
         "kernel-spread",
         "Kernel spread",
         kernels.KernelSpreadOptions,
-        (Table("main", kernels.spread, rankless=NO_GPU_WORK),),
+        (Table("main", kernels.spread, columns=kernels.SPREAD_SPEC, rankless=NO_GPU_WORK),),
     ),
     View(
         "overlap",
         "Overlap",
         overlap.OverlapOptions,
-        (Table("main", overlap.table, rankless=NO_GPU_WORK),),
+        (Table("main", overlap.table, columns=overlap.SPEC, rankless=NO_GPU_WORK),),
         headline=True,
     ),
     View(
@@ -279,20 +306,20 @@ VIEWS: tuple[View[Any], ...] = (
                 "main",
                 _hip_noted(launch.compute),
                 per_rank=True,
-                key_columns=("launch_delay_us",),
+                columns=launch.SPEC,
                 rankless=NO_MATCHED_LAUNCH,
             ),
             Table(
                 "summary",
                 _hip_noted(launch.summary),
                 per_rank=True,
-                key_columns=("delay_mean_us", "delay_p99_us"),
+                columns=launch.SUMMARY_SPEC,
                 rankless=NO_MATCHED_LAUNCH,
             ),
-            Table("short-kernels", _outliers("short"), per_rank=True, key_columns=("gpu_duration_us",)),
-            Table("runtime-outliers", _outliers("runtime"), per_rank=True, key_columns=("cpu_duration_us",)),
-            Table("delay-outliers", _outliers("delay"), per_rank=True, key_columns=("launch_delay_us",)),
-            Table("histograms", launch.histograms),
+            Table("short-kernels", _outliers("short"), per_rank=True, columns=_outlier_columns("gpu_duration_us")),
+            Table("runtime-outliers", _outliers("runtime"), per_rank=True, columns=_outlier_columns("cpu_duration_us")),
+            Table("delay-outliers", _outliers("delay"), per_rank=True, columns=_outlier_columns("launch_delay_us")),
+            Table("histograms", launch.histograms, columns=launch.HISTOGRAM_SPEC),
         ),
         headline=True,
         summary_tables=("summary", "short-kernels", "runtime-outliers", "delay-outliers"),
@@ -302,10 +329,10 @@ VIEWS: tuple[View[Any], ...] = (
         "Queue length",
         queue.QueueOptions,
         (
-            Table("main", queue.compute, per_rank=True, rankless=NO_MATCHED_LAUNCH),
-            Table("overview", queue.overview, per_rank=True, rankless=NO_MATCHED_LAUNCH),
-            Table("series", queue.series, per_rank=True, rankless=NO_MATCHED_LAUNCH),
-            Table("blocked", queue.blocked, per_rank=True, rankless=NO_MATCHED_LAUNCH),
+            Table("main", queue.compute, per_rank=True, columns=queue.SPEC, rankless=NO_MATCHED_LAUNCH),
+            Table("overview", queue.overview, per_rank=True, columns=queue.OVERVIEW_SPEC, rankless=NO_MATCHED_LAUNCH),
+            Table("series", queue.series, per_rank=True, columns=queue.SERIES_SPEC, rankless=NO_MATCHED_LAUNCH),
+            Table("blocked", queue.blocked, per_rank=True, columns=queue.BLOCKED_SPEC, rankless=NO_MATCHED_LAUNCH),
         ),
     ),
     View(
@@ -313,45 +340,61 @@ VIEWS: tuple[View[Any], ...] = (
         "Memory bandwidth",
         membw.MemoryBandwidthOptions,
         (
-            Table("main", membw.compute, per_rank=True, rankless=NO_COPIES),
-            Table("series", membw.series, per_rank=True, rankless=NO_COPIES),
+            Table("main", membw.compute, per_rank=True, columns=membw.SPEC, rankless=NO_COPIES),
+            Table("series", membw.series, per_rank=True, columns=membw.SERIES_SPEC, rankless=NO_COPIES),
         ),
     ),
-    View("steps", "Steps", steps.StepsOptions, (Table("main", steps.compute, per_rank=True, rankless=NO_STEPS),)),
+    View(
+        "steps",
+        "Steps",
+        steps.StepsOptions,
+        (Table("main", steps.compute, per_rank=True, columns=steps.SPEC, rankless=NO_STEPS),),
+    ),
     View(
         "late-starts",
         "Late starts (HTA's straggler method)",
         steps.StragglerOptions,
-        (Table("main", ranks.late_starts),),
+        (Table("main", ranks.late_starts, columns=steps.STRAGGLER_SPEC),),
     ),
     View(
         "stragglers",
         "Stragglers",
         ranks.RanksOptions,
         (
-            Table("main", ranks.stragglers, key_columns=("delay_us", "cause")),
-            Table("per-step", ranks.straggler_steps),
-            Table("phases", ranks.straggler_phases),
+            Table("main", ranks.stragglers, columns=VIEW_STRAGGLER_SPEC),
+            Table("per-step", ranks.straggler_steps, columns=STEP_STRAGGLER_SPEC),
+            Table("phases", ranks.straggler_phases, columns=PHASE_SPEC),
         ),
     ),
-    View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps),)),
+    View("rank-steps", "Rank steps", ranks.RanksOptions, (Table("main", ranks.rank_steps, columns=MATRIX_SPEC),)),
     View(
         "collectives",
         "Collectives",
         ranks.RanksOptions,
-        (Table("main", ranks.collectives, key_columns=("skew_max_us", "busbw_gbps")),),
+        (Table("main", ranks.collectives, columns=COLLECTIVE_SPEC),),
     ),
     View(
         "annotations",
         "Annotations",
         user_annotations.AnnotationOptions,
-        (Table("main", user_annotations.table, per_rank=True),),
+        (
+            Table(
+                "main",
+                user_annotations.table,
+                per_rank=True,
+                columns=user_annotations.SPEC,
+                rankless=NO_ANNOTATIONS,
+            ),
+        ),
     ),
     View(
         "patterns",
         "Patterns",
         patterns.PatternsOptions,
-        (Table("main", patterns.table), Table("operators", patterns.operators)),
+        (
+            Table("main", patterns.table, columns=patterns.SPEC),
+            Table("operators", patterns.operators, columns=patterns.OPERATOR_SPEC),
+        ),
     ),
     View(
         "ops",
@@ -362,26 +405,26 @@ VIEWS: tuple[View[Any], ...] = (
                 "main",
                 ops.main,
                 per_rank=True,
-                key_columns=("gpu_self_us", "cpu_total_us", "tflop_per_s", "pct_of_peak", "bound", "flag"),
+                columns=ops.SPEC,
             ),
-            Table("top-bars", ops.top),
-            Table("categories", ops.categories),
+            Table("top-bars", ops.top, columns=ops.TOP_SPEC),
+            Table("categories", ops.categories, columns=CATEGORY_SPEC),
         ),
     ),
     View(
         "op-tree",
         "Op tree",
         op_tree.OpTreeOptions,
-        (Table("main", op_tree.compute, key_columns=("gpu_total_us", "cpu_total_us")),),
+        (Table("main", op_tree.table, columns=op_tree.SPEC),),
     ),
     View(
         "modules",
         "Modules",
         modules.ModulesOptions,
         (
-            Table("main", modules.compute, key_columns=("gpu_total_us", "host_total_us")),
-            Table("types", modules.types, key_columns=("gpu_total_us", "host_total_us")),
-            Table("tree", modules.tree, key_columns=("gpu_total_us", "host_total_us")),
+            Table("main", modules.compute, columns=modules.INSTANCE_SPEC),
+            Table("types", modules.types, columns=modules.TYPE_SPEC),
+            Table("tree", modules.tree, columns=modules.TREE_SPEC),
         ),
     ),
     View(
@@ -389,8 +432,8 @@ VIEWS: tuple[View[Any], ...] = (
         "CUPTI counters",
         cupti.CuptiOptions,
         (
-            Table("main", cupti.compute, per_rank=True, rankless=cupti.NO_RANGES),
-            Table("by-op", cupti.by_op, per_rank=True, rankless=cupti.NO_RANGES),
+            Table("main", cupti.compute, per_rank=True, columns=cupti.KERNEL_SPEC, rankless=cupti.NO_RANGES),
+            Table("by-op", cupti.by_op, per_rank=True, columns=cupti.OP_SPEC, rankless=cupti.NO_RANGES),
         ),
     ),
     View(
@@ -398,14 +441,14 @@ VIEWS: tuple[View[Any], ...] = (
         "Critical path",
         critical_path.CriticalPathOptions,
         (
-            Table("main", critical_path.compute),
-            Table("edges", critical_path.edges),
-            Table("top-events", critical_path.top_events),
-            Table("job", critical_path.job),
-            Table("job-edges", critical_path.job_edges),
-            Table("what-if", critical_path.path_what_if),
-            Table("job-what-if", critical_path.job_what_if),
-            Table("straggler-what-if", critical_path.straggler_what_if),
+            Table("main", critical_path.compute, columns=path_columns.SUMMARY_SPEC),
+            Table("edges", critical_path.edges, columns=path_columns.PATH_SPEC),
+            Table("top-events", critical_path.top_events, columns=path_columns.TOP_SPEC),
+            Table("job", critical_path.job, columns=path_columns.TOP_SPEC),
+            Table("job-edges", critical_path.job_edges, columns=path_columns.PATH_SPEC),
+            Table("what-if", critical_path.path_what_if, columns=path_columns.WHAT_IF_SPEC),
+            Table("job-what-if", critical_path.job_what_if, columns=path_columns.WHAT_IF_SPEC),
+            Table("straggler-what-if", critical_path.straggler_what_if, columns=path_columns.RANK_WHAT_IF_SPEC),
         ),
     ),
 )
@@ -519,6 +562,31 @@ def frame_of(result: TableResult) -> tuple[pl.DataFrame, str | None]:
     if isinstance(result, pl.DataFrame):
         return result, None
     return result.frame, result.message
+
+
+def column_problems(view: View[Any], table: Table[Any], frame: pl.DataFrame) -> list[str]:
+    """What a made table's columns lack against its declaration, each in one line that says where
+    to add the missing line (a new table or column is given its spec at merge time)."""
+    where = f"{view.id}{'' if table.name == 'main' else ' --' + table.name}"
+    module = getattr(table.compute, "__module__", "its view's module")
+    if table.columns is None:
+        return [
+            f"{where}: no column specification: declare a TableColumns in {module} and name it in its "
+            f"Table(..., columns=...) in htatui/analysis/registry.py (docs/contributing-views.md)"
+        ]
+    problems = []
+    for name, dtype in frame.schema.items():
+        spec = table.columns.find(name)
+        if spec is None:
+            problems.append(
+                f"{where}: column {name!r} ({dtype}) has no ColumnSpec: add "
+                f'ColumnSpec({name!r}, pl.{dtype}(), "<what it means>") to its TableColumns ({module})'
+            )
+        elif spec.is_pattern and spec.dtype.is_numeric() and dtype.is_numeric():
+            continue
+        elif spec.dtype != dtype:
+            problems.append(f"{where}: column {name!r} is {dtype} but its ColumnSpec says {spec.dtype}")
+    return problems
 
 
 def headline_views() -> tuple[View[Any], ...]:

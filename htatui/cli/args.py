@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from htatui.analysis.core.scope import Scope
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that takes no abbreviation of a flag (`--job` is never read as `--jobs`); the
+    subcommands' parsers are made of this class too (argparse makes them of their parent's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
 
 def parse_ranks(text: str | None) -> tuple[int, ...] | None:

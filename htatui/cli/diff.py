@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from htatui.cli.args import add_load_option_flags, add_scope_flags
 from htatui.sources import SourcePath, path_or_url
+
+if TYPE_CHECKING:
+    from htatui.analysis.core.columns import Importance, TableColumns
 
 STEPS_HELP = (
     "steps to compare: default (the steps both sides count in every view, each rank's last step left out; "
@@ -157,8 +161,33 @@ def _render(frame: Any, fmt: str, title: str, *, wide: bool = False) -> None:
     except ImportError:  # pragma: no cover - report.py ships with the package
         _fallback_render(frame, fmt)
         return
-    keep = ("delta_us", "status", "test_total_us", "base_total_us", "delta_pct", "view", "metric", "delta")
-    render_frame(frame, fmt, title=title, wide=wide, keep=keep)  # type: ignore[arg-type]
+    render_frame(frame, fmt, title=title, wide=wide, columns=_diff_columns(frame))  # type: ignore[arg-type]
+
+
+_DIFF_IMPORTANCE: dict[str, Importance] = {
+    "view": "id",
+    "metric": "id",
+    "delta_us": "key",
+    "status": "key",
+    "delta": "key",
+    "test_total_us": "normal",
+    "base_total_us": "normal",
+    "delta_pct": "normal",
+}
+"""What a narrow diff keeps: the change and its verdict; the counts go first."""
+
+
+def _diff_columns(frame: Any) -> TableColumns:
+    from htatui.analysis.core.columns import ColumnSpec, TableColumns, derived_spec
+
+    return TableColumns(
+        *(
+            ColumnSpec(name, dtype, "", _DIFF_IMPORTANCE[name])
+            if name in _DIFF_IMPORTANCE
+            else replace(derived_spec(name, dtype), importance="id" if name == "name" else "low")
+            for name, dtype in frame.schema.items()
+        )
+    )
 
 
 def _fallback_render(frame: Any, fmt: str) -> None:

@@ -18,8 +18,12 @@ def add_export_commands(
     load_flags: Callable[[argparse.ArgumentParser], None],
     load: Callable[[list[Path], bool], Any],
 ) -> None:
-    export = sub.add_parser("export", help="write traces augmented with counters or patterns")
-    kinds = export.add_subparsers(dest="export_kind", metavar="{counters,patterns,slice,critical-path}", required=True)
+    export = sub.add_parser(
+        "export", help="write traces augmented with counters or patterns, or the job's tables as Parquet"
+    )
+    kinds = export.add_subparsers(
+        dest="export_kind", metavar="{counters,patterns,slice,critical-path,parquet}", required=True
+    )
     counters = kinds.add_parser("counters", help="add Queue Length and memory-bandwidth counter events (HTA format)")
     patterns = kinds.add_parser("patterns", help="mark the frequent kernel sequences under an operator")
     for parser in (counters, patterns):
@@ -39,6 +43,9 @@ def add_export_commands(
     from htatui.cli.export_critical_path import add_critical_path_command
 
     add_critical_path_command(kinds, load_flags, load)
+    from htatui.cli.query import add_parquet_command
+
+    add_parquet_command(kinds, load_flags, load)
     counters.set_defaults(run=lambda args: _run(args, load))
     patterns.set_defaults(run=lambda args: _run(args, load))
 

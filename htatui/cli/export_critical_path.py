@@ -28,6 +28,12 @@ def add_critical_path_command(
         action="store_true",
         help="keep only the path's complete events (and annotations), as HTA's only_show_critical_events",
     )
+    parser.add_argument(
+        "--job",
+        action="store_true",
+        help="mark the job's path (the ranks joined at their collectives, as report --job-edges) where it "
+        "runs through --rank, instead of the rank's own path",
+    )
     parser.add_argument("-o", "--out", type=Path, required=True, help="output file (.json, or .json.gz for gzip)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     add_scope_flags(parser, ranks=False)
@@ -58,17 +64,24 @@ def run_critical_path(args: argparse.Namespace, load: Callable[[list[Path], bool
         return _fail(str(exc))
     if args.rank not in traces.ranks:
         return _fail(f"rank {args.rank} is not in the traces (loaded: {', '.join(map(str, traces.rank_ids))})")
+    # The job's path joins every rank of the scope; a rank's own path needs that rank alone.
     options = CriticalPathOptions(
-        scope.with_ranks((args.rank,)), rank=args.rank, annotation=args.annotation, instance=args.instance
+        scope.with_ranks(None if args.job else (args.rank,)),
+        rank=args.rank,
+        annotation=args.annotation,
+        instance=args.instance,
     )
     try:
         path, marked, arrows = export_critical_path(
-            traces, options, args.out, force=args.force, only_critical=args.only_critical
+            traces, options, args.out, force=args.force, only_critical=args.only_critical, job=args.job
         )
     except ExportExistsError as exc:
         return _fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
         return _fail(str(exc))
     print(path)
-    print(f"htatui: marked {marked} events on rank {args.rank}'s path, {arrows} arrows", file=sys.stderr)
+    if args.job:
+        print(f"htatui: marked {marked} events of the job's path on rank {args.rank}", file=sys.stderr)
+    else:
+        print(f"htatui: marked {marked} events on rank {args.rank}'s path, {arrows} arrows", file=sys.stderr)
     return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from htatui import __version__
-from htatui.cli.args import add_load_option_flags, add_scope_flags, scope_from_args, use_load_options
+from htatui.cli.args import Parser, add_load_option_flags, add_scope_flags, scope_from_args, use_load_options
 from htatui.sources import SourcePath, is_url, path_or_url
 from htatui.trace.errors import EventsUnavailable
 from htatui.trace.workers import Terminated, catch_termination, restore_handlers
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "check", "report", "export", "diff", "timeline", "memory", "ingest")
+SUBCOMMANDS = ("info", "check", "report", "query", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -32,9 +32,13 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+def _load(
+    paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True, *, notes_below: bool = False
+) -> TraceSet:
     """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
-    the output shows them, as info's does) each file's warnings to stderr.
+    the output shows them, as info's does) each file's warnings to stderr. `notes_below`: the
+    command's table lists the notes and skipped files under it, so stderr does not say them
+    again (issue 38 #6: report printed a load note twice in a terminal).
 
     Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
     """
@@ -80,9 +84,9 @@ def _load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = Tr
             )
     else:
         traces = load_traces(paths, use_cache=use_cache, refresh_cache=not use_cache)
-    for note in traces.notes:
+    for note in () if notes_below else traces.notes:
         print(f"htatui: note: {note}", file=sys.stderr)
-    for problem in traces.problems:
+    for problem in () if notes_below else traces.problems:
         print(f"htatui: skipped {problem}", file=sys.stderr)
     if show_warnings:
         from htatui.analysis.health import finding_line, quick_findings
@@ -161,7 +165,7 @@ def _run_info(args: argparse.Namespace) -> int:
     failed = False
     for job in jobs:
         try:
-            traces = _load([job], not args.no_cache, show_warnings=False)
+            traces = _load([job], not args.no_cache, show_warnings=False, notes_below=args.format == "table")
         except LoadError as exc:
             print(f"htatui: {exc}", file=sys.stderr)
             failed = True
@@ -194,7 +198,8 @@ SUBCOMMAND_HELP = {
     "info": "per-rank summary of the traces",
     "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
     "report": "print one analysis view as a table, CSV or JSON",
-    "export": "write traces augmented with counters or patterns",
+    "query": "polars SQL over the job's named tables (events, kernels, ops, steps, path, every view's)",
+    "export": "write traces augmented with counters or patterns, or the job's tables as Parquet",
     "timeline": "print a rank's timeline over a time window as text",
     "diff": "compare two jobs: kernels and ops that got slower, appeared or vanished",
     "memory": "GPU memory: peak, live blocks by allocation site, allocator state, OOMs, leaks",
@@ -209,14 +214,14 @@ def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser
     Building a subcommand's parser imports its module (report's imports every view, and so polars);
     the others are listed by name and help only, so `--version` and `--help` import nothing heavy.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="htatui",
         description="Find bottlenecks in PyTorch Profiler traces: `htatui PATH…` opens the app; "
         "subcommands print the same numbers headless.",
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    for name in ("info", "check", "report", "export", "timeline", "diff", "memory", "ingest"):
+    for name in ("info", "check", "report", "query", "export", "timeline", "diff", "memory", "ingest"):
         if name in built:
             _add_subcommand(sub, name)
         else:
@@ -243,6 +248,10 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
         from htatui.cli.report import add_report_parser
 
         add_report_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "query":
+        from htatui.cli.query import add_query_parser
+
+        add_query_parser(sub, _common_load_flags, _load)
     elif name == "export":
         from htatui.cli.report import add_export_parser
 
@@ -269,7 +278,7 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
 
 
 def _build_app_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="htatui", description="Open the htatui app over a job's traces.")
+    parser = Parser(prog="htatui", description="Open the htatui app over a job's traces.")
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     _common_load_flags(parser)
     parser.add_argument("--theme", default=None, help="theme name (see themes/; default htatui-dark)")

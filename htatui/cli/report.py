@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 
 from htatui.analysis.core.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.registry import BY_ID, VIEWS, View, frame_of, make_table
-from htatui.cli.args import add_scope_flags
+from htatui.cli.args import Parser, add_scope_flags
 from htatui.text.render import render_frame
 
 
@@ -32,27 +33,40 @@ class OptionFlag:
 
 
 def _option_flags() -> list[OptionFlag]:
-    """Every knob of every view once, by flag; help names the views and their defaults."""
-    by_flag: dict[str, tuple[str, Knob, list[str], dict[str, str]]] = {}
+    """Every knob of every view once, by flag; help names the views and their defaults (a flag
+    views use for different things says each: `--rank` mines patterns and follows a path)."""
+    by_flag: dict[str, tuple[str, Knob, list[str], dict[str, str], dict[str, list[str]]]] = {}
     for view in VIEWS:
         defaults = {f.name: f.default for f in dataclasses.fields(view.options)}
         for name, spec in knobs_of(view.options).items():
-            field_name, _spec, views_with, shown = by_flag.setdefault(spec.flag, (name, spec, [], {}))
+            field_name, _spec, views_with, shown, helps = by_flag.setdefault(spec.flag, (name, spec, [], {}, {}))
             if field_name != name:
                 raise ValueError(f"{spec.flag} names two option fields ({field_name}, {name})")
             views_with.append(view.id)
+            helps.setdefault(spec.help, []).append(view.id)
             default = defaults[name]
             if default is not None and spec.kind != "switch":
                 shown.setdefault(str(default), view.id)
     flags = []
-    for flag, (field_name, spec, views_with, shown) in by_flag.items():
-        text = spec.help if ":" in spec.help else f"{'/'.join(views_with)}: {spec.help}"
+    for flag, (field_name, spec, views_with, shown, helps) in by_flag.items():
+        if len(helps) > 1:
+            text = "; ".join(_named(help_text, ids) for help_text, ids in helps.items())
+        else:
+            text = _named(spec.help, views_with)
         if len(shown) == 1:
             text += f" ({next(iter(shown))})"
         elif shown:
             text += " (" + ", ".join(f"{view_id} {value}" for value, view_id in shown.items()) + ")"
         flags.append(OptionFlag(flag, field_name, spec.kind, text))
     return flags
+
+
+def _named(help_text: str, views: list[str]) -> str:
+    """A knob's help led by the views it belongs to, unless it names them itself ("idle: …")."""
+    return help_text if VIEW_PREFIX.match(help_text) else f"{'/'.join(views)}: {help_text}"
+
+
+VIEW_PREFIX = re.compile(r"^[a-z-]+(/[a-z-]+)*( --[a-z-]+)?: ")
 
 
 OPTION_FLAGS: list[OptionFlag] = _option_flags()
@@ -87,12 +101,26 @@ def _escaped(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _table_help(view: View[Any], name: str) -> str:
+def _table_help(view: View[Any], name: str, columns: bool = False) -> str:
     about = view.table(name).about
-    return f"print the {name} table of {view.id}" + (f": {_short(about)}" if about else "")
+    text = f"print the {name} table of {view.id}" + (f": {_short(about)}" if about else "")
+    return text + (_columns_help(view, name) if columns else "")
 
 
-def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...]) -> None:
+def _columns_help(view: View[Any], name: str) -> str:
+    """A table's columns as its spec declares them, for one view's help (the answer marked *)."""
+    declared = view.table(name).columns
+    if declared is None:
+        return ""
+    from htatui.analysis.query import sql_name
+
+    names = ", ".join(f"{spec.name}*" if spec.importance == "key" else spec.name for spec in declared.specs)
+    marked = " (* marks the answer)" if declared.key() else ""
+    listing = f"htatui query --tables {sql_name(view, view.table(name))}"
+    return f". Columns{marked}: {names}; {listing} says what each means"
+
+
+def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...], columns: bool = False) -> None:
     """Each view's table flags and knobs in a group of its own (a flag two views share is listed
     under the first, its help naming both); `report --view X --help` lists X's alone."""
     table_flags: dict[str, list[View[Any]]] = {}
@@ -102,6 +130,7 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
     done: set[str] = set()
     for view in views:
         about = f": {_short(view.main.about)}" if view.main.about else ""
+        about += _columns_help(view, "main") if columns else ""
         if view.summary_tables:
             listed = ", ".join(view.summary_tables)
             text = f"without a table flag, prints the tables {listed} (--full: its main table{about})"
@@ -113,7 +142,7 @@ def _add_view_flags(parser: argparse.ArgumentParser, views: tuple[View[Any], ...
                 continue
             done.add(table.name)
             owners = table_flags[table.name]
-            text = "; ".join(_table_help(owner, table.name) for owner in owners)
+            text = "; ".join(_table_help(owner, table.name, columns) for owner in owners)
             group.add_argument(f"--{table.name}", action="store_true", help=_escaped(text))
         if view.summary_tables and "full" not in done:
             done.add("full")
@@ -157,14 +186,14 @@ class _ViewHelp(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: Any) -> None:
         view_id = getattr(namespace, "view", None)
         if view_id in BY_ID:
-            alone = argparse.ArgumentParser(prog=parser.prog, add_help=False)
-            parser = _report_parser(alone, (BY_ID[view_id],), self.common)
+            alone = Parser(prog=parser.prog, add_help=False)
+            parser = _report_parser(alone, (BY_ID[view_id],), self.common, columns=True)
         parser.print_help()
         parser.exit()
 
 
 def _report_parser(
-    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...]
+    report: argparse.ArgumentParser, views: tuple[View[Any], ...], common: tuple[AddFlags, ...], columns: bool = False
 ) -> argparse.ArgumentParser:
     """`report`'s flags: help, the load and format flags (`common`), the view, the scope, then each view's."""
     report.add_argument(
@@ -180,7 +209,7 @@ def _report_parser(
     report.add_argument(
         "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
     )
-    _add_view_flags(report, views)
+    _add_view_flags(report, views, columns)
     top = report._option_string_actions.get("--top")
     if top is None:  # `report --view X --help` for a view without its own top-k
         report.add_argument(
@@ -195,7 +224,7 @@ def add_report_parser(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     load_flags: Callable[[argparse.ArgumentParser], None],
     format_flag: Callable[[argparse.ArgumentParser], None],
-    load: Callable[[list[Path], bool], Any],
+    load: Callable[..., Any],
 ) -> None:
     report = sub.add_parser(
         "report",
@@ -208,7 +237,7 @@ def add_report_parser(
     report.set_defaults(run=lambda args: run_report(args, load))
 
 
-def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
+def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     from htatui.analysis.core.describe import describe_scope, missing_steps
     from htatui.cli.args import scope_from_args
     from htatui.trace import LoadError
@@ -262,7 +291,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     try:
-        traces = load(list(args.paths), not args.no_cache)
+        traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table")
     except LoadError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
@@ -328,7 +357,7 @@ def run_report(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]
             args.format,
             title=title,
             wide=getattr(args, "wide", False),
-            key=table.key_columns,
+            columns=table.columns,
             empty_message=message,
             notes=table_notes,
         )

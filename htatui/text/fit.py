@@ -1,33 +1,14 @@
-"""A table fitted to a terminal's width: short headers, names shortened by meaning, columns
-left out by priority (rightmost first) and never a number broken across lines."""
+"""A table fitted to a terminal's width: names shortened by meaning, sentences cut at their end,
+columns left out by their declared importance (`ColumnSpec`: low ones first, then the rest from
+the right; never what says what a row is, nor the table's answer) and never a number broken."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from htatui.analysis.core.columns import ColumnSpec
 from htatui.text.names import fit_names
-
-UNITS = (
-    ("_us", "µs"),
-    ("_pct", "%"),
-    ("_ms", "ms"),
-    ("_bytes", "B"),
-    ("_gbps", "GB/s"),
-)
-WORDS = {
-    "non_compute": "non-comp",
-    "compute": "comp",
-    "duration": "dur",
-    "kernel_type": "type",
-    "straggler": "strag",
-    "rank_source": "source",
-    "count": "n",
-}
-"""Short words for headers in a narrow terminal; the unit always stays."""
-
-KEEP = frozenset({"rank", "name", "job", "kernel", "operator", "op", "view", "metric", "call_path"})
-"""Columns that say what a row is: left out only when nothing else is left."""
 
 NAME_MIN = 28
 """Name columns shrink to this many cells (other text to MIN_TEXT) before columns are left out."""
@@ -35,33 +16,23 @@ NAME_MIN = 28
 MIN_TEXT = 12
 """What any text column shrinks to when leaving columns out was not enough."""
 
-LOW = frozenset({"warnings", "rank_source", "file", "device", "std_us", "min_us", "max_us", "kernel_type"})
-"""Columns left out before the others."""
-
 COLUMN_GAP = 3
 """Cells between columns (a space, a rule and a space)."""
 
 
-def short_header(name: str) -> str:
-    """'non_compute_time_us' → 'non-comp time µs': short words, the unit kept."""
-    stem, unit = name, ""
-    for suffix, symbol in UNITS:
-        if name.endswith(suffix):
-            stem, unit = name[: -len(suffix)], symbol
-            break
-    stem = f"_{stem}_"
-    for word, short in WORDS.items():
-        stem = stem.replace(f"_{word}_", f"_{short}_")
-    stem = stem.replace("_", " ").strip()
-    return f"{stem} {unit}".strip() if unit else stem
-
-
 @dataclass
 class FitColumn:
-    name: str
-    header: str
+    spec: ColumnSpec
     cells: list[str]
     numeric: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def header(self) -> str:
+        return self.spec.header()
 
     @property
     def width(self) -> int:
@@ -80,34 +51,29 @@ def table_width(columns: Sequence[FitColumn]) -> int:
 
 
 def fit_columns(
-    names: Sequence[str],
+    specs: Sequence[ColumnSpec],
     cells: Sequence[list[str]],
     numeric: Sequence[bool],
     width: int,
     raw_text: Callable[[int], list[str]],
-    keep: Sequence[str] = (),
-    key: Sequence[str] = (),
 ) -> Fitted:
-    """Columns that fit `width`: headers shortened, text shortened by meaning, then columns left out.
+    """Columns that fit `width`: text shortened (names by meaning, sentences at their end), then
+    columns left out, `low` ones first, then `normal` ones, rightmost first; `id` and `key`
+    columns (and the first column) stay.
 
-    `raw_text(i)` gives column i's full texts, shortened again whenever its width shrinks;
-    `keep` names the columns that matter most, most important first (the others go first);
-    `key` names a table's key columns (the ones it exists for), never left out.
+    `raw_text(i)` gives column i's full texts, shortened again whenever its width shrinks.
     """
-    columns = [FitColumn(n, n, list(c), num) for n, c, num in zip(names, cells, numeric, strict=True)]
+    columns = [FitColumn(spec, list(c), num) for spec, c, num in zip(specs, cells, numeric, strict=True)]
     if table_width(columns) <= width:
         return Fitted(columns, [])
-    for column in columns:
-        column.header = short_header(column.name)
+    names = [spec.name for spec in specs]
     left_out: list[str] = []
     for floor in (NAME_MIN, None, MIN_TEXT):
         while table_width(columns) > width:
             if _shrink_text(columns, width, floor, names, raw_text):
                 continue
-            if floor is None or floor == MIN_TEXT and not _droppable(columns, keep, key):
-                break
-            dropped = _droppable(columns, keep, key)
-            if not dropped:
+            dropped = _droppable(columns)
+            if floor is None or not dropped:
                 break
             columns.remove(dropped[-1])
             left_out.insert(0, dropped[-1].name)
@@ -116,13 +82,10 @@ def fit_columns(
     return Fitted(columns, left_out)
 
 
-def _droppable(columns: list[FitColumn], keep: Sequence[str] = (), key: Sequence[str] = ()) -> list[FitColumn]:
-    """Columns in the order they are kept (the last one goes first): low-priority ones last; key ones never."""
-    rest = [c for c in columns[1:] if c.name not in KEEP and c.name not in key]
-    if keep:
-        listed = sorted((c for c in rest if c.name in keep), key=lambda c: keep.index(c.name))
-        return listed + [c for c in rest if c.name not in keep]
-    return [c for c in rest if c.name not in LOW] + [c for c in rest if c.name in LOW]
+def _droppable(columns: list[FitColumn]) -> list[FitColumn]:
+    """Columns in the order they are kept (the last one goes first): `low` ones last; `id` and `key` never."""
+    rest = [c for c in columns[1:] if c.spec.importance not in ("id", "key")]
+    return [c for c in rest if c.spec.importance != "low"] + [c for c in rest if c.spec.importance == "low"]
 
 
 def _shrink_text(
@@ -135,14 +98,40 @@ def _shrink_text(
     """Narrow the widest text column toward `floor` (names never below NAME_MIN unless floor is lower)."""
     if floor is None:
         return False
-    candidates = [c for c in columns if not c.numeric and c.width > max(_floor(c, floor), len(c.header))]
+    # An answer in words (a straggler's cause) is cut only after every other column it could
+    # make room by leaving out has gone.
+    candidates = [
+        c
+        for c in columns
+        if not c.numeric
+        and c.width > max(_floor(c, floor), len(c.header))
+        and not (floor == NAME_MIN and c.spec.sentence and c.spec.importance == "key")
+    ]
     if not candidates:
         return False
     widest = max(candidates, key=lambda c: c.width)
     target = max(_floor(widest, floor), len(widest.header), widest.width - (table_width(columns) - width))
-    widest.cells = fit_names(raw_text(names.index(widest.name)), target)
+    texts = raw_text(names.index(widest.name))
+    widest.cells = [end_cut(t, target) for t in texts] if widest.spec.sentence else indented_names(texts, target)
     return True
 
 
+def indented_names(texts: list[str], width: int) -> list[str]:
+    """Names shortened by meaning to `width`, each keeping its leading spaces (a tree's `call_path`
+    says its depth by them)."""
+    indents = [len(text) - len(text.lstrip(" ")) for text in texts]
+    if not any(indents):
+        return fit_names(texts, width)
+    deepest = min(max(indents), max(width - 8, 0))
+    bare = fit_names([text.lstrip(" ") for text in texts], max(width - deepest, 1))
+    return [" " * min(indent, deepest) + name for indent, name in zip(indents, bare, strict=True)]
+
+
+def end_cut(text: str, width: int) -> str:
+    """A sentence cut at its end to `width` cells: its beginning says the most."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
 def _floor(column: FitColumn, floor: int) -> int:
-    return floor if column.name in KEEP else min(floor, MIN_TEXT)
+    important = column.spec.importance in ("id", "key")
+    return floor if important else min(floor, MIN_TEXT)

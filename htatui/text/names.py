@@ -11,10 +11,9 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name, tidy_scopes
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
-_EMPTY_SCOPE = re.compile(r"(::)+(?=::)")
 
 
 def middle_cut(text: str, width: int) -> str:
@@ -28,23 +27,18 @@ def middle_cut(text: str, width: int) -> str:
     return f"{text[:head]}…{text[-tail:]}"
 
 
-def _tidy(text: str) -> str:
-    """'at::native::::fill' or '::fill' (an anonymous namespace dropped) → 'at::native::fill', 'fill'."""
-    return _EMPTY_SCOPE.sub("", text).strip().removeprefix("::")
-
-
 def _drop_templates(name: str) -> str:
     previous = None
     text = name
     while previous != text:
         previous = text
         text = _TEMPLATE.sub("", text)
-    return _tidy(text) or name
+    return tidy_scopes(text) or name
 
 
 def name_forms(name: str) -> list[str]:
     """The name from whole to shortest: templates dropped, HTA's short name, namespaces dropped."""
-    short = _tidy(shorten_name(name)) or name
+    short = readable_name(name)
     last = short.rsplit("::", 1)[-1] or short
     return [name, _drop_templates(name), short, last]
 

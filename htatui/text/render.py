@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, TextIO
 import orjson
 import polars as pl
 
+from htatui.analysis.core.columns import KEPT_DECIMALS, ColumnSpec, TableColumns, specs_for
 from htatui.text.box_table import table_head, table_rows, visible
 from htatui.text.fit import FitColumn, Fitted, fit_columns, table_width
 from htatui.text.numbers import cell_text
@@ -29,7 +30,8 @@ PIPE_WIDTH = 160
 still gets a readable table (`--wide`, CSV and JSON keep every column and full names)."""
 
 CLEAN_DIGITS = 13
-"""A CSV/JSON float is written as its CLEAN_DIGITS-significant-digit decimal when that changes
+"""A CSV/JSON float with a unit the trace fixes (µs: to the ns) is rounded to it (KEPT_DECIMALS);
+any other is written as its CLEAN_DIGITS-significant-digit decimal when that changes
 it by at most CLEAN_ULPS units in the last place and CLEAN_ABS in absolute: binary noise such
 as 730.3699999999999 (730.37 less one ulp) goes; a value whose digits are all real (75/7's
 75.71428571428571, an epoch timestamp in µs) is written whole, as repr writes it."""
@@ -43,8 +45,8 @@ CLEAN_ABS = 1e-6
 MAX_TABLE_CELL_CHARS = 2_000
 
 
-def _table_cell(value: object) -> str:
-    text = visible(cell_text(value))
+def _table_cell(value: object, unit: str) -> str:
+    text = visible(cell_text(value, unit))
     if len(text) <= MAX_TABLE_CELL_CHARS:
         return text
     half = (MAX_TABLE_CELL_CHARS - 1) // 2
@@ -87,19 +89,26 @@ def clean_float(value: float) -> float:
     return float(clean_values(np.array([value]))[0])
 
 
-def _clean_floats(frame: pl.DataFrame) -> pl.DataFrame:
-    """Every float column through clean_values (nulls stay null); other columns as they are."""
+def kept_floats(frame: pl.DataFrame, columns: TableColumns | None = None) -> pl.DataFrame:
+    """Every float column to the precision its unit has in the trace (µs: 3 decimals, the ns; %
+    and ms: KEPT_DECIMALS), any other through clean_values (nulls stay null); the rest as they are."""
     changed = []
-    for name, dtype in frame.schema.items():
-        if dtype in (pl.Float32, pl.Float64):
-            column = frame[name].cast(pl.Float64)
-            cleaned = pl.Series(name, clean_values(column.fill_null(0.0).to_numpy()))
-            changed.append(pl.when(column.is_null()).then(None).otherwise(cleaned).alias(name))
+    for spec in specs_for(frame, columns):
+        if frame.schema[spec.name] not in (pl.Float32, pl.Float64):
+            continue
+        column = frame[spec.name].cast(pl.Float64)
+        decimals = KEPT_DECIMALS.get(spec.shown_unit)
+        if decimals is not None:
+            changed.append(pl.col(spec.name).cast(pl.Float64).round(decimals))
+            continue
+        cleaned = pl.Series(spec.name, clean_values(column.fill_null(0.0).to_numpy()))
+        changed.append(pl.when(column.is_null()).then(None).otherwise(cleaned).alias(spec.name))
     return frame.with_columns(changed) if changed else frame
 
 
-def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:
-    rows = _clean_floats(frame).to_dicts()
+def json_rows(frame: pl.DataFrame, columns: TableColumns | None = None) -> list[dict[str, object]]:
+    """The rows as `--format json` writes them: floats kept to their precision, NaN and inf as null."""
+    rows = kept_floats(frame, columns).to_dicts()
     for row in rows:
         for key, value in row.items():
             if isinstance(value, float) and not math.isfinite(value):
@@ -107,9 +116,9 @@ def _json_safe(frame: pl.DataFrame) -> list[dict[str, object]]:
     return rows
 
 
-def csv_text(frame: pl.DataFrame) -> str:
-    """CSV as polars writes it (shortest round-trip floats), from floats without binary noise."""
-    return _clean_floats(frame).write_csv()
+def csv_text(frame: pl.DataFrame, columns: TableColumns | None = None) -> str:
+    """CSV as polars writes it (shortest round-trip floats), from floats kept to their precision."""
+    return kept_floats(frame, columns).write_csv()
 
 
 def render_frame(
@@ -119,25 +128,24 @@ def render_frame(
     out: TextIO | None = None,
     *,
     wide: bool = False,
-    keep: Sequence[str] = (),
-    key: Sequence[str] = (),
+    columns: TableColumns | None = None,
     empty_message: str | None = None,
     notes: Sequence[str] = (),
 ) -> None:
-    """Print `frame` in the chosen format; numbers are never rounded in CSV and JSON.
+    """Print `frame` in the chosen format; CSV and JSON keep each float to its unit's precision.
 
-    A table fits the terminal's width ($COLUMNS, or PIPE_WIDTH when piped; see htatui.text.fit)
-    unless `wide`, leaving out the columns not in `keep` first and never those in `key`.
-    CSV and JSON floats lose only their binary noise (clean_float). An empty table says why
-    (`empty_message`); `notes` (files skipped while loading…) follow a table, never CSV or JSON.
+    `columns` declares the table's columns (labels, units, what is kept); a table without one is
+    labelled from its column names. A table fits the terminal's width ($COLUMNS, or PIPE_WIDTH
+    when piped; see htatui.text.fit) unless `wide`. An empty table says why (`empty_message`);
+    `notes` (files skipped while loading…) follow a table, never CSV or JSON.
     """
     stream = out or sys.stdout
     if fmt == "json":
-        stream.write(orjson.dumps(_json_safe(frame), option=orjson.OPT_INDENT_2).decode() + "\n")
+        stream.write(orjson.dumps(json_rows(frame, columns), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif fmt == "csv":
-        stream.write(csv_text(frame))
+        stream.write(csv_text(frame, columns))
     else:
-        _render_table(frame, title, stream, wide, (*key, *keep), key, empty_message)
+        _render_table(frame, title, stream, wide, specs_for(frame, columns), empty_message)
         from rich.console import Console
 
         for note in notes:
@@ -159,8 +167,7 @@ def _render_table(
     title: str | None,
     stream: TextIO,
     wide: bool,
-    keep: Sequence[str],
-    key: Sequence[str],
+    specs: Sequence[ColumnSpec],
     empty_message: str | None,
 ) -> None:
     # rich only here: CSV and JSON output do not pay for importing it.
@@ -172,15 +179,14 @@ def _render_table(
         console = Console(file=stream, width=table_columns(stream))
         console.print(f"{title + ': ' if title else ''}no rows{why}", markup=False, highlight=False)
         return
-    names = frame.columns
     numeric = [dtype.is_numeric() for dtype in frame.dtypes]
-    cells = [[_table_cell(v) for v in frame[name].to_list()] for name in names]
+    cells = [[_table_cell(v, spec.shown_unit) for v in frame[spec.name].to_list()] for spec in specs]
     if not wide:
         columns = table_columns(stream)
-        fitted = fit_columns(names, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i], keep, key)
+        fitted = fit_columns(specs, cells, numeric, columns - TABLE_EDGES, lambda i: cells[i])
     else:
         columns = 0
-        fitted = Fitted([FitColumn(n, n, c, num) for n, c, num in zip(names, cells, numeric, strict=True)], [])
+        fitted = Fitted([FitColumn(s, c, num) for s, c, num in zip(specs, cells, numeric, strict=True)], [])
     # The console is never narrower than the table, so nothing folds a number; rich styles the
     # title and header only, the rows are written as text (box_table: linear in the rows).
     drawn = table_width(fitted.columns) + TABLE_EDGES

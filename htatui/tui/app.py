@@ -39,6 +39,7 @@ from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
 from htatui.tui.screens.path_prompt import PathPrompt
 from htatui.tui.screens.patterns import PatternsScreen
+from htatui.tui.screens.query import QueryScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
@@ -311,11 +312,23 @@ class HtaTuiApp(ThemedApp):
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
 
     def open_timeline(
-        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+        self,
+        rank: int | None = None,
+        start_us: float | None = None,
+        end_us: float | None = None,
+        name: str | None = None,
     ) -> None:
-        """Push the timeline over the current view, at a rank and time window when given."""
+        """Push the timeline over the current view, at a rank and time window when given (the row
+        of the event called `name` selected)."""
         if self.traces is not None and not isinstance(self.screen, (ModalScreen, TimelineScreen)):
-            self.push_screen(TimelineScreen(rank, start_us, end_us))
+            self.push_screen(TimelineScreen(rank, start_us, end_us, name))
+
+    def action_query(self) -> None:
+        """`:query`: SQL over the job's tables for the app's scope, the result as a table."""
+        if self.traces is None:
+            self.notify("No traces loaded yet.", title="Query", severity="warning")
+            return
+        self.push_screen(QueryScreen(self.traces, self.scope(), f"ranks {self.ranks_label} · {self.steps_label}"))
 
     def action_notes(self) -> None:
         from htatui.tui.screens.notes import NotesScreen

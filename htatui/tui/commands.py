@@ -45,6 +45,12 @@ class HtaCommands(Provider):
                 "Side by side with a second job, this one as the base (key d)",
                 app.action_diff,
             )
+        if app.traces is not None:
+            yield Entry(
+                "app: query with SQL…",
+                "SQL over the job's tables (events, kernels, ops, every view's), as htatui query",
+                app.action_query,
+            )
         yield Entry("app: load notes", "What loading the traces noted and skipped (key N)", app.action_notes)
         yield Entry("app: help", "Every key and what the views measure (key ?)", app.action_help)
         yield Entry(

@@ -107,4 +107,11 @@ async def capture_views(pilot: Pilot[Any], out_dir: Path) -> list[Path]:
     app.open_timeline()
     await settle(pilot)
     written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-timeline.svg", str(out_dir))))
+    # `:query` with its example query run: the last picture.
+    app.pop_screen()
+    app.action_query()
+    await settle(pilot)
+    await pilot.press("enter")
+    await settle(pilot)
+    written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-query.svg", str(out_dir))))
     return written

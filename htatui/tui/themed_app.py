@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from rich.text import Text
+from textual import on
 from textual.app import App
+from textual.command import CommandPalette
+from textual.content import Content
 from textual.theme import BUILTIN_THEMES
+from textual.widgets.option_list import Option
 
 from htatui.tui import theming
 from htatui.tui.base.keymap import load_keymap
@@ -21,6 +27,8 @@ class ThemedApp(App[int]):
         loaded = load_keymap()
         self._keymap_problems = loaded.problems
         self.set_keymap(loaded.keymap)
+        self._palette_prompts: dict[int, tuple[Option, Any]] = {}
+        """The palette entries marked ▶, by id, with the prompt each had."""
 
     @property
     def keymap(self) -> Mapping[str, str]:
@@ -59,3 +67,30 @@ class ThemedApp(App[int]):
         if self._keymap_problems:
             # markup=False: the lines quote "[keys]" and the user's text, which are no Rich markup.
             self.notify("\n".join(self._keymap_problems), title="Keymap", severity="warning", timeout=10, markup=False)
+
+    @on(CommandPalette.OptionHighlighted)
+    def _mark_palette_entry(self, event: CommandPalette.OptionHighlighted) -> None:
+        """A ▶ before the palette's highlighted entry, so it reads without colour (issue 38 #5);
+        every other entry gets its own prompt back (the palette re-adds entries as results come)."""
+        highlighted = event.highlighted_event
+        options, current = highlighted.option_list, highlighted.option
+        for index, option in enumerate(options.options):
+            original = self._palette_prompts.get(id(option))
+            if original is not None and option is not current and original[0] is option:
+                options.replace_option_prompt_at_index(index, original[1])
+                del self._palette_prompts[id(option)]
+        if id(current) not in self._palette_prompts:
+            self._palette_prompts[id(current)] = (current, current.prompt)
+            options.replace_option_prompt_at_index(highlighted.option_index, marked_prompt(current.prompt))
+
+
+PALETTE_MARK = "▶ "
+
+
+def marked_prompt(prompt: Any) -> Any:
+    """A palette entry's prompt with PALETTE_MARK before it (its highlighted letters kept)."""
+    if isinstance(prompt, Text):
+        return Text.assemble(PALETTE_MARK, prompt)
+    if isinstance(prompt, Content):
+        return Content(PALETTE_MARK) + prompt
+    return f"{PALETTE_MARK}{prompt}"

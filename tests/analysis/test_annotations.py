@@ -172,3 +172,14 @@ def test_ns_resolution_golden(load_shared: Any) -> None:
     # Corrected mode keeps the exact ns timestamps: a little more than HTA's rounded spans.
     exact = annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions())
     assert exact.filter(pl.col("name") == "## backward ##")["sum_us"].item() >= 81.0
+
+
+def test_a_job_without_gpu_annotations_says_why_its_table_is_empty(tmp_path: Path) -> None:
+    """Issue 38 #7: `annotations · … · step 10: no rows` gave no reason while `check` knew it."""
+    from htatui.analysis.registry import BY_ID, frame_of, make_table
+    from tests.kineto_util import cpu_op, kernel, runtime, traces_of
+
+    traces = traces_of(tmp_path, [cpu_op("op", 0, 10), runtime("cudaLaunchKernel", 1, 2, 1), kernel("k", 5, 3, corr=1)])
+    view = BY_ID["annotations"]
+    frame, message = frame_of(make_table(view.main, traces, view.options()))
+    assert frame.height == 0 and message is not None and message.startswith("no GPU user annotations")

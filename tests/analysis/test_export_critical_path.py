@@ -133,3 +133,45 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "already exists (pass --force to overwrite)" in capsys.readouterr().err
     assert main([*command, "--rank", "5", "-o", str(tmp_path / "y.json")]) == 2
     assert "rank 5 is not in the traces" in capsys.readouterr().err
+
+
+def test_job_marks_the_jobs_path_where_it_runs_through_the_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38 #4: `--job` was read as `--jobs` (argparse's abbreviation) and failed.
+
+    Two ranks meet at an all-reduce (tests/analysis/test_critical_path_job.py's `_rank`); rank 1
+    arrives at 5000 µs, rank 0 at 100. The job's path is rank 1's `work` (index 0), then rank 0's
+    all-reduces (2, 4) and its `after` (7): rank 0's own path would mark its `work` too."""
+    from tests.analysis.test_critical_path_job import _rank
+
+    (tmp_path / "job").mkdir()
+    traces_of(tmp_path / "job", _rank(100), _rank(5000))
+    command = ["export", "critical-path", str(tmp_path / "job"), "--no-cache", "--job"]
+    for rank, marked in ((0, [2, 4, 7]), (1, [0])):
+        out = tmp_path / f"job-{rank}.json"
+        assert main([*command, "--rank", str(rank), "-o", str(out)]) == 0
+        events = _written(out)
+        assert [i for i, e in enumerate(events) if e.get("args", {}).get("critical") == 1] == marked
+        assert not any(e.get("cat") == "critical_path" for e in events)  # no arrows across files
+        assert f"marked {len(marked)} events of the job's path on rank {rank}" in capsys.readouterr().err
+    own = tmp_path / "own-0.json"
+    assert main([*command[:-1], "--rank", "0", "-o", str(own)]) == 0
+    assert 0 in [i for i, e in enumerate(_written(own)) if e.get("args", {}).get("critical") == 1]
+    with pytest.raises(SystemExit):
+        main([*command[:-1], "--jo", "1", "--rank", "0", "-o", str(tmp_path / "x.json")])
+    assert "unrecognized arguments: --jo" in capsys.readouterr().err
+
+
+def test_no_parser_takes_an_abbreviated_flag() -> None:
+    from htatui.cli.main import SUBCOMMANDS, _build_app_parser, _build_parser
+
+    def parsers(parser: Any) -> list[Any]:
+        found = [parser]
+        for action in parser._actions:
+            if isinstance(action.choices, dict):
+                found += [p for child in action.choices.values() for p in parsers(child)]
+        return found
+
+    every = parsers(_build_parser(SUBCOMMANDS)) + [_build_app_parser()]
+    assert len(every) > 10 and all(not parser.allow_abbrev for parser in every)

@@ -80,3 +80,38 @@ def test_a_held_job_tree_is_cut_by_rank(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(ops, "rank_tree", built_again)
     assert op_tree.compute(traces, op_tree.OpTreeOptions()).equals(fresh)
+
+
+def test_top_and_depth_keep_the_heaviest_children_down_to_a_level(tmp_path: Path) -> None:
+    """Issue 38 #7: op-tree on 8 ranks printed 5,982 lines with no --top or --depth.
+
+    One rank: P [0,100] holds A [0,30] (launching k1, 5 µs), B [40,70] (k2, 9 µs) and C [80,90]
+    (no GPU work), A holds a1 [1,2]. --top 1: P's heaviest child by GPU total (B, then its launch and
+    kernel, a leaf of B's, outweighs its launch call); --depth 1: P and its children A, B, C."""
+    traces = traces_of(
+        tmp_path,
+        [
+            cpu_op("P", 0, 100),
+            cpu_op("A", 0, 30),
+            cpu_op("a1", 1, 1),
+            runtime("cudaLaunchKernel", 10, 2, 1),
+            kernel("k1", 20, 5, corr=1),
+            cpu_op("B", 40, 30),
+            runtime("cudaLaunchKernel", 45, 2, 2),
+            kernel("k2", 50, 9, corr=2),
+            cpu_op("C", 80, 10),
+        ],
+    )
+
+    def paths(**knobs: int | None) -> tuple[list[str], str | None]:
+        found = op_tree.table(traces, op_tree.OpTreeOptions(**knobs))  # type: ignore[arg-type]
+        return [path.strip() for path in found.frame["call_path"].to_list()], found.message
+
+    every, message = paths()
+    assert every[:2] == ["P", "B"] and "a1" in every and message is None
+    top, message = paths(top_k=1)
+    assert top == ["P", "B", "k2"]
+    assert message == f"each node's 1 heaviest children: 3 of {len(every)} nodes (--top all --depth all: every one)"
+    shallow, message = paths(max_depth=1)
+    assert shallow == ["P", "B", "A", "C"]
+    assert message is not None and message.startswith("down to depth 1: 4 of ")

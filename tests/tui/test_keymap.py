@@ -103,6 +103,53 @@ def test_what_cannot_be_used_is_one_line_naming_the_file(text: str, kept: dict[s
     assert "\n" not in problems[0] and "Traceback" not in problems[0]
 
 
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("F1", "f1"),
+        ("Ctrl+S", "ctrl+s"),
+        ("CTRL+shift+Up", "ctrl+shift+up"),
+        ("Esc", "escape"),
+        ("PgUp, PgDn", "pageup,pagedown"),
+        ("shift+a", "A"),
+        ("R", "R"),
+        ("?", "?"),
+        ("question_mark", "question_mark"),
+    ],
+)
+def test_key_names_are_written_as_textual_names_them(written: str, kept: str) -> None:
+    """Issue 38 #2: `"app.help" = "F1"` was accepted, shown as `F1 Help`, and never fired."""
+    keymap, problems = parse(f'[keys]\n"app.ranks" = "{written}"\n')
+    assert keymap == {"app.ranks": kept} and problems == ()
+
+
+@pytest.mark.parametrize("key", ["F25", "ctrl+escap", "hyper+pagedownn", "enterr"])
+def test_a_key_no_terminal_sends_is_one_line_like_an_unknown_id(key: str) -> None:
+    keymap, problems = parse(f'[keys]\n"app.ranks" = "R,{key}"\n"table.sort" = "o"\n')
+    assert keymap == {"table.sort": "o"}
+    (problem,) = problems
+    assert problem.startswith("km.toml: 'app.ranks' = ") and "is no key a terminal sends Textual" in problem
+    assert problem.endswith("(ignored)") and "\n" not in problem
+
+
+def test_a_key_repeated_for_one_binding_is_kept_once_and_said_once() -> None:
+    """Issue 35 #13: one key 500,000 times for one binding took 32 s to start and left q unanswered."""
+    import time
+
+    started = time.perf_counter()
+    keymap, problems = parse('[keys]\n"app.ranks" = "' + ",".join(["x"] * 500_000) + '"\n')
+    assert time.perf_counter() - started < 10
+    assert keymap == {"app.ranks": "x"}
+    assert problems == ("km.toml: 'app.ranks' names 500,000 keys, 1 different: kept x",)
+    many = ",".join(f"f{n}" for n in range(1, 13))
+    keymap, problems = parse(f'[keys]\n"app.ranks" = "{many}"\n')
+    assert keymap == {"app.ranks": "f1,f2,f3,f4,f5,f6,f7,f8"}
+    assert problems == (
+        "km.toml: 'app.ranks' names 12 keys, 12 different: kept f1, f2, f3, f4, f5, f6, f7, f8 (at most 8 a binding)",
+    )
+    assert keymap_clashes({"app.ranks": "x"}, "km.toml") == ()
+
+
 def test_an_unknown_id_suggests_the_nearest_known_one() -> None:
     _keymap, problems = parse('[keys]\n"table.srot" = "o"\n')
     assert "did you mean 'table.sort'?" in problems[0]
@@ -174,6 +221,19 @@ def test_the_readme_points_to_the_keymap_doc_and_the_docs_example_is_a_good_keym
 
 
 # ---- the app -------------------------------------------------------------------------------
+async def test_a_key_written_f1_opens_the_help(
+    small_traces: TraceSet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 38 #2: `"app.help" = "F1"` left the app with no help at all."""
+    write_keymap(monkeypatch, tmp_path, '[keys]\n"app.help" = "F1"\n')
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot)
+        assert keymap_notices(app) == []
+        await press(pilot, "f1")
+        assert isinstance(app.screen, HelpScreen)
+
+
 async def test_a_remapped_app_key_opens_the_rank_picker_and_the_default_no_longer_does(
     small_traces: TraceSet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

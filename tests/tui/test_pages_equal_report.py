@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from htatui.analysis.registry import PAGES, PageTable, view
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
 from htatui.text.numbers import cell_text
-from htatui.text.render import clean_float
+from htatui.text.render import json_rows
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.run import settle
 from htatui.tui.screens.page import PageScreen, pane_id
@@ -58,13 +57,10 @@ def knob_flags(view_id: str, options: Any) -> list[str]:
     return flags
 
 
-def _rows(frame: Any) -> list[dict[str, Any]]:
-    """A frame's rows as report's JSON gives them (NaN and inf as null, floats less binary noise)."""
-    rows: list[dict[str, Any]] = frame.to_dicts()
-    for row in rows:
-        for key, value in row.items():
-            if isinstance(value, float):
-                row[key] = clean_float(value) if math.isfinite(value) else None
+def _rows(frame: Any, table: PageTable) -> list[dict[str, Any]]:
+    """A frame's rows as report's JSON gives them (NaN and inf as null, floats kept to their
+    unit's precision by the table's column declarations)."""
+    rows: list[dict[str, Any]] = json_rows(frame, view(table.view).table(table.table).columns)
     return rows
 
 
@@ -108,11 +104,11 @@ async def test_every_page_table_is_reports_table(
             for table in page.tables:
                 # The page's scope: the app's, or the one step the Critical path page follows.
                 options = dataclasses.replace(screen.view_options[table.view], scope=screen.result.scope or app.scope())
-                rows = _rows(screen.result.frame(table.view, table.table))
+                rows = _rows(screen.result.frame(table.view, table.table), table)
                 shown.append((page.id, table, knob_flags(table.view, options), rows))
                 if table in screen.PANES:
                     pane = screen.query_one(f"#{pane_id(table)}", TablePane).table
-                    assert _rows(pane.source) == rows, f"{page.id}: {table} pane"
+                    assert _rows(pane.source, table) == rows, f"{page.id}: {table} pane"
                     _check_first_row_cells(pane, f"{page.id}: {table}")
     # `report` runs after the app: a running app holds stdout.
     for page_id, table, flags, rows in shown:
@@ -129,4 +125,4 @@ def _check_first_row_cells(table: Any, where: str) -> None:
     for column in table.columns_spec:
         if column.numeric and column.key in visible:
             cell = table.get_cell_at((0, visible.index(column.key)))
-            assert cell.plain == (cell_text(row[column.key]) or "–"), f"{where}: {column.key}"
+            assert cell.plain == (cell_text(row[column.key], column.unit) or "–"), f"{where}: {column.key}"

@@ -31,6 +31,10 @@ def gloo_job(tmp_path: Path) -> TraceSet:
 def test_heat_levels() -> None:
     assert [heat_level(v, 100, 500) for v in (100, 199, 300, 499, 500)] == [0, 1, 2, 4, 4]
     assert heat_level(7, 7, 7) == 0
+    # Issue 38 #6: 16.37 and 16.38 ms were the two ends of the scale (· and █); the scale spans at
+    # least 10 % of the largest value, so they are one level, and 14.8 ms (-10 %) is the lowest.
+    assert heat_level(16_370, 16_370, 16_380) == heat_level(16_380, 16_370, 16_380) == 4
+    assert heat_level(14_742, 14_742, 16_380) == 0
 
 
 async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> None:
@@ -43,7 +47,7 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         stragglers = app.screen.query_one("#stragglers-main", TablePane).table
         assert_frame_equal(stragglers.source, ranks.stragglers(gloo_job, ranks.RanksOptions()).frame)
         assert stragglers.source.drop("hta_late_starts").equals(expected.stragglers)
-        assert "method: who the others waited for at collectives" in str(stragglers.title)
+        assert "method: who the others waited for at collectives" in stragglers.note
         assert_frame_equal(app.screen.query_one("#collectives-main", TablePane).table.source, expected.collectives)
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         # step time is 1000 µs everywhere: every cell is the lowest glyph and 1.00 ms; rank 2 leads
@@ -54,7 +58,7 @@ async def test_ranks_screen_shows_stragglers_and_phases(gloo_job: TraceSet) -> N
         heat = str(app.screen.query_one("#ranks-heat", Static).render())
         assert "wait at collectives" in heat and "█ 0.30" in heat and "· 0.00" in heat
         phases = app.screen.query_one("#stragglers-phases", TablePane).table
-        assert "rank 2 against the other ranks' median, steps 1,2" in str(phases.title)  # the top straggler
+        assert "rank 2 against the other ranks' median, steps 1,2" in phases.note  # the top straggler
         stragglers.focus()
         app.clear_notifications()
         await press(pilot, "enter")  # rank 2 again: `report --view stragglers --phases --straggler 2`
@@ -104,3 +108,21 @@ async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -
         chart = app.screen.query_one("#overlap-chart", Chart)
         assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
         assert chart._empty == sentence(CPU_COLLECTIVES)
+
+
+async def test_the_cause_is_kept_whole_at_80_columns() -> None:
+    """Issue 38 #1: at 80x24 the Ranks page cut a straggler's cause (`data_…08 µs)`) and kept
+    is_straggler, steps and calls_last; the cause is the answer, the others go first."""
+    from htatui.jobs.load import load_traces
+
+    demo = load_traces([Path(__file__).resolve().parents[2] / "fixtures" / "demo"], use_cache=False, max_workers=1)
+    app = make_app(demo, "demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, RANKS_KEY)
+        table = app.screen.query_one("#stragglers-main", TablePane).table
+        shown = [str(column.key.value) for column in table.ordered_columns]
+        assert shown[:3] == ["rank", "delay_us", "cause"] and "calls_last" not in shown
+        cause = table.get_row_at(0)[shown.index("cause")].plain
+        assert cause.startswith("GPU compute: 100 % of the delay (+14,492 µs"), cause
+        assert sum(column.get_render_width(table) for column in table.ordered_columns) <= table.size.width

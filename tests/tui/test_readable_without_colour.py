@@ -22,9 +22,10 @@ from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, legend_text
+from htatui.tui.themed_app import PALETTE_MARK
 from htatui.tui.widgets.chart import Chart
-from htatui.tui.widgets.status_bar import page_keys, tab_labels
-from htatui.tui.widgets.table import CURSOR_MARK, Column, ViewTable
+from htatui.tui.widgets.status_bar import page_keys, status_pieces, tab_labels
+from htatui.tui.widgets.table import CURSOR_MARK, Column, ViewTable, fitted_title
 
 
 def screen_lines(app: App[Any]) -> list[str]:
@@ -85,7 +86,7 @@ async def test_80x24_cursor_focus_and_footers_read_without_colour(small_traces: 
         await press(pilot, "t")
         assert isinstance(app.screen, TimelineScreen)
         lines = screen_lines(app)
-        assert any(line.startswith(legend_text()[:60]) for line in lines)
+        assert any(line.rstrip() == legend_text(80).rstrip() for line in lines)  # whole, not cut
         rows = [line for line in lines if re.match(r"r\d+ (thread|stream) ", line)]
         assert len([row for row in rows if CURSOR_MARK in row]) == 1  # the cursor's row, marked in text
         assert lines[-1].rstrip().endswith("q Quit")
@@ -207,3 +208,59 @@ def test_a_narrow_footer_drops_the_palette_hint_then_keys_but_never_help_or_quit
     assert [k.key for k in fitting_keys(keys, every - 1)] == ["s", "c", "b", "?", "q"]
     assert [k.key for k in fitting_keys(keys, 21)] == ["s", "?", "q"]  # 7 cells each
     assert [k.key for k in fitting_keys(keys, 5)] == ["?", "q"]
+
+
+def test_the_status_line_cuts_the_name_before_the_steps_and_their_keys() -> None:
+    """Issue 38 #5: at 80 columns the steps note read `steps 2-4 (last step 5 left` and the Critical
+    path page's `step 4 of 2-4 (, .`."""
+    name = "h100_resnet_eager_with_a_long_folder_name"
+    for steps, state in (
+        ("steps 2-4 (last step 5 left out)", "computing… (esc cancels)"),
+        ("step 4 of 2-4 (, . another · a all)", "ready"),
+    ):
+        line = "".join(text for text, _ in status_pieces(name, "all (8)", [], steps, state, 80))
+        assert len(line) <= 80, line
+        assert ("steps 2-4 (last step 5 left out)" in line) or ("step 4 of 2-4 (, . another · a all)" in line)
+    line = "".join(
+        text
+        for text, _ in status_pieces(
+            name, "0-7 (8/16)", [], "step 4 of 2-4 (, . another · a all)", "computing… (esc cancels)", 60
+        )
+    )
+    assert len(line) <= 60 and "step 4 of 2-4 (, . a)" in line, line
+
+
+def test_a_pane_title_cuts_its_note_not_its_counts() -> None:
+    note = "method: who the others waited for at collectives (meeting points: communication kernels)"
+    title = fitted_title("Stragglers", note, ["showing 200 of 5,000", "3 more columns (w)"], 76)
+    assert (
+        len(title) <= 76
+        and title.startswith("Stragglers · method: who")
+        and title.endswith("· showing 200 of 5,000 · 3 more columns (w)")
+    )
+    assert fitted_title("Stragglers", note, ["3 more columns (w)"], 200).endswith(f"{note} · 3 more columns (w)")
+    assert (
+        fitted_title("A long title of a pane", note, ["3 more columns (w)"], 40)
+        == "A long title of a pane · 3 more columns (w)"
+    )
+
+
+def test_the_timeline_legend_fits_80_columns() -> None:
+    assert len(legend_text(80)) <= 80 and "comp" in legend_text(80) and "<½ busy" in legend_text(80)
+    assert "compute" in legend_text(120) and "runtime" in legend_text(120)
+
+
+async def test_the_palettes_highlighted_entry_is_marked_in_text(small_traces: TraceSet) -> None:
+    """Issue 38 #5: a plain capture showed no ▶ on the palette's highlighted entry."""
+    app = make_app(small_traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "colon")
+        await pilot.press(*"rank")
+        await pilot.pause(0.5)
+        await press(pilot, "down")
+        marked = [line for line in screen_lines(app) if line.lstrip().startswith(PALETTE_MARK.strip())]
+        assert len(marked) == 1 and "rank" in marked[0], screen_lines(app)
+        await press(pilot, "down")
+        again = [line for line in screen_lines(app) if line.lstrip().startswith(PALETTE_MARK.strip())]
+        assert len(again) == 1 and again != marked

@@ -253,3 +253,34 @@ async def test_follow_keeps_the_followed_event_at_every_zoom(load_shared: Callab
             assert back["correlation"] == start["correlation"], zoom
         # The coarsest zoom is the case the fix is for: there the busiest event is not the launch.
         assert crowded[0]
+
+
+async def test_t_on_a_kernel_selects_its_own_stream_and_shows_it() -> None:
+    """Issue 38 #3: on the demo, Kernels' first row (an NCCL kernel on stream 20), `t` put ▶ and
+    the details on stream 7 (a flash kernel busy at the same time), the NCCL row out of sight."""
+    from pathlib import Path
+
+    from htatui.jobs.load import load_traces
+
+    demo = load_traces([Path(__file__).resolve().parents[2] / "fixtures" / "demo"], use_cache=False, max_workers=1)
+    app = make_app(demo, "demo")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await press(pilot, "3")
+        table = app.screen.query_one("#kernels-main", TablePane).table
+        table.focus()
+        row = table.selected_row()
+        assert row is not None and row["name"].startswith("ncclDevKernel")
+        await press(pilot, "t")
+        screen = timeline(pilot)
+        events = demo.ranks[row["rank"]].events.filter(pl.col("name").cast(pl.Utf8) == row["name"])
+        longest = events.sort("dur").tail(1)
+        index, shown_row = screen.rows[screen.cursor_row]
+        assert (index.rank, index.rows[shown_row].kind, index.rows[shown_row].key) == (
+            row["rank"],
+            tl.STREAM,
+            longest["stream"][0],
+        )
+        assert details_text(screen).startswith("ncclDevKernel")
+        canvas_height = screen.query_one("#timeline-canvas").size.height
+        assert screen.row_offset <= screen.cursor_row < screen.row_offset + canvas_height - 1

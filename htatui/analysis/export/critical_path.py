@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import orjson
+import polars as pl
 
 from htatui.analysis.export.traces import (
     ExportError,
@@ -29,7 +30,7 @@ from htatui.analysis.export.traces import (
     write_atomic,
 )
 from htatui.analysis.views import critical_path
-from htatui.analysis.views.critical_path.overlay import PathMarks, path_marks
+from htatui.analysis.views.critical_path.overlay import LINK_SCHEMA, PathMarks, path_marks
 from htatui.sources import SourcePath
 from htatui.trace.model import TraceSet
 
@@ -102,6 +103,25 @@ def _flows(raw_events: list[msgspec.Raw], marks: PathMarks, path: SourcePath) ->
     return flows
 
 
+def _rank_marks(traces: TraceSet, options: critical_path.CriticalPathOptions) -> PathMarks:
+    g, found = critical_path.rank_graph(traces, options)
+    if g is None or found.frame.height == 0:
+        raise ExportError(f"no critical path to export: {found.message or 'the path is empty'}")
+    return path_marks(g)
+
+
+def _job_marks(traces: TraceSet, options: critical_path.CriticalPathOptions, rank: int) -> PathMarks:
+    """The events of `rank` that the job's path charges time to."""
+    found = critical_path.job_edges(traces, options)
+    if found.frame.height == 0:
+        raise ExportError(f"no job path to export: {found.message or 'the path is empty'}")
+    mine = found.frame.filter((pl.col("rank") == rank) & pl.col("index").is_not_null())
+    if mine.height == 0:
+        ranks = ", ".join(map(str, found.frame["rank"].unique().sort().to_list()))
+        raise ExportError(f"the job's path does not run through rank {rank} (it runs through rank {ranks})")
+    return PathMarks(frozenset(int(i) for i in mine["index"].to_list()), pl.DataFrame(schema=LINK_SCHEMA))
+
+
 class _Head(msgspec.Struct):
     ph: Any = None
     cat: Any = None
@@ -114,19 +134,21 @@ def export_critical_path(
     force: bool = False,
     *,
     only_critical: bool = False,
+    job: bool = False,
 ) -> tuple[Path, int, int]:
     """Write the chosen rank's trace with its path marked to the file `out`; return it, the
-    number of events marked and the number of arrows. Raises ExportError with a one-line message."""
+    number of events marked and the number of arrows. Raises ExportError with a one-line message.
+
+    `job`: mark the job's path (the scope's ranks joined at their collectives, `report --view
+    critical-path --job-edges`) where it runs through the rank, event by event (no arrows: the
+    job's path crosses to other ranks' files)."""
     rank = critical_path.chosen_rank(traces, options)
     if rank is None:
         raise ExportError(f"rank {options.rank} is not loaded (loaded: {', '.join(map(str, traces.rank_ids))})")
-    g, found = critical_path.rank_graph(traces, options)
-    if g is None or found.frame.height == 0:
-        raise ExportError(f"no critical path to export: {found.message or 'the path is empty'}")
+    marks = _job_marks(traces, options, rank) if job else _rank_marks(traces, options)
     target_path = Path(out).expanduser()
     folder = check_out_dir(target_path.parent)
     target = output_path(folder, target_path.name, traces, force)
-    marks = path_marks(g)
     rank_trace = traces.ranks[rank]
     data = read_source(rank_trace)
     top, array = split_document(data, rank_trace.path)

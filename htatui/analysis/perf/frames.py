@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.perf.call import parse_call
 from htatui.analysis.perf.dispatch import CATEGORIES, category_of, estimate
@@ -158,13 +159,14 @@ def per_call_rates() -> list[pl.Expr]:
     ]
 
 
-CATEGORY_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "category": pl.Utf8(),
-    "count": pl.Int64(),
-    "gpu_time_us": pl.Float64(),
-    "gpu_time_pct": pl.Float64(),
-}
+CATEGORY_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("category", pl.Utf8(), "an op family: gemm, attention, conv, elementwise, norm, reduce, other", "id"),
+    ColumnSpec("count", pl.Int64(), "GPU operations of the family"),
+    ColumnSpec("gpu_time_us", pl.Float64(), "Σ of their durations", "key"),
+    ColumnSpec("gpu_time_pct", pl.Float64(), "gpu_time_us as a share of the rank's GPU time", "key"),
+)
+CATEGORY_SCHEMA = CATEGORY_SPEC.schema
 
 
 def category_summary(tree: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.core.comm_rules import comm_rules
 from htatui.analysis.perf import frames, roofline
 from htatui.analysis.perf.dtypes import short_types
@@ -17,26 +18,59 @@ from htatui.analysis.perf.peaks import Device, device_from_properties
 from htatui.trace.model import TraceSet
 from htatui.trace.plausible import dropped_note
 
-MODEL_COLUMNS: dict[str, pl.DataType] = {
-    "category": pl.Utf8(),
-    "model": pl.Utf8(),
-    "dtype": pl.Utf8(),
-    "unit": pl.Utf8(),
-    "gpu_calls": pl.Int64(),
-    "gflop": pl.Float64(),
-    "bytes_moved": pl.Float64(),
-    "flop_per_byte": pl.Float64(),
-    "busy_incl_us": pl.Float64(),
-    "tb_per_s": pl.Float64(),
-    "mean_tflop_per_s": pl.Float64(),
-    "mean_tb_per_s": pl.Float64(),
-    "pct_of_peak": pl.Float64(),
-    "bound": pl.Utf8(),
-    "flag": pl.Utf8(),
-    "headroom_us": pl.Float64(),
-    "peak_tflop_per_s": pl.Float64(),
-    "memory_tb_per_s": pl.Float64(),
-}
+MODEL_SPEC = TableColumns(
+    ColumnSpec("category", pl.Utf8(), "the op's family: GEMM, attention, conv, elementwise, norm, reduce, other"),
+    ColumnSpec("model", pl.Utf8(), "the formula its FLOPs and bytes come from, profiler, or none"),
+    ColumnSpec("dtype", pl.Utf8(), "the dtype the row is measured in (matrix work: its kernels'; vector: its inputs')"),
+    ColumnSpec("unit", pl.Utf8(), "matrix (tensor cores: GEMM, conv, attention) or vector units", "low"),
+    ColumnSpec("gpu_calls", pl.Int64(), "the calls counted (those not nested in a call of the same row)"),
+    ColumnSpec("gflop", pl.Float64(), "FLOPs per counted call (mean) / 1e9", label="GFLOP"),
+    ColumnSpec(
+        "bytes_moved", pl.Float64(), "bytes read and written per counted call (mean)", unit="B", label="bytes B"
+    ),
+    ColumnSpec("flop_per_byte", pl.Float64(), "arithmetic intensity: FLOPs / bytes", label="FLOP/B"),
+    ColumnSpec("busy_incl_us", pl.Float64(), "Σ over the counted calls of the GPU busy time of the work they launched"),
+    ColumnSpec("tb_per_s", pl.Float64(), "Σ bytes over busy_incl_us", unit="TB/s", label="TB/s"),
+    ColumnSpec(
+        "mean_tflop_per_s",
+        pl.Float64(),
+        "mean of the calls' own TFLOP/s (TraceLens's TFLOPS/s_mean)",
+        "low",
+        unit="TFLOP/s",
+        label="mean TFLOP/s",
+    ),
+    ColumnSpec(
+        "mean_tb_per_s",
+        pl.Float64(),
+        "mean of the calls' own TB/s (TraceLens's TB/s_mean)",
+        "low",
+        unit="TB/s",
+        label="mean TB/s",
+    ),
+    ColumnSpec(
+        "pct_of_peak",
+        pl.Float64(),
+        "TFLOP/s over the roof at its intensity: min(peak, intensity × bandwidth)",
+        "key",
+        unit="%",
+        label="% of peak",
+    ),
+    ColumnSpec("bound", pl.Utf8(), "compute when the intensity is past the ridge point, else memory", "key"),
+    ColumnSpec("flag", pl.Utf8(), "why a row stands above its roof: cache-resident (L2 explains it) or model?", "key"),
+    ColumnSpec(
+        "headroom_us", pl.Float64(), "GPU time the row would not take at the roof: busy_incl_us × (1 − pct_of_peak/100)"
+    ),
+    ColumnSpec(
+        "peak_tflop_per_s",
+        pl.Float64(),
+        "the device's compute roof for the row's dtype and unit",
+        "low",
+        unit="TFLOP/s",
+        label="peak TFLOP/s",
+    ),
+    ColumnSpec("memory_tb_per_s", pl.Float64(), "the device's memory roof", "low", unit="TB/s", label="memory TB/s"),
+)
+MODEL_COLUMNS = MODEL_SPEC.schema
 """The performance model's columns, after the ops table's rate columns; there `tflop_per_s` is
 the row's FLOPs over its busy time (`roofline.row_figures`). Names are stable: the diagnosis reads them."""
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name
 from htatui.analysis.timeline.index import COUNTER, OP, RUNTIME, STREAM, THREAD, RankIndex
 from htatui.trace.model import TraceSet
 
@@ -118,7 +118,7 @@ def details(index: RankIndex, event: dict[str, Any], most: int = 3) -> EventDeta
         correlation=event.get("correlation"),
         launch=str(launch["name"]) if launch is not None else None,
         op=str(op["name"]) if op is not None else None,
-        kernels=[shorten_name(str(n)) for n in kernels["name"].head(most).to_list()],
+        kernels=[readable_name(str(n)) for n in kernels["name"].head(most).to_list()],
         kernel_count=kernels.height,
     )
 
@@ -169,6 +169,20 @@ def name_window(traces: TraceSet, rank: int, name: str) -> tuple[float, float] |
     if found.height == 0:
         return None
     return float(found["ts"][0]), float(found["end"][0])
+
+
+NAME_COLUMNS = ("name", "kernel", "op", "call_path")
+"""The columns that name the event a table row stands for (the first one present)."""
+
+
+def row_event_name(row: dict[str, Any] | None) -> str | None:
+    """The name of the event a table row stands for, so the timeline selects that event's own row
+    (a kernel's stream, not another stream busy at the same time)."""
+    for column in NAME_COLUMNS:
+        value = (row or {}).get(column)
+        if isinstance(value, str) and value:
+            return value.strip()
+    return None
 
 
 def row_target(traces: TraceSet, row: dict[str, Any] | None) -> tuple[int | None, float | None, float | None]:

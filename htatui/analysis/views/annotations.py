@@ -15,18 +15,20 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
 from htatui.trace.model import TraceSet
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "name": pl.Utf8(),
-    "count": pl.Int64(),
-    "sum_us": pl.Float64(),
-    "mean_us": pl.Float64(),
-}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec("name", pl.Utf8(), "the user annotation's name (record_function)", "id"),
+    ColumnSpec("count", pl.Int64(), "spans of the annotation"),
+    ColumnSpec("sum_us", pl.Float64(), "Σ of the spans' durations", "key"),
+    ColumnSpec("mean_us", pl.Float64(), "mean duration of a span"),
+)
+COLUMNS = SPEC.schema
 
 OTHERS = "others"
 

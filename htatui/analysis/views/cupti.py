@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
@@ -40,34 +41,43 @@ thread instruction (an FMA is a multiply and an add)."""
 
 PRECISIONS = ("fp16", "fp32", "fp64")
 
-KERNEL_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "kernel": pl.Utf8(),
-    "top_level_op": pl.Utf8(),
-    "bottom_level_op": pl.Utf8(),
-    "op_stack": pl.Utf8(),
-    "dur_us": pl.Float64(),
-    "flop": pl.Float64(),
-    "tflop_per_s": pl.Float64(),
-    **{f"flop_{precision}": pl.Float64() for precision in PRECISIONS},
-    "ts_us": pl.Float64(),
-    "index": pl.Int64(),
-    "launch_index": pl.Int64(),
-}
+_FLOPS = (
+    ColumnSpec("flop", pl.Float64(), "FLOPs derived from the counters (an FMA counts two)", label="FLOP"),
+    ColumnSpec("tflop_per_s", pl.Float64(), "flop over dur_us", "key", unit="TFLOP/s", label="TFLOP/s"),
+    *(
+        ColumnSpec(f"flop_{precision}", pl.Float64(), f"the {precision} part of flop", "low", label=f"{precision} FLOP")
+        for precision in PRECISIONS
+    ),
+)
+_COUNTER = ColumnSpec("*", pl.Int64(), "a CUPTI counter as recorded, under its metric name", "low")
+KERNEL_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("kernel", pl.Utf8(), "the counted kernel's name", "id"),
+    ColumnSpec("top_level_op", pl.Utf8(), "the outermost cpu_op that launched it", "low"),
+    ColumnSpec("bottom_level_op", pl.Utf8(), "the innermost cpu_op that launched it"),
+    ColumnSpec("op_stack", pl.Utf8(), "the enclosing cpu_ops, outermost first, joined by ' > '", "low"),
+    ColumnSpec("dur_us", pl.Float64(), "the profiler range's length", "key"),
+    *_FLOPS,
+    ColumnSpec("ts_us", pl.Float64(), "the range's start", "low"),
+    ColumnSpec("index", pl.Int64(), "the range's position in the trace file", "low"),
+    ColumnSpec("launch_index", pl.Int64(), "the paired launch's position in the trace file", "low"),
+    _COUNTER,
+)
+KERNEL_COLUMNS = KERNEL_SPEC.schema
 """The fixed columns of the per-kernel table; each counter recorded follows as its own column,
 under its metric name. `dur_us` is the profiler range's length; `index`/`launch_index` the file
 positions of the range and of the launch paired with it; `op_stack` the enclosing cpu_ops,
 outermost first, joined by ' > '."""
 
-OP_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "op": pl.Utf8(),
-    "kernels": pl.Int64(),
-    "dur_us": pl.Float64(),
-    "flop": pl.Float64(),
-    "tflop_per_s": pl.Float64(),
-    **{f"flop_{precision}": pl.Float64() for precision in PRECISIONS},
-}
+OP_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("op", pl.Utf8(), "the innermost cpu_op of the counted kernels", "id"),
+    ColumnSpec("kernels", pl.Int64(), "kernels counted under it"),
+    ColumnSpec("dur_us", pl.Float64(), "Σ of their ranges' lengths", "key"),
+    *_FLOPS,
+    _COUNTER,
+)
+OP_COLUMNS = OP_SPEC.schema
 """The fixed columns of the per-op table (one row per innermost op); summed counters follow."""
 
 STACK_SEPARATOR = " > "

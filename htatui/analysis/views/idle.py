@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, STREAM, ColumnSpec, TableColumns
 from htatui.analysis.core.kernel_types import IDLE_CATS_COMPAT, round_like_numpy
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
@@ -39,27 +40,49 @@ KERNEL_WAIT = "kernel_wait"
 OTHER = "other"
 CATEGORIES = (HOST_WAIT, KERNEL_WAIT, OTHER)
 
-SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "stream": pl.Int64(),
-    "category": pl.Utf8(),
-    "idle_us": pl.Float64(),
-    "idle_pct": pl.Float64(),
-}
+CATEGORY = ColumnSpec("category", pl.Utf8(), "what the gap waited for: host_wait, kernel_wait or other", "id")
+SPEC = TableColumns(
+    RANK,
+    STREAM,
+    CATEGORY,
+    ColumnSpec("idle_us", pl.Float64(), "Σ of the stream's gaps of this category", "key"),
+    ColumnSpec("idle_pct", pl.Float64(), "idle_us as a share of the stream's idle time", "key"),
+)
+SCHEMA = SPEC.schema
 
-STATS_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "stream": pl.Int64(),
-    "category": pl.Utf8(),
-    "count": pl.Int64(),
-    "mean_us": pl.Float64(),
-    "std_us": pl.Float64(),
-    "min_us": pl.Float64(),
-    "p25_us": pl.Float64(),
-    "p50_us": pl.Float64(),
-    "p75_us": pl.Float64(),
-    "max_us": pl.Float64(),
+_WAITS = {
+    HOST_WAIT: "host wait (launched after the stream went empty)",
+    KERNEL_WAIT: "kernel wait",
+    OTHER: "other idle",
 }
+BY_STREAM_SPEC = TableColumns(
+    RANK,
+    STREAM,
+    *(
+        spec
+        for category in CATEGORIES
+        for spec in (
+            ColumnSpec(f"{category}_us", pl.Float64(), f"the stream's {_WAITS[category]} time", "key"),
+            ColumnSpec(f"{category}_pct", pl.Float64(), f"{category}_us as a share of the stream's idle time", "key"),
+        )
+    ),
+    ColumnSpec("total_us", pl.Float64(), "the stream's idle time: Σ of its gaps"),
+)
+
+STATS_SPEC = TableColumns(
+    RANK,
+    STREAM,
+    CATEGORY,
+    ColumnSpec("count", pl.Int64(), "gaps of the category", "key"),
+    ColumnSpec("mean_us", pl.Float64(), "mean gap", "key"),
+    ColumnSpec("std_us", pl.Float64(), "sample standard deviation of the gaps (null for one gap)", "low"),
+    ColumnSpec("min_us", pl.Float64(), "shortest gap", "low"),
+    ColumnSpec("p25_us", pl.Float64(), "first quartile of the gaps (linear interpolation)"),
+    ColumnSpec("p50_us", pl.Float64(), "median gap", "key"),
+    ColumnSpec("p75_us", pl.Float64(), "third quartile of the gaps"),
+    ColumnSpec("max_us", pl.Float64(), "longest gap", "low"),
+)
+STATS_SCHEMA = STATS_SPEC.schema
 
 
 @dataclass(frozen=True)
@@ -218,12 +241,7 @@ def widen(breakdown: pl.DataFrame) -> pl.DataFrame:
     """`compute`'s rows as one row per (rank, stream): a µs and a % column per category, and the total."""
     keys = ["rank", "stream"]
     if breakdown.height == 0:
-        schema: dict[str, pl.DataType] = {"rank": pl.Int32(), "stream": pl.Int64()}
-        for category in CATEGORIES:
-            schema[f"{category}_us"] = pl.Float64()
-            schema[f"{category}_pct"] = pl.Float64()
-        schema["total_us"] = pl.Float64()
-        return pl.DataFrame(schema=schema)
+        return BY_STREAM_SPEC.empty()
     aggregations = []
     for category in CATEGORIES:
         chosen = pl.col("category") == category

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import KERNEL_NAME, RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.kernel_types import (
     COMMUNICATION,
@@ -47,33 +48,45 @@ STATE_LABELS = {
     state: " overlapping ".join(t for t, flag in TYPE_FLAGS.items() if state & flag) for state in range(1, 8)
 }
 
-TYPES_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Utf8(),
-    "kernel_type": pl.Utf8(),
-    "duration_us": pl.Float64(),
-    "pct": pl.Float64(),
-}
+KERNEL_TYPE = ColumnSpec(
+    "kernel_type", pl.Utf8(), "COMPUTATION, COMMUNICATION or MEMORY (copies, memsets)", "low", label="type"
+)
+TYPES_SPEC = TableColumns(
+    ColumnSpec("rank", pl.Utf8(), 'the rank, or "all" for the sum over the chosen ranks', "id"),
+    ColumnSpec(
+        "kernel_type",
+        pl.Utf8(),
+        'a state of the GPU: the kernel types running at once ("COMPUTATION overlapping COMMUNICATION")',
+        "id",
+        label="state",
+    ),
+    ColumnSpec("duration_us", pl.Float64(), "wall-clock time the GPU spent in the state", "key"),
+    ColumnSpec("pct", pl.Float64(), "duration_us as a share of the rank's time in any state", "key", unit="%"),
+)
+TYPES_SCHEMA = TYPES_SPEC.schema
 
-KERNELS_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "name": pl.Utf8(),
-    "kernel_type": pl.Utf8(),
-    "count": pl.Int64(),
-    "sum_us": pl.Float64(),
-    "mean_us": pl.Float64(),
-    "min_us": pl.Float64(),
-    "max_us": pl.Float64(),
-    "std_us": pl.Float64(),
-}
+KERNELS_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("name", pl.Utf8(), 'the kernel\'s name ("others": the kernels folded by --top/--duration-ratio)', "id"),
+    KERNEL_TYPE,
+    ColumnSpec("count", pl.Int64(), "launches of the kernel"),
+    ColumnSpec("sum_us", pl.Float64(), "Σ of its launches' durations", "key"),
+    ColumnSpec("mean_us", pl.Float64(), "mean duration of a launch"),
+    ColumnSpec("min_us", pl.Float64(), "shortest launch", "low"),
+    ColumnSpec("max_us", pl.Float64(), "longest launch", "low"),
+    ColumnSpec("std_us", pl.Float64(), "sample standard deviation of the launches' durations", "low"),
+)
+KERNELS_SCHEMA = KERNELS_SPEC.schema
 
-SPREAD_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.Utf8(),
-    "kernel_type": pl.Utf8(),
-    "rank": pl.Int32(),
-    "mean_us": pl.Float64(),
-    "min_us": pl.Float64(),
-    "max_us": pl.Float64(),
-}
+SPREAD_SPEC = TableColumns(
+    KERNEL_NAME,
+    KERNEL_TYPE,
+    RANK,
+    ColumnSpec("mean_us", pl.Float64(), "the rank's mean duration of a launch of the kernel", "key"),
+    ColumnSpec("min_us", pl.Float64(), "the rank's shortest launch of it"),
+    ColumnSpec("max_us", pl.Float64(), "the rank's longest launch of it"),
+)
+SPREAD_SCHEMA = SPREAD_SPEC.schema
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Literal
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
@@ -34,36 +35,37 @@ HTA_KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", MTIA_LAUNCH
 HTA_MEMORY_LAUNCH_APIS = ("cudaMemcpyAsync", "cudaMemsetAsync")
 """The launch calls HTA 0.6.1 counts (compat mode)."""
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "correlation": pl.Int64(),
-    "kernel": pl.Categorical(),
-    "cpu_duration_us": pl.Float64(),
-    "gpu_duration_us": pl.Float64(),
-    "launch_delay_us": pl.Float64(),
-}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec("correlation", pl.Int64(), "the correlation id joining the launch call to its GPU work", "low"),
+    ColumnSpec("kernel", pl.Categorical(), "the GPU work's name (kernel, copy or memset)", "id"),
+    ColumnSpec("cpu_duration_us", pl.Float64(), "how long the launch call ran on the CPU"),
+    ColumnSpec("gpu_duration_us", pl.Float64(), "how long the GPU work ran"),
+    ColumnSpec("launch_delay_us", pl.Float64(), "the GPU work's start minus the launch call's start", "key"),
+)
 """`kernel` is Categorical, as the trace's names are: a row per launch, and kernel names run to
 hundreds of bytes (as text, 54 of a real 1.6M-event rank's 62 MiB of launches)."""
+COLUMNS = SPEC.schema
 
-SUMMARY_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "count": pl.Int64(),
-    "short_count": pl.Int64(),
-    "runtime_outlier_count": pl.Int64(),
-    "delay_outlier_count": pl.Int64(),
-    "cpu_mean_us": pl.Float64(),
-    "cpu_p50_us": pl.Float64(),
-    "cpu_p90_us": pl.Float64(),
-    "cpu_p99_us": pl.Float64(),
-    "gpu_mean_us": pl.Float64(),
-    "gpu_p50_us": pl.Float64(),
-    "gpu_p90_us": pl.Float64(),
-    "gpu_p99_us": pl.Float64(),
-    "delay_mean_us": pl.Float64(),
-    "delay_p50_us": pl.Float64(),
-    "delay_p90_us": pl.Float64(),
-    "delay_p99_us": pl.Float64(),
-}
+_PART = {"cpu": "launch call's CPU time", "gpu": "GPU work's duration", "delay": "launch delay"}
+SUMMARY_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("count", pl.Int64(), "launches matched to their GPU work"),
+    ColumnSpec("short_count", pl.Int64(), "launches whose GPU work ran shorter than the call (short kernels)"),
+    ColumnSpec("runtime_outlier_count", pl.Int64(), "launch calls longer than the runtime cutoff"),
+    ColumnSpec("delay_outlier_count", pl.Int64(), "launches whose delay passed the delay cutoff"),
+    *(
+        ColumnSpec(
+            f"{prefix}_{stat}_us",
+            pl.Float64(),
+            f"{'mean' if stat == 'mean' else stat} of the {_PART[prefix]}",
+            "key" if prefix == "delay" and stat in ("mean", "p99") else "normal" if stat in ("mean", "p99") else "low",
+        )
+        for prefix in ("cpu", "gpu", "delay")
+        for stat in ("mean", "p50", "p90", "p99")
+    ),
+)
+SUMMARY_COLUMNS = SUMMARY_SPEC.schema
 
 OutlierKind = Literal["short", "runtime", "delay"]
 OUTLIER_KINDS: tuple[OutlierKind, ...] = ("short", "runtime", "delay")
@@ -276,12 +278,13 @@ def summary(traces: TraceSet, options: LaunchOptions) -> pl.DataFrame:
 
 HISTOGRAM_METRICS = ("launch_delay_us", "cpu_duration_us", "gpu_duration_us")
 HISTOGRAM_BINS = 30
-HISTOGRAM_COLUMNS: dict[str, pl.DataType] = {
-    "metric": pl.Utf8(),
-    "bin": pl.Int64(),
-    "bin_center_us": pl.Float64(),
-    "count": pl.Int64(),
-}
+HISTOGRAM_SPEC = TableColumns(
+    ColumnSpec("metric", pl.Utf8(), "what is binned: launch_delay_us, cpu_duration_us or gpu_duration_us", "id"),
+    ColumnSpec("bin", pl.Int64(), "the bin's number, from 0 (equal-width bins over the metric's range)", "id"),
+    ColumnSpec("bin_center_us", pl.Float64(), "the middle of the bin", "key"),
+    ColumnSpec("count", pl.Int64(), "launches in the bin", "key"),
+)
+HISTOGRAM_COLUMNS = HISTOGRAM_SPEC.schema
 
 
 def histograms_of(frame: pl.DataFrame, bins: int = HISTOGRAM_BINS) -> pl.DataFrame:

@@ -20,31 +20,36 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.kernel_types import MEMORY, gpu_events, kernel_type
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.views.queue import describe, sort_like_pandas
 from htatui.trace.model import TraceSet
 
-SERIES_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "copy_kind": pl.Utf8(),
-    "ts_us": pl.Float64(),
-    "memory_bw_gbps": pl.Float64(),
-}
+COPY_KIND = ColumnSpec("copy_kind", pl.Utf8(), "the copy's direction (Memcpy HtoD, DtoH, DtoD, PtoP …) or Memset", "id")
+SERIES_SPEC = TableColumns(
+    RANK,
+    COPY_KIND,
+    ColumnSpec("ts_us", pl.Float64(), "when the bandwidth in use changed", "key"),
+    ColumnSpec("memory_bw_gbps", pl.Float64(), "bandwidth of the copies of this kind running from ts_us on", "key"),
+)
+SERIES_COLUMNS = SERIES_SPEC.schema
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "copy_kind": pl.Utf8(),
-    "count": pl.Int64(),
-    "min_gbps": pl.Float64(),
-    "max_gbps": pl.Float64(),
-    "mean_gbps": pl.Float64(),
-    "std_gbps": pl.Float64(),
-    "p25_gbps": pl.Float64(),
-    "p50_gbps": pl.Float64(),
-    "p75_gbps": pl.Float64(),
-}
+_BW = "bandwidth in use over the series points above zero"
+SPEC = TableColumns(
+    RANK,
+    COPY_KIND,
+    ColumnSpec("count", pl.Int64(), "series points above zero", "low"),
+    ColumnSpec("min_gbps", pl.Float64(), f"smallest {_BW}", "low"),
+    ColumnSpec("max_gbps", pl.Float64(), f"largest {_BW}", "key"),
+    ColumnSpec("mean_gbps", pl.Float64(), f"mean {_BW}", "key"),
+    ColumnSpec("std_gbps", pl.Float64(), f"sample standard deviation of the {_BW}", "low"),
+    ColumnSpec("p25_gbps", pl.Float64(), f"first quartile of the {_BW}", "low"),
+    ColumnSpec("p50_gbps", pl.Float64(), f"median {_BW}"),
+    ColumnSpec("p75_gbps", pl.Float64(), f"third quartile of the {_BW}", "low"),
+)
+COLUMNS = SPEC.schema
 
 ZERO_GBPS = 1e-9
 """Corrected mode: |bandwidth| below this is float residue of +bw/−bw sums, i.e. zero."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import each_rank, prepare
@@ -39,35 +40,47 @@ NO_MODULES = (
     "(or with_stack=True) to see time per module"
 )
 
-INSTANCE_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "module": pl.Utf8(),
-    "type": pl.Utf8(),
-    "parent": pl.Utf8(),
-    "depth": pl.Int64(),
-    "calls": pl.Int64(),
-    "host_total_us": pl.Float64(),
-    "host_self_us": pl.Float64(),
-    "gpu_self_us": pl.Float64(),
-    "gpu_total_us": pl.Float64(),
-    "kernels": pl.Int64(),
-}
+_TIMES = (
+    ColumnSpec("host_total_us", pl.Float64(), "Σ of the calls' durations on the host", "key"),
+    ColumnSpec("host_self_us", pl.Float64(), "host_total_us minus the time in child modules"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work launched by the module's own ops (not its children's)"),
+    ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work launched inside the calls", "key"),
+    ColumnSpec("kernels", pl.Int64(), "kernels, copies and memsets launched inside the calls"),
+)
+INSTANCE_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("module", pl.Utf8(), "the nn.Module instance's name (its path in the model)", "id"),
+    ColumnSpec("type", pl.Utf8(), "the module's class"),
+    ColumnSpec("parent", pl.Utf8(), "the enclosing module instance", "low"),
+    ColumnSpec("depth", pl.Int64(), "modules above it", "low"),
+    ColumnSpec("calls", pl.Int64(), "calls of the instance in the scope"),
+    *_TIMES,
+)
+INSTANCE_COLUMNS = INSTANCE_SPEC.schema
 
-TYPE_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "type": pl.Utf8(),
-    "instances": pl.Int64(),
-    "calls": pl.Int64(),
-    "host_total_us": pl.Float64(),
-    "host_self_us": pl.Float64(),
-    "gpu_self_us": pl.Float64(),
-    "gpu_total_us": pl.Float64(),
-    "kernels": pl.Int64(),
-}
+TYPE_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("type", pl.Utf8(), "the nn.Module class", "id"),
+    ColumnSpec("instances", pl.Int64(), "instances of the class"),
+    ColumnSpec("calls", pl.Int64(), "calls of its instances"),
+    *_TIMES,
+)
+TYPE_COLUMNS = TYPE_SPEC.schema
 
-TREE_COLUMNS: dict[str, pl.DataType] = {
-    ("call_path" if name == "name" else name.replace("cpu_", "host_")): dtype for name, dtype in NODE_SCHEMA.items()
-}
+TREE_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("node", pl.Int64(), "the node's number (one per name and kind under one parent, over all ranks)", "low"),
+    ColumnSpec("parent_node", pl.Int64(), "its parent's number (null at a rank's top level)", "low"),
+    ColumnSpec("depth", pl.Int64(), "levels below the rank's top level", "low"),
+    ColumnSpec("call_path", pl.Utf8(), "the module's (or kernel's) name, indented two spaces a level", "id"),
+    ColumnSpec("kind", pl.Utf8(), "module; kernel, memcpy or memset for a device leaf", "low"),
+    ColumnSpec("count", pl.Int64(), "calls merged into the node"),
+    ColumnSpec("host_total_us", pl.Float64(), "Σ of the calls' durations on the host", "key"),
+    ColumnSpec("host_self_us", pl.Float64(), "host_total_us minus the time in children"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work the calls launched themselves"),
+    ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work of the node's subtree", "key"),
+)
+TREE_COLUMNS = TREE_SPEC.schema
 """The tree's nodes (the op tree's columns; host time where the op tree says CPU time)."""
 
 _READ = ("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "correlation")
@@ -217,3 +230,4 @@ def _as_op_events(part: modules.ModuleCalls) -> OpEvents:
         events.select([pl.col(c).cast(t) for c, t in OP_EVENT_SCHEMA.items()]),
         work.select([pl.col(c).cast(t) for c, t in OP_WORK_SCHEMA.items()]),
     )
+

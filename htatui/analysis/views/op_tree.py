@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
+from htatui.analysis.core.knobs import knob
+from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import each_rank
 from htatui.analysis.model.call_tree import NODE_SCHEMA, build, depth_first, job_numbers, numbered
 from htatui.analysis.model.op_events import OpEvents
@@ -36,12 +38,35 @@ def launcher_of(nodes: pl.DataFrame, rank: int, name: str, kind: str) -> int | N
 
 @dataclass(frozen=True)
 class OpTreeOptions(CommonOptions):
-    """Call-tree knobs: none beyond the scope (its steps, as in the ops table)."""
+    """Call-tree knobs beyond the scope (its steps, as in the ops table): how much of the tree to
+    print (8 ranks printed 5,982 lines; issue 38 #7). The app's tree folds instead, and shows all."""
+
+    top_k: int | None = knob(
+        None, flag="--top", help="op-tree: each node's heaviest children kept (all: every one)", kind="int", minimum=1
+    )
+    max_depth: int | None = knob(
+        None,
+        flag="--depth",
+        help="op-tree: levels below each rank's top kept (all: every level)",
+        kind="int",
+        minimum=0,
+    )
 
 
-TABLE_COLUMNS: dict[str, pl.DataType] = {
-    ("call_path" if name == "name" else name): dtype for name, dtype in NODE_SCHEMA.items()
-}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec("node", pl.Int64(), "the node's number (one per name and kind under one parent, over all ranks)", "low"),
+    ColumnSpec("parent_node", pl.Int64(), "its parent's number (null at a rank's top level)", "low"),
+    ColumnSpec("depth", pl.Int64(), "levels below the rank's top level", "low"),
+    ColumnSpec("call_path", pl.Utf8(), "the node's name, indented two spaces a level", "id"),
+    ColumnSpec("kind", pl.Utf8(), "op, annotation, runtime …; kernel, memcpy or memset for a device leaf", "low"),
+    ColumnSpec("count", pl.Int64(), "calls merged into the node"),
+    ColumnSpec("cpu_total_us", pl.Float64(), "Σ of the calls' durations on the CPU", "key"),
+    ColumnSpec("cpu_self_us", pl.Float64(), "cpu_total_us minus the time in children"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work the calls launched themselves"),
+    ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work of the node's subtree", "key"),
+)
+TABLE_COLUMNS = SPEC.schema
 """The view's table: the nodes with `name` shown as `call_path`, indented two spaces a level."""
 
 
@@ -82,3 +107,36 @@ def compute(traces: TraceSet, options: OpTreeOptions) -> pl.DataFrame:
     nodes = pl.concat(sorted(parts, key=lambda part: int(part["rank"][0])), how="vertical")
     table = nodes.with_columns(call_path=pl.lit("  ").repeat_by(pl.col("depth")).list.join("") + pl.col("name"))
     return table.select([pl.col(name).cast(dtype) for name, dtype in TABLE_COLUMNS.items()])
+
+
+def table(traces: TraceSet, options: OpTreeOptions) -> NotedTable:
+    """The call tree depth first (`compute`), down to `--depth` and each node's `--top` heaviest
+    children, saying how many nodes that kept."""
+    whole = compute(traces, options)
+    kept = trimmed(whole, options.top_k, options.max_depth)
+    if kept.height == whole.height:
+        return NotedTable(whole)
+    shown = [f"each node's {options.top_k} heaviest children"] if options.top_k is not None else []
+    shown += [f"down to depth {options.max_depth}"] if options.max_depth is not None else []
+    said = f"{', '.join(shown)}: {kept.height:,} of {whole.height:,} nodes (--top all --depth all: every one)"
+    return NotedTable(kept, said)
+
+
+def trimmed(nodes: pl.DataFrame, top_k: int | None, max_depth: int | None) -> pl.DataFrame:
+    """`nodes` (depth first) down to `max_depth`, each parent's `top_k` heaviest children (GPU
+    total, then CPU total) and the rank's `top_k` heaviest top nodes; a node whose parent went goes."""
+    if top_k is None and max_depth is None:
+        return nodes
+    kept = nodes.filter(pl.col("depth") <= max_depth) if max_depth is not None else nodes
+    if top_k is not None:
+        heaviest = pl.int_range(pl.len()).over(
+            "rank", "parent_node", order_by=[-pl.col("gpu_total_us"), -pl.col("cpu_total_us"), pl.col("node")]
+        )
+        kept = kept.filter(heaviest < top_k)
+    # A node stays only under a kept parent: level by level, from the top.
+    alive = kept.filter(pl.col("parent_node").is_null())
+    level = alive
+    while level.height:
+        level = kept.join(level.select("rank", parent_node="node"), on=["rank", "parent_node"], how="semi")
+        alive = pl.concat([alive, level], how="vertical")
+    return nodes.join(alive.select("rank", "node"), on=["rank", "node"], how="semi", maintain_order="left")

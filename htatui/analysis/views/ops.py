@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import gc_paused, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
@@ -26,20 +27,30 @@ from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
 from htatui.analysis.perf import roofline
 from htatui.analysis.perf import table as perf_table
-from htatui.analysis.perf.table import CALL_FIGURES, MODEL_COLUMNS, NO_CALL_FIGURES, TYPES_COLUMN, WORK_KINDS
+from htatui.analysis.perf.table import (
+    CALL_FIGURES,
+    MODEL_COLUMNS,
+    MODEL_SPEC,
+    NO_CALL_FIGURES,
+    TYPES_COLUMN,
+    WORK_KINDS,
+)
 from htatui.trace.model import TraceSet
 from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "name": pl.Utf8(),
-    "kind": pl.Utf8(),
-    "count": pl.Int64(),
-    "cpu_total_us": pl.Float64(),
-    "cpu_self_us": pl.Float64(),
-    "gpu_self_us": pl.Float64(),
-    "gpu_total_us": pl.Float64(),
-}
+OP_KIND = ColumnSpec("kind", pl.Utf8(), "op, annotation, runtime, driver, kernel-launcher, or a device row's kind")
+BASE_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("name", pl.Utf8(), "the row's name (ProfilerStep#N listed as ProfilerStep*)", "id"),
+    OP_KIND,
+    ColumnSpec("input_dims", pl.Utf8(), "--group-by shape: the calls' input shapes as recorded", sentence=True),
+    ColumnSpec("count", pl.Int64(), "calls of the row's name (and shapes)"),
+    ColumnSpec("cpu_total_us", pl.Float64(), "Σ of the calls' durations on the CPU", "key"),
+    ColumnSpec("cpu_self_us", pl.Float64(), "cpu_total_us minus the time in child events"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work the calls launched themselves", "key"),
+    ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work launched by the calls and everything beneath them"),
+)
+COLUMNS = {name: dtype for name, dtype in BASE_SPEC.schema.items() if name != "input_dims"}
 
 
 @dataclass(frozen=True)
@@ -69,11 +80,16 @@ class OpsOptions(CommonOptions):
 
 GROUPS = ("name", "shape")
 SHAPE_COLUMN = "input_dims"
-RATE_COLUMNS: dict[str, pl.DataType] = {
-    "flop_count": pl.Float64(),
-    "tflop_per_s": pl.Float64(),
-    "gb_per_s": pl.Float64(),
-}
+RATE_SPEC = TableColumns(
+    ColumnSpec(
+        "flop_count", pl.Float64(), "--flops: Σ of the calls' FLOPs (the profiler's, or the model's)", label="FLOP"
+    ),
+    ColumnSpec("tflop_per_s", pl.Float64(), "--flops: FLOPs over the GPU time", "key", unit="TFLOP/s", label="TFLOP/s"),
+    ColumnSpec("gb_per_s", pl.Float64(), "--flops: bytes over time, for copies and memsets", unit="GB/s", label="GB/s"),
+)
+RATE_COLUMNS = RATE_SPEC.schema
+SPEC = BASE_SPEC + RATE_SPEC + MODEL_SPEC
+"""Every column the ops table can have; `columns(options)` picks those the options ask for."""
 
 
 def modelled(options: OpsOptions) -> bool:
@@ -336,7 +352,11 @@ def _order(table: pl.DataFrame, options: OpsOptions) -> pl.DataFrame:
     return table
 
 
-TOP_COLUMNS: dict[str, pl.DataType] = {"name": pl.Utf8(), "gpu_self_us": pl.Float64()}
+TOP_SPEC = TableColumns(
+    ColumnSpec("name", pl.Utf8(), "an op that launched GPU work itself", "id"),
+    ColumnSpec("gpu_self_us", pl.Float64(), "Σ over the chosen ranks of the GPU work it launched itself", "key"),
+)
+TOP_COLUMNS = TOP_SPEC.schema
 
 
 def top_by_gpu_self(table: pl.DataFrame, n: int = 10) -> pl.DataFrame:

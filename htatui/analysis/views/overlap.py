@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core import cancel
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.comm_rules import cpu_collective_names
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
@@ -25,7 +26,13 @@ from htatui.analysis.core.stored import summary_rows
 from htatui.analysis.views.kernels import state_durations
 from htatui.trace.model import TraceSet
 
-SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "overlap_pct": pl.Float64()}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec(
+        "overlap_pct", pl.Float64(), "share of the rank's communication time that computation ran beside", "key"
+    ),
+)
+SCHEMA = SPEC.schema
 
 _FLAGS = {COMMUNICATION: 1, COMPUTATION: 2}
 _BOTH = 3

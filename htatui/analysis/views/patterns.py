@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
@@ -29,12 +30,15 @@ from htatui.analysis.model import callstack
 from htatui.analysis.views import ops
 from htatui.trace.model import TraceSet
 
-COLUMNS: dict[str, pl.DataType] = {
-    "pattern": pl.Utf8(),
-    "count": pl.Int64(),
-    "gpu_sum_us": pl.Float64(),
-    "cpu_sum_us": pl.Float64(),
-}
+SPEC = TableColumns(
+    ColumnSpec(
+        "pattern", pl.Utf8(), "the sequence of GPU operations under one call of the operator", "id", sentence=True
+    ),
+    ColumnSpec("count", pl.Int64(), "calls of the operator whose GPU work was this sequence", "key"),
+    ColumnSpec("gpu_sum_us", pl.Float64(), "Σ of the GPU time of those sequences", "key"),
+    ColumnSpec("cpu_sum_us", pl.Float64(), "Σ of the operator calls' CPU time"),
+)
+COLUMNS = SPEC.schema
 
 INDICES_COLUMNS: dict[str, pl.DataType] = {
     "pattern": pl.Utf8(),
@@ -271,7 +275,12 @@ def pattern_indices(traces: TraceSet, options: PatternsOptions) -> pl.DataFrame:
     return _typed(out, INDICES_COLUMNS)
 
 
-OPERATOR_COLUMNS: dict[str, pl.DataType] = {"rank": pl.Int32(), "name": pl.Utf8(), "count": pl.Int64()}
+OPERATOR_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("name", pl.Utf8(), "an operator that launches GPU work (its own or beneath it)", "id"),
+    ColumnSpec("count", pl.Int64(), "its calls on the rank", "key"),
+)
+OPERATOR_COLUMNS = OPERATOR_SPEC.schema
 
 
 def operators(traces: TraceSet, options: PatternsOptions, count: int = 4) -> pl.DataFrame:

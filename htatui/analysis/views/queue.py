@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, STREAM, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
@@ -53,33 +54,43 @@ HTA_ENQUEUE_APIS = (
 )
 """HTA 0.6.1's runtime launch names for the queue (get_runtime_launch_events_mask)."""
 
-SERIES_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "stream": pl.Int64(),
-    "ts_us": pl.Float64(),
-    "queue_length": pl.Int64(),
-}
+SERIES_SPEC = TableColumns(
+    RANK,
+    STREAM,
+    ColumnSpec("ts_us", pl.Float64(), "when the queue length changed", "key"),
+    ColumnSpec(
+        "queue_length", pl.Int64(), "operations launched on the stream and not yet started, from ts_us on", "key"
+    ),
+)
+SERIES_COLUMNS = SERIES_SPEC.schema
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "stream": pl.Int64(),
-    "count": pl.Int64(),
-    "min": pl.Float64(),
-    "max": pl.Float64(),
-    "mean": pl.Float64(),
-    "std": pl.Float64(),
-    "p25": pl.Float64(),
-    "p50": pl.Float64(),
-    "p75": pl.Float64(),
-    "time_weighted_mean": pl.Float64(),
-}
+_QUEUE = "the queue length (launched, not yet started) over its change points"
+SPEC = TableColumns(
+    RANK,
+    STREAM,
+    ColumnSpec("count", pl.Int64(), "change points of the stream's queue length", "low"),
+    ColumnSpec("min", pl.Float64(), f"smallest {_QUEUE}", "low"),
+    ColumnSpec("max", pl.Float64(), f"largest {_QUEUE}", "key"),
+    ColumnSpec("mean", pl.Float64(), f"mean of {_QUEUE} (HTA's)"),
+    ColumnSpec("std", pl.Float64(), f"sample standard deviation of {_QUEUE}", "low"),
+    ColumnSpec("p25", pl.Float64(), f"first quartile of {_QUEUE}", "low"),
+    ColumnSpec("p50", pl.Float64(), f"median of {_QUEUE}"),
+    ColumnSpec("p75", pl.Float64(), f"third quartile of {_QUEUE}", "low"),
+    ColumnSpec(
+        "time_weighted_mean", pl.Float64(), "the queue length averaged over time", "key", label="mean over time"
+    ),
+)
+COLUMNS = SPEC.schema
 
-BLOCKED_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "stream": pl.Int64(),
-    "blocked_us": pl.Float64(),
-    "blocked_pct": pl.Float64(),
-}
+BLOCKED_SPEC = TableColumns(
+    RANK,
+    STREAM,
+    ColumnSpec("blocked_us", pl.Float64(), "time the stream's queue was at or above --max-queue-length", "key"),
+    ColumnSpec("blocked_pct", pl.Float64(), "blocked_us as a share of the rank's queue-series span", "key"),
+)
+BLOCKED_COLUMNS = BLOCKED_SPEC.schema
+
+OVERVIEW_SPEC = SPEC + TableColumns(*BLOCKED_SPEC.specs[2:])
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, STEP, ColumnSpec, TableColumns
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.options import CommonOptions, NotedTable
@@ -23,19 +24,23 @@ from htatui.analysis.core.prepare import prepare, round_like_hta
 from htatui.trace.model import TraceSet
 from htatui.trace.step_sources import step_spans
 
-COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "step": pl.Int64(),
-    "start_us": pl.Float64(),
-    "dur_us": pl.Float64(),
-    "used": pl.Boolean(),
-}
+SPEC = TableColumns(
+    RANK,
+    STEP,
+    ColumnSpec("start_us", pl.Float64(), "the host ProfilerStep span's start (the job's time base)", "key"),
+    ColumnSpec("dur_us", pl.Float64(), "the host ProfilerStep span's length", "key"),
+    ColumnSpec("used", pl.Boolean(), "whether the scope's steps count it", "key"),
+)
+COLUMNS = SPEC.schema
 
-STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "straggler_score": pl.Int64(),
-    "is_straggler": pl.Boolean(),
-}
+STRAGGLER_SPEC = TableColumns(
+    RANK,
+    ColumnSpec(
+        "straggler_score", pl.Int64(), "HTA's score: steps in which the rank was among the latest starters", "key"
+    ),
+    ColumnSpec("is_straggler", pl.Boolean(), "HTA's verdict: among the --num-candidates highest scores", "key"),
+)
+STRAGGLER_COLUMNS = STRAGGLER_SPEC.schema
 
 NOT_ENOUGH_RANKS = "not enough ranks: straggler detection needs ≥ 2"
 

@@ -20,22 +20,30 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMPUTATION, round_like_numpy, typed_gpu
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.stored import summary_rows
 from htatui.trace.model import TraceSet
 
-SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "idle_us": pl.Float64(),
-    "compute_us": pl.Float64(),
-    "non_compute_us": pl.Float64(),
-    "span_us": pl.Float64(),
-    "idle_pct": pl.Float64(),
-    "compute_pct": pl.Float64(),
-    "non_compute_pct": pl.Float64(),
-}
+SPEC = TableColumns(
+    RANK,
+    ColumnSpec("idle_us", pl.Float64(), "GPU span minus the time any kernel, copy or memset ran"),
+    ColumnSpec("compute_us", pl.Float64(), "time a computation kernel ran (overlap with anything else counts here)"),
+    ColumnSpec("non_compute_us", pl.Float64(), "time GPU work ran with no computation kernel (comm, memory, …)"),
+    ColumnSpec(
+        "span_us",
+        pl.Float64(),
+        "the rank's GPU span: first GPU work's start to last GPU work's end in the chosen steps",
+        "key",
+        label="GPU span µs",
+    ),
+    ColumnSpec("idle_pct", pl.Float64(), "idle_us as a share of the GPU span", "key"),
+    ColumnSpec("compute_pct", pl.Float64(), "compute_us as a share of the GPU span", "key"),
+    ColumnSpec("non_compute_pct", pl.Float64(), "non_compute_us as a share of the GPU span", "key"),
+)
+SCHEMA = SPEC.schema
 
 
 @dataclass(frozen=True)

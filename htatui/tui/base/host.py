@@ -33,9 +33,14 @@ class AnalysisHost(Protocol):
     def view_order(self) -> list[tuple[str, str]]: ...
 
     def open_timeline(
-        self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
+        self,
+        rank: int | None = None,
+        start_us: float | None = None,
+        end_us: float | None = None,
+        name: str | None = None,
     ) -> None:
-        """Show the timeline of a rank around a time window (µs, on the views' time base)."""
+        """Show the timeline of a rank around a time window (µs, on the views' time base), the row
+        of the event called `name` there selected."""
 
     @property
     def trace_label(self) -> str: ...
@@ -82,6 +87,8 @@ class PaletteHost(AnalysisHost, Protocol):
     def action_diff(self) -> None: ...
 
     def action_notes(self) -> None: ...
+
+    def action_query(self) -> None: ...
 
     def run_action(self, action: Any, default_namespace: Any = None) -> Any: ...
 

@@ -8,6 +8,7 @@ one line naming the file, and the app shows them in one notification.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import tomllib
 from collections.abc import Callable, Collection, Mapping
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.binding import Binding
+from textual.keys import Keys, _character_to_key
 
 from htatui.sources.user_file import read_user_text
 from htatui.tui.base.binding_catalog import binding_ids, keymap_clashes
@@ -27,6 +29,27 @@ KEYS_TABLE = "keys"
 """The one table the file holds: `[keys]`, binding id = keys."""
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
+
+MODIFIER_ALIASES = {"control": "ctrl", "option": "alt", "opt": "alt", "cmd": "super", "command": "super"}
+
+KEY_ALIASES = {
+    "esc": "escape",
+    "return": "enter",
+    "pgup": "pageup",
+    "page_up": "pageup",
+    "pgdn": "pagedown",
+    "pgdown": "pagedown",
+    "page_down": "pagedown",
+    "del": "delete",
+    "ins": "insert",
+    "bs": "backspace",
+    "spacebar": "space",
+}
+"""Names people write for keys Textual names otherwise (`F1`, `Esc`, `PgUp` → f1, escape, pageup)."""
+
+MAX_KEYS_PER_BINDING = 8
+"""Keys one binding keeps: a keymap naming more (a key repeated 500,000 times took 32 s to start
+and left q unanswered for 70 s) keeps its first different ones, and says so once."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +102,30 @@ def parse_keymap(text: str, source: str, known: Callable[[], Collection[str]]) -
         problem = _entry_problem(binding_id, keys, valid)
         if problem:
             problems.append(f"{source}: {problem} (ignored)")
-        else:
-            keymap[binding_id] = ",".join(key.strip() for key in keys.split(","))
+            continue
+        written = [key.strip() for key in keys.split(",")]
+        different = list(dict.fromkeys(normal_key(key) for key in written))
+        bad = next(((key, why) for key in different if (why := _key_problem(key))), None)
+        if bad is not None:
+            problems.append(f"{source}: {binding_id!r} = {_shown(keys)}: {bad[1]} (ignored)")
+            continue
+        if len(written) > len(different) or len(different) > MAX_KEYS_PER_BINDING:
+            problems.append(f"{source}: {_trimmed(binding_id, len(written), different)}")
+        keymap[binding_id] = ",".join(different[:MAX_KEYS_PER_BINDING])
     return KeymapLoad(keymap, tuple(problems))
+
+
+def _shown(keys: str) -> str:
+    """The keys as written, cut when long (a problem is one line)."""
+    return repr(keys) if len(keys) <= 60 else repr(keys[:57]) + "…"
+
+
+def _trimmed(binding_id: str, written: int, different: list[str]) -> str:
+    kept = different[:MAX_KEYS_PER_BINDING]
+    said = f"{binding_id!r} names {written:,} keys, {len(different):,} different"
+    return f"{said}: kept {', '.join(kept)}" + (
+        f" (at most {MAX_KEYS_PER_BINDING} a binding)" if len(different) > len(kept) else ""
+    )
 
 
 def _entry_problem(binding_id: str, keys: Any, valid: Collection[str]) -> str | None:
@@ -91,15 +135,28 @@ def _entry_problem(binding_id: str, keys: Any, valid: Collection[str]) -> str | 
         return f"unknown binding id {binding_id!r}{hint}"
     if not isinstance(keys, str):
         return f'{binding_id!r} = {keys!r}: keys must be a string such as "R" or "o,ctrl+s"'
-    for key in keys.split(","):
-        problem = _key_problem(key.strip())
-        if problem:
-            return f"{binding_id!r} = {keys!r}: {problem}"
     return None
 
 
+def normal_key(key: str) -> str:
+    """A key as Textual names it: 'F1' → 'f1', 'Ctrl+S' → 'ctrl+s', 'Esc' → 'escape', 'shift+a' → 'A';
+    a character stays as it is ('R' is shift+r)."""
+    if len(key) <= 1 or key.endswith("+") or any(char.isspace() for char in key):
+        return key
+    *modifiers, name = key.split("+")
+    modifiers = [MODIFIER_ALIASES.get(m.lower(), m.lower()) for m in modifiers]
+    if len(name) > 1:
+        name = KEY_ALIASES.get(name.lower(), name.lower())
+    elif modifiers == ["shift"] and name.isalpha():
+        return name.upper()
+    elif "ctrl" in modifiers or "alt" in modifiers:
+        # A terminal sends ctrl+S as ctrl+s: the letter's case is not seen under ctrl.
+        name = name.lower()
+    return "+".join([*modifiers, name])
+
+
 def _key_problem(key: str) -> str | None:
-    """Why `key` is no Textual key name (e.g. "R", "ctrl+s", "f5", "question_mark", "?"), or None."""
+    """Why `key` is no key Textual can produce (e.g. "R", "ctrl+s", "f5", "question_mark", "?" are), or None."""
     if not key:
         return "an empty key"
     if any(char.isspace() for char in key):
@@ -110,7 +167,19 @@ def _key_problem(key: str) -> str | None:
     unknown = [modifier for modifier in modifiers if modifier not in MODIFIERS]
     if unknown:
         return f"key {key!r}: {unknown[0]!r} is no modifier ({', '.join(MODIFIERS)})"
-    return None
+    if len(name) == 1 and name.isprintable() or name in key_names():
+        return None
+    close = difflib.get_close_matches(name, key_names(), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else " (keys: a character, f1…f24, enter, escape, pageup, …)"
+    return f"key {key!r} is no key a terminal sends Textual{hint}"
+
+
+@functools.cache
+def key_names() -> frozenset[str]:
+    """The key names Textual gives what a terminal sends: its named keys and each character's name."""
+    named = {key.value for key in Keys if "+" not in key.value and not key.value.startswith("<")}
+    characters = {_character_to_key(chr(code)) for code in range(33, 127)}
+    return frozenset(named - {"ctrl-at", "return"} | characters)
 
 
 def _one_line(error: Exception) -> str:

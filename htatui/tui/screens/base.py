@@ -252,8 +252,15 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         row = pane.table.selected_row() if pane is not None else None
         return row_target(self.hta.traces, row) if self.hta.traces is not None else (None, None, None)
 
+    def timeline_name(self) -> str | None:
+        """The name of the event the highlighted row stands for (the timeline selects its row)."""
+        from htatui.analysis.timeline.events import row_event_name
+
+        pane = self._focused_pane()
+        return row_event_name(pane.table.selected_row() if pane is not None else None)
+
     def action_open_timeline(self) -> None:
-        self.hta.open_timeline(*self.timeline_target())
+        self.hta.open_timeline(*self.timeline_target(), name=self.timeline_name())
 
     def charts(self) -> list[Chart]:
         return list(self.query(Chart))

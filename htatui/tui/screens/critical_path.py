@@ -52,18 +52,13 @@ def edge_kind(edge_type: str) -> str:
 
 
 PATH_COLUMNS = {
-    "name": ColumnHint(width=22, short_names=True, priority=0),
-    "edge_type": ColumnHint(width=12, transform=edge_kind, priority=0),
-    "duration_us": ColumnHint(priority=0),
-    "bound_by": ColumnHint(width=18, priority=0),
-    "end_us": ColumnHint(priority=2),
-    "index": ColumnHint(priority=3),
+    "name": ColumnHint(width=22, short_names=True),
+    "edge_type": ColumnHint(width=12, transform=edge_kind),
+    "bound_by": ColumnHint(width=18),
 }
 EVENT_COLUMNS = {
-    "name": ColumnHint(width=24, short_names=True, priority=0),
-    "time_us": ColumnHint(priority=0),
-    "bound_by": ColumnHint(width=23, priority=0),
-    "index": ColumnHint(priority=3),
+    "name": ColumnHint(width=24, short_names=True),
+    "bound_by": ColumnHint(width=23),
 }
 NO_PATH = "No critical path on this rank."
 PICK = "Change the rank, annotation or instance above, or the step (, . a)."

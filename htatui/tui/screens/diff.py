@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
 
+from htatui.analysis.core.columns import derived_label
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diff import compare as diff
 from htatui.analysis.diff import summary as diff_summary
@@ -36,7 +37,7 @@ from htatui.text.numbers import cell_text
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.footer import FitFooter
-from htatui.tui.widgets.table import Column, default_label
+from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
 
 GLYPHS = {"added": "+", "removed": "−", "slower": "▲", "faster": "▼", "unchanged": "="}
@@ -483,7 +484,7 @@ class DiffScreen(JobRunner, Screen[None]):
         if summary is None:
             pane.show(pl.DataFrame(), empty=f"The headline views could not be computed: {error}")
             return
-        labels = [f"{view} · {default_label(metric)}" for view, metric in summary.select("view", "metric").iter_rows()]
+        labels = [f"{view} · {derived_label(metric)}" for view, metric in summary.select("view", "metric").iter_rows()]
         frame = summary.with_columns(label=pl.Series(labels, dtype=pl.Utf8))
         width = max(24, min(44, self.size.width - 50))
         columns = [

@@ -42,7 +42,6 @@ class KernelsScreen(PageScreen):
             columns={
                 "name": ColumnHint(width=32, short_names=True),
                 "kernel_type": ColumnHint(width=4, transform=short_type),
-                "sum_us": ColumnHint(priority=0),
             },
         ),
         TYPES: Pane("Kernel-type states", "", columns={"kernel_type": ColumnHint(width=40)}),

@@ -16,7 +16,7 @@ from htatui.tui.widgets.options import OptionsBar
 from htatui.tui.widgets.table import ColumnHint
 
 SUMMARY = PageTable("launch", "summary")
-OUTLIER_COLUMNS = {"kernel": ColumnHint(width=30, short_names=True), "launch_delay_us": ColumnHint(priority=0)}
+OUTLIER_COLUMNS = {"kernel": ColumnHint(width=30, short_names=True)}
 OUTLIERS = {
     PageTable("launch", "short-kernels"): Pane(
         "Short kernels: gpu < cpu ≤ runtime cutoff",

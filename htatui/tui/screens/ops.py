@@ -39,7 +39,7 @@ class OpsScreen(PageScreen):
             NO_OPS,
             sort="gpu_self_us",
             row_limit=300,
-            columns={"name": ColumnHint(width=30), "gpu_self_us": ColumnHint(priority=0)},
+            columns={"name": ColumnHint(width=30)},
         ),
     }
     VIEW_TITLE: ClassVar[str] = "Ops"

@@ -133,7 +133,9 @@ class PageScreen(ViewScreen["PageResult"]):
     def show_table(self, table: PageTable) -> None:
         """(Re)fill one table's pane from the last result."""
         if self.result is not None:
-            self.query_one(f"#{pane_id(table)}", TablePane).show_table(self.result.tables[table], self.pane_spec(table))
+            declared = view(table.view).table(table.table).columns
+            pane = self.query_one(f"#{pane_id(table)}", TablePane)
+            pane.show_table(self.result.tables[table], self.pane_spec(table), declared)
 
     def pane_spec(self, table: PageTable) -> Pane:
         """How the table is shown now (a screen with a display toggle gives other hints)."""

@@ -23,7 +23,7 @@ PHASES = PageTable("stragglers", "phases")
 COLLECTIVES = PageTable("collectives")
 
 METRIC_LABELS = {
-    "step_us": "step time",
+    "step_us": "host step time",
     "gpu_busy_us": "GPU busy",
     "gpu_idle_us": "GPU idle",
     "comm_us": "communication",
@@ -39,11 +39,18 @@ CELL_WIDTH = 11
 MAX_HEAT_RANKS = 64
 
 
+MIN_SPREAD = 0.10
+"""The scale spans at least this share of the matrix's largest value: 16.37 and 16.38 ms are one
+level, not the two ends of it (issue 38 #6)."""
+
+
 def heat_level(value: float, low: float, high: float) -> int:
-    """0..4: where value lies between the matrix's low and high (all 0 when they are equal)."""
+    """0..4: where value lies between the matrix's low and high, the range at least MIN_SPREAD of
+    the high (all 0 when every value is equal)."""
     if high <= low:
         return 0
-    return min(len(GLYPHS) - 1, int((value - low) / (high - low) * len(GLYPHS)))
+    low = min(low, high - MIN_SPREAD * abs(high))
+    return max(0, min(len(GLYPHS) - 1, int((value - low) / (high - low) * len(GLYPHS))))
 
 
 def heat_map_text(
@@ -97,13 +104,7 @@ class RanksScreen(PageScreen):
         STRAGGLERS: Pane(
             "Stragglers",
             "No rank made the others wait.",
-            columns={
-                "delay_us": ColumnHint(priority=0),
-                "cause": ColumnHint(width=48, cut_end=True, priority=0),
-                "steps": ColumnHint(width=10, priority=2),
-                "delay_pct": ColumnHint(priority=2),
-                **{name: ColumnHint(priority=3) for name in ("calls_last", "cause_phase", "cause_excess_us")},
-            },
+            columns={"steps": ColumnHint(width=10)},
         ),
         PHASES: Pane("Phases", "", sort="excess_us", columns={"phase": ColumnHint(width=32)}),
         COLLECTIVES: Pane(

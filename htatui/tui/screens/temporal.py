@@ -9,7 +9,6 @@ from textual.app import ComposeResult
 from htatui.analysis.registry import PageTable
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.chart import BarRows, Chart, Series
-from htatui.tui.widgets.table import ColumnHint
 
 BREAKDOWN = PageTable("temporal")
 
@@ -27,7 +26,6 @@ class TemporalScreen(PageScreen):
             NO_GPU,
             sort="rank",
             descending=False,
-            columns={"idle_pct": ColumnHint(priority=0), "span_us": ColumnHint(priority=0)},
         ),
     }
     VIEW_TITLE: ClassVar[str] = "Temporal"

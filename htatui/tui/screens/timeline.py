@@ -25,6 +25,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
+from htatui.analysis.core.names import readable_name, shorten_name
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.timeline import events as tle
 from htatui.analysis.timeline import index as tl
@@ -107,21 +108,26 @@ class TimePrompt(ModalScreen[tuple[float, float] | None]):
 
 
 LEGEND_NAMES = {
-    tl.COMPUTE: "compute",
-    tl.COMM: "comm",
-    tl.MEMCPY: "memcpy",
-    tl.MEMSET: "memset",
-    tl.OP: "op",
-    tl.ANNOTATION: "annot",
-    tl.RUNTIME: "runtime",
+    tl.COMPUTE: ("compute", "comp"),
+    tl.COMM: ("comm", "comm"),
+    tl.MEMCPY: ("memcpy", "cpy"),
+    tl.MEMSET: ("memset", "set"),
+    tl.OP: ("op", "op"),
+    tl.ANNOTATION: ("annot", "ann"),
+    tl.RUNTIME: ("runtime", "rt"),
 }
-"""What the legend calls each cell type (short, so the line fits 80 columns; the rare X other last)."""
+"""What the legend calls each cell type, long and short (the rare X other last)."""
 
 
-def legend_text() -> str:
-    """The letters the canvas draws, on one line: the types, idle, and what lower case means."""
-    kinds = " ".join(f"{tl.GLYPHS[kind]} {name}" for kind, name in LEGEND_NAMES.items())
-    return f" {kinds} {tl.STREAM_IDLE} idle · lower <½ busy · {tl.GLYPHS[tl.OTHER]} other"
+def legend_text(width: int = 80) -> str:
+    """The letters the canvas draws, on one line of `width`: the types, idle, what lower case
+    means; shorter names where the long ones do not fit (91 cells did not fit 80, issue 38 #5)."""
+    for short in (False, True):
+        kinds = " ".join(f"{tl.GLYPHS[kind]} {names[short]}" for kind, names in LEGEND_NAMES.items())
+        text = f" {kinds} {tl.STREAM_IDLE} idle · lower <½ busy · {tl.GLYPHS[tl.OTHER]} other"
+        if len(text) <= width:
+            break
+    return text
 
 
 class TimelineCanvas(Widget, can_focus=True):
@@ -192,9 +198,17 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         Binding("escape", "back", "Back", tooltip="Back to the table (or cancel)", id="timeline.back"),
     ]
 
-    def __init__(self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None) -> None:
+    def __init__(
+        self,
+        rank: int | None = None,
+        start_us: float | None = None,
+        end_us: float | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__()
         self.target = (rank, start_us, end_us)
+        self.target_name = name
+        """The event the opening table row named: its own row is selected (a kernel's stream)."""
         self.data: TimelineData | None = None
         self.start_us = 0.0
         self.end_us = 1.0
@@ -286,11 +300,21 @@ class TimelineScreen(ViewScreen["TimelineData"]):
             rows = [i for i, (index, row) in enumerate(self.rows) if index.rank == rank]
             streams = [i for i in rows if self.rows[i][0].rows[self.rows[i][1]].kind == tl.STREAM]
             ordered = streams + [i for i in rows if i not in streams]
-            # The row with an event under the cursor (the kernel or launch the row named), else
-            # the rank's first stream.
+            # The row whose event under the cursor is the one the table row named (issue 38 #3:
+            # a kernel's own stream, not another stream busy then), else any row busy there,
+            # else the rank's first stream.
             probe = (self.cursor_us, self.cursor_us + 1e-6)
-            busy = [i for i in ordered if start is not None and tle.event_at(*self.rows[i], *probe)]
-            self.cursor_row = (busy or ordered or [0])[0]
+            under = {i: tle.event_at(*self.rows[i], *probe) for i in ordered} if start is not None else {}
+            named = [i for i, event in under.items() if event is not None and self._names_target(event)]
+            busy = [i for i, event in under.items() if event is not None]
+            self.cursor_row = (named or busy or ordered or [0])[0]
+
+    def _names_target(self, event: dict[str, Any]) -> bool:
+        wanted = self.target_name
+        if wanted is None:
+            return False
+        name = str(event.get("name", ""))
+        return wanted in (name, shorten_name(name), readable_name(name))
 
     # ---- drawing ------------------------------------------------------------------------
     def _label(self, index: tl.RankIndex, row: int) -> str:
@@ -546,4 +570,5 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         return action not in ("filter", "open_timeline")
 
     def on_resize(self) -> None:
+        self.query_one("#timeline-legend", Static).update(legend_text(self.size.width))
         self.call_after_refresh(self._update_details)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from rich.text import Text
@@ -9,6 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from htatui.analysis.registry import PAGES
+from htatui.text.names import middle_cut
 from htatui.tui.base.host import AnalysisHost
 
 NUMBERED_PAGES = 10
@@ -98,18 +100,62 @@ class StatusBar(Widget):
     def render(self) -> Text:
         app = self.app
         text = Text(no_wrap=True, overflow="ellipsis")
+        label, ranks, steps = "", "", ""
+        notes: list[tuple[str, str]] = []
         if isinstance(app, AnalysisHost):
-            text.append(f" {app.trace_label}", style="bold")
-            text.append(f" │ ranks {app.ranks_label}")
-            # Skipped files and notes last after the toasts fade; before the (long) steps text, so
-            # a narrow line cuts the steps rather than them.
+            label, ranks, steps = app.trace_label, app.ranks_label, self.steps or app.steps_label
+            # Skipped files and notes last after the toasts fade.
             skipped = len(app.traces.problems) if app.traces is not None else 0
             if skipped:
-                text.append(f" │ ⚠ {skipped} file{'s' if skipped > 1 else ''} skipped (N)", style="bold")
+                notes.append((f" │ ⚠ {skipped} file{'s' if skipped > 1 else ''} skipped (N)", "bold"))
             if app.load_notes:
                 count = len(app.load_notes)
-                text.append(f" │ {count} load note{'s' if count > 1 else ''} (N)", style="italic")
-            text.append(f" │ {self.steps or app.steps_label}")
-        if self.state:
-            text.append(f" │ {self.state}", style="italic")
+                notes.append((f" │ {count} load note{'s' if count > 1 else ''} (N)", "italic"))
+        for piece, style in status_pieces(label, ranks, notes, steps, self.state, self.size.width):
+            text.append(piece, style=style)
         return text
+
+
+def status_pieces(
+    label: str, ranks: str, notes: list[tuple[str, str]], steps: str, state: str, width: int
+) -> list[tuple[str, str]]:
+    """The status line as (text, style) pieces that fit `width` where they can: the trace's name is
+    cut first, then the state's words in parentheses, then the state, then the steps' words
+    (`step 4 of 2-4 (, . another · a all)` → `step 4 of 2-4 (, . a)`), so the steps and the keys
+    that move them are cut last (issue 38 #5)."""
+
+    def pieces(name: str, steps_text: str, state_text: str) -> list[tuple[str, str]]:
+        found = [(f" {name}", "bold"), (f" │ ranks {ranks}", "")] if name or ranks else []
+        found += notes + ([(f" │ {steps_text}", "")] if steps_text else [])
+        return found + ([(f" │ {state_text}", "italic")] if state_text else [])
+
+    short_name = middle_cut(label, SHORT_NAME)
+    tries = [
+        pieces(label, steps, state),
+        pieces(short_name, steps, state),
+        pieces(short_name, steps, _bare(state)),
+        pieces(short_name, steps, ""),
+        pieces(short_name, _keys_only(steps), ""),
+        pieces(short_name, _bare(steps), ""),
+    ]
+    return next((found for found in tries if sum(len(text) for text, _ in found) <= width), tries[-1])
+
+
+SHORT_NAME = 16
+"""The trace's name is cut to this when the status line does not fit."""
+
+
+def _bare(text: str) -> str:
+    """`text` without its words in parentheses: 'computing… (esc cancels)' → 'computing…'."""
+    return re.sub(r"\s*\([^()]*\)", "", text).strip()
+
+
+def _keys_only(text: str) -> str:
+    """A parenthesis of keys kept, its words dropped: 'step 4 of 2-4 (, . another · a all)' →
+    'step 4 of 2-4 (, . a)'; a parenthesis without keys goes."""
+    match = re.search(r"\(([^()]*)\)", text)
+    if match is None or "·" not in match.group(1):
+        return _bare(text)
+    keys = [part.split()[:-1] if len(part.split()) > 1 else part.split() for part in match.group(1).split("·")]
+    shown = " ".join(" ".join(words) for words in keys if words)
+    return f"{text[: match.start()].rstrip()} ({shown})"

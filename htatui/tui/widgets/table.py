@@ -16,7 +16,8 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.columns import Importance, TableColumns, specs_for
+from htatui.analysis.core.names import readable_name
 from htatui.text.names import SHORT_LEVEL, fit_names, middle_cut
 from htatui.text.numbers import cell_text
 
@@ -47,7 +48,7 @@ MAX_CELL_SOURCE_CHARS = 4_096
 
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
-    return shorten_name(name) or name
+    return readable_name(name)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,13 @@ class ColumnHint:
     short_names: bool = False
     transform: Callable[[str], str] | None = None
     cut_end: bool = False
-    priority: int = 1
+    priority: int | None = None
+    """None: from the column's declared importance (`ColumnSpec`); a number overrides it where a
+    screen's toggle changes what comes first (Idle's %/µs)."""
+
+
+PRIORITY: dict[Importance, int] = {"id": 0, "key": 0, "normal": 1, "low": 2}
+"""A declared importance as a Column priority: what says what a row is and the answer stay."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class Column:
     priority: int = 1
     """Columns that do not fit the table's width are left out highest priority number first
     (rightmost first among equals); 0 is never left out, nor is the first column."""
+    unit: str = ""
+    """µs, %, … (how a tiny number reads, `cell_text`)."""
 
     @property
     def numeric(self) -> bool:
@@ -88,7 +97,7 @@ class Column:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return Text("–", justify="right" if self.numeric else "left", style="dim")
         if self.numeric:
-            return Text(cell_text(value), justify="right")
+            return Text(cell_text(value, self.unit), justify="right")
         text = value if isinstance(value, str) else cell_text(value)
         if len(text) > MAX_CELL_SOURCE_CHARS:
             # Shortening nested templates is quadratic in the name's length and no cell shows
@@ -98,7 +107,8 @@ class Column:
             text = short_kernel_name(text)
         if self.transform is not None:
             text = self.transform(text)
-        width = self.width or NAME_WIDTH
+        # An answer in words starts whole; the table cuts it only when nothing else can go.
+        width = self.width or (len(text) if _answer_in_words(self) else NAME_WIDTH)
         if self.cut_end and len(text) > width:
             return Text(text[: width - 1] + "…")
         return Text(middle_cut(text, width))
@@ -120,36 +130,32 @@ def fitted_width(column: Column, cells: Sequence[Text]) -> int | None:
     return max([column.width, *(cell.cell_len for cell in cells)])
 
 
-def auto_columns(frame: pl.DataFrame, hints: Mapping[str, ColumnHint] | None = None) -> list[Column]:
-    """Every column of `frame`, in its order, labelled from its name (units from the suffix:
-    `_us`, `_pct`, `_gbps`), numbers written as `report` writes them; `hints` only shape the display."""
+def auto_columns(
+    frame: pl.DataFrame, hints: Mapping[str, ColumnHint] | None = None, declared: TableColumns | None = None
+) -> list[Column]:
+    """Every column of `frame`, in its order, labelled and ranked as its table declares (`report`
+    prints the same labels; undeclared columns: from the name), numbers written as `report`
+    writes them; `hints` only shape the display."""
     hints = hints or {}
     columns: list[Column] = []
-    for name, dtype in frame.schema.items():
+    for spec in specs_for(frame, declared):
+        dtype = frame.schema[spec.name]
         fmt = "int" if dtype.is_integer() else "float" if dtype.is_numeric() else "text"
-        hint = hints.get(name, ColumnHint())
+        hint = hints.get(spec.name, ColumnHint())
         columns.append(
             Column(
-                name,
-                default_label(name),
+                spec.name,
+                spec.header(),
                 fmt,
                 width=hint.width,
                 short_names=hint.short_names,
                 transform=hint.transform,
-                cut_end=hint.cut_end,
-                priority=hint.priority,
+                cut_end=hint.cut_end or spec.sentence,
+                priority=PRIORITY[spec.importance] if hint.priority is None else hint.priority,
+                unit=spec.shown_unit,
             )
         )
     return columns
-
-
-def default_label(name: str) -> str:
-    """'idle_time_us' → 'idle time (µs)'; 'bw_gbps' → 'bw (GB/s)'."""
-    units = {"_us": "µs", "_pct": "%", "_gbps": "GB/s", "_ms": "ms", "_bytes": "B"}
-    for suffix, unit in units.items():
-        if name.endswith(suffix):
-            return f"{name[: -len(suffix)].replace('_', ' ')} ({unit})"
-    return name.replace("_", " ")
 
 
 class ViewTable(DataTable[Text]):
@@ -213,6 +219,8 @@ class ViewTable(DataTable[Text]):
     def __init__(self, title: str = "", *, row_limit: int = ROW_LIMIT, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.title = title
+        self.note = ""
+        """A sentence beside the title (how the table was made); cut first when the title is too wide."""
         self.row_limit = row_limit
         self.columns_spec: list[Column] = []
         self.source = pl.DataFrame()
@@ -290,6 +298,7 @@ class ViewTable(DataTable[Text]):
             self._shrink_text_columns(columns, widths, cells)
         kept = self._columns_that_fit(widths)
         if self._fitted_for > 0:
+            self._cut_answer_to_fit(kept, columns, widths, cells)
             self._widen_text_columns(kept, columns, widths, cells)
         self.left_out = [c.label for i, c in enumerate(self.columns_spec) if i not in kept]
         for index in kept:
@@ -337,7 +346,7 @@ class ViewTable(DataTable[Text]):
         self._mark_cursor_row()
 
     def _update_title(self, matching: int) -> None:
-        parts = [self.title] if self.title else []
+        parts: list[str] = []
         total, shown = self.source.height, self.shown.height
         if self.filter_text:
             parts.append(f"/{self.filter_text}: {matching:,} of {total:,} match")
@@ -350,7 +359,7 @@ class ViewTable(DataTable[Text]):
         hidden = self.hidden_columns()
         if hidden:
             parts.append(f"→ {hidden} more column{'s' if hidden > 1 else ''}")
-        self.border_title = " · ".join(parts)
+        self.border_title = fitted_title(self.title, self.note, parts, self.size.width - TITLE_EDGES)
         self._matching = matching
 
     def _columns_that_fit(self, widths: list[int]) -> list[int]:
@@ -385,8 +394,22 @@ class ViewTable(DataTable[Text]):
         if self.show_all_columns or self._spare_width(list(range(len(columns))), widths) >= 0:
             return
         for index, column in enumerate(columns):
-            if not column.numeric and widths[index] > MIN_NAME_WIDTH:
+            if not column.numeric and widths[index] > MIN_NAME_WIDTH and not _answer_in_words(column):
                 self._set_text_width(index, MIN_NAME_WIDTH, columns, widths, cells)
+
+    def _cut_answer_to_fit(
+        self, kept: list[int], columns: list[Column], widths: list[int], cells: list[list[Text]]
+    ) -> None:
+        """An answer in words (a straggler's cause) kept whole while other columns went is cut at
+        its end to the width left, once nothing else can go."""
+        spare = self._spare_width(kept, widths)
+        for index in kept:
+            if spare >= 0 or self.show_all_columns:
+                return
+            if _answer_in_words(columns[index]):
+                before = widths[index]
+                self._set_text_width(index, max(MIN_NAME_WIDTH, before + spare), columns, widths, cells)
+                spare += before - widths[index]
 
     def _widen_text_columns(
         self, kept: list[int], columns: list[Column], widths: list[int], cells: list[list[Text]]
@@ -525,6 +548,31 @@ class ViewTable(DataTable[Text]):
             self.sort_key = key
             self.descending = next((c.numeric for c in self.columns_spec if c.key == key), True)
         self._rebuild(keep_cursor=False)
+
+
+TITLE_EDGES = 4
+"""Cells of a border title's frame: the rule's ends and a space each side."""
+
+
+def fitted_title(title: str, note: str, counts: Sequence[str], width: int) -> str:
+    """`title · note · counts…` in `width` cells: the note is cut at its end first, then left out,
+    so what the table holds and how much of it shows (`showing 200 of 5,000`, `3 more columns (w)`)
+    are never cut (issue 38 #5)."""
+    head = [title] if title else []
+    whole = " · ".join([*head, *([note] if note else []), *counts])
+    if len(whole) <= width or not note or width <= 0:
+        return whole
+    bare = " · ".join([*head, *counts])
+    room = width - len(bare) - 3
+    if room < 12:
+        return bare
+    cut = note[: room - 1].rstrip() + "…"
+    return " · ".join([*head, cut, *counts])
+
+
+def _answer_in_words(column: Column) -> bool:
+    """A sentence the table exists for: never left out, and cut only when nothing else can go."""
+    return column.cut_end and column.priority == 0 and not column.numeric
 
 
 def _plain(value: Any) -> str:

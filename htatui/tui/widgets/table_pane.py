@@ -15,6 +15,7 @@ from htatui.tui.widgets.filter_bar import FilterBar
 from htatui.tui.widgets.table import ROW_LIMIT, Column, ViewTable, auto_columns
 
 if TYPE_CHECKING:
+    from htatui.analysis.core.columns import TableColumns
     from htatui.analysis.core.options import NotedTable
     from htatui.tui.screens.page import Pane
 
@@ -88,17 +89,17 @@ class TablePane(Vertical):
         self.table.set_frame(frame, columns, sort=sort, descending=descending)
         note.border_title = self.table.title
 
-    def show_table(self, output: NotedTable, pane: Pane) -> None:
-        """Show a registered table: every column, labelled from its name; its sentence says why
-        it is empty, or stands in the title beside it."""
-        title = pane.title if output.frame.height == 0 or not output.message else f"{pane.title} · {output.message}"
-        self.table.title = title
+    def show_table(self, output: NotedTable, pane: Pane, declared: TableColumns | None = None) -> None:
+        """Show a registered table: every column, labelled and ranked as `declared` (its columns'
+        specs); its sentence says why it is empty, or stands in the title beside it."""
+        self.table.title = pane.title
+        self.table.note = output.message or "" if output.frame.height else ""
         empty = sentence(output.message) if output.message else pane.empty
         if pane.hint and output.frame.height == 0:
             empty = f"{empty} {pane.hint}"
         self.show(
             output.frame,
-            auto_columns(output.frame, pane.columns),
+            auto_columns(output.frame, pane.columns, declared),
             empty=empty,
             sort=pane.sort,
             descending=pane.descending,

@@ -18,6 +18,7 @@ from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.views.critical_path.columns import SUMMARY_SPEC, TOP_SPEC
 from htatui.analysis.views.critical_path.job import JobPart, job_part
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
@@ -26,21 +27,13 @@ from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet, with_details
 
-SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+SUMMARY_SCHEMA = SUMMARY_SPEC.schema
 NOTHING_TO_FOLLOW = "no op, runtime call or GPU work with a duration in the window"
 
 WHAT_IF_EVENTS = 10
 """How many of the path's longest events the what-if tables try (one longest-path solve each)."""
 
-TOP_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "index": pl.Int64(),
-    "name": pl.Utf8(),
-    "bound_by": pl.Utf8(),
-    "time_us": pl.Float64(),
-    "pct": pl.Float64(),
-    "edges": pl.Int64(),
-}
+TOP_SCHEMA = TOP_SPEC.schema
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.views.critical_path import device, graph, longest
+from htatui.analysis.views.critical_path.columns import PATH_SPEC
 from htatui.analysis.views.critical_path.graph import (
     DEPENDENCY,
     EDGE_TYPES,
@@ -21,19 +22,7 @@ from htatui.analysis.views.critical_path.graph import (
 )
 from htatui.analysis.views.critical_path.window import Window, clip
 
-PATH_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "step": pl.Int64(),
-    "name": pl.Utf8(),
-    "edge_type": pl.Utf8(),
-    "start_us": pl.Float64(),
-    "end_us": pl.Float64(),
-    "duration_us": pl.Float64(),
-    "bound_by": pl.Utf8(),
-    "index": pl.Int64(),
-}
-"""One row per path edge, in path order: the event charged (`index` in the file; null for
-dependency and sync edges), the edge's kind, its span and weight, and what bounds it."""
+PATH_SCHEMA = PATH_SPEC.schema
 
 
 @dataclass(frozen=True)

@@ -12,20 +12,11 @@ import numpy as np
 import polars as pl
 
 from htatui.analysis.views.critical_path import longest
+from htatui.analysis.views.critical_path.columns import RANK_WHAT_IF_SPEC, WHAT_IF_SPEC
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR
 from htatui.analysis.views.critical_path.path import RankGraph
 
-WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "name": pl.Utf8(),
-    "bound_by": pl.Utf8(),
-    "time_us": pl.Float64(),
-    "path_us": pl.Float64(),
-    "path_if_faster_us": pl.Float64(),
-    "saved_us": pl.Float64(),
-    "saved_pct": pl.Float64(),
-}
-"""One row per event tried: its time on the path, the path's length now and with the event faster."""
+WHAT_IF_SCHEMA = WHAT_IF_SPEC.schema
 
 
 def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int, others_us: float = -np.inf) -> pl.DataFrame:
@@ -57,17 +48,7 @@ def what_if(g: RankGraph, top: pl.DataFrame, faster_pct: float, count: int, othe
     return table.select([pl.col(c).cast(t) for c, t in WHAT_IF_SCHEMA.items()])
 
 
-RANK_WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "own_path_us": pl.Float64(),
-    "median_own_path_us": pl.Float64(),
-    "job_path_us": pl.Float64(),
-    "job_path_if_median_us": pl.Float64(),
-    "saved_us": pl.Float64(),
-    "saved_pct": pl.Float64(),
-}
-"""One row per rank: its own path (its edges alone, collectives weighing their transfer), the
-median of those, and the job's path with that rank's own work scaled to the median's length."""
+RANK_WHAT_IF_SCHEMA = RANK_WHAT_IF_SPEC.schema
 
 
 def _solve_subset(src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> float:

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.views.ranks.meeting import busbw_factor
 from htatui.trace.model import TraceSet
 
-COLLECTIVE_COLUMNS: dict[str, pl.DataType] = {
-    "pg": pl.Utf8(),
-    "kind": pl.Utf8(),
-    "ranks": pl.Int64(),
-    "group_size": pl.Int64(),
-    "calls": pl.Int64(),
-    "msg_bytes": pl.Float64(),
-    "total_bytes": pl.Float64(),
-    "dur_us": pl.Float64(),
-    "total_dur_us": pl.Float64(),
-    "algbw_gbps": pl.Float64(),
-    "busbw_gbps": pl.Float64(),
-    "skew_mean_us": pl.Float64(),
-    "skew_max_us": pl.Float64(),
-    "msg_bytes_from": pl.Utf8(),
-}
+COLLECTIVE_SPEC = TableColumns(
+    ColumnSpec("pg", pl.Utf8(), "the process group (its name or ranks as recorded)", "id"),
+    ColumnSpec("kind", pl.Utf8(), "the collective (all_reduce, all_gather …)", "id"),
+    ColumnSpec("ranks", pl.Int64(), "chosen ranks that took part", "low"),
+    ColumnSpec("group_size", pl.Int64(), "ranks in the process group (busbw's n)", "low"),
+    ColumnSpec("calls", pl.Int64(), "calls per rank (the most any rank made)"),
+    ColumnSpec("msg_bytes", pl.Float64(), "mean message size of a call", unit="B", label="msg B"),
+    ColumnSpec("total_bytes", pl.Float64(), "Σ of the calls' message sizes", "low", unit="B", label="total B"),
+    ColumnSpec("dur_us", pl.Float64(), "mean duration of a call"),
+    ColumnSpec("total_dur_us", pl.Float64(), "Σ of the calls' durations", "key"),
+    ColumnSpec("algbw_gbps", pl.Float64(), "algorithm bandwidth: message bytes / duration"),
+    ColumnSpec("busbw_gbps", pl.Float64(), "bus bandwidth: algbw × the collective's factor for group_size", "key"),
+    ColumnSpec("skew_mean_us", pl.Float64(), "mean over calls of the longest wait of a rank for the last to arrive"),
+    ColumnSpec("skew_max_us", pl.Float64(), "the longest such wait", "key"),
+    ColumnSpec("msg_bytes_from", pl.Utf8(), "where the bytes come from: message args or op input shapes", "low"),
+)
+COLLECTIVE_COLUMNS = COLLECTIVE_SPEC.schema
 
 
 def collective_table(calls: pl.DataFrame, delays: pl.DataFrame, traces: TraceSet) -> pl.DataFrame:

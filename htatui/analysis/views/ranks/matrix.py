@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, STEP, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.views.ranks.meeting import KERNELS
 
-MATRIX_BASE: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "step": pl.Int64(),
-    "step_us": pl.Float64(),
-    "gpu_busy_us": pl.Float64(),
-    "gpu_idle_us": pl.Float64(),
-    "comm_us": pl.Float64(),
-    "wait_us": pl.Float64(),
-}
+MATRIX_SPEC = TableColumns(
+    RANK,
+    STEP,
+    ColumnSpec(
+        "step_us", pl.Float64(), "the host ProfilerStep span's length (what the step took)", "key", label="step µs"
+    ),
+    ColumnSpec("gpu_busy_us", pl.Float64(), "time in the step any GPU work ran"),
+    ColumnSpec("gpu_idle_us", pl.Float64(), "step_us minus gpu_busy_us"),
+    ColumnSpec("comm_us", pl.Float64(), "time in the step a collective ran (kernels, or CPU calls without them)"),
+    ColumnSpec("wait_us", pl.Float64(), "Σ of the rank's waits at collectives for the last rank to arrive", "key"),
+    ColumnSpec("*_us", pl.Float64(), "time in the step in the CPU phase the column is named after", "low"),
+)
+MATRIX_BASE = MATRIX_SPEC.schema
 """The fixed columns of the rank × step matrix; one `<phase>_us` column per CPU phase follows."""
 
 

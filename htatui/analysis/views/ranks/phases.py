@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.core.kernel_types import COMPUTATION
-from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.names import readable_name
 from htatui.trace.step_sources import is_step_row, step_source
 
 GPU_COMPUTE = "GPU compute"
@@ -20,12 +21,13 @@ MAX_CPU_PHASES = 12
 """CPU phases shown by name (by total time); the rest are summed as OTHER_CPU_OPS."""
 
 
-PHASE_COLUMNS: dict[str, pl.DataType] = {
-    "phase": pl.Utf8(),
-    "rank_us": pl.Float64(),
-    "others_median_us": pl.Float64(),
-    "excess_us": pl.Float64(),
-}
+PHASE_SPEC = TableColumns(
+    ColumnSpec("phase", pl.Utf8(), "a CPU phase of the step (a ProfilerStep child), GPU compute or comm", "id"),
+    ColumnSpec("rank_us", pl.Float64(), "the straggler's time in the phase over the steps it held up", "key"),
+    ColumnSpec("others_median_us", pl.Float64(), "the other ranks' median time in it over those steps"),
+    ColumnSpec("excess_us", pl.Float64(), "rank_us minus others_median_us", "key"),
+)
+PHASE_COLUMNS = PHASE_SPEC.schema
 
 
 def cpu_phases(events: pl.DataFrame) -> pl.DataFrame:
@@ -92,7 +94,7 @@ def gpu_phases(gpu: pl.DataFrame) -> pl.DataFrame:
         "rank", step="iteration", phase=pl.lit(GPU_COMPUTE), dur_us="busy_us"
     )
     names = compute["name"].cast(pl.Utf8).unique().drop_nulls().to_list()  # a kernel without a name keeps none
-    short = {n: "kernel " + shorten_name(n) for n in names}
+    short = {n: "kernel " + readable_name(n) for n in names}
     kernels = compute.group_by(
         "rank", step="iteration", phase=pl.col("name").cast(pl.Utf8).replace_strict(short, return_dtype=pl.Utf8)
     ).agg(dur_us=pl.col("dur").sum())

@@ -7,26 +7,48 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core.columns import RANK, STEP, ColumnSpec, TableColumns
 from htatui.analysis.views.ranks.phases import phase_excess
 
-STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "is_straggler": pl.Boolean(),
-    "steps": pl.Utf8(),
-    "delay_us": pl.Float64(),
-    "delay_pct": pl.Float64(),
-    "calls_last": pl.Int64(),
-    "cause": pl.Utf8(),
-    "cause_phase": pl.Utf8(),
-    "cause_excess_us": pl.Float64(),
-    "cause_pct": pl.Float64(),
-}
+_CAUSE = (
+    ColumnSpec(
+        "cause",
+        pl.Utf8(),
+        "the phase that made the rank late: its share of the delay, its excess and the others' median",
+        "key",
+        sentence=True,
+    ),
+    ColumnSpec("cause_phase", pl.Utf8(), "that phase's name (a record_function range, an op, GPU compute …)", "low"),
+    ColumnSpec("cause_excess_us", pl.Float64(), "the phase's time over the other ranks' median", "low"),
+    ColumnSpec("cause_pct", pl.Float64(), "the share of the delay the excess explains (at most 100)", "low"),
+)
+STRAGGLER_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("is_straggler", pl.Boolean(), "the rank held up at least one step most: the verdict"),
+    ColumnSpec("steps", pl.Utf8(), "the steps it held up most", "low"),
+    ColumnSpec(
+        "delay_us", pl.Float64(), "Σ of the others' exposed waits for it at the collectives it was last to", "key"
+    ),
+    ColumnSpec("delay_pct", pl.Float64(), "its share of the job's delay"),
+    ColumnSpec("calls_last", pl.Int64(), "collectives it was the last rank to reach", "low"),
+    *_CAUSE,
+)
+STRAGGLER_COLUMNS = STRAGGLER_SPEC.schema
+"""`is_straggler`: the rank held up at least one step most; `delay_pct`: its share of the job's
+delay; `cause_pct`: the share of its delay its cause phase explains (at most 100)."""
 """`is_straggler`: the rank held up at least one step most; `delay_pct`: its share of the job's
 delay; `cause_pct`: the share of its delay its cause phase explains (at most 100)."""
 
 
-VIEW_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {**STRAGGLER_COLUMNS, "hta_late_starts": pl.Int64()}
-"""The `stragglers` view: the analysis's columns and HTA's late-start score as one more signal."""
+VIEW_STRAGGLER_SPEC = STRAGGLER_SPEC + TableColumns(
+    ColumnSpec("hta_late_starts", pl.Int64(), "HTA's late-start score for the rank (one more signal)", "low"),
+    ColumnSpec("straggler_score", pl.Int64(), "--hta-compat: HTA 0.6.1's late-start score (its own table)"),
+)
+"""The `stragglers` view: the analysis's columns and HTA's late-start score as one more signal (and
+in compat mode HTA's own table: rank, straggler_score, is_straggler)."""
+VIEW_STRAGGLER_COLUMNS = {
+    name: dtype for name, dtype in VIEW_STRAGGLER_SPEC.schema.items() if name != "straggler_score"
+}
 
 
 METHOD = "who the others waited for at collectives"
@@ -37,15 +59,13 @@ EXPLAINS = 50.0
 """A phase is the cause when its excess explains at least this % of the delay ("most of it")."""
 
 
-STEP_STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
-    "step": pl.Int64(),
-    "rank": pl.Int32(),
-    "delay_us": pl.Float64(),
-    "cause": pl.Utf8(),
-    "cause_phase": pl.Utf8(),
-    "cause_excess_us": pl.Float64(),
-    "cause_pct": pl.Float64(),
-}
+STEP_STRAGGLER_SPEC = TableColumns(
+    STEP,
+    RANK,
+    ColumnSpec("delay_us", pl.Float64(), "Σ of the others' exposed waits for the rank in the step", "key"),
+    *_CAUSE,
+)
+STEP_STRAGGLER_COLUMNS = STEP_STRAGGLER_SPEC.schema
 
 
 def _fmt_us(value: float) -> str:

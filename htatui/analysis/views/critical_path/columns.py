@@ -1,0 +1,79 @@
+"""The critical-path tables' columns (one declaration each; `core/columns.py` says what a spec serves)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+
+from htatui.analysis.core.columns import RANK, STEP, ColumnSpec, TableColumns
+
+BOUND_BY = ColumnSpec(
+    "bound_by",
+    pl.Utf8(),
+    "what bounds the time: cpu_bound, gpu_compute_bound, gpu_communication_bound, a launch or kernel overhead …",
+)
+NAME = ColumnSpec("name", pl.Utf8(), "the event charged (an op, runtime call or GPU work)", "id")
+INDEX = ColumnSpec("index", pl.Int64(), "the event's position in its trace file", "low")
+SHARE = ColumnSpec("pct", pl.Float64(), "time_us as a share of the path's length", "key", unit="%")
+
+SUMMARY_SPEC = TableColumns(
+    ColumnSpec("bound_by", pl.Utf8(), BOUND_BY.meaning, "id"),
+    ColumnSpec("time_us", pl.Float64(), "time on the path bound by it", "key"),
+    SHARE,
+)
+
+PATH_SPEC = TableColumns(
+    RANK,
+    STEP,
+    ColumnSpec("name", pl.Utf8(), "the event charged (null for dependency and sync edges)", "id"),
+    ColumnSpec(
+        "edge_type",
+        pl.Utf8(),
+        "the edge's kind: critical_path_ + operator, dependency, kernel_launch_delay, kernel_kernel_delay …",
+        "key",
+    ),
+    ColumnSpec("start_us", pl.Float64(), "the edge's start"),
+    ColumnSpec("end_us", pl.Float64(), "the edge's end", "low"),
+    ColumnSpec("duration_us", pl.Float64(), "the edge's weight: time on the path", "key"),
+    ColumnSpec("bound_by", pl.Utf8(), BOUND_BY.meaning, "key"),
+    INDEX,
+)
+"""One row per path edge, in path order: the event charged (`index` in the file; null for
+dependency and sync edges), the edge's kind, its span and weight, and what bounds it."""
+
+TOP_SPEC = TableColumns(
+    RANK,
+    INDEX,
+    NAME,
+    replace(BOUND_BY, importance="key"),
+    ColumnSpec("time_us", pl.Float64(), "Σ of the event's edges on the path", "key"),
+    SHARE,
+    ColumnSpec("edges", pl.Int64(), "edges charged to the event", "low"),
+)
+
+WHAT_IF_SPEC = TableColumns(
+    RANK,
+    NAME,
+    BOUND_BY,
+    ColumnSpec("time_us", pl.Float64(), "the event's time on the path"),
+    ColumnSpec("path_us", pl.Float64(), "the path's length as measured", "low"),
+    ColumnSpec("path_if_faster_us", pl.Float64(), "the path solved again with the event --faster-pct % faster", "key"),
+    ColumnSpec("saved_us", pl.Float64(), "path_us minus path_if_faster_us", "key"),
+    ColumnSpec("saved_pct", pl.Float64(), "saved_us as a share of path_us", "key"),
+)
+"""One row per event tried: its time on the path, the path's length now and with the event faster."""
+
+RANK_WHAT_IF_SPEC = TableColumns(
+    RANK,
+    ColumnSpec("own_path_us", pl.Float64(), "the rank's own path (its edges alone; collectives weigh their transfer)"),
+    ColumnSpec("median_own_path_us", pl.Float64(), "the median rank's own path", "low"),
+    ColumnSpec("job_path_us", pl.Float64(), "the job's path as measured", "low"),
+    ColumnSpec(
+        "job_path_if_median_us", pl.Float64(), "the job's path with this rank's work at the median's pace", "key"
+    ),
+    ColumnSpec("saved_us", pl.Float64(), "job_path_us minus job_path_if_median_us", "key"),
+    ColumnSpec("saved_pct", pl.Float64(), "saved_us as a share of job_path_us", "key"),
+)
+"""One row per rank: its own path (its edges alone, collectives weighing their transfer), the
+median of those, and the job's path with that rank's own work scaled to the median's length."""
