@@ -183,6 +183,4 @@ def test_report_json_has_the_issue_columns(capsys: pytest.CaptureFixture[str]) -
     assert main(["report", str(demo), "--view", "overlap", "--format", "json", "--ranks", "0,2"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["rank"] for row in rows] == [0, 2] and set(rows[0]) == {"rank", "overlap_pct"}
-    assert main(["report", str(demo), "--view", "idle", "--top", "3"]) == 2
-    assert "--top does not apply to --view idle" in capsys.readouterr().err
     assert main(["report", str(demo), "--view", "temporal", "--ranks", "9"]) == 2

@@ -44,7 +44,7 @@ async def test_roofline_key(resnet: TraceSet) -> None:
         # The rows above their roof are counted and drawn apart; the page gives the coverage.
         assert chart.title.endswith("12 above their roof (flag)")
         assert ("above roof (flag)", "warning", "×") in chart.legend
-        assert "coverage: rank 0 98.0 % of 13.8 ms GPU time modelled" in str(table.title)
+        assert "coverage: rank 0 98.0 % of 13.8 ms GPU time modelled" in str(table.note)
         await press(pilot, "f")
         assert chart.title == BARS_TITLE
         assert_frame_equal(table.source, ops.compute(resnet, ops.OpsOptions()))

@@ -44,13 +44,14 @@ def key_of(mode: str) -> str:
 
 def test_the_tab_bar_shows_every_view_key_at_80_columns_and_brackets_the_current_one() -> None:
     views = [(mode, title) for mode, title in VIEWS]
-    assert len(views) == 11  # Memory included: the widest bar there is
+    assert len(views) == 12  # Memory and Modules included: the widest bar there is
     for width in (80, 60, 40):
         line = "".join(text for text, _ in tab_labels(views, "ranks", width, page_keys()))
         assert len(line) <= width
         assert "[9 Ranks]" in line  # the current view, whole and bracketed
         assert [int(n) for n in re.findall(r"(?<![\w])(\d)(?= |\]|$)", line)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0]
-        assert re.search(r" 0 \w* ?Cri\w*$", line.rstrip())  # the eleventh page: no number key, 3+ letters
+        # Pages past the tenth (Modules, Critical path): no number key, 3+ letters each.
+        assert re.search(r" 0 \w* ?Mod\w* Cri\w*$", line.rstrip())
     roomy = "".join(text for text, _ in tab_labels(views, "temporal", 200, page_keys()))
     assert "[1 Temporal]" in roomy and " 0 Memory " in roomy and " Critical path " in roomy
 
@@ -58,7 +59,7 @@ def test_the_tab_bar_shows_every_view_key_at_80_columns_and_brackets_the_current
 def test_the_tab_bar_keeps_each_pages_key_when_memory_is_hidden() -> None:
     shown = [(mode, title) for mode, title in VIEWS if mode != "memory"]
     line = "".join(text for text, _ in tab_labels(shown, "critical-path", 80, page_keys()))
-    assert line.rstrip() == "1 Temp 2 Idle 3 Kern 4 Over 5 Laun 6 Coun 7 Ops 8 Patt 9 Rank [Critical path]"
+    assert line.rstrip() == "1 Tem 2 Idl 3 Ker 4 Ove 5 Lau 6 Cou 7 Ops 8 Pat 9 Ran Mod [Critical path]"
 
 
 def test_the_diff_title_keeps_both_names_at_80_columns() -> None:

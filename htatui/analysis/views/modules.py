@@ -230,4 +230,3 @@ def _as_op_events(part: modules.ModuleCalls) -> OpEvents:
         events.select([pl.col(c).cast(t) for c, t in OP_EVENT_SCHEMA.items()]),
         work.select([pl.col(c).cast(t) for c, t in OP_WORK_SCHEMA.items()]),
     )
-

@@ -44,13 +44,14 @@ BASE_SPEC = TableColumns(
     ColumnSpec("name", pl.Utf8(), "the row's name (ProfilerStep#N listed as ProfilerStep*)", "id"),
     OP_KIND,
     ColumnSpec("input_dims", pl.Utf8(), "--group-by shape: the calls' input shapes as recorded", sentence=True),
+    ColumnSpec(TYPES_COLUMN, pl.Utf8(), "--group-by shape --flops: the inputs' dtypes, short (bf16,bf16,-)", "low"),
     ColumnSpec("count", pl.Int64(), "calls of the row's name (and shapes)"),
     ColumnSpec("cpu_total_us", pl.Float64(), "Σ of the calls' durations on the CPU", "key"),
     ColumnSpec("cpu_self_us", pl.Float64(), "cpu_total_us minus the time in child events"),
     ColumnSpec("gpu_self_us", pl.Float64(), "Σ of the GPU work the calls launched themselves", "key"),
     ColumnSpec("gpu_total_us", pl.Float64(), "Σ of the GPU work launched by the calls and everything beneath them"),
 )
-COLUMNS = {name: dtype for name, dtype in BASE_SPEC.schema.items() if name != "input_dims"}
+COLUMNS = {name: dtype for name, dtype in BASE_SPEC.schema.items() if name not in ("input_dims", TYPES_COLUMN)}
 
 
 @dataclass(frozen=True)
