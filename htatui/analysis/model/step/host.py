@@ -229,7 +229,8 @@ def cross_thread_edges(rows: pl.DataFrame, times: Floats, walk: Walk, edges: Edg
     candidates = np.flatnonzero(gap >= JOIN_MIN_GAP_US)
     by_time = end_nodes[np.argsort(times[end_nodes], kind="stable")]
     end_times = times[by_time]
-    joins_src, joins_dst = [], []
+    joins_src, joins_dst, joins_charged = [], [], []
+    held_before = walk.inside[1:][same]
     for i in candidates.tolist():
         v = int(dst[i])
         if v in explicit:
@@ -245,13 +246,15 @@ def cross_thread_edges(rows: pl.DataFrame, times: Floats, walk: Walk, edges: Edg
                 if busy.share(other_lane, t_u, float(end_times[at])) >= JOIN_BUSY_SHARE:
                     joins_src.append(other)
                     joins_dst.append(v)
+                    # The latency is the waiting thread's own gap: charged to the range it lies in.
+                    joins_charged.append(int(held_before[i]) if held_before[i] >= 0 else v // 2)
                     break
             at -= 1
     edges.add(
         np.asarray(joins_src, np.int64),
         np.asarray(joins_dst, np.int64),
         Kind.JOIN,
-        np.asarray(joins_dst, np.int64) // 2,
+        np.asarray(joins_charged, np.int64),
         0.0,
     )
     got += joins_dst
