@@ -19,7 +19,6 @@ from htatui.analysis.model.step.graph import EdgeBuffer, Kind, RankPart
 from htatui.analysis.model.step.rows import window_rows
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 
-
 NS_DECIMALS = 3
 """Kineto's times are µs with nanosecond decimals."""
 
