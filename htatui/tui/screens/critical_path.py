@@ -103,7 +103,8 @@ def _events_pane(title: str) -> Pane:
 
 
 def _what_if_pane(title: str) -> Pane:
-    return Pane(title, NO_PATH, sort="saved_us", columns=WHAT_IF_COLUMNS, hint=PICK)
+    # The table's own order: the ranks at the median's pace first, then by the time saved.
+    return Pane(title, NO_PATH, columns=WHAT_IF_COLUMNS, hint=PICK)
 
 
 class CriticalPathScreen(PageScreen):
