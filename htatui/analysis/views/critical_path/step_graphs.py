@@ -15,16 +15,16 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from htatui.analysis.core.memo import memoised, selection_key
-from htatui.analysis.core.prepare import chosen_ranks, rank_steps_of
+from htatui.analysis.core.prepare import chosen_ranks
+from htatui.analysis.core.scope import choose_steps
 from htatui.analysis.model.step.assemble import RankCalls, StepGraph, assemble
 from htatui.analysis.model.step.build import Window, rank_part
 from htatui.analysis.model.step.graph import RankPart
 from htatui.analysis.model.step.rows import READS
-from htatui.analysis.views import ranks as ranks_view
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
 from htatui.analysis.views.critical_path.window import WindowError, annotation_span
-from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
-from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION, PROFILER_STEP
+from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, skewed_clocks, source_calls
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION, PROFILER_STEP, steps_by_start
 from htatui.trace.model import TraceSet, with_details
 
 DEVICE_WORK = list(GPU_ACTIVITY_CATS)
@@ -41,13 +41,25 @@ class Built:
     message: str | None = None
 
 
-def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
-    """The rank's host ProfilerStep rows: index, ts, end, step (the pattern runs on distinct names)."""
+def _step_rows(traces: TraceSet, rank: int, events: pl.DataFrame) -> pl.DataFrame:
+    """The rank's host ProfilerStep rows in start order: index, ts, end, step (kept on the job)."""
+    key = ("step_graphs.step_rows", rank)
+    found = traces.derived.get(key)
+    if isinstance(found, pl.DataFrame):
+        return found
+    made = _find_step_rows(events)
+    traces.derived[key] = made
+    return made
+
+
+def _find_step_rows(events: pl.DataFrame) -> pl.DataFrame:
+    # The pattern runs on the distinct names; rows are picked by category code.
     names = events["name"].unique()
     steps = names.filter(names.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False))
     rows = events.filter(pl.col("name").is_in(steps.implode()) & (pl.col("cat") != GPU_ANNOTATION))
     name = pl.col("name").cast(pl.Utf8)
-    return rows.select("index", "ts", "end", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
+    found = rows.select("index", "ts", "end", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
+    return found.sort("ts", "index")
 
 
 def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptions, rank: int) -> Window:
@@ -67,12 +79,14 @@ def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptio
         low, high = annotation_span(named, options.annotation, options.instance or 0, False)
         found = named.filter((pl.col("ts") == low) & (pl.col("end") == high) & (pl.col("hstream") == -1))
         return Window(low, high, int(found["index"][0]) if found.height else None)
-    steps = rank_steps_of(traces, rank, options.scope)
-    used = _step_rows(events).filter(pl.col("step").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()))
+    # The scope's steps from the step rows alone (the scope's row mask is not needed here).
+    step_rows = _step_rows(traces, rank, events)
+    steps = choose_steps(steps_by_start(step_rows), options.scope.steps)
+    used = step_rows.filter(pl.col("step").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()))
     if not steps.whole_trace and used.height:
         last = used.sort("end").tail(1)
         return Window(float(used["ts"].min()), float(last["end"][0]), int(last["index"][0]))  # type: ignore[arg-type]
-    real = events.filter(pl.col("cat").cast(pl.Utf8) != "Trace")
+    real = events.filter(pl.col("cat") != "Trace")
     if real.height == 0:
         raise WindowError("no events")
     return Window(float(real["ts"].min()), float(real["end"].max()), None)  # type: ignore[arg-type]
@@ -102,25 +116,86 @@ def _near(traces: TraceSet, rank: int, window: Window, shift_us: float = 0.0) ->
     )
     if shift_us:
         kept = kept.with_columns(ts=pl.col("ts") - shift_us, end=pl.col("end") - shift_us)
-    return with_details(kept, trace.details, CALL_READS)
+    # Only the kept rows' details are joined (a rank's detail table has a row per kernel).
+    details = trace.details.filter(pl.col("index").is_in(kept["index"].implode()))
+    return with_details(kept, details, CALL_READS)
+
+
+CALLS_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "pg": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "step": pl.Int64(),
+    "seq": pl.Int64(),
+    "ts": pl.Float64(),
+    "end": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "index": pl.Int64(),
+}
 
 
 def own_calls(events: pl.DataFrame, source: str) -> pl.DataFrame:
-    """The rank's collective calls from `source` with their row's file index (pg, kind, step, seq, index)."""
+    """The rank's collective calls from `source` with their row's file index (CALLS_SCHEMA)."""
     calls = source_calls(events, False, source, None)
     if calls.height == 0:
-        return pl.DataFrame(
-            schema={
-                **{k: pl.Utf8() for k in ("pg", "kind")},
-                "step": pl.Int64(),
-                "seq": pl.Int64(),
-                "index": pl.Int64(),
-            }
-        )
-    device = pl.col("cat").cast(pl.Utf8).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+        return pl.DataFrame(schema=CALLS_SCHEMA)
+    device = pl.col("cat").cast(pl.Utf8).is_in(DEVICE_WORK)
     rows = events.filter(device if source == KERNELS else ~device).select("ts", "end", "index")
     rows = rows.unique(["ts", "end"], keep="first", maintain_order=True)
-    return calls.join(rows, on=["ts", "end"], how="inner").select(*CALL_KEY, "index")
+    found = calls.join(rows, on=["ts", "end"], how="inner")
+    return found.select([pl.col(c).cast(t) for c, t in CALLS_SCHEMA.items()])
+
+
+@dataclass(frozen=True)
+class JobCalls:
+    """Every chosen rank's window (on its own clock) and collective calls from the job's source
+    (the first any rank has), each rank's clock offset from the others' at the collectives (the
+    Ranks view's `skewed_clocks`), and why a rank has no window."""
+
+    windows: dict[int, Window]
+    calls: pl.DataFrame
+    """CALLS_SCHEMA, times on each rank's own clock."""
+    offsets: dict[int, float]
+    problems: tuple[str, ...] = ()
+
+    def last_arrivals(self, rank: int) -> pl.DataFrame:
+        """CALL_KEY, last_arrival_us: the last arrival of any rank at each of `rank`'s calls
+        that two or more ranks share, on `rank`'s clock."""
+        shift = pl.col("rank").replace_strict(self.offsets, default=0.0, return_dtype=pl.Float64)
+        common = self.calls.with_columns(arrival=pl.col("ts") - shift)
+        shared = common.group_by(CALL_KEY).agg(last=pl.col("arrival").max(), ranks=pl.col("rank").n_unique())
+        mine = self.calls.filter(pl.col("rank") == rank).join(shared.filter(pl.col("ranks") >= 2), on=CALL_KEY)
+        return mine.select(*CALL_KEY, "index", last_arrival_us=pl.col("last") + self.offsets.get(rank, 0.0))
+
+
+def job_calls(traces: TraceSet, options: CriticalPathOptions) -> JobCalls:
+    """`JobCalls` of the chosen ranks (kept on the job: one rank's graph and the job's share it)."""
+    key = ("step_graphs.calls", *selection_key(traces, options, "annotation", "instance"))
+    return memoised(traces, key, lambda: _job_calls(traces, options))
+
+
+def _job_calls(traces: TraceSet, options: CriticalPathOptions) -> JobCalls:
+    windows: dict[int, Window] = {}
+    problems: list[str] = []
+    by_source: dict[str, list[pl.DataFrame]] = {source: [] for source in SOURCES}
+    for rank in chosen_ranks(traces, options):
+        try:
+            windows[rank] = window_of(traces.ranks[rank].events, traces, options, rank)
+        except WindowError as err:
+            problems.append(f"rank {rank}: {err}")
+            continue
+        events = _near(traces, rank, windows[rank])
+        # A rank's first source with calls is its best; the job's is the best any rank has.
+        for source in SOURCES:
+            found = own_calls(events, source)
+            if found.height:
+                by_source[source].append(found.with_columns(rank=pl.lit(rank, pl.Int32)))
+                break
+    chosen = next((frames for source, frames in by_source.items() if frames), [])
+    calls = pl.concat(chosen, how="vertical_relaxed") if chosen else pl.DataFrame(schema=CALLS_SCHEMA)
+    skewed = skewed_clocks(calls) if calls.height else None
+    offsets = dict(skewed.select("rank", "offset_us").iter_rows()) if skewed is not None else {}
+    return JobCalls(windows, calls, offsets, tuple(problems))
 
 
 def rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Built:
@@ -134,36 +209,16 @@ def _rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Bu
         window = window_of(traces.ranks[rank].events, traces, options, rank)
     except WindowError as err:
         return Built(None, f"rank {rank}: {err}")
-    events = _near(traces, rank, window)
-    part = rank_part(rank, events, window)
+    part = rank_part(rank, _near(traces, rank, window), window)
     calls = None
-    found = _last_arrivals(traces, options, rank)
-    if found is not None:
-        source, arrivals = found
-        mine = own_calls(events, source).join(arrivals, on=CALL_KEY, how="inner")
-        if mine.height:
-            calls = RankCalls(index=mine["index"].to_numpy(), last_arrival_us=mine["last_arrival_us"].to_numpy())
+    if len(traces.ranks) >= 2:
+        # Every rank's arrivals, whatever ranks the scope names: this rank waits for them all.
+        arrivals = job_calls(traces, replace(options, scope=options.scope.with_ranks(None))).last_arrivals(rank)
+        if arrivals.height:
+            calls = RankCalls(
+                index=arrivals["index"].to_numpy(), last_arrival_us=arrivals["last_arrival_us"].to_numpy()
+            )
     return Built(assemble([part], [calls], options.data_loading))
-
-
-def _last_arrivals(traces: TraceSet, options: CriticalPathOptions, rank: int) -> tuple[str, pl.DataFrame] | None:
-    """The Ranks view's meeting points' source, and the last arrival of any rank at each of
-    `rank`'s calls on `rank`'s clock (CALL_KEY, last_arrival_us); None for a one-rank job."""
-    if len(traces.ranks) < 2:
-        return None
-    result = ranks_view.analyse(traces, ranks_view.RanksOptions(scope=options.scope.with_ranks(None)))
-    if result.calls.height == 0 or result.source is None:
-        return None
-    offset = 0.0
-    if result.clocks is not None and result.clocks.height:
-        mine = result.clocks.filter(pl.col("rank") == rank)
-        offset = float(mine["offset_us"][0]) if mine.height else 0.0
-    arrivals = (
-        result.calls.filter((pl.col("rank") == rank) & (pl.col("call_ranks") > 1))
-        .select(*CALL_KEY, last_arrival_us=pl.col("arrival_last_us") + offset)
-        .unique(CALL_KEY, keep="first")
-    )
-    return result.source, arrivals
 
 
 def job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
@@ -173,49 +228,23 @@ def job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
 
 
 def _job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
-    chosen = chosen_ranks(traces, options)
-    if not chosen:
-        return Built(None, "no ranks")
-    offsets = ranks_view.clock_offsets(traces, ranks_view.RanksOptions(scope=options.scope))
-    shift = dict(offsets.select("rank", "offset_us").iter_rows()) if offsets.height else {}
-    problems: list[str] = []
-    windows: dict[int, Window] = {}
-    for rank in chosen:
-        try:
-            window = window_of(traces.ranks[rank].events, traces, options, rank)
-        except WindowError as err:
-            problems.append(f"rank {rank}: {err}")
-            continue
-        off = shift.get(rank, 0.0)
-        windows[rank] = replace(window, low_us=window.low_us - off, high_us=window.high_us - off)
-    if not windows:
-        return Built(None, "; ".join(problems) or "no ranks")
-    # Every rank from the job's first start, so the path can cross to any rank at any time.
-    low = min(w.low_us for w in windows.values())
+    found = job_calls(traces, options)
+    if not found.windows:
+        return Built(None, "; ".join(found.problems) or "no ranks")
+    # On the common clock, every rank from the job's first start: the path can cross to any rank.
+    low = min(w.low_us - found.offsets.get(rank, 0.0) for rank, w in found.windows.items())
     parts: list[RankPart] = []
-    calls: dict[str, list[pl.DataFrame]] = {source: [] for source in SOURCES}
-    for rank, window in windows.items():
-        window = replace(window, low_us=low)
-        events = _near(traces, rank, window, shift.get(rank, 0.0))
-        parts.append(rank_part(rank, events, window))
-        for source in SOURCES:
-            found = own_calls(events, source)
-            if found.height:
-                calls[source].append(found.with_columns(rank=pl.lit(rank)))
-                break
-        del events
-    # The job's source: the first any rank has (a rank with a worse one has none of these).
-    chosen_source = next((calls[s] for s in SOURCES if calls[s]), [])
-    calls_of: list[RankCalls | None] = [None] * len(parts)
-    if chosen_source:
-        every = pl.concat(chosen_source, how="vertical_relaxed").with_columns(
-            group=pl.struct(CALL_KEY).rank("dense").cast(pl.Int64)
+    calls_of: list[RankCalls | None] = []
+    groups = found.calls.with_columns(group=pl.struct(CALL_KEY).rank("dense").cast(pl.Int64))
+    for rank, window in found.windows.items():
+        shift = found.offsets.get(rank, 0.0)
+        common = replace(window, low_us=low, high_us=window.high_us - shift)
+        parts.append(rank_part(rank, _near(traces, rank, common, shift), common))
+        mine = groups.filter(pl.col("rank") == rank)
+        calls_of.append(
+            RankCalls(index=mine["index"].to_numpy(), group=mine["group"].to_numpy()) if mine.height else None
         )
-        for i, part in enumerate(parts):
-            mine = every.filter(pl.col("rank") == part.rank)
-            if mine.height:
-                calls_of[i] = RankCalls(index=mine["index"].to_numpy(), group=mine["group"].to_numpy())
-    return Built(assemble(parts, calls_of, options.data_loading), "; ".join(problems) or None)
+    return Built(assemble(parts, calls_of, options.data_loading), "; ".join(found.problems) or None)
 
 
 def scope_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:

@@ -192,14 +192,19 @@ def what_if_savings(traces: TraceSet, options: CriticalPathOptions, wanted: Sequ
 def savings_of(
     g: StepGraph | None, traces: TraceSet, options: CriticalPathOptions, wanted: Sequence[Change]
 ) -> list[Saving]:
-    """Each change replayed on `g`."""
+    """Each change replayed on `g`. A change that only shortens edges off the path saves nothing
+    (the path keeps its length, every other chain only gets shorter): it is not replayed."""
     if g is None:
         return [Saving(change, 0.0, 0.0, 0.0, 0.0, 0.0, "no step graph") for change in wanted]
     base = replay_step_us(g)
+    on_path = np.zeros(len(g.src), dtype=bool)
+    on_path[path_edges(g)] = True
     found = []
     for change in wanted:
         weight, detail = changed_weights(g, traces, options, change)
-        after = replay_step_us(g, weight)
+        changed = weight != g.weight
+        off_path = not (changed & on_path).any() and bool((weight <= g.weight).all())
+        after = base if off_path else replay_step_us(g, weight)
         saved = base - after
         found.append(Saving(change, g.step_us, base, after, saved, 100.0 * saved / base if base > 0 else 0.0, detail))
     return found
