@@ -174,23 +174,30 @@ def job_calls(traces: TraceSet, options: CriticalPathOptions) -> JobCalls:
     return memoised(traces, key, lambda: _job_calls(traces, options))
 
 
-def _job_calls(traces: TraceSet, options: CriticalPathOptions) -> JobCalls:
+def _job_calls(traces: TraceSet, options: CriticalPathOptions, build: dict[int, RankPart] | None = None) -> JobCalls:
+    """`JobCalls`; with `build`, each rank's part is built from the same rows, from the job's
+    first start (its window's start then is that of every rank: the rows read once)."""
     windows: dict[int, Window] = {}
     problems: list[str] = []
-    by_source: dict[str, list[pl.DataFrame]] = {source: [] for source in SOURCES}
     for rank in chosen_ranks(traces, options):
         try:
             windows[rank] = window_of(traces.ranks[rank].events, traces, options, rank)
         except WindowError as err:
             problems.append(f"rank {rank}: {err}")
-            continue
-        events = _near(traces, rank, windows[rank])
+    low = min((w.low_us for w in windows.values()), default=0.0)
+    by_source: dict[str, list[pl.DataFrame]] = {source: [] for source in SOURCES}
+    for rank, window in windows.items():
+        wide = replace(window, low_us=low) if build is not None else window
+        events = _near(traces, rank, wide)
+        if build is not None:
+            build[rank] = rank_part(rank, events, wide)
         # A rank's first source with calls is its best; the job's is the best any rank has.
         for source in SOURCES:
             found = own_calls(events, source)
             if found.height:
                 by_source[source].append(found.with_columns(rank=pl.lit(rank, pl.Int32)))
                 break
+        del events
     chosen = next((frames for source, frames in by_source.items() if frames), [])
     calls = pl.concat(chosen, how="vertical_relaxed") if chosen else pl.DataFrame(schema=CALLS_SCHEMA)
     skewed = skewed_clocks(calls) if calls.height else None
@@ -228,7 +235,13 @@ def job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
 
 
 def _job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
-    found = job_calls(traces, options)
+    built: dict[int, RankPart] = {}
+    key = ("step_graphs.calls", *selection_key(traces, options, "annotation", "instance"))
+    found = traces.derived.get(key)
+    if not isinstance(found, JobCalls):
+        # The calls and the parts from one read of each rank's rows.
+        found = _job_calls(traces, options, built)
+        traces.derived[key] = found
     if not found.windows:
         return Built(None, "; ".join(found.problems) or "no ranks")
     # On the common clock, every rank from the job's first start: the path can cross to any rank.
@@ -239,7 +252,10 @@ def _job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
     for rank, window in found.windows.items():
         shift = found.offsets.get(rank, 0.0)
         common = replace(window, low_us=low, high_us=window.high_us - shift)
-        parts.append(rank_part(rank, _near(traces, rank, common, shift), common))
+        part = built.pop(rank, None)
+        if part is None or part.low_us != common.low_us or shift:
+            part = rank_part(rank, _near(traces, rank, common, shift), common)
+        parts.append(part)
         mine = groups.filter(pl.col("rank") == rank)
         calls_of.append(
             RankCalls(index=mine["index"].to_numpy(), group=mine["group"].to_numpy()) if mine.height else None
