@@ -11,6 +11,13 @@ ProfilerStep when the trace has one, else the whole trace. The default mode is t
 ``--big N`` writes a one-rank trace of N events (``python -m fixtures.generate --scale N``) and
 times the same calls with no annotation: the window is every step but the last (HTA drops the last
 step when it loads a trace), about N events (target: a window of 100k events in < 2 s).
+
+The step model (default mode, issue 33): ``--step-rank DIR`` times one rank's step on a big
+rank: the first step asked (the rank's frame read from the cache and its scope's mask made: what
+a fresh `report --steps N` pays), another step, a 99-step window, and one what-if replay of it.
+``--step-job DIR`` times the job's step (every rank's graph joined) and the job's what-ifs on a
+many-rank folder (``python -m fixtures.generate --scale 8000 --ranks 256``). Targets: a step of a
+rank in < 5 s, a 256-rank job's step in < 30 s.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from htatui.analysis.core.scope import Scope  # noqa: E402
+from htatui.analysis.core.scope import Scope, Steps  # noqa: E402
 from htatui.analysis.views import critical_path as cp  # noqa: E402
 from htatui.jobs.load import load_traces  # noqa: E402
 
@@ -80,9 +87,53 @@ def ours(traces: Any, annotation: str, compat: bool, repeat: int) -> tuple[float
     # No annotation: the scope's steps (compat: HTA's, which drops the last step at load).
     scope = Scope(hta_compat=compat)
     options = cp.CriticalPathOptions(scope=scope, annotation=annotation, instance=0)
-    seconds, found = best(lambda: cp.rank_path(traces, options), repeat, traces.derived.clear)
+    # Default mode: the step model's path (compat: HTA's).
+    path = cp.rank_path if compat else cp.edges
+    seconds, found = best(lambda: path(traces, options), repeat, traces.derived.clear)
     summary = dict(cp.summarise(found.frame).select("bound_by", "time_us").iter_rows())
     return seconds, summary, float(found.frame["duration_us"].sum()), found.message
+
+
+def step_model_rank(folder: Path) -> None:
+    """One rank's step-model path: a first step (cold), another (warm), steps 2-100, one what-if."""
+    from htatui.analysis.views.critical_path import tables
+    from htatui.analysis.views.critical_path.step_model import Change, savings_of
+
+    traces = load_traces([folder])
+    rank = traces.rank_ids[0]
+
+    def options(steps: str) -> cp.CriticalPathOptions:
+        return cp.CriticalPathOptions(scope=Scope(steps=Steps.parse(steps)))
+
+    for label, steps in (("first step (cold)", "300"), ("another step", "301"), ("steps 2-100", "2-100")):
+        start, cpu = time.perf_counter(), time.process_time()
+        found = tables.rank_path(traces, options(steps))
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(f"rank {rank} {label:20} {seconds:7.2f} s ({cpu:6.2f} s CPU)  {found.frame.height:>8,} path edges")
+    built = tables.rank_built(traces, options("2-100"))
+    assert built.graph is not None
+    start = time.perf_counter()
+    savings_of(built.graph, traces, options("2-100"), [Change("bound_by", "gpu_compute_bound")])
+    nodes = built.graph.node_count
+    print(f"rank {rank} one what-if replay     {time.perf_counter() - start:7.2f} s  {nodes:>8,} nodes")
+
+
+def step_model_job(folder: Path, step: str) -> None:
+    """The job's step-model path and what-ifs for one step over every rank of `folder`."""
+    from htatui.analysis.views.critical_path import tables
+
+    load_start = time.perf_counter()
+    traces = load_traces([folder])
+    print(f"job load ({len(traces.ranks)} ranks) {time.perf_counter() - load_start:7.2f} s")
+    options = cp.CriticalPathOptions(scope=Scope(steps=Steps.parse(step)))
+    for label, table in (("job path", tables.job_path), ("job what-ifs", tables.job_what_if)):
+        start, cpu = time.perf_counter(), time.process_time()
+        found = table(traces, options)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(f"{label:28} {seconds:7.2f} s ({cpu:6.2f} s CPU)  {found.frame.height:>8,} rows  {found.message}")
+    built = tables.job_graph(traces, options)
+    if built.graph is not None:
+        print(f"job graph: {built.graph.node_count:,} nodes, {len(built.graph.src):,} edges")
 
 
 def events_of(traces: Any) -> int:
@@ -119,8 +170,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--big", type=int, default=0, help="also a generated one-rank trace of N events")
     parser.add_argument("--no-hta", action="store_true", help="time htatui only")
+    parser.add_argument("--step-rank", type=Path, help="a big one-rank folder: time the step model's steps")
+    parser.add_argument("--step-job", type=Path, help="a many-rank folder: time the step model's job step")
+    parser.add_argument("--job-step", default="3", help="--step-job: the step to follow")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    if args.step_rank or args.step_job:
+        if args.step_rank:
+            step_model_rank(args.step_rank)
+        if args.step_job:
+            step_model_job(args.step_job, args.job_step)
+        return
     print(
         f"{'folder':38} {'events':>9} {'window':>12} {'HTA s':>8} {'compat s':>8} {'×':>6} {'ours s':>8}"
         f" {'HTA path µs':>12} {'compat µs':>12} {'default µs':>12} same"
