@@ -329,7 +329,7 @@ def test_the_ops_rooflines_figures_are_kept_when_a_flops_table_is_fitted(monkeyp
 
 def test_the_answer_is_kept_at_80_columns_in_a_tty() -> None:
     """Issue 38 #1: at 80 columns stragglers kept `is strag`, `steps`, `calls last` and cut the
-    cause to `data_…08 µs)`; --what-if dropped path_if_faster_us, saved_us and saved_pct."""
+    cause to `data_…08 µs)`; --what-if dropped the path (now replay) if faster, saved_us and saved_pct."""
     demo = str(ROOT / "fixtures" / "demo")
     text = run_in_pty(["report", demo, "--view", "stragglers"])
     lines = [line for line in text.splitlines() if line.strip()]
@@ -342,7 +342,7 @@ def test_the_answer_is_kept_at_80_columns_in_a_tty() -> None:
     lines = [line for line in text.splitlines() if line.strip()]
     assert max(len(line) for line in lines) <= 80, text
     header = " ".join(line for line in lines if "┃" in line)
-    assert all(label in header for label in ("path if faster µs", "saved µs", "saved %"))
+    assert all(label in header for label in ("replay if µs", "saved µs", "saved %"))
 
 
 def test_a_load_note_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,7 @@ from htatui.analysis.views.critical_path.options import CriticalPathOptions
 from htatui.analysis.views.critical_path.step_graphs import job_graph, rank_graph
 from htatui.analysis.views.critical_path.step_model import summary_of
 from htatui.jobs.load import load_traces
-from htatui.trace.kineto import step_spans
+from htatui.trace.step_sources import step_spans
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 

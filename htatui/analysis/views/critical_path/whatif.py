@@ -12,7 +12,8 @@ import numpy as np
 import polars as pl
 
 from htatui.analysis.views.critical_path import longest
-from htatui.analysis.views.critical_path.columns import RANK_WHAT_IF_SPEC, WHAT_IF_SPEC
+from htatui.analysis.views.critical_path.columns import HTA_RANK_WHAT_IF_SPEC as RANK_WHAT_IF_SPEC
+from htatui.analysis.views.critical_path.columns import HTA_WHAT_IF_SPEC as WHAT_IF_SPEC
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR
 from htatui.analysis.views.critical_path.path import RankGraph
 
