@@ -142,8 +142,9 @@ def test_job_marks_the_jobs_path_where_it_runs_through_the_rank(
 
     Two ranks meet at an all-reduce (tests/analysis/test_critical_path_job.py's `_rank`); rank 1
     arrives at 5000 µs, rank 0 at 100. The job's path is rank 1's `work` (index 0), the first
-    all-reduce where they meet (2 on both ranks), then rank 0's second (4), the sync that waits for them (5: the step model charges a blocking call's
-    end, which HTA's graph weighs 0) and its `after` (7): rank 0's own path would mark its `work` too."""
+    all-reduce where they meet (2 on both ranks), then rank 0's second (4), the sync that waits
+    for them (5: the step model charges a blocking call's end, which HTA's graph weighs 0) and
+    its `after` (7): rank 0's own path would mark its `work` too."""
     from tests.analysis.test_critical_path_job import _rank
 
     (tmp_path / "job").mkdir()
