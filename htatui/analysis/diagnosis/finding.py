@@ -1,0 +1,71 @@
+"""What a rule finds: the problem in one line, where, the numbers and the row that shows them,
+the change to make, and the what-if that models it in the step model's replay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from htatui.analysis.diagnosis.change import Change
+
+RowKey = tuple[tuple[str, str | int | float], ...]
+"""The values that find a table's row: (("rank", 2),) or (("rank", 0), ("name", "aten::item"))."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The page, registered table and row that show a finding's numbers."""
+
+    page: str
+    view: str
+    table: str = "main"
+    row: RowKey = ()
+
+    @property
+    def table_text(self) -> str:
+        """The table as `report` names it: 'stragglers', 'launch --summary'."""
+        return self.view if self.table == "main" else f"{self.view} --{self.table}"
+
+    @property
+    def row_text(self) -> str:
+        return ", ".join(f"{key}={value}" for key, value in self.row)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem a rule found, with the most a fix could save per step (`at_most_us`: the time
+    the change acts on, as if all of it bounded the step) and the `what_if` that models the fix."""
+
+    rule: str
+    what: str
+    where: str
+    evidence: str
+    change: str
+    at_most_us: float
+    see: Evidence
+    rank: int | None = None
+    what_if: Change | None = None
+
+
+FINDING_COLUMNS: dict[str, pl.DataType] = {
+    "rule": pl.Utf8(),
+    "what": pl.Utf8(),
+    "saved_pct": pl.Float64(),
+    "saved_us": pl.Float64(),
+    "at_most_pct": pl.Float64(),
+    "at_most_us": pl.Float64(),
+    "what_if": pl.Utf8(),
+    "where": pl.Utf8(),
+    "evidence": pl.Utf8(),
+    "change": pl.Utf8(),
+    "page": pl.Utf8(),
+    "table": pl.Utf8(),
+    "row": pl.Utf8(),
+    "rank": pl.Int32(),
+}
+"""The findings table, best first: `saved_us`/`saved_pct` is the step time the step model's replay
+saves with the change (null: not modelled, `what_if` says so), `at_most_*` the time the change
+acts on per step (the most it could save); `page`, `table`, `row` name the row of the evidence."""
+
+NOT_MODELLED = "not modelled"
