@@ -12,19 +12,15 @@ import polars as pl
 
 from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.core.options import CommonOptions, NotedTable
-from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.core.prepare import chosen_ranks
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.diagnosis.facts import RankFacts, job_facts
 from htatui.analysis.diagnosis.settings import Settings
-from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
 
 TableReader = Callable[[str, str, Scope, Mapping[str, Any]], NotedTable]
 """A registered table as `report` makes it: (view, table, scope, knobs) → `report --view VIEW --TABLE`."""
-
-
-EVENT_COLUMNS = ("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "end", "dur", "stream", "correlation")
-"""The event columns the rules read."""
 
 
 @dataclass
@@ -37,7 +33,7 @@ class Context:
     reader: TableReader
     settings: Settings
     _tables: dict[tuple[str, str, tuple[tuple[str, Any], ...]], pl.DataFrame] = field(default_factory=dict)
-    _busy: dict[int, pl.DataFrame] = field(default_factory=dict)
+    _facts: dict[int, RankFacts] | None = None
 
     # ---- registered tables ---------------------------------------------------------------
     def read(self, view: str, table: str = "main", **knobs: Any) -> pl.DataFrame:
@@ -89,18 +85,15 @@ class Context:
         return f"step{'s' if len(numbers) > 1 else ''} {format_ranges(numbers, separator=',')}"
 
     # ---- events --------------------------------------------------------------------------
-    def events(self, rank: int) -> pl.DataFrame:
-        """The rank's events in the scope's steps (EVENT_COLUMNS)."""
-        options = CommonOptions(self.scope).with_ranks((rank,))
-        return prepare(self.traces, options, columns=EVENT_COLUMNS).events
+    def facts(self, rank: int) -> RankFacts:
+        """The rank's extracts of its events (every rank's made in one pass, a rank at a time)."""
+        if self._facts is None:
+            self._facts = job_facts(self.traces, CommonOptions(self.scope), self.settings)
+        return self._facts[rank]
 
     def gpu_busy(self, rank: int) -> pl.DataFrame:
         """The rank's GPU busy intervals (ts, end): the union of its kernels, copies and memsets."""
-        if rank not in self._busy:
-            events = self.events(rank)
-            gpu = events.filter(pl.col("cat").cast(pl.Utf8).is_in(list(GPU_ACTIVITY_CATS)) & (pl.col("dur") > 0))
-            self._busy[rank] = merge_intervals(gpu.select("ts", "end"), []).sort("ts")
-        return self._busy[rank]
+        return self.facts(rank).busy
 
     def idle_after(self, rank: int, times: pl.Series) -> pl.Series:
         """For each time: how long the GPU stayed idle from then until its next work started (0 when
@@ -122,11 +115,7 @@ class Context:
     def loader_spans(self, rank: int) -> pl.DataFrame:
         """ts, end of the rank's data-loading ranges (the data_loader rule's names): the GPU idle
         inside them is that rule's, not the sync or step-edge rules'."""
-        patterns = self.settings.names("data_loader", "names")
-        events = self.events(rank).filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
-        name = pl.col("name").cast(pl.Utf8)
-        wanted = pl.any_horizontal([name.str.contains(p) for p in patterns]) if patterns else pl.lit(False)
-        return events.filter(wanted & (pl.col("dur") > 0)).select("ts", "end")
+        return self.facts(rank).loading.select("ts", "end")
 
     def idle_before(self, rank: int, starts: pl.Series) -> pl.Series:
         """For each start of GPU work: how long the GPU was idle just before it (0 when other work ran

@@ -3,6 +3,7 @@ the change to make, and the what-if that models it in the step model's replay.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import polars as pl
@@ -29,7 +30,8 @@ class Evidence:
 
     @property
     def row_text(self) -> str:
-        return ", ".join(f"{key}={value}" for key, value in self.row)
+        """The row's key values as a JSON object ('{"rank": 2}'): readable, and parsed back by the app."""
+        return json.dumps(dict(self.row), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -49,13 +51,13 @@ class Finding:
 
 
 FINDING_COLUMNS: dict[str, pl.DataType] = {
-    "rule": pl.Utf8(),
     "what": pl.Utf8(),
     "saved_pct": pl.Float64(),
     "saved_us": pl.Float64(),
     "at_most_pct": pl.Float64(),
     "at_most_us": pl.Float64(),
     "what_if": pl.Utf8(),
+    "rule": pl.Utf8(),
     "where": pl.Utf8(),
     "evidence": pl.Utf8(),
     "change": pl.Utf8(),
@@ -66,6 +68,7 @@ FINDING_COLUMNS: dict[str, pl.DataType] = {
 }
 """The findings table, best first: `saved_us`/`saved_pct` is the step time the step model's replay
 saves with the change (null: not modelled, `what_if` says so), `at_most_*` the time the change
-acts on per step (the most it could save); `page`, `table`, `row` name the row of the evidence."""
+acts on per step (the most it could save); `page`, `table` and `row` (its key values as a JSON
+object) name the row of the evidence."""
 
 NOT_MODELLED = "not modelled"

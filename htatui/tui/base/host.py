@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 
 from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.registry import PageTable
 from htatui.trace import TraceSet
 
 
@@ -36,6 +37,9 @@ class AnalysisHost(Protocol):
         self, rank: int | None = None, start_us: float | None = None, end_us: float | None = None
     ) -> None:
         """Show the timeline of a rank around a time window (µs, on the views' time base)."""
+
+    async def show_evidence(self, page: str, table: PageTable | None, row: Mapping[str, object]) -> None:
+        """Open a page with one of its tables' rows highlighted (the Diagnosis page's enter)."""
 
     @property
     def trace_label(self) -> str: ...

@@ -13,24 +13,14 @@ from htatui.analysis.diagnosis.context import Context, without
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 from htatui.analysis.diagnosis.rules.common import ranks_text, short_name, worst_row
 
-HOST_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "user_annotation")
-
-
-def _matching(events: pl.DataFrame, patterns: tuple[str, ...], cats: tuple[str, ...]) -> pl.DataFrame:
-    """The events of `cats` whose name matches one of `patterns`."""
-    name = pl.col("name").cast(pl.Utf8)
-    wanted = pl.any_horizontal([name.str.contains(p) for p in patterns]) if patterns else pl.lit(False)
-    return events.filter(pl.col("cat").cast(pl.Utf8).is_in(list(cats)) & wanted & (pl.col("dur") >= 0))
-
 
 def sync(ctx: Context) -> list[Finding]:
     """Host calls inside the step that wait for the GPU (.item(), stream and device syncs, cudaMemcpy)."""
-    patterns = ctx.settings.names("sync", "names")
     minimum = ctx.settings.number("sync", "min_pct")
     factor = ctx.settings.number("sync", "factor")
     rows: list[dict[str, Any]] = []
     for rank in ctx.ranks:
-        calls = _matching(ctx.events(rank), patterns, HOST_CATS[:3])
+        calls = ctx.facts(rank).sync_calls
         if calls.height == 0:
             continue
         # Nested matches (.item() → _local_scalar_dense → cudaStreamSynchronize) count once.
@@ -42,7 +32,7 @@ def sync(ctx: Context) -> list[Finding]:
         outer = (
             calls.join(spans.select("ts"), on="ts", how="semi").sort("dur", descending=True).unique("ts", keep="first")
         )
-        names = outer.group_by(name=pl.col("name").cast(pl.Utf8)).agg(n=pl.len(), us=pl.col("dur").sum())
+        names = outer.group_by("name").agg(n=pl.len(), us=pl.col("dur").sum())
         top = worst_row(names, "us")
         idle = ctx.per_step(_idle_after(ctx, rank, spans["end"]), rank)
         rows.append({"rank": rank, "waited": waited, "idle": idle, "calls": ctx.per_step(spans.height, rank), **top})
@@ -78,15 +68,14 @@ def _idle_after(ctx: Context, rank: int, ends: pl.Series) -> float:
 
 def pageable_copy(ctx: Context) -> list[Finding]:
     """Copies between the GPU and pageable host memory (synchronous with the host, slower than pinned)."""
-    patterns = ctx.settings.names("pageable_copy", "names")
     minimum = ctx.settings.number("pageable_copy", "min_pct")
     factor = ctx.settings.number("pageable_copy", "factor")
     rows: list[dict[str, Any]] = []
     for rank in ctx.ranks:
-        copies = _matching(ctx.events(rank), patterns, ("gpu_memcpy",))
+        copies = ctx.facts(rank).pageable
         if copies.height == 0:
             continue
-        names = copies.group_by(name=pl.col("name").cast(pl.Utf8)).agg(n=pl.len(), us=pl.col("dur").sum())
+        names = copies.group_by("name").agg(n=pl.len(), us=pl.col("dur").sum())
         total = ctx.per_step(float(names["us"].sum()), rank)
         if ctx.pct(total) < minimum:
             continue
@@ -140,8 +129,7 @@ def data_loader(ctx: Context) -> list[Finding]:
         if share < minimum:
             continue
         name = phase.removesuffix("_us")
-        events = ctx.events(rank)
-        spans = events.filter((pl.col("name").cast(pl.Utf8) == name) & (pl.col("dur") >= 0))
+        spans = ctx.facts(rank).loading.filter(pl.col("name") == name)
         idle = ctx.per_step(ctx.idle_within(rank, spans), rank)
         step = int(own.sort(phase, descending=True)["step"][0])
         rows.append(

@@ -175,13 +175,7 @@ def fusion(ctx: Context) -> list[Finding]:
     factor = ctx.settings.number("fusion", "factor")
     found = []
     for rank in ctx.ranks:
-        kernels = (
-            ctx.events(rank)
-            .filter(pl.col("cat").cast(pl.Utf8) == "kernel")
-            .select("stream", "ts", "dur", name=pl.col("name").cast(pl.Utf8))
-            .sort("stream", "ts")
-            .with_columns(family=family_of(pl.col("name"), ctx.settings.families))
-        )
+        kernels = ctx.facts(rank).kernels.with_columns(family=family_of(pl.col("name"), ctx.settings.families))
         member = pl.col("family").is_in(list(fusable)) & (pl.col("dur") < longest)
         # A chain: consecutive members on one stream (a non-member starts a new run).
         runs = kernels.with_columns(member=member).with_columns(

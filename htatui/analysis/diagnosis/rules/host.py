@@ -61,7 +61,7 @@ def host_bound(ctx: Context) -> list[Finding]:
 
 def _busiest_stream(ctx: Context, rank: int) -> int | None:
     """The stream with the most GPU time on the rank."""
-    gpu = ctx.events(rank).filter((pl.col("cat").cast(pl.Utf8) == "kernel") & pl.col("stream").is_not_null())
+    gpu = ctx.facts(rank).kernels.filter(pl.col("stream").is_not_null())
     if gpu.height == 0:
         return None
     totals = gpu.group_by("stream").agg(pl.col("dur").sum()).sort(["dur", "stream"], descending=[True, False])
@@ -110,8 +110,7 @@ def kernel_storm(ctx: Context) -> list[Finding]:
 def _bubbles(ctx: Context, rank: int, short_us: float, max_gap_us: float) -> float:
     """The GPU idle just before each short kernel, up to `max_gap_us` each (a launch's bubble;
     a longer wait is the host_bound rule's)."""
-    kernels = ctx.events(rank).filter(pl.col("cat").cast(pl.Utf8) == "kernel").select("ts", "dur")
-    short = kernels.filter(pl.col("dur") < short_us)
+    short = ctx.facts(rank).kernels.filter(pl.col("dur") < short_us)
     if short.height == 0:
         return 0.0
     return float(ctx.idle_before(rank, short["ts"]).clip(0.0, max_gap_us).sum())

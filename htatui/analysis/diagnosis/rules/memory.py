@@ -10,7 +10,6 @@ import polars as pl
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 from htatui.analysis.memory import usage
-from htatui.trace.kineto import MEMORY_EVENT
 from htatui.trace.memory_inputs import MemoryInputError, read_rank_traces
 
 GIB = 1024**3
@@ -23,7 +22,7 @@ def memory(ctx: Context) -> list[Finding]:
     for rank in ctx.ranks:
         trace = ctx.traces.ranks[rank]
         path = trace.path
-        if not isinstance(path, Path) or not (trace.events["name"].cast(pl.Utf8) == MEMORY_EVENT).any():
+        if not isinstance(path, Path) or not ctx.facts(rank).memory_events:
             continue
         try:
             analysis = usage.analyse(read_rank_traces([(rank, path)]))
