@@ -83,11 +83,6 @@ VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
 VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
 
 
-def view_key(number: int) -> str:
-    """The key of the n-th view: 1-9, then 0 for the tenth (as on the keyboard's number row)."""
-    return str(number % 10)
-
-
 def _start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker while sys.stderr is still the real one.
 
