@@ -1,4 +1,4 @@
-"""Command line: `htatui PATH…` opens the app; `info`, `report`, `export`, `diff` run headless.
+"""Command line: `htatui PATH…` opens the app; `info`, `diagnose`, `report`, `export`, `diff` run headless.
 
 Textual is imported only when the app opens, after `--color` has set TEXTUAL_COLOR_SYSTEM.
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "check", "report", "export", "diff", "timeline", "memory", "ingest")
+SUBCOMMANDS = ("info", "check", "diagnose", "report", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -183,6 +183,7 @@ def _run_info(args: argparse.Namespace) -> int:
 SUBCOMMAND_HELP = {
     "info": "per-rank summary of the traces",
     "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
+    "diagnose": "what to fix first: findings ranked by the step time each fix would save (exit 0/1/2)",
     "report": "print one analysis view as a table, CSV or JSON",
     "export": "write traces augmented with counters or patterns",
     "timeline": "print a rank's timeline over a time window as text",
@@ -206,7 +207,7 @@ def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    for name in ("info", "check", "report", "export", "timeline", "diff", "memory", "ingest"):
+    for name in ("info", "check", "diagnose", "report", "export", "timeline", "diff", "memory", "ingest"):
         if name in built:
             _add_subcommand(sub, name)
         else:
@@ -224,6 +225,10 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
         from htatui.cli.check import add_check_parser
 
         add_check_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "diagnose":
+        from htatui.cli.diagnose import add_diagnose_parser
+
+        add_diagnose_parser(sub, _common_load_flags, _format_flag, _load)
     elif name == "report":
         from htatui.cli.report import add_report_parser
 

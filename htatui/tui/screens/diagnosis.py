@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import polars as pl
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from htatui.analysis.registry import PAGE_BY_ID, PageTable
-from htatui.text.numbers import cell_text
+from htatui.text.diagnosis import finding_lines, step_line
 from htatui.tui.screens.page import PageResult, PageScreen, Pane
 from htatui.tui.widgets.table import ColumnHint, ViewTable
 
@@ -35,39 +35,12 @@ FINDING_COLUMNS = {
 }
 
 
-def step_line(summary: pl.DataFrame) -> str:
-    """'step 16,115.47 µs · ranks 4 · steps 10-13 · GPU busy 92.1 % · bound by: not modelled'."""
-    if summary.height == 0:
-        return ""
-    row = summary.row(0, named=True)
-    parts = [f"step {cell_text(row['step_us'])} µs", f"ranks {row['ranks']}"]
-    if row["steps"]:
-        parts.append(f"steps {row['steps']}")
-    if row["gpu_busy_pct"] is not None:
-        parts.append(f"GPU busy {cell_text(row['gpu_busy_pct'])} %")
-    parts.append(f"bound by: {row['bound_by']}")
-    return " · ".join(parts)
-
-
 def finding_text(row: dict[str, Any]) -> str:
-    """The highlighted finding in full: what, where, evidence, the change, its saving and where to see it."""
-    if row["saved_us"] is not None:
-        saving = f"saves {cell_text(row['saved_us'])} µs a step ({cell_text(row['saved_pct'])} %): {row['what_if']}"
-    else:
-        at_most = f"{cell_text(row['at_most_us'])} µs a step ({cell_text(row['at_most_pct'])} %)"
-        saving = f"{row['what_if']}; at most {at_most}"
-    page = PAGE_BY_ID[row["page"]].title if row["page"] in PAGE_BY_ID else row["page"]
-    shown = f"{page} › {row['table']}" if row["table"] else page
-    return "\n".join(
-        [
-            f"[b]{row['what']}[/b]",
-            f"where: {row['where']}",
-            f"evidence: {row['evidence']}",
-            f"change: {row['change']}",
-            f"saving: {saving}",
-            f"enter: {shown} {row['row']}",
-        ]
-    )
+    """The highlighted finding in full (markup): what in bold, then `finding_lines`."""
+    page = PAGE_BY_ID[row["page"]].title if row["page"] in PAGE_BY_ID else str(row["page"])
+    lines = finding_lines(row, page)
+    lines[-1] = lines[-1].replace("see:", "enter:", 1)
+    return "\n".join([f"[b]{escape(str(row['what']))}[/b]", *(escape(line) for line in lines)])
 
 
 class DiagnosisScreen(PageScreen):

@@ -26,8 +26,6 @@ def sync(ctx: Context) -> list[Finding]:
         # Nested matches (.item() → _local_scalar_dense → cudaStreamSynchronize) count once.
         spans = merge_intervals(calls.select("ts", "end"), [])
         waited = ctx.per_step(float((spans["end"] - spans["ts"]).sum()), rank)
-        if ctx.pct(waited) < minimum:
-            continue
         # The outermost call of each span names it; the name with the most time leads.
         outer = (
             calls.join(spans.select("ts"), on="ts", how="semi").sort("dur", descending=True).unique("ts", keep="first")
@@ -35,6 +33,8 @@ def sync(ctx: Context) -> list[Finding]:
         names = outer.group_by("name").agg(n=pl.len(), us=pl.col("dur").sum())
         top = worst_row(names, "us")
         idle = ctx.per_step(_idle_after(ctx, rank, spans["end"]), rank)
+        if ctx.pct(idle) < minimum:
+            continue
         rows.append({"rank": rank, "waited": waited, "idle": idle, "calls": ctx.per_step(spans.height, rank), **top})
     if not rows:
         return []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diagnosis.change import Change
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
@@ -38,7 +39,10 @@ def straggler(ctx: Context) -> list[Finding]:
             )
         else:
             what = f"rank {rank} holds up the other ranks, and none of its phases explains why"
-        steps = f"steps {row['steps']}" if row["steps"] else ctx.steps_text(rank)
+        held = sorted(int(step) for step in str(row["steps"] or "").split(",") if step)
+        steps = (
+            f"step{'s' if len(held) > 1 else ''} {format_ranges(held, separator=',')}" if held else ctx.steps_text(rank)
+        )
         found.append(
             Finding(
                 "straggler",
