@@ -32,7 +32,8 @@ def host_bound(ctx: Context) -> list[Finding]:
         if idle_pct is None or idle_pct < min_idle or own.height == 0:
             continue
         # The stream doing the most work: its idle says what the GPU waited for.
-        working = own.filter(pl.col("stream") == _busiest_stream(ctx, rank))
+        busiest_stream = _busiest_stream(ctx, rank)
+        working = own.filter(pl.col("stream") == busiest_stream) if busiest_stream is not None else own.clear()
         busiest = (working if working.height else own.sort("total_us", descending=True)).row(0, named=True)
         if (busiest["host_wait_pct"] or 0.0) < min_wait:
             continue
