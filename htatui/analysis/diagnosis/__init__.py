@@ -23,7 +23,8 @@ from htatui.analysis.diagnosis.context import Context, TableReader
 from htatui.analysis.diagnosis.finding import FINDING_COLUMNS, NOT_MODELLED, Finding
 from htatui.analysis.diagnosis.rules import RULES
 from htatui.analysis.diagnosis.saving import Predicted, predicted_savings, step_bounds
-from htatui.analysis.diagnosis.settings import DiagnosisRulesError, settings, user_rule_files
+from htatui.analysis.diagnosis.settings import DiagnosisRulesError, user_rule_files
+from htatui.analysis.diagnosis.settings import settings as rule_settings
 from htatui.trace.model import TraceSet
 
 __all__ = ["FINDING_COLUMNS", "SUMMARY_COLUMNS", "DiagnosisOptions", "DiagnosisRulesError", "findings", "summary"]
@@ -68,7 +69,7 @@ def _diagnose(traces: TraceSet, scope: Scope, read: TableReader) -> Diagnosis:
     if scope.hta_compat:
         empty = pl.DataFrame(schema=FINDING_COLUMNS)
         return Diagnosis(empty, pl.DataFrame(schema=SUMMARY_COLUMNS), COMPAT_NOTE)
-    ctx = Context(traces, scope, read, settings())
+    ctx = Context(traces, scope, read, rule_settings())
     found = [finding for rule, find in RULES.items() if ctx.settings.enabled(rule) for finding in find(ctx)]
     changes = [f.what_if for f in found if f.what_if is not None]
     replayed = iter(predicted_savings(traces, scope, changes))
