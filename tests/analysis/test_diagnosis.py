@@ -11,8 +11,8 @@ import pytest
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.diagnosis import FINDING_COLUMNS, SUMMARY_COLUMNS, DiagnosisOptions, DiagnosisRulesError
-from htatui.analysis.diagnosis.settings import ENV_VAR, Family, add_user_rule_file, settings
 from htatui.analysis.diagnosis.rules import RULES
+from htatui.analysis.diagnosis.settings import ENV_VAR, Family, add_user_rule_file, settings
 from htatui.analysis.registry import BY_ID, PAGE_BY_ID, frame_of, make_table
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
