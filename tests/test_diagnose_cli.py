@@ -66,7 +66,8 @@ def test_diagnose_exits_0_when_no_finding_reaches_the_threshold(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Eight kernel families of 95 µs a step, 29 µs apart, all launched at the step's start: the GPU
-    computes 77 % of its span, no family 10 % of the step, no wait for the host: nothing to find. The demo's best finding is at most 19.75 % of its step: under a --fail-pct of 20."""
+    computes 77 % of its span, no family 10 % of the step, no wait for the host: nothing to find.
+    The demo's best finding is at most 19.75 % of its step: under a --fail-pct of 20."""
     events: list[dict[str, Any]] = []
     for n in (1, 2, 3):
         base = (n - 1) * 1000.0
