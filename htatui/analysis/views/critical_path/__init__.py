@@ -9,22 +9,30 @@ faster (`what-if`, `job-what-if`) or a slow rank at the median's pace (`straggle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
-from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
-from htatui.analysis.core.options import CommonOptions, NotedTable
+from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
 from htatui.analysis.views.critical_path.job import JobPart, job_part
 from htatui.analysis.views.critical_path.longest import CycleError
+from htatui.analysis.views.critical_path.options import CriticalPathOptions
 from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
 from htatui.analysis.views.critical_path.pieces import Build, JobSolution, rank_what_if_by_pieces, solve_by_pieces
+from htatui.analysis.views.critical_path.step_model import Change, Saving, StepSummary, step_summary, what_if_savings
 from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
 from htatui.analysis.views.critical_path.window import COLUMNS, WindowError
 from htatui.trace.model import TraceSet, with_details
+
+__all__ = [
+    "Change",
+    "CriticalPathOptions",
+    "Saving",
+    "StepSummary",
+    "step_summary",
+    "what_if_savings",
+]
 
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
 NOTHING_TO_FOLLOW = "no op, runtime call or GPU work with a duration in the window"
@@ -41,30 +49,6 @@ TOP_SCHEMA: dict[str, pl.DataType] = {
     "pct": pl.Float64(),
     "edges": pl.Int64(),
 }
-
-
-@dataclass(frozen=True)
-class CriticalPathOptions(CommonOptions):
-    """Which rank and which annotation instance to follow (HTA's `critical_path_analysis` arguments)."""
-
-    rank: int | None = knob(None, flag="--rank", help="critical-path: rank to follow (default: the first)", kind="int")
-    annotation: str = knob(
-        "",
-        flag="--annotation",
-        help="critical-path: window = an event whose name contains this (empty: the scope's steps)",
-        kind="text",
-    )
-    instance: int = knob(0, flag="--instance", help="critical-path: which of those events, from 0", kind="int")
-    faster_pct: float = knob(
-        50.0,
-        flag="--faster-pct",
-        help="critical-path what-if: how much faster each event is tried",
-        kind="float",
-        minimum=0.0,
-        maximum=100.0,
-    )
-    data_loading: tuple[str, ...] = ()
-    """Name patterns (regex) of host events charged to data loading rather than the CPU."""
 
 
 def _rank(traces: TraceSet, options: CriticalPathOptions) -> int | None:
