@@ -56,7 +56,7 @@ def test_diagnose_json_and_csv_hold_the_report_table(capsys: pytest.CaptureFixtu
     code, table, _err = run(capsys, "report", str(DEMO), "--view", "diagnosis", "--format", "json")
     assert code == 0 and json.loads(table)[0]["what"] == report["findings"][0]["what"]
     code, out, _err = run(capsys, "diagnose", str(DEMO), "--format", "csv")
-    assert code == 1 and out.splitlines()[0].startswith("what,saved_pct,saved_us,at_most_pct,at_most_us,what_if,rule")
+    assert code == 1 and out.splitlines()[0].startswith("what,saved_pct,saved_us,estimate_pct,estimate_us,what_if,rule")
 
 
 FAMILIES = ("gemm", "flash_fwd", "conv2d", "softmax", "layer_norm", "multi_tensor_apply", "triton_poi", "reduce_kernel")
@@ -67,7 +67,7 @@ def test_diagnose_exits_0_when_no_finding_reaches_the_threshold(
 ) -> None:
     """Eight kernel families of 95 µs a step, 29 µs apart, all launched at the step's start: the GPU
     computes 77 % of its span, no family 10 % of the step, no wait for the host: nothing to find.
-    The demo's best finding is at most 19.75 % of its step: under a --fail-pct of 20."""
+    The demo's best finding is estimated at 19.75 % of its step: under a --fail-pct of 20."""
     events: list[dict[str, Any]] = []
     for n in (1, 2, 3):
         base = (n - 1) * 1000.0

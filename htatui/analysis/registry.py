@@ -238,7 +238,7 @@ VIEWS: tuple[View[Any], ...] = (
         "Diagnosis",
         diagnosis.DiagnosisOptions,
         (
-            Table("main", _diagnosis_findings, key_columns=("saved_pct", "at_most_pct", "what")),
+            Table("main", _diagnosis_findings, key_columns=("saved_pct", "estimate_pct", "what")),
             Table("summary", _diagnosis_summary),
         ),
     ),

@@ -95,7 +95,7 @@ def run_diagnose(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     view = BY_ID["diagnosis"]
     found, message = frame_of(make_table(view.main, traces, options))
     summary = frame_of(make_table(view.table("summary"), traces, options))[0]
-    gain = pl.coalesce("saved_pct", "at_most_pct")
+    gain = pl.coalesce("saved_pct", "estimate_pct")
     status = FOUND if found.height and found.select((gain >= args.fail_pct).any()).item() else CLEAN
     if args.format == "json":
         report = {
@@ -119,7 +119,7 @@ def run_diagnose(args: argparse.Namespace, load: Callable[..., Any]) -> int:
 def _over(found: Any, fail_pct: float) -> str:
     import polars as pl
 
-    count = int(found.select((pl.coalesce("saved_pct", "at_most_pct") >= fail_pct).sum()).item())
+    count = int(found.select((pl.coalesce("saved_pct", "estimate_pct") >= fail_pct).sum()).item())
     return f"{count} finding{'s' if count != 1 else ''}"
 
 

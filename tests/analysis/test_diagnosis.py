@@ -14,6 +14,7 @@ from htatui.analysis.diagnosis import FINDING_COLUMNS, SUMMARY_COLUMNS, Diagnosi
 from htatui.analysis.diagnosis.rules import RULES
 from htatui.analysis.diagnosis.settings import ENV_VAR, Family, add_user_rule_file, settings
 from htatui.analysis.registry import BY_ID, PAGE_BY_ID, frame_of, make_table
+from htatui.analysis.views.critical_path import Change, CriticalPathOptions, what_if_savings
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
 
@@ -100,28 +101,41 @@ def small_demo() -> TraceSet:
 
 def test_demo_first_finding_is_rank_2s_gpu_compute_as_the_ranks_page_says(small_demo: TraceSet) -> None:
     """fixtures/demo (rank 2's kernels 1.35× slower): the stragglers table's rank 2, 12,728.85 µs of
-    delay over steps 10-13 (3,182.21 µs a step), GPU compute +14,492 µs; the mean step 16,110.42 µs."""
+    delay over steps 10-13 (3,182.21 µs a step), GPU compute +14,492 µs; the mean step 16,110.42 µs.
+    Its saving is the step model's straggler what-if: rank 2 at the median's pace, over the 4 steps."""
     found, summary = diagnosis(small_demo)
     assert dict(found.schema) == FINDING_COLUMNS and dict(summary.schema) == SUMMARY_COLUMNS
     first = found.row(0, named=True)
+    (saving,) = what_if_savings(small_demo, CriticalPathOptions(), [Change("rank", "2", to_median=True)])
+    assert first["saved_pct"] == pytest.approx(saving.saved_pct) and first["saved_pct"] > 15
+    assert first["saved_us"] == pytest.approx(saving.saved_us / 4)
+    assert first["what_if"] == "rank 2 at the median's pace"
+    assert summary["bound_by"][0].startswith("gpu_compute_bound")
     stragglers = table(small_demo, "stragglers").row(0, named=True)
     assert (first["rule"], first["rank"], stragglers["rank"]) == ("straggler", 2, 2)
-    assert first["at_most_us"] == pytest.approx(stragglers["delay_us"] / 4)
+    assert first["estimate_us"] == pytest.approx(stragglers["delay_us"] / 4)
     assert first["what"] == "rank 2 holds up the other ranks: its GPU compute runs 14,492 µs past theirs"
     assert first["where"] == "rank 2 · steps 10-13 · GPU compute"
     steps = table(small_demo, "steps").filter("used")
     mean_step = steps.group_by("rank").agg(pl.col("dur_us").mean())["dur_us"].mean()
     assert summary["step_us"][0] == pytest.approx(mean_step)
-    assert first["at_most_pct"] == pytest.approx(100 * first["at_most_us"] / mean_step)
+    assert first["estimate_pct"] == pytest.approx(100 * first["estimate_us"] / mean_step)
     assert (summary["ranks"][0], summary["steps"][0], summary["findings"][0]) == (4, "10-13", found.height)
 
 
 def test_findings_are_ranked_and_their_evidence_rows_are_on_the_named_pages(small_demo: TraceSet) -> None:
+    """Modelled savings first, largest first; each saving the step model's what-if of its change."""
     found, _summary = diagnosis(small_demo)
+    assert found["rule"].to_list() == ["straggler", "data_loader", "gpu_compute"]
+    data_loader = found.row(1, named=True)
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    (saving,) = what_if_savings(small_demo, CriticalPathOptions(), [Change("annotation", loader, 0.0)])
+    assert data_loader["saved_pct"] == pytest.approx(saving.saved_pct)
+    assert data_loader["what_if"] == f"annotation {loader} removed"
     modelled = found.filter(pl.col("saved_us").is_not_null())
     assert modelled["saved_us"].to_list() == sorted(modelled["saved_us"].to_list(), reverse=True)
     rest = found.filter(pl.col("saved_us").is_null())
-    assert rest["at_most_us"].to_list() == sorted(rest["at_most_us"].to_list(), reverse=True)
+    assert rest["estimate_us"].to_list() == sorted(rest["estimate_us"].to_list(), reverse=True)
     for row in found.iter_rows(named=True):
         page = PAGE_BY_ID[row["page"]]
         view_id, _, name = row["table"].partition(" --")
@@ -134,7 +148,7 @@ def test_findings_are_ranked_and_their_evidence_rows_are_on_the_named_pages(smal
 
 def test_resnet_eager_is_host_bound_first(load_shared) -> None:  # type: ignore[no-untyped-def]
     """ResNet-18 eager, step 2-3: the GPU is idle 62 % of its span, 97 % of that waiting for
-    launches (host wait 21,768 of 22,419 µs on stream 7): 10,884 µs a step, 5,442 µs at most."""
+    launches (host wait 21,768 of 22,419 µs on stream 7): 10,884 µs a step, halved: an estimate of 5,442 µs."""
     traces = load_shared("h100_resnet_eager")
     found, _summary = diagnosis(traces)
     first = found.row(0, named=True)
@@ -143,13 +157,17 @@ def test_resnet_eager_is_host_bound_first(load_shared) -> None:  # type: ignore[
     stream = table(traces, "idle", "by-stream").filter(pl.col("stream") == 7).row(0, named=True)
     steps = table(traces, "steps").filter("used").height
     waited = temporal["idle_us"] * stream["host_wait_pct"] / 100 / steps
-    assert first["at_most_us"] == pytest.approx(waited * 0.5)
+    assert first["estimate_us"] == pytest.approx(waited * 0.5)
     assert json.loads(first["row"]) == {"rank": 0, "stream": 7}
+    (saving,) = what_if_savings(traces, CriticalPathOptions(), [Change("bound_by", "cpu_bound", 0.5)])
+    assert first["saved_pct"] == pytest.approx(saving.saved_pct) and first["saved_us"] == pytest.approx(
+        saving.saved_us / steps
+    )
 
 
 def test_gpt_compile_is_gpu_compute_in_its_largest_kernel_family_first(load_shared) -> None:  # type: ignore[no-untyped-def]
     """The compiled GPT: the GPU computes 83 % of its span; the GEMM kernels (nvjet_*) take
-    9,208 µs over steps 3-4, 4,604 µs a step; 20 % faster: at most 921 µs."""
+    9,208 µs over steps 3-4, 4,604 µs a step; 20 % faster: estimate 921 µs."""
     traces = load_shared("h100_gpt_compile")
     found, _summary = diagnosis(traces)
     first = found.row(0, named=True)
@@ -157,8 +175,11 @@ def test_gpt_compile_is_gpu_compute_in_its_largest_kernel_family_first(load_shar
     assert "GEMM kernels take the most of it" in first["what"]
     kernels = table(traces, "kernels", top_k=None)
     gemm = kernels.filter(pl.col("name").str.starts_with("nvjet_"))["sum_us"].sum()
-    assert first["at_most_us"] == pytest.approx(gemm / 2 * 0.2)
-    assert json.loads(first["row"])["name"].startswith("nvjet_sm90_tst_192x128")
+    assert first["estimate_us"] == pytest.approx(gemm / 2 * 0.2)
+    top = json.loads(first["row"])["name"]
+    assert top.startswith("nvjet_sm90_tst_192x128")
+    (saving,) = what_if_savings(traces, CriticalPathOptions(), [Change("name", top, 0.8)])
+    assert first["saved_pct"] == pytest.approx(saving.saved_pct) and first["saved_pct"] > 0
 
 
 def test_gloo_2rank_straggler_matches_the_ranks_page(load_shared) -> None:  # type: ignore[no-untyped-def]
@@ -169,7 +190,7 @@ def test_gloo_2rank_straggler_matches_the_ranks_page(load_shared) -> None:  # ty
     stragglers = table(traces, "stragglers").filter("is_straggler")
     mine = found.filter(pl.col("rule") == "straggler")
     assert mine["rank"].to_list() == stragglers["rank"].to_list() == [0, 1]
-    assert mine["at_most_us"].to_list() == pytest.approx([d / 2 for d in stragglers["delay_us"].to_list()])
+    assert mine["estimate_us"].to_list() == pytest.approx([d / 2 for d in stragglers["delay_us"].to_list()])
     assert mine["what"][0] == "rank 0 holds up the other ranks, and none of its phases explains why"
     # gloo communicates on the host: the exposed-communication finding says to use NCCL.
     comm = found.filter(pl.col("rule") == "exposed_comm").row(0, named=True)

@@ -1,7 +1,7 @@
 """Each Diagnosis rule on a hand-built trace that triggers it and one that must not.
 
 Jobs of 3 ProfilerSteps of S µs (the last left out, as in every view): the numbers counted are
-steps 1 and 2's, per step. Each finding's `at_most_us` is the time its change acts on per step
+steps 1 and 2's, per step. Each finding's `estimate_us` is the time its change acts on per step
 (× (1 − factor) where the change makes it faster rather than removing it).
 """
 
@@ -59,13 +59,13 @@ def test_straggler_is_the_ranks_pages_straggler_and_its_phase(tmp_path: Path) ->
     traces = traces_of(tmp_path, *[gloo_rank(rank) for rank in range(4)])
     found = findings(traces)["straggler"]
     assert found["rank"] == SLOW_RANK
-    assert found["at_most_us"] == pytest.approx(300.0)
-    assert found["at_most_pct"] == pytest.approx(30.0)
+    assert found["estimate_us"] == pytest.approx(300.0)
+    assert found["estimate_pct"] == pytest.approx(30.0)
     assert found["what"] == "rank 2 holds up the other ranks: its data_loader runs 600 µs past theirs"
     assert found["where"] == "rank 2 · steps 1-2 · data_loader"
     assert "loads its data slower" in found["change"]
     assert (found["page"], found["table"], json.loads(found["row"])) == ("ranks", "stragglers", {"rank": 2})
-    assert found["what_if"] == "not modelled"  # until the step model's replay is merged
+    assert found["what_if"] == "rank 2 at the median's pace"
 
 
 def test_no_straggler_when_the_ranks_run_alike(tmp_path: Path) -> None:
@@ -76,11 +76,11 @@ def test_no_straggler_when_the_ranks_run_alike(tmp_path: Path) -> None:
 def test_exposed_comm_is_the_transfer_of_the_rank_that_waits_least(tmp_path: Path) -> None:
     """ranks_jobs.nccl_rank: the all_reduce kernel runs alone [B+300, B+700) on ranks 0 and 2 (their
     gemm ends at B+300) and [B+600, B+700) on rank 1 (whose gemm ends there): 100 µs a step on rank 1,
-    10 % of the step; the what-if halves it: at most 50 µs."""
+    10 % of the step; the what-if halves it: estimate 50 µs."""
     traces = traces_of(tmp_path, *[nccl_rank(rank) for rank in range(3)])
     found = findings(traces)["exposed_comm"]
     assert found["rank"] == 1
-    assert found["at_most_us"] == pytest.approx(50.0)
+    assert found["estimate_us"] == pytest.approx(50.0)
     assert "100 µs a step (10.0 % of the step)" in found["what"]
     assert "(the most: rank 2, 400 µs)" in found["evidence"]
     assert (found["page"], found["table"]) == ("kernels", "kernel-types")
@@ -122,9 +122,9 @@ def spaced_kernels(count: int, every: float, dur: float) -> Callable[[int, float
 def test_host_bound_counts_the_gpu_waiting_for_launches(tmp_path: Path) -> None:
     """10 kernels of 10 µs a step, launched 100 µs apart: the GPU span of steps 1-2 is [10, 1920),
     busy 200, idle 1710 (89.5 %), every gap host wait (each launch starts after the kernel before
-    ended): 855 µs a step; the what-if halves it: at most 427.5 µs."""
+    ended): 855 µs a step; the what-if halves it: estimate 427.5 µs."""
     found = findings(job(tmp_path, spaced_kernels(10, 100, 10)))["host_bound"]
-    assert found["at_most_us"] == pytest.approx(427.5)
+    assert found["estimate_us"] == pytest.approx(427.5)
     assert (
         found["what"] == "the GPU waits for the host: idle 90 % of the time, 100 % of that for the host to launch work"
     )
@@ -148,9 +148,9 @@ def test_no_host_bound_when_the_gpu_is_kept_busy(tmp_path: Path) -> None:
 def test_kernel_storm_counts_the_bubbles_before_short_kernels(tmp_path: Path) -> None:
     """250 launches a step of 10 ms (5 µs calls: 12.5 % of the step), kernels of 2 µs 40 µs apart:
     each waits 38 µs after the one before (the trace's first kernel has none before it): 499 × 38 µs
-    over 2 steps = 9481 µs a step; halved: at most 4740.5 µs."""
+    over 2 steps = 9481 µs a step; halved: estimate 4740.5 µs."""
     found = findings(job(tmp_path, spaced_kernels(250, 40, 2), step_us=10_000))["kernel_storm"]
-    assert found["at_most_us"] == pytest.approx(499 * 38 / 2 / 2)
+    assert found["estimate_us"] == pytest.approx(499 * 38 / 2 / 2)
     assert found["what"] == "a storm of small kernels: 250 launches a step, half of them under 2.0 µs on the GPU"
     assert (found["page"], found["table"], json.loads(found["row"])) == ("launch", "launch --summary", {"rank": 0})
 
@@ -180,9 +180,9 @@ def sync_step(queued_before_sync: bool) -> Callable[[int, float], list[Event]]:
 
 def test_sync_counts_the_gpu_idle_after_it(tmp_path: Path) -> None:
     """The sync returns at B+412 with the GPU idle since B+410; k2 starts at B+615: 203 µs a step of
-    idle after it, which removing the sync (factor 0) saves at most."""
+    idle after it, which removing the sync (factor 0) estimate:."""
     found = findings(job(tmp_path, sync_step(queued_before_sync=False)))["sync"]
-    assert found["at_most_us"] == pytest.approx(203.0)
+    assert found["estimate_us"] == pytest.approx(203.0)
     assert "1 times a step (cudaStreamSynchronize" in found["what"]
     assert "392 µs a step in synchronising calls" in found["evidence"]
     assert (found["page"], found["table"], json.loads(found["row"])) == (
@@ -204,9 +204,9 @@ def copy_step(name: str) -> Callable[[int, float], list[Event]]:
 
 
 def test_pageable_copy(tmp_path: Path) -> None:
-    """One 50 µs copy from pageable memory a step (5 %); the what-if halves it: at most 25 µs."""
+    """One 50 µs copy from pageable memory a step (5 %); the what-if halves it: estimate 25 µs."""
     found = findings(job(tmp_path, copy_step("Memcpy HtoD (Pageable -> Device)")))["pageable_copy"]
-    assert found["at_most_us"] == pytest.approx(25.0)
+    assert found["estimate_us"] == pytest.approx(25.0)
     assert found["what"] == "copies to or from pageable host memory: 1 a step, 50 µs on the GPU"
     assert json.loads(found["row"]) == {"rank": 0, "name": "Memcpy HtoD (Pageable -> Device)"}
 
@@ -230,9 +230,9 @@ def loader_step(loader_us: float) -> Callable[[int, float], list[Event]]:
 
 def test_data_loader_counts_the_gpu_idle_while_it_loads(tmp_path: Path) -> None:
     """200 µs of the 1000-µs step (20 %), the GPU idle all of it (step 1: nothing ran yet; step 2:
-    the kernel before ended at 900): removing it (factor 0) saves at most 200 µs."""
+    the kernel before ended at 900): removing it (factor 0) estimate: 200 µs."""
     found = findings(job(tmp_path, loader_step(200)))["data_loader"]
-    assert found["at_most_us"] == pytest.approx(200.0)
+    assert found["estimate_us"] == pytest.approx(200.0)
     assert found["what"] == "the data loader takes 20.0 % of the step (200 µs)"
     assert (found["page"], found["table"], json.loads(found["row"])) == ("ranks", "rank-steps", {"rank": 0, "step": 1})
 
@@ -248,7 +248,7 @@ def test_step_gaps_are_the_idle_at_the_steps_edges(tmp_path: Path) -> None:
         return [runtime("cudaLaunchKernel", base + 290, 5, n), kernel("k", base + 300, 400, corr=n)]
 
     found = findings(job(tmp_path, make))["step_gaps"]
-    assert found["at_most_us"] == pytest.approx(600.0)
+    assert found["estimate_us"] == pytest.approx(600.0)
     assert "300 µs a step from the step's start to its first GPU work, 300 µs from" in found["evidence"]
     assert json.loads(found["row"]) == {"rank": 0, "step": 1}
 
@@ -276,9 +276,9 @@ def compute_step(gemm_us: float, elementwise_us: float) -> Callable[[int, float]
 
 def test_gpu_compute_names_the_largest_kernel_family(tmp_path: Path) -> None:
     """A 700 µs GEMM and a 100 µs elementwise kernel a step: the GPU computes 1600 of its 1800-µs
-    span (88.9 %); GEMM takes 700 µs a step, 70 %; the what-if (20 % faster) saves at most 140 µs."""
+    span (88.9 %); GEMM takes 700 µs a step, 70 %; the what-if (20 % faster) estimate: 140 µs."""
     found = findings(job(tmp_path, compute_step(700, 100)))["gpu_compute"]
-    assert found["at_most_us"] == pytest.approx(140.0)
+    assert found["estimate_us"] == pytest.approx(140.0)
     assert found["what"] == (
         "the step is bound by GPU compute, and GEMM kernels take the most of it: 700 µs a step (70 %)"
     )
@@ -315,11 +315,11 @@ def h100_peaks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @pytest.mark.usefixtures("h100_peaks")
 def test_gemm_roof_finds_fp32_matmuls_off_the_tensor_cores(tmp_path: Path) -> None:
     """2·4096³ = 137.44 GFLOP in 10 ms: 13.74 TFLOP/s, 20.5 % of the fp32 roof (67, no tensor cores),
-    10 ms of a 20-ms step; at 70 % of the roof it would take 2.93 ms: at most 7.07 ms saved."""
+    10 ms of a 20-ms step; at 70 % of the roof it would take 2.93 ms: estimate 7.07 ms saved."""
     found = findings(job(tmp_path, mm_step("float", 10_000), step_us=20_000))["gemm_roof"]
     pct = 100 * 2 * 4096**3 / 10_000e-6 / 1e12 / 67.0
     assert pct == pytest.approx(20.51, abs=0.01)
-    assert found["at_most_us"] == pytest.approx(10_000 * (1 - pct / 70))
+    assert found["estimate_us"] == pytest.approx(10_000 * (1 - pct / 70))
     assert found["what"] == "matrix multiplies run in fp32 without tensor cores: 10,000 µs a step"
     assert "set_float32_matmul_precision" in found["change"]
     assert json.loads(found["row"]) == {"rank": 0, "name": "aten::mm"}
@@ -349,9 +349,9 @@ def chains_step(chain: int) -> Callable[[int, float], list[Event]]:
 
 
 def test_fusion_finds_chains_of_small_elementwise_kernels(tmp_path: Path) -> None:
-    """5 chains of 5 × 20 µs a step: 500 µs (50 %); fused, half of it: at most 250 µs."""
+    """5 chains of 5 × 20 µs a step: 500 µs (50 %); fused, half of it: estimate 250 µs."""
     found = findings(job(tmp_path, chains_step(5)))["fusion"]
-    assert found["at_most_us"] == pytest.approx(250.0)
+    assert found["estimate_us"] == pytest.approx(250.0)
     assert found["what"] == "chains of small memory-bound kernels: 5 a step, 500 µs (50.0 % of the step)"
     assert "5.0 kernels a chain" in found["evidence"]
 
@@ -385,7 +385,7 @@ def test_memory_near_the_devices_capacity(tmp_path: Path) -> None:
     found = findings(memory_job(tmp_path, reserved=950 * MIB, leak=False, capacity=1000 * MIB))["memory"]
     assert found["what"] == "memory is close to the device's capacity: 0.9 of 1.0 GiB at the peak"
     assert found["where"] == "rank 0 · cuda:0"
-    assert found["at_most_us"] == 0.0 and found["what_if"] == "not modelled"
+    assert found["estimate_us"] == 0.0 and found["what_if"] == "not modelled"
 
 
 def test_memory_growing_every_step(tmp_path: Path) -> None:

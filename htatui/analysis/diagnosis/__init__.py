@@ -5,7 +5,7 @@ Each rule (rules/) reads registered tables through the registry's reader, so its
 ones the named page shows, and yields findings: what, where, the evidence and its page and row,
 the change to make, and the what-if that models it; `saving.py` asks the step model's replay
 what each what-if saves. Findings with a modelled saving come first, by the saving; the rest
-after, by the most their change could save (the time it acts on). Thresholds are data
+after, by the rule's own estimate (the time their change acts on). Thresholds are data
 (`rules.toml`, extended by the user's files: `settings.py`).
 """
 
@@ -72,7 +72,8 @@ def _diagnose(traces: TraceSet, scope: Scope, read: TableReader) -> Diagnosis:
     ctx = Context(traces, scope, read, rule_settings())
     found = [finding for rule, find in RULES.items() if ctx.settings.enabled(rule) for finding in find(ctx)]
     changes = [f.what_if for f in found if f.what_if is not None]
-    replayed = iter(predicted_savings(traces, scope, changes))
+    steps = ctx.steps()["step"].drop_nulls().n_unique()
+    replayed = iter(predicted_savings(traces, scope, changes, steps))
     predicted = [None if f.what_if is None else next(replayed) for f in found]
     table = _ranked(found, predicted, ctx.step_us())
     return Diagnosis(table, _summary(ctx, table, step_bounds(traces, scope)), None if table.height else "nothing found")
@@ -88,8 +89,8 @@ def _ranked(found: list[Finding], predicted: list[Predicted | None], step_us: fl
                 "what": finding.what,
                 "saved_pct": None if saving is None else saving.saved_pct,
                 "saved_us": None if saving is None else saving.saved_us,
-                "at_most_pct": 100.0 * finding.at_most_us / step_us if step_us > 0 else 0.0,
-                "at_most_us": finding.at_most_us,
+                "estimate_pct": 100.0 * finding.estimate_us / step_us if step_us > 0 else 0.0,
+                "estimate_us": finding.estimate_us,
                 "what_if": NOT_MODELLED if saving is None or finding.what_if is None else in_words(finding.what_if),
                 "where": finding.where,
                 "evidence": finding.evidence,
@@ -102,7 +103,7 @@ def _ranked(found: list[Finding], predicted: list[Predicted | None], step_us: fl
         )
     table = pl.DataFrame(rows, schema=FINDING_COLUMNS)
     return table.sort(
-        [pl.col("saved_us").is_null(), "saved_us", "at_most_us", "rule"],
+        [pl.col("saved_us").is_null(), "saved_us", "estimate_us", "rule"],
         descending=[False, True, True, False],
         nulls_last=True,
         maintain_order=True,

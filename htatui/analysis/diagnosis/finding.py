@@ -36,15 +36,16 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem a rule found, with the most a fix could save per step (`at_most_us`: the time
-    the change acts on, as if all of it bounded the step) and the `what_if` that models the fix."""
+    """One problem a rule found, with the rule's estimate of what a fix saves per step
+    (`estimate_us`: the time its change acts on, from the evidence) and the `what_if` that models
+    the fix in the step model's replay."""
 
     rule: str
     what: str
     where: str
     evidence: str
     change: str
-    at_most_us: float
+    estimate_us: float
     see: Evidence
     rank: int | None = None
     what_if: Change | None = None
@@ -54,8 +55,8 @@ FINDING_COLUMNS: dict[str, pl.DataType] = {
     "what": pl.Utf8(),
     "saved_pct": pl.Float64(),
     "saved_us": pl.Float64(),
-    "at_most_pct": pl.Float64(),
-    "at_most_us": pl.Float64(),
+    "estimate_pct": pl.Float64(),
+    "estimate_us": pl.Float64(),
     "what_if": pl.Utf8(),
     "rule": pl.Utf8(),
     "where": pl.Utf8(),
@@ -67,8 +68,9 @@ FINDING_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
 }
 """The findings table, best first: `saved_us`/`saved_pct` is the step time the step model's replay
-saves with the change (null: not modelled, `what_if` says so), `at_most_*` the time the change
-acts on per step (the most it could save); `page`, `table` and `row` (its key values as a JSON
+saves per step with the change (null: not modelled, `what_if` says so), `estimate_*` the rule's
+own estimate from its evidence: the time its change acts on per step (what ranks the findings no
+replay models); `page`, `table` and `row` (its key values as a JSON
 object) name the row of the evidence."""
 
 NOT_MODELLED = "not modelled"

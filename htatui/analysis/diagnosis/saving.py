@@ -1,8 +1,8 @@
 """The predicted saving of each finding's change: the one place the diagnosis asks the step model.
 
-A saving is the step model's replay of the step with the change (issue 33's `what_if_savings`);
-until that replay is in this branch every change is "not modelled" (None), ranked after the
-modelled ones by the most it could save.
+A saving is the step model's replay of the scope's steps with the change (`what_if_savings`,
+issue 33): `saved_pct` is its share of the replayed step, `saved_us` the saving per step (the
+replay's over the scope's steps ÷ their number).
 """
 
 from __future__ import annotations
@@ -12,23 +12,37 @@ from dataclasses import dataclass
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.diagnosis.change import Change
+from htatui.analysis.views.critical_path import CriticalPathOptions, step_summary, what_if_savings
 from htatui.trace.model import TraceSet
+
+BOUND_TYPES_SHOWN = 3
+"""How many bound types the step line names."""
 
 
 @dataclass(frozen=True)
 class Predicted:
-    """The replay's step with and without the change."""
+    """What the replay says a change saves, per step and as a share of the step."""
 
-    step_us: float
     saved_us: float
     saved_pct: float
 
 
-def predicted_savings(traces: TraceSet, scope: Scope, changes: Sequence[Change]) -> list[Predicted | None]:
-    """Each change's saving from one replay of the scope's steps (None where it is not modelled)."""
-    return [None for _ in changes]
+def predicted_savings(traces: TraceSet, scope: Scope, changes: Sequence[Change], steps: int) -> list[Predicted | None]:
+    """Each change's saving from one replay of the scope's `steps` steps (None where no graph replays them)."""
+    if not changes:
+        return []
+    savings = what_if_savings(traces, CriticalPathOptions(scope=scope), list(changes))
+    return [
+        Predicted(saving.saved_us / max(steps, 1), saving.saved_pct) if saving.replay_us > 0 else None
+        for saving in savings
+    ]
 
 
 def step_bounds(traces: TraceSet, scope: Scope) -> str | None:
-    """What bounds the scope's step, in one line, from the step model's summary (None: not modelled)."""
-    return None
+    """What bounds the scope's step, in one line, from the step model's summary (None: no graph)."""
+    summary = step_summary(traces, CriticalPathOptions(scope=scope))
+    if summary.step_us <= 0 or summary.bound_by.height == 0:
+        return None
+    top = summary.bound_by.head(BOUND_TYPES_SHOWN)
+    shares = ", ".join(f"{bound} {pct:.0f} %" for bound, pct in top.select("bound_by", "pct").iter_rows())
+    return f"{shares} (path {summary.coverage_pct:.0f} % of the step)"

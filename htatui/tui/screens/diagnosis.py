@@ -28,8 +28,8 @@ FINDING_COLUMNS = {
     "what": ColumnHint(width=56, cut_end=True, priority=0),
     "rule": ColumnHint(width=13, cut_end=True, priority=3),
     "saved_pct": ColumnHint(priority=0),
-    "at_most_pct": ColumnHint(priority=0),
-    **{name: ColumnHint(priority=3) for name in ("saved_us", "at_most_us", "what_if", "rank")},
+    "estimate_pct": ColumnHint(priority=0),
+    **{name: ColumnHint(priority=3) for name in ("saved_us", "estimate_us", "what_if", "rank")},
     **{name: ColumnHint(width=30, cut_end=True, priority=4) for name in ("where", "evidence", "change")},
     **{name: ColumnHint(width=16, cut_end=True, priority=5) for name in ("page", "table", "row")},
 }
@@ -60,7 +60,7 @@ class DiagnosisScreen(PageScreen):
         "rule's: **what** is wrong, **where** (rank, steps, op, kernel or phase), the **evidence** and "
         "the page and row that show it, the **change** to make, and the step time it would save, from "
         "a what-if replay of the step model; a finding that no replay models says *not modelled* and "
-        "comes after the others, by the most its change could save (*at most*, the time it acts on). "
+        "comes after the others, by the rule's own *estimate* (the time its change acts on). "
         "Enter on a finding opens its evidence's page at its row. Rules and thresholds: "
         "docs/diagnosis/; headless: `htatui diagnose PATH`."
     )

@@ -9,10 +9,11 @@ import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
 
-COMMUNICATION_BOUND = "gpu_communication_bound"
+COMMUNICATION_BOUND = "communication"
+"""The step model's bound types of GPU and CPU communication together."""
 CPU_BOUND = "cpu_bound"
 LAUNCH_OVERHEAD = "gpu_kernel_launch_overhead"
-"""Bound types of the critical path's edges (`report --view critical-path`)."""
+"""Bound types of the step model's edges (`report --view critical-path`)."""
 
 
 def ranks_text(ranks: list[int], worst: int) -> str:
