@@ -29,7 +29,8 @@ FINDING_COLUMNS = {
     "rule": ColumnHint(width=13, cut_end=True, priority=3),
     "saved_pct": ColumnHint(priority=0),
     "estimate_pct": ColumnHint(priority=0),
-    **{name: ColumnHint(priority=3) for name in ("saved_us", "estimate_us", "what_if", "rank")},
+    **{name: ColumnHint(priority=3) for name in ("saved_us", "estimate_us", "rank")},
+    "what_if": ColumnHint(width=28, cut_end=True, priority=3),
     **{name: ColumnHint(width=30, cut_end=True, priority=4) for name in ("where", "evidence", "change")},
     **{name: ColumnHint(width=16, cut_end=True, priority=5) for name in ("page", "table", "row")},
 }

@@ -141,12 +141,19 @@ class PageScreen(ViewScreen["PageResult"]):
         if self.result is not None and not self.analysis_running:
             self.call_after_refresh(self._highlight_wanted)
 
+    def table_drawn_as(self, table: PageTable) -> str:
+        """Where a page table without a pane shows (`highlight_row` says so)."""
+        return "in this page's chart"
+
     def _highlight_wanted(self) -> None:
         if self._wanted_row is None or self.result is None:
             return
         table, row = self._wanted_row
         self._wanted_row = None
         if table not in self.PANES:
+            # A table drawn as a chart (the Ranks page's heat map): say which cell to look at.
+            where = ", ".join(f"{key} {value}" for key, value in row.items())
+            self.notify(f"{where}: {self.table_drawn_as(table)}", title=str(table))
             return
         pane = self.query_one(f"#{pane_id(table)}", TablePane)
         view_table = pane.table
