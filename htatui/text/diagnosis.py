@@ -8,19 +8,21 @@ from typing import Any
 
 import polars as pl
 
+from htatui.analysis.diagnosis.finding import NOT_MODELLED
 from htatui.text.numbers import cell_text
 
 
 def step_line(summary: pl.DataFrame) -> str:
-    """'step 16,110.42 µs · ranks 4 · steps 10-13 · GPU busy 93.34 % · bound by: not modelled'."""
+    """'step 16,110.42 µs · ranks 4 · steps 10-13 · bound by: gpu_compute_bound 88 %, cpu_bound 6 % (…)';
+    the GPU's busy share stands in when the step model has no graph."""
     if summary.height == 0:
         return ""
     row = summary.row(0, named=True)
     parts = [f"step {cell_text(row['step_us'])} µs", f"ranks {row['ranks']}"]
     if row["steps"]:
         parts.append(f"steps {row['steps']}")
-    if row["gpu_busy_pct"] is not None:
-        parts.append(f"GPU busy {cell_text(row['gpu_busy_pct'])} %")
+    if row["gpu_busy_pct"] is not None and row["bound_by"] == NOT_MODELLED:
+        parts.append(f"GPU busy {cell_text(row['gpu_busy_pct'])} %")  # what the step model would say
     parts.append(f"bound by: {row['bound_by']}")
     return " · ".join(parts)
 

@@ -15,7 +15,7 @@ from htatui.analysis.diagnosis.change import Change
 from htatui.analysis.views.critical_path import CriticalPathOptions, step_summary, what_if_savings
 from htatui.trace.model import TraceSet
 
-BOUND_TYPES_SHOWN = 3
+BOUND_TYPES_SHOWN = 2
 """How many bound types the step line names."""
 
 
