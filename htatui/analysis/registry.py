@@ -455,8 +455,10 @@ PAGES: tuple[Page, ...] = (
             PageTable("critical-path"),
             PageTable("critical-path", "edges"),
             PageTable("critical-path", "top-events"),
+            PageTable("critical-path", "what-if"),
             PageTable("critical-path", "job"),
             PageTable("critical-path", "job-edges"),
+            PageTable("critical-path", "job-what-if"),
         ),
     ),
 )

@@ -276,7 +276,7 @@ def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
         kernel("k2", 105, 50, corr=2),
     ]
     traces = traces_of(tmp_path, events)
-    table = cp.path_what_if(traces, cp.CriticalPathOptions(faster_pct=50)).frame
+    table = cp.hta_path_what_if(traces, cp.CriticalPathOptions(faster_pct=50)).frame
     rows = {r["name"]: r for r in table.iter_rows(named=True)}
     assert list(rows) == ["k1", "k2"]
     assert rows["k1"]["time_us"] == 100 and rows["k1"]["path_us"] == 155
@@ -287,7 +287,7 @@ def test_what_if_solves_the_path_again(tmp_path: Path) -> None:
 
 def test_faster_pct_outside_0_100_says_so(tmp_path: Path) -> None:
     traces = traces_of(tmp_path, [cpu_op("a", 0, 1)])
-    found = cp.path_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
+    found = cp.hta_path_what_if(traces, cp.CriticalPathOptions(faster_pct=150))
     assert found.frame.height == 0
     assert found.message == "--faster-pct 150 is not in 0–100"
 
@@ -306,7 +306,7 @@ def test_straggler_what_if_scales_the_slow_rank_to_the_median(tmp_path: Path) ->
     pace: its slow op and launch take 5000 · 2665/5110, then rank 0's transfer 100 and after 10.
     """
     traces = traces_of(tmp_path, _rank_events("fast", 100, 90, 110), _rank_events("slow", 5000, 4990, 5000))
-    table = cp.straggler_what_if(traces, cp.CriticalPathOptions()).frame
+    table = cp.hta_straggler_what_if(traces, cp.CriticalPathOptions()).frame
     rows = {r["rank"]: r for r in table.iter_rows(named=True)}
     assert rows[0]["own_path_us"] == 220 and rows[1]["own_path_us"] == 5110
     assert rows[1]["median_own_path_us"] == 2665 and rows[1]["job_path_us"] == 5110

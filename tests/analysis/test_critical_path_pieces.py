@@ -68,8 +68,8 @@ def _assert_as_whole(traces: Any, hta_compat: bool) -> cp.JobSolution:
     assert path.height > 0
     assert solved.table.frame.equals(path)
     top = cp.by_event(path).unique(["rank", "index"], keep="first", maintain_order=True)
-    assert cp.job_what_if(traces, options).frame.equals(what_if(whole, top, 50.0, cp.WHAT_IF_EVENTS))
-    assert cp.straggler_what_if(traces, options).frame.equals(rank_what_if(whole))
+    assert cp.hta_job_what_if(traces, options).frame.equals(what_if(whole, top, 50.0, cp.WHAT_IF_EVENTS))
+    assert cp.hta_straggler_what_if(traces, options).frame.equals(rank_what_if(whole))
     return solved
 
 
@@ -203,10 +203,10 @@ def test_pieces_of_a_folder_read_from_the_cache_are_the_same(tmp_path: Path) -> 
     load_traces([tmp_path], max_workers=1)
     cached = load_traces([tmp_path], max_workers=1)
     options = cp.CriticalPathOptions()
-    for table in (cp.job_path, cp.job_what_if, cp.straggler_what_if):
+    for table in (cp.job_path, cp.hta_job_what_if, cp.hta_straggler_what_if):
         found = table(cached, options).frame
         assert found.height > 0
         assert found.equals(table(loaded, options).frame)
     assert not any(rank.loaded for rank in cached.ranks.values())
-    assert pl.Series(cp.straggler_what_if(cached, options).frame["rank"]).to_list() == [0, 1, 2, 3]
+    assert pl.Series(cp.hta_straggler_what_if(cached, options).frame["rank"]).to_list() == [0, 1, 2, 3]
     _assert_as_whole(loaded, False)

@@ -42,19 +42,25 @@ LAST_STEP = Scope(steps=Steps.parse("2"))
 async def test_page_shows_the_rank_path_then_the_jobs_and_t_opens_the_timeline(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
     options = cp.CriticalPathOptions(LAST_STEP)
-    summary, path = cp.compute(small_traces, options).frame, cp.edges(small_traces, options).frame
-    assert path.height > 0
+    summary, path = cp.compute(small_traces, options), cp.edges(small_traces, options).frame
+    top = cp.top_events(small_traces, options).frame
+    assert path.height > 0 and summary.message is not None and summary.message.startswith("path ")
     async with app.run_test(size=(100, 40)) as pilot:
         screen = await open_page(pilot)
         lines = screen_lines(app)
         assert lines[0].rstrip().endswith("[Critical path]")
         assert "│ step 2 of 1-2 (, . another · a all)" in lines[1]
-        for bound, pct in summary.select("bound_by", "pct").iter_rows():
-            assert any(line.startswith(bound) and f"{pct:.1f}%" in line for line in lines), bound
-        edges = screen.query_one("#critical-path-edges", TablePane)
-        assert edges.display and not screen.query_one("#critical-path-job-edges", TablePane).display
-        assert edges.table.has_focus and edges.table.selected_row() == path.row(0, named=True)
+        # The coverage line heads the bars.
+        assert any(summary.message.split(" · ")[0] in line for line in lines)
+        for bound, pct in summary.frame.select("bound_by", "pct").iter_rows():
+            assert any(line.startswith(bound[:20]) and f"{pct:.1f}%" in line for line in lines), bound
+        events = screen.query_one("#critical-path-top-events", TablePane)
+        assert events.display and not screen.query_one("#critical-path-job", TablePane).display
+        assert events.table.has_focus and events.table.selected_row() == top.row(0, named=True)
+        assert screen.query_one("#critical-path-what-if", TablePane).display
 
+        edges = screen.query_one("#critical-path-edges", TablePane)
+        edges.table.focus()
         await press(pilot, "j", "t")  # the path's second edge, in the timeline
         assert isinstance(app.screen, TimelineScreen)
         second = path.row(1, named=True)
@@ -62,9 +68,23 @@ async def test_page_shows_the_rank_path_then_the_jobs_and_t_opens_the_timeline(s
         await press(pilot, "escape")
 
         await press(pilot, "m")
-        job_edges = screen.query_one("#critical-path-job-edges", TablePane)
-        assert job_edges.display and not edges.display and job_edges.table.has_focus
-        assert any("The job's path by what bounds it" in line for line in screen_lines(app))
+        job = screen.query_one("#critical-path-job", TablePane)
+        assert job.display and not edges.display and job.table.has_focus
+        assert screen.query_one("#critical-path-job-what-if", TablePane).display
+        assert any("The job's path" in line for line in screen_lines(app))
+
+
+async def test_t_on_a_grouped_row_opens_its_first_instance(small_traces: TraceSet) -> None:
+    """The job's path by rank and name: `t` opens the name's first instance on the path."""
+    row = cp.job(small_traces, cp.CriticalPathOptions(LAST_STEP)).frame.row(0, named=True)
+    events = small_traces.ranks[row["rank"]].events
+    event = events.filter(events["index"] == row["index"]).row(0, named=True)
+    app = make_app(small_traces)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await open_page(pilot)
+        await press(pilot, "m", "t")
+        assert isinstance(app.screen, TimelineScreen)
+        assert app.screen.target == (row["rank"], event["ts"], event["end"])
 
 
 async def test_t_on_an_event_row_opens_that_event(small_traces: TraceSet) -> None:

@@ -41,9 +41,11 @@ EDGES = PageTable("critical-path", "edges")
 TOP = PageTable("critical-path", "top-events")
 JOB_TOP = PageTable("critical-path", "job")
 JOB_EDGES = PageTable("critical-path", "job-edges")
+WHAT_IF = PageTable("critical-path", "what-if")
+JOB_WHAT_IF = PageTable("critical-path", "job-what-if")
 
-RANK_PANES = (EDGES, TOP)
-JOB_PANES = (JOB_EDGES, JOB_TOP)
+RANK_PANES = (TOP, WHAT_IF, EDGES)
+JOB_PANES = (JOB_TOP, JOB_WHAT_IF, JOB_EDGES)
 
 
 def edge_kind(edge_type: str) -> str:
@@ -64,6 +66,14 @@ EVENT_COLUMNS = {
     "time_us": ColumnHint(priority=0),
     "bound_by": ColumnHint(width=23, priority=0),
     "index": ColumnHint(priority=3),
+}
+WHAT_IF_COLUMNS = {
+    "group": ColumnHint(width=10, priority=0),
+    "key": ColumnHint(width=24, short_names=True, priority=0),
+    "rank": ColumnHint(priority=1),
+    "saved_us": ColumnHint(priority=0),
+    "saved_pct": ColumnHint(priority=0),
+    "detail": ColumnHint(width=30, cut_end=True, priority=2),
 }
 NO_PATH = "No critical path on this rank."
 PICK = "Change the rank, annotation or instance above, or the step (, . a)."
@@ -92,29 +102,40 @@ def _events_pane(title: str) -> Pane:
     return Pane(title, NO_PATH, sort="time_us", columns=EVENT_COLUMNS, hint=PICK)
 
 
+def _what_if_pane(title: str) -> Pane:
+    # The table's own order: the ranks at the median's pace first, then by the time saved.
+    return Pane(title, NO_PATH, columns=WHAT_IF_COLUMNS, hint=PICK)
+
+
 class CriticalPathScreen(PageScreen):
     PAGE: ClassVar[str] = "critical-path"
     PANES: ClassVar[dict[PageTable, Pane]] = {
+        TOP: _events_pane("Events on the path by their time on it (t: timeline)"),
+        WHAT_IF: _what_if_pane("What if: the step replayed with each faster"),
         EDGES: _path_pane("The path, edge by edge (t: timeline)"),
-        TOP: _events_pane("Events on the path by their time on it"),
+        JOB_TOP: _events_pane("The job's path by rank and name (t: the first instance)"),
+        JOB_WHAT_IF: _what_if_pane("What if: the job's step replayed with each faster, each rank at the median"),
         JOB_EDGES: _path_pane("The job's path across ranks, edge by edge (t: timeline)"),
-        JOB_TOP: _events_pane("Events on the job's path by their time on it"),
     }
     VIEW_TITLE: ClassVar[str] = "Critical path"
     HELP: ClassVar[str] = (
-        "The longest chain of dependent work through a rank's ops, runtime calls and GPU work in "
-        "the scope's steps (HTA's critical path): the bars give the time on it by what bounds it "
-        "(*cpu_bound*, *gpu_compute_bound*, *gpu_communication_bound*, launch and kernel-to-kernel "
-        "overhead), the path lists its edges in order, and the events sum each event's time on it, "
-        "what to make faster first. The page follows **one step**, as HTA follows one iteration: "
+        "What bounds the step: the chain of dependencies that accounts for every µs of it (the step "
+        "model; `--hta-compat`: HTA's critical path). The header says how much of the step the path "
+        "covers and the replay (the graph simulated with the measured times); the bars give the "
+        "time on the path by what bounds it (*cpu_bound*, *host_gap*: untraced host time inside an "
+        "annotation, *gpu_compute_bound*, communication, launch and kernel-to-kernel overhead, "
+        "*collective_wait*: waiting for another rank, *unexplained_wait*). The events sum each "
+        "event's time on the path; the what-ifs replay the step with a name, an annotation or a "
+        "bound type faster (`--faster-pct`), and on the job each rank at the other ranks' median "
+        "pace, phase by phase; the path lists its edges in order. The page follows **one step**: "
         "the scope's last complete step at first, named in the header; `,` and `.` the step before "
         "and after, `a` every step of the scope at once (slow on a long trace). "
         "**rank** picks the rank (empty: the first chosen), "
         "**annotation** a window instead of the steps (an event whose name contains it) and "
         "**instance** which of those events. `m` shows the job's path, every chosen rank joined at "
-        "their collectives; `t` opens the timeline at the highlighted edge or event; `e` writes the "
-        "rank's trace with its path marked for Perfetto (`htatui export critical-path`). "
-        "`report --view critical-path --what-if` tries each long event faster."
+        "their collectives, by rank and name; `t` opens the timeline at the highlighted edge, event "
+        "or name (its first instance); `e` writes the rank's trace with HTA's path marked for "
+        "Perfetto (`htatui export critical-path`)."
     )
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -242,11 +263,11 @@ class CriticalPathScreen(PageScreen):
         if self.job_path:
             output = result.output("critical-path", "job-edges")
             summary = critical_path.summarise(output.frame)
-            chart.title = "The job's path by what bounds it (m: one rank's)"
+            chart.title = f"The job's {coverage_line(output.message)} (m: one rank's)"
         else:
             output = result.output("critical-path")
             summary = output.frame
-            chart.title = "Time on the path by what bounds it (m: the job's)"
+            chart.title = f"The rank's {coverage_line(output.message)} (m: the job's)"
         if summary.height == 0:
             chart.show(None, sentence(output.message or NO_PATH))
             return
@@ -327,6 +348,14 @@ class CriticalPathScreen(PageScreen):
                 "overlay); open it in Perfetto.",
             )
         )
+
+
+def coverage_line(message: str | None) -> str:
+    """'path 16.4 ms of a 16.4 ms step (100.0 %) · …' from a table's sentence ('path by what
+    bounds it' in compat mode, where the sentence is HTA's)."""
+    if message and message.startswith("path "):
+        return message.split("; ")[0]
+    return "path by what bounds it"
 
 
 def step_header(result: PageResult) -> str:

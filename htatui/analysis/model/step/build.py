@@ -19,6 +19,9 @@ from htatui.analysis.model.step.graph import EdgeBuffer, Kind, RankPart
 from htatui.analysis.model.step.rows import window_rows
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 
+NS_DECIMALS = 3
+"""Kineto's times are µs with nanosecond decimals."""
+
 
 @dataclass(frozen=True)
 class Window:
@@ -37,6 +40,9 @@ def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
     rows = rows.with_columns(comm=(kernel_type(False) == COMMUNICATION) & pl.col("on_device"))
     times = np.empty(2 * rows.height, dtype=np.float64)
     times[0::2], times[1::2] = rows["ts"].to_numpy(), rows["end"].to_numpy()
+    # To the nanosecond the trace records: ts + dur can land a fraction of a ns past the start
+    # of what waited for it, which would order the dependency after its effect.
+    times = np.round(times, NS_DECIMALS)
     seq = np.zeros(len(times), dtype=np.int64)
     edges = EdgeBuffer()
     clamped: dict[str, int] = {}

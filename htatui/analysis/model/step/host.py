@@ -18,6 +18,7 @@ import polars as pl
 
 from htatui.analysis.model import op_nesting
 from htatui.analysis.model.step.graph import Bools, EdgeBuffer, Floats, Ints, Kind
+from htatui.trace.kineto import PROFILER_STEP
 
 ANNOTATION_CATS = ("user_annotation", "python_function")
 """Host ranges whose own time is untraced work of the program (its Python, a sleep), not a call's."""
@@ -50,6 +51,10 @@ HANDOFF_SLACK_SHARE = 0.05
 """…or, for a long pause, within this share of the pause (a thread that waited 200 ms for the
 autograd engine may take a few ms to go on)."""
 
+FORK_SLACK_US = 2000.0
+"""How soon after another thread's node a thread woken from idle must start for that node to
+have woken it (the autograd engine can take half a millisecond to start backward)."""
+
 JOIN_BUSY_SHARE = 0.25
 """The share of a pause the other thread must have been busy for its event's end to explain it."""
 
@@ -68,9 +73,10 @@ def nesting(lane: Ints, ts: Floats, end: Floats) -> tuple[Ints, Ints, Ints]:
     return parent, depth, last
 
 
-def tour(host: pl.DataFrame) -> tuple[Ints, Bools, Ints, Ints]:
+def tour(host: pl.DataFrame) -> tuple[Ints, Bools, Ints, Ints, tuple[Ints, Ints]]:
     """The depth-first walk of every thread: per visit, the row, whether it enters it, the row
-    the time before the visit lies in (−1: between outermost events) and the lane.
+    the time before the visit lies in (−1: between outermost events) and the lane; and each host
+    row with its parent row (−1 none), parents before children.
 
     `host`: row, lane code, ts, end of the host rows.
     """
@@ -90,7 +96,7 @@ def tour(host: pl.DataFrame) -> tuple[Ints, Bools, Ints, Ints]:
     item, entering, lanes = item[order], enter[order].astype(bool), lanes[order]
     parent_row = np.where(parent >= 0, rows[np.maximum(parent, 0)], -1)
     inside = np.where(entering, parent_row[item], rows[item])
-    return rows[item], entering, inside, lanes
+    return rows[item], entering, inside, lanes, (rows, parent_row)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,9 @@ def walk_threads(rows: pl.DataFrame, times: Floats, seq: Ints) -> Walk:
     if host.height == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Walk(empty, empty, empty)
-    row, entering, inside, lane = tour(host)
+    row, entering, inside, lane, (rows_in_order, parents) = tour(host)
+    steps = rows["name"].str.contains(PROFILER_STEP.pattern).to_numpy()
+    _clip_to_parents(times, rows_in_order, np.where(steps[rows_in_order], -1, parents))
     node = np.where(entering, 2 * row, 2 * row + 1)
     # Nanosecond artefacts (a child ending after its parent) must not run a thread backwards.
     walk_times = times[node]
@@ -122,6 +130,26 @@ def walk_threads(rows: pl.DataFrame, times: Floats, seq: Ints) -> Walk:
     times[node] = walk_times
     seq[node] = np.arange(len(node), dtype=np.int64)
     return Walk(node, lane, inside)
+
+
+def _clip_to_parents(times: Floats, rows: Ints, parents: Ints) -> None:
+    """A child that ends after its parent (a Python function past its step's end) ends with it:
+    the parent's span is what was measured (a ProfilerStep, whose span is the step, is given no
+    parent). Parents come before their children in `rows`."""
+    has = parents >= 0
+    if not has.any():
+        return
+    end = times[2 * rows + 1].copy()
+    position = np.empty(int(rows.max()) + 1, dtype=np.int64)
+    position[rows] = np.arange(len(rows))
+    parent_at = np.where(has, position[np.maximum(parents, 0)], 0)
+    # One pass per level of nesting: a parent's clipped end reaches its children next pass.
+    while True:
+        clipped = np.where(has, np.minimum(end, end[parent_at]), end)
+        if (clipped == end).all():
+            break
+        end = clipped
+    times[2 * rows + 1] = np.maximum(end, times[2 * rows])
 
 
 def host_edges(rows: pl.DataFrame, times: Floats, walk: Walk, edges: EdgeBuffer, synced: set[int]) -> None:
@@ -278,7 +306,7 @@ def cross_thread_edges(rows: pl.DataFrame, times: Floats, walk: Walk, edges: Edg
         t_v = float(times[v])
         at = int(np.searchsorted(all_times, t_v, side="left")) - 1
         own_lane, own_pid = lane_of_row[v // 2], pid[v // 2]
-        while at >= 0 and t_v - all_times[at] <= HANDOFF_SLACK_US:
+        while at >= 0 and t_v - all_times[at] <= FORK_SLACK_US:
             other = int(all_nodes[at])
             if lane_of_row[other // 2] != own_lane and pid[other // 2] == own_pid:
                 forks_src.append(other)

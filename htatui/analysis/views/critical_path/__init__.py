@@ -15,6 +15,7 @@ import polars as pl
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
+from htatui.analysis.views.critical_path import tables
 from htatui.analysis.views.critical_path.job import JobPart, job_part
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
@@ -158,13 +159,22 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> JobSolution:
 
 
 def job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
-    """Which rank and which of its events bound the job's step: time on the job's path by rank and event."""
+    """Which ranks and names bound the job's step: time on the job's path by rank and name (`--top`)."""
+    if not options.hta_compat:
+        return tables.job(traces, options)
+    return hta_job(traces, options)
+
+
+def hta_job(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Time on the job's HTA path by rank and event."""
     found = job_path(traces, options)
     return NotedTable(by_event(found.frame), found.message)
 
 
 def job_edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
-    """The job's path in order, across ranks."""
+    """The job's path in order, across ranks: every instance."""
+    if not options.hta_compat:
+        return tables.job_path(traces, options)
     return job_path(traces, options)
 
 
@@ -181,7 +191,14 @@ def _what_if(solved: Solved, options: CriticalPathOptions, others_us: float = -n
 
 
 def straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
-    """Per rank: its own path, the median rank's, and the job's path were it no slower than the median."""
+    """The job's step if each rank ran at the other ranks' median pace, phase by phase (compat: HTA's path)."""
+    if not options.hta_compat:
+        return tables.straggler_what_if(traces, options)
+    return hta_straggler_what_if(traces, options)
+
+
+def hta_straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """Per rank: its own HTA path, the median rank's, and the job's HTA path were it no slower than the median."""
     solved = _job_solved(traces, options)
     found = solved.table
     if solved.pieces is None or found.frame.height == 0:
@@ -192,12 +209,26 @@ def straggler_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTa
 
 
 def path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
-    """The rank's path length if each of its longest events took `faster_pct` % less (path solved again)."""
+    """The rank's step replayed with its longest names, annotations and bound types `faster_pct` % faster."""
+    if not options.hta_compat:
+        return tables.what_if(traces, options)
+    return hta_path_what_if(traces, options)
+
+
+def hta_path_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The rank's HTA path length if each of its longest events took `faster_pct` % less (solved again)."""
     return _what_if(_rank_solved(traces, options), options)
 
 
 def job_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
-    """The job's path length if each of its longest events took `faster_pct` % less."""
+    """The job's step replayed with each change: names, annotations, bound types, each rank at the median's pace."""
+    if not options.hta_compat:
+        return tables.job_what_if(traces, options)
+    return hta_job_what_if(traces, options)
+
+
+def hta_job_what_if(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
+    """The job's HTA path length if each of its longest events took `faster_pct` % less."""
     solved = _job_solved(traces, options)
     others = -np.inf if solved.pieces is None else solved.pieces.others_us()
     return _what_if((solved.graph, solved.table), options, others)
@@ -232,12 +263,16 @@ def summarise(path: pl.DataFrame) -> pl.DataFrame:
 
 def compute(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The summary: time on the critical path by what bounds it."""
+    if not options.hta_compat:
+        return tables.summary(traces, options)
     found = rank_path(traces, options)
     return NotedTable(summarise(found.frame), found.message)
 
 
 def edges(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The path's edges in order."""
+    if not options.hta_compat:
+        return tables.rank_path(traces, options)
     return rank_path(traces, options)
 
 
@@ -256,5 +291,8 @@ def by_event(path: pl.DataFrame) -> pl.DataFrame:
 
 def top_events(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:
     """The events on the path by their time on it: what to make faster first."""
+    if not options.hta_compat:
+        found = tables.rank_path(traces, options)
+        return NotedTable(tables.top_events(found.frame), found.message)
     found = rank_path(traces, options)
     return NotedTable(by_event(found.frame), found.message)

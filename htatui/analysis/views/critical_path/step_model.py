@@ -26,6 +26,9 @@ from htatui.trace.model import TraceSet
 
 GROUPS = ("name", "annotation", "rank", "bound_by")
 
+DETAIL_PHASES = 3
+"""How many of a rank's slow phases a to-median saving names (largest excess first)."""
+
 
 @dataclass(frozen=True)
 class Change:
@@ -225,7 +228,7 @@ def median_pace(g: StepGraph, traces: TraceSet, options: CriticalPathOptions, ra
     its GPU compute) scaled down to that median."""
     factors = phase_factors(traces, options, rank)
     weight = g.weight
-    done = []
+    done: list[str] = []
     on_device = g.rows["on_device"].to_numpy()
     compute = on_device & ~g.rows["comm"].to_numpy() & (g.rows["cat"] == "kernel").to_numpy()
     mine = changes.by_rank(g, rank)
@@ -238,7 +241,11 @@ def median_pace(g: StepGraph, traces: TraceSet, options: CriticalPathOptions, ra
         if mask.any():
             weight = changes.scaled(weight, mask, factor)
             done.append(f"{phase} ×{factor:.2f}")
-    return weight, ", ".join(done) or "no phase slower than the median"
+    # The phases by excess, largest first; the first few say what the rank is slow at.
+    shown = "; ".join(done[:DETAIL_PHASES]) + (
+        f"; +{len(done) - DETAIL_PHASES} more" if len(done) > DETAIL_PHASES else ""
+    )
+    return weight, shown or "no phase slower than the median"
 
 
 def phase_factors(traces: TraceSet, options: CriticalPathOptions, rank: int) -> list[tuple[str, float]]:
