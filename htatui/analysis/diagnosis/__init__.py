@@ -1,8 +1,9 @@
 """What to fix first: rules over the registered views, each finding with the step time its fix
 would save (docs/diagnosis/README.md).
 
-Each rule (rules/) reads registered tables through the registry's reader, so its numbers are the
-ones the named page shows, and yields findings: what, where, the evidence and its page and row,
+Each rule (ranks.py, host.py, calls.py, gpu.py, memory.py; listed in rules.py) reads registered
+tables through the registry's reader, so its numbers are the ones the named page shows, and
+yields findings: what, where, the evidence and its page and row,
 the change to make, and the what-if that models it; `saving.py` asks the step model's replay
 what each what-if saves. Findings with a modelled saving come first, by the saving; the rest
 after, by the rule's own estimate (the time their change acts on). Thresholds are data

@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.diagnosis.change import Change
+from htatui.analysis.diagnosis.common import ranks_text, short_name, worst_row
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
-from htatui.analysis.diagnosis.rules.common import ranks_text, short_name, worst_row
 from htatui.analysis.diagnosis.settings import Family
 
 OTHER_FAMILY = "other"

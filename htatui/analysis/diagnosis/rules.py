@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from htatui.analysis.diagnosis.calls import data_loader, pageable_copy, sync
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Finding
-from htatui.analysis.diagnosis.rules.calls import data_loader, pageable_copy, sync
-from htatui.analysis.diagnosis.rules.gpu import fusion, gemm_roof, gpu_compute
-from htatui.analysis.diagnosis.rules.host import host_bound, kernel_storm, step_gaps
-from htatui.analysis.diagnosis.rules.memory import memory
-from htatui.analysis.diagnosis.rules.ranks import exposed_comm, straggler
+from htatui.analysis.diagnosis.gpu import fusion, gemm_roof, gpu_compute
+from htatui.analysis.diagnosis.host import host_bound, kernel_storm, step_gaps
+from htatui.analysis.diagnosis.memory import memory
+from htatui.analysis.diagnosis.ranks import exposed_comm, straggler
 
 Rule = Callable[[Context], list[Finding]]
 

@@ -9,9 +9,9 @@ import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diagnosis.change import Change
+from htatui.analysis.diagnosis.common import COMMUNICATION_BOUND, ranks_text
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
-from htatui.analysis.diagnosis.rules.common import COMMUNICATION_BOUND, ranks_text
 
 EXPLAINED_PCT = 50.0
 """The stragglers table's own rule: a phase explains a delay when its excess is at least half of it."""

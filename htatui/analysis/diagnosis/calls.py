@@ -9,9 +9,9 @@ import polars as pl
 
 from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.diagnosis.change import Change
+from htatui.analysis.diagnosis.common import ranks_text, short_name, worst_row
 from htatui.analysis.diagnosis.context import Context, without
 from htatui.analysis.diagnosis.finding import Evidence, Finding
-from htatui.analysis.diagnosis.rules.common import ranks_text, short_name, worst_row
 
 
 def sync(ctx: Context) -> list[Finding]:

@@ -8,9 +8,9 @@ from typing import Any
 import polars as pl
 
 from htatui.analysis.diagnosis.change import Change
+from htatui.analysis.diagnosis.common import CPU_BOUND, LAUNCH_OVERHEAD, ranks_text, worst_row
 from htatui.analysis.diagnosis.context import Context, without
 from htatui.analysis.diagnosis.finding import Evidence, Finding
-from htatui.analysis.diagnosis.rules.common import CPU_BOUND, LAUNCH_OVERHEAD, ranks_text, worst_row
 
 HOST_BOUND_CHANGE = (
     'launch less from Python: CUDA graphs (torch.compile(mode="reduce-overhead"), torch.cuda.graphs), '
