@@ -83,6 +83,8 @@ class StepGraph:
     low_us: float
     high_us: float
     clamped: dict[str, int] = field(default_factory=dict)
+    cache: dict[str, object] = field(default_factory=dict)
+    """What is worked out once per graph (the replay's plan, the measured replay, the path)."""
 
     @property
     def node_count(self) -> int:

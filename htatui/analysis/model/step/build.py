@@ -37,7 +37,7 @@ class Window:
 def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
     """The rank's rows in `window` (rows.READS of its events) and every edge within the rank."""
     rows = window_rows(events, window.low_us, window.high_us)
-    rows = rows.with_columns(comm=(kernel_type(False) == COMMUNICATION) & pl.col("on_device"))
+    rows = rows.with_columns(comm=_communication(rows))
     times = np.empty(2 * rows.height, dtype=np.float64)
     times[0::2], times[1::2] = rows["ts"].to_numpy(), rows["end"].to_numpy()
     # To the nanosecond the trace records: ts + dur can land a fraction of a ns past the start
@@ -71,6 +71,15 @@ def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
         waits=np.unique(np.concatenate([np.asarray(sorted(synced | enqueued), np.int64), joined])),
     )
     return part
+
+
+def _communication(rows: pl.DataFrame) -> pl.Series:
+    """Whether each row is communication work (the communication rules, run once per distinct
+    device name and collective name)."""
+    device = rows.filter("on_device").select("cat", "name", "collective_name").unique()
+    typed = device.with_columns(comm=kernel_type(False) == COMMUNICATION)
+    found = rows.join(typed, on=["cat", "name", "collective_name"], how="left", nulls_equal=True, maintain_order="left")
+    return found["comm"].fill_null(False)
 
 
 def _lane_last(rows: pl.DataFrame, times: np.ndarray) -> np.ndarray:

@@ -101,17 +101,18 @@ def _stream_waits(
         return
     by_end = np.argsort(times[end], kind="stable")
     end_times = times[end][by_end]
-    srcs, dsts, charged = [], [], []
-    for i in found["i"].to_list():
-        t = times[start[i]]
-        at = int(np.searchsorted(end_times, t, side="right")) - 1
-        while at >= 0 and lane[by_end[at]] == lane[i]:
-            at -= 1
-        if at >= 0:
-            srcs.append(int(end[by_end[at]]))
-            dsts.append(int(start[i]))
-            charged.append(int(row[i]))
-    edges.add(np.asarray(srcs, np.int64), np.asarray(dsts, np.int64), Kind.GPU_WAIT, np.asarray(charged, np.int64), 0.0)
+    end_lane = lane[by_end]
+    # Per sorted end: the latest earlier end on another lane (the start of its run of one lane, − 1).
+    run_start = np.zeros(len(by_end), dtype=np.int64)
+    changes = np.flatnonzero(end_lane[1:] != end_lane[:-1]) + 1
+    run_start[changes] = changes
+    run_start = np.maximum.accumulate(run_start)
+    waiting = found["i"].to_numpy()
+    at = np.searchsorted(end_times, times[start[waiting]], side="right") - 1
+    own = (at >= 0) & (end_lane[np.maximum(at, 0)] == lane[waiting])
+    at = np.where(own, run_start[np.maximum(at, 0)] - 1, at)
+    has = at >= 0
+    edges.add(end[by_end[at[has]]], start[waiting[has]], Kind.GPU_WAIT, row[waiting[has]], 0.0)
 
 
 def sync_edges(rows: pl.DataFrame, times: Floats, edges: EdgeBuffer) -> set[int]:

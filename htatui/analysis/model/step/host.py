@@ -177,31 +177,38 @@ def host_edges(rows: pl.DataFrame, times: Floats, walk: Walk, edges: EdgeBuffer,
 
 
 def enclosing_ranges(rows: pl.DataFrame, low: Floats, high: Floats, fallback: Ints) -> Ints:
-    """For each idle stretch [low, high] of a thread: the innermost annotation of another thread
+    """For each idle stretch [low, high] of a thread: the innermost annotation of a step's thread
     of its process that holds it (as HTA hangs the autograd thread's events under the main
     thread's step), else `fallback` (the row the thread went on with)."""
-    ranges = rows.filter(~pl.col("on_device") & (pl.col("cat") == "user_annotation"))
     found = fallback.copy()
+    host = rows.filter(~pl.col("on_device") & (pl.col("cat") == "user_annotation"))
+    step_lanes = host.filter(pl.col("name").str.contains(PROFILER_STEP.pattern))["lane"].unique()
+    ranges = host.filter(pl.col("lane").is_in(step_lanes.implode())).sort("ts", -pl.col("end"))
     if ranges.height == 0 or len(low) == 0:
         return found
-    ranges = ranges.sort("ts")
-    r_row = ranges["row"].to_numpy()
     r_ts, r_end = ranges["ts"].to_numpy(), ranges["end"].to_numpy()
-    r_pid = ranges["pid"].to_numpy()
-    r_lane = ranges["lane"].to_numpy()
-    lanes = rows["lane"].to_numpy()
+    r_lane = ranges["lane"].rank("dense").cast(pl.Int64).to_numpy()
+    # Each range's parent among the step threads' ranges (nesting within its lane).
+    order = np.lexsort((-r_end, r_ts, r_lane))
+    parent_sorted, _, _ = nesting(r_lane[order], r_ts[order], r_end[order])
+    parent = np.full(len(order), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
     pids = rows["pid"].to_numpy()
-    starts = np.searchsorted(r_ts, low, side="right")
-    for i in range(len(low)):
-        own_row = int(fallback[i])
-        own_lane, own_pid = lanes[own_row], pids[own_row]
-        best, best_len = -1, np.inf
-        for j in range(int(starts[i]) - 1, -1, -1):
-            if r_end[j] >= high[i] and r_pid[j] == own_pid and r_lane[j] != own_lane and r_end[j] - r_ts[j] < best_len:
-                best, best_len = int(r_row[j]), float(r_end[j] - r_ts[j])
-        if best >= 0:
-            found[i] = best
-    return found
+    r_pid = ranges["pid"].to_numpy()
+    at = np.searchsorted(r_ts, low, side="right") - 1
+    # The latest range to start before the stretch, or the first of its ancestors that holds it.
+    for _ in range(MAX_RANGE_DEPTH):
+        ok = (at >= 0) & (r_end[np.maximum(at, 0)] >= high) & (r_pid[np.maximum(at, 0)] == pids[fallback])
+        if ok.all() or not (at >= 0).any():
+            break
+        at = np.where(ok | (at < 0), at, parent[np.maximum(at, 0)])
+    ok = (at >= 0) & (r_end[np.maximum(at, 0)] >= high) & (r_pid[np.maximum(at, 0)] == pids[fallback])
+    r_row = ranges["row"].to_numpy()
+    return np.where(ok, r_row[np.maximum(at, 0)], found)
+
+
+MAX_RANGE_DEPTH = 32
+"""How many annotations deep an idle stretch's holder is looked for."""
 
 
 class Busy:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
 import polars as pl
 
 from htatui.analysis.core.memo import memoised, selection_key
@@ -25,8 +24,10 @@ from htatui.analysis.views import ranks as ranks_view
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
 from htatui.analysis.views.critical_path.window import WindowError, annotation_span
 from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, source_calls
-from htatui.trace.kineto import GPU_ANNOTATION, PROFILER_STEP
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION, PROFILER_STEP
 from htatui.trace.model import TraceSet, with_details
+
+DEVICE_WORK = list(GPU_ACTIVITY_CATS)
 
 CALL_READS = ("iteration", "pg_name", "group_size", "in_msg_nelems", "out_msg_nelems", "in_msg_size", "msg_dtype")
 """What the meeting points read besides the graph's columns."""
@@ -40,11 +41,13 @@ class Built:
     message: str | None = None
 
 
-def _events(traces: TraceSet, rank: int) -> pl.DataFrame:
-    trace = traces.ranks[rank]
-    own = [c for c in (*READS, "rank") if c in trace.events.columns]
-    extra = [c for c in ("iteration",) if c in trace.events.columns and c not in own]
-    return with_details(trace.events.select(*own, *extra), trace.details, CALL_READS)
+def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
+    """The rank's host ProfilerStep rows: index, ts, end, step (the pattern runs on distinct names)."""
+    names = events["name"].unique()
+    steps = names.filter(names.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False))
+    rows = events.filter(pl.col("name").is_in(steps.implode()) & (pl.col("cat") != GPU_ANNOTATION))
+    name = pl.col("name").cast(pl.Utf8)
+    return rows.select("index", "ts", "end", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
 
 
 def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptions, rank: int) -> Window:
@@ -65,11 +68,7 @@ def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptio
         found = named.filter((pl.col("ts") == low) & (pl.col("end") == high) & (pl.col("hstream") == -1))
         return Window(low, high, int(found["index"][0]) if found.height else None)
     steps = rank_steps_of(traces, rank, options.scope)
-    name = pl.col("name").cast(pl.Utf8)
-    spans = events.filter(
-        (pl.col("cat").cast(pl.Utf8) != GPU_ANNOTATION) & name.str.contains(PROFILER_STEP.pattern)
-    ).select("index", "ts", "end", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
-    used = spans.filter(pl.col("step").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()))
+    used = _step_rows(events).filter(pl.col("step").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()))
     if not steps.whole_trace and used.height:
         last = used.sort("end").tail(1)
         return Window(float(used["ts"].min()), float(last["end"][0]), int(last["index"][0]))  # type: ignore[arg-type]
@@ -77,6 +76,33 @@ def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptio
     if real.height == 0:
         raise WindowError("no events")
     return Window(float(real["ts"].min()), float(real["end"].max()), None)  # type: ignore[arg-type]
+
+
+def _near(traces: TraceSet, rank: int, window: Window, shift_us: float = 0.0) -> pl.DataFrame:
+    """The rank's rows a graph of `window` can read (the window's: overlapping it, or launched in
+    it), with the meeting points' detail columns; times moved by −`shift_us` (a skewed clock)."""
+    trace = traces.ranks[rank]
+    own = [c for c in (*READS, "rank", "iteration") if c in trace.events.columns]
+    low, high = window.low_us + shift_us, window.high_us + shift_us
+    # Categorical is_in compares codes: no text copy of a million-row column.
+    events = trace.events.lazy()
+    calls = (
+        events.filter(pl.col("ts").is_between(low, high) & pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]))
+        .select("correlation")
+        .drop_nulls()
+        .collect()["correlation"]
+    )
+    kept = (
+        events.filter(
+            ((pl.col("end") > low) & (pl.col("ts") < high))
+            | (pl.col("correlation").is_in(calls.implode()) & pl.col("cat").is_in(DEVICE_WORK))
+        )
+        .select(list(dict.fromkeys(own)))
+        .collect()
+    )
+    if shift_us:
+        kept = kept.with_columns(ts=pl.col("ts") - shift_us, end=pl.col("end") - shift_us)
+    return with_details(kept, trace.details, CALL_READS)
 
 
 def own_calls(events: pl.DataFrame, source: str) -> pl.DataFrame:
@@ -97,21 +123,6 @@ def own_calls(events: pl.DataFrame, source: str) -> pl.DataFrame:
     return calls.join(rows, on=["ts", "end"], how="inner").select(*CALL_KEY, "index")
 
 
-def best_source(traces: TraceSet, options: CriticalPathOptions) -> str | None:
-    """The meeting points' source for the job: the first any chosen rank has."""
-
-    def compute() -> str | None:
-        found = {
-            source
-            for rank in chosen_ranks(traces, options)
-            for source in SOURCES
-            if source_calls(_events(traces, rank), False, source, None).height
-        }
-        return next((s for s in SOURCES if s in found), None)
-
-    return memoised(traces, ("step_graphs.source", *selection_key(traces, options)), compute)
-
-
 def rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Built:
     """One rank's step graph, waiting at each collective for the other ranks' last arrival."""
     key = ("step_graphs.rank", *selection_key(traces, options, "annotation", "instance", "data_loading"), rank)
@@ -119,42 +130,40 @@ def rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Bui
 
 
 def _rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Built:
-    events = _events(traces, rank)
     try:
-        part = rank_part(rank, events, window_of(events, traces, options, rank))
+        window = window_of(traces.ranks[rank].events, traces, options, rank)
     except WindowError as err:
         return Built(None, f"rank {rank}: {err}")
+    events = _near(traces, rank, window)
+    part = rank_part(rank, events, window)
     calls = None
-    source = best_source(traces, replace(options, scope=options.scope.with_ranks(None)))
-    if source is not None:
-        mine = own_calls(events, source)
-        arrivals = _last_arrivals(traces, options, rank)
-        if mine.height and arrivals is not None:
-            found = mine.join(arrivals, on=CALL_KEY, how="left")
-            calls = RankCalls(
-                index=found["index"].to_numpy(),
-                last_arrival_us=found["last_arrival_us"].fill_null(-np.inf).to_numpy(),
-            )
+    found = _last_arrivals(traces, options, rank)
+    if found is not None:
+        source, arrivals = found
+        mine = own_calls(events, source).join(arrivals, on=CALL_KEY, how="inner")
+        if mine.height:
+            calls = RankCalls(index=mine["index"].to_numpy(), last_arrival_us=mine["last_arrival_us"].to_numpy())
     return Built(assemble([part], [calls], options.data_loading))
 
 
-def _last_arrivals(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.DataFrame | None:
-    """The last arrival of any rank at each of `rank`'s calls, on `rank`'s clock (CALL_KEY, last_arrival_us)."""
+def _last_arrivals(traces: TraceSet, options: CriticalPathOptions, rank: int) -> tuple[str, pl.DataFrame] | None:
+    """The Ranks view's meeting points' source, and the last arrival of any rank at each of
+    `rank`'s calls on `rank`'s clock (CALL_KEY, last_arrival_us); None for a one-rank job."""
     if len(traces.ranks) < 2:
         return None
-    ranks_options = ranks_view.RanksOptions(scope=options.scope.with_ranks(None))
-    result = ranks_view.analyse(traces, ranks_options)
-    if result.calls.height == 0:
+    result = ranks_view.analyse(traces, ranks_view.RanksOptions(scope=options.scope.with_ranks(None)))
+    if result.calls.height == 0 or result.source is None:
         return None
     offset = 0.0
     if result.clocks is not None and result.clocks.height:
         mine = result.clocks.filter(pl.col("rank") == rank)
         offset = float(mine["offset_us"][0]) if mine.height else 0.0
-    return (
+    arrivals = (
         result.calls.filter((pl.col("rank") == rank) & (pl.col("call_ranks") > 1))
         .select(*CALL_KEY, last_arrival_us=pl.col("arrival_last_us") + offset)
         .unique(CALL_KEY, keep="first")
     )
+    return result.source, arrivals
 
 
 def job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
@@ -173,31 +182,33 @@ def _job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
     windows: dict[int, Window] = {}
     for rank in chosen:
         try:
-            events = _events(traces, rank)
-            if shift.get(rank):
-                events = events.with_columns(ts=pl.col("ts") - shift[rank], end=pl.col("end") - shift[rank])
-            windows[rank] = window_of(events, traces, options, rank)
+            window = window_of(traces.ranks[rank].events, traces, options, rank)
         except WindowError as err:
             problems.append(f"rank {rank}: {err}")
+            continue
+        off = shift.get(rank, 0.0)
+        windows[rank] = replace(window, low_us=window.low_us - off, high_us=window.high_us - off)
     if not windows:
         return Built(None, "; ".join(problems) or "no ranks")
     # Every rank from the job's first start, so the path can cross to any rank at any time.
     low = min(w.low_us for w in windows.values())
-    source = best_source(traces, options)
     parts: list[RankPart] = []
-    frames: list[pl.DataFrame] = []
+    calls: dict[str, list[pl.DataFrame]] = {source: [] for source in SOURCES}
     for rank, window in windows.items():
-        events = _events(traces, rank)
-        if shift.get(rank):
-            events = events.with_columns(ts=pl.col("ts") - shift[rank], end=pl.col("end") - shift[rank])
-        parts.append(rank_part(rank, events, replace(window, low_us=low)))
-        calls = own_calls(events, source) if source is not None else None
-        frames.append(calls.with_columns(rank=pl.lit(rank)) if calls is not None else pl.DataFrame())
+        window = replace(window, low_us=low)
+        events = _near(traces, rank, window, shift.get(rank, 0.0))
+        parts.append(rank_part(rank, events, window))
+        for source in SOURCES:
+            found = own_calls(events, source)
+            if found.height:
+                calls[source].append(found.with_columns(rank=pl.lit(rank)))
+                break
         del events
+    # The job's source: the first any rank has (a rank with a worse one has none of these).
+    chosen_source = next((calls[s] for s in SOURCES if calls[s]), [])
     calls_of: list[RankCalls | None] = [None] * len(parts)
-    found = [f for f in frames if f.height]
-    if found:
-        every = pl.concat(found, how="vertical_relaxed").with_columns(
+    if chosen_source:
+        every = pl.concat(chosen_source, how="vertical_relaxed").with_columns(
             group=pl.struct(CALL_KEY).rank("dense").cast(pl.Int64)
         )
         for i, part in enumerate(parts):

@@ -106,6 +106,15 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.F
 def path_frame(g: StepGraph) -> pl.DataFrame:
     """The path's edges in time order (PATH_SCHEMA): the event charged, the edge's kind, its span
     on the step (the first one clipped at the window's start) and its bound type."""
+    found = g.cache.get("path_frame")
+    if isinstance(found, pl.DataFrame):
+        return found
+    made = _path_frame(g)
+    g.cache["path_frame"] = made
+    return made
+
+
+def _path_frame(g: StepGraph) -> pl.DataFrame:
     e = path_edges(g)
     if len(e) == 0:
         return pl.DataFrame(schema=PATH_SCHEMA)
