@@ -385,6 +385,7 @@ def test_memory_near_the_devices_capacity(tmp_path: Path) -> None:
     found = findings(memory_job(tmp_path, reserved=950 * MIB, leak=False, capacity=1000 * MIB))["memory"]
     assert found["what"] == "memory is close to the device's capacity: 0.9 of 1.0 GiB at the peak"
     assert found["where"] == "rank 0 · cuda:0"
+    assert (found["page"], found["table"], json.loads(found["row"])) == ("memory", "", {"device": "cuda:0"})
     assert found["estimate_us"] == 0.0 and found["what_if"] == "not modelled"
 
 

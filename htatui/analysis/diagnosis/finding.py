@@ -20,12 +20,15 @@ class Evidence:
 
     page: str
     view: str
+    """'' on a page drawn from no registered table (Memory)."""
     table: str = "main"
     row: RowKey = ()
 
     @property
     def table_text(self) -> str:
-        """The table as `report` names it: 'stragglers', 'launch --summary'."""
+        """The table as `report` names it: 'stragglers', 'launch --summary' ('' on a page of no table)."""
+        if not self.view:
+            return ""
         return self.view if self.table == "main" else f"{self.view} --{self.table}"
 
     @property

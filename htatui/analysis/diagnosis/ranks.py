@@ -86,7 +86,7 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         exposed = by_kernels.select(rank=pl.col("rank").cast(pl.Int32), total_us="duration_us")
         how = "communication kernels ran with no computation beside them"
         see_table, see_key = "kernel-types", "kernel_type"
-        gloo = False
+        on_host = False
     elif kernel_types.filter(pl.col("kernel_type").str.contains("COMMUNICATION")).height:
         return []  # communication kernels, every one beside computation: nothing exposed
     else:
@@ -97,13 +97,13 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         exposed = matrix.group_by("rank").agg(total_us=(pl.col("comm_us") - pl.col("wait_us")).clip(0.0).sum())
         how = "the collectives ran on the host (gloo or another CPU backend), less their waits for other ranks"
         see_table, see_key = "rank-steps", "step"
-        gloo = True
+        on_host = True
     rows = [(int(rank), ctx.per_step(float(total), int(rank))) for rank, total in exposed.iter_rows()]
     per_step = pl.DataFrame(rows, schema={"rank": pl.Int32(), "us": pl.Float64()}, orient="row").sort("us", "rank")
     rank, least = int(per_step["rank"][0]), float(per_step["us"][0])
     if ctx.pct(least) < minimum:
         return []
-    if gloo:
+    if on_host:
         first = min(int(step) for step in ctx.read("rank-steps").filter(pl.col("rank") == rank)["step"].to_list())
         row: tuple[tuple[str, str | int | float], ...] = (("rank", rank), (see_key, first))
         page = "ranks"
@@ -122,13 +122,19 @@ def exposed_comm(ctx: Context) -> list[Finding]:
                 if len(ranks) > 1
                 else ""
             ),
-            _comm_change(gloo),
+            _comm_change(on_host and _gloo_with_gpu(ctx)),
             least * (1.0 - factor),
             Evidence(page, see_table, "main", row),
             rank,
             Change("bound_by", COMMUNICATION_BOUND, factor),
         )
     ]
+
+
+def _gloo_with_gpu(ctx: Context) -> bool:
+    """Whether the job runs on GPUs with gloo as its backend (distributedInfo): NCCL would do better."""
+    backends = {(ctx.traces.ranks[rank].meta.distributed_info or {}).get("backend") for rank in ctx.ranks}
+    return backends == {"gloo"} and ctx.read("temporal").height > 0
 
 
 def _comm_change(gloo: bool) -> str:
