@@ -9,7 +9,7 @@ import polars as pl
 
 from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.diagnosis.change import Change
-from htatui.analysis.diagnosis.common import ranks_text, short_name, worst_row
+from htatui.analysis.diagnosis.common import short_name, worst_row
 from htatui.analysis.diagnosis.context import Context, without
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 
@@ -45,7 +45,7 @@ def sync(ctx: Context) -> list[Finding]:
             "sync",
             f"the host waits for the GPU {worst['calls']:,.0f} times a step ({name} and the like), then the GPU "
             "idles until the host launches again",
-            " · ".join(p for p in (ranks_text([int(r["rank"]) for r in rows], rank), ctx.steps_text(rank), name) if p),
+            ctx.where([int(r["rank"]) for r in rows], rank, name),
             f"{worst['waited']:,.0f} µs a step in synchronising calls ({ctx.pct(float(worst['waited'])):.1f} % of the "
             f"step); the GPU idle after them: {worst['idle']:,.0f} µs a step",
             "keep values on the GPU inside the step: no .item(), .cpu(), .tolist() or printing a tensor (log every N "
@@ -96,7 +96,7 @@ def pageable_copy(ctx: Context) -> list[Finding]:
             "pageable_copy",
             f"copies to or from pageable host memory: {worst['count']:,.0f} a step, "
             f"{worst['total']:,.0f} µs on the GPU",
-            " · ".join(p for p in (ranks_text([int(r["rank"]) for r in rows], rank), ctx.steps_text(rank), name) if p),
+            ctx.where([int(r["rank"]) for r in rows], rank, name),
             f"{name}: {worst['n']:,} copies, {worst['us']:,.0f} µs over the steps; a copy from pageable memory is "
             "staged through a pinned buffer and makes the host wait",
             "pin the host buffers: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, "
@@ -150,11 +150,7 @@ def data_loader(ctx: Context) -> list[Finding]:
         Finding(
             "data_loader",
             f"the data loader takes {worst['share']:.1f} % of the step ({worst['us']:,.0f} µs)",
-            " · ".join(
-                p
-                for p in (ranks_text([int(r["rank"]) for r in rows], rank), ctx.steps_text(rank), short_name(name))
-                if p
-            ),
+            ctx.where([int(r["rank"]) for r in rows], rank, short_name(name)),
             f"{name}: {worst['us']:,.0f} µs a step, the GPU idle {worst['idle']:,.0f} µs of it",
             "load ahead of the step: DataLoader(num_workers=N, pin_memory=True, persistent_workers=True, "
             "prefetch_factor=2 or more); move decoding and augmentation out of the training process",

@@ -15,6 +15,7 @@ from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.diagnosis.common import ranks_text
 from htatui.analysis.diagnosis.facts import RankFacts, job_facts
 from htatui.analysis.diagnosis.settings import Settings
 from htatui.trace.model import TraceSet
@@ -83,6 +84,11 @@ class Context:
         if not numbers:
             return ""
         return f"step{'s' if len(numbers) > 1 else ''} {format_ranges(numbers, separator=',')}"
+
+    def where(self, ranks: list[int], rank: int, *parts: str) -> str:
+        """'rank 0 (of ranks 0-1) · steps 1-2 · cudaStreamSynchronize': the rank shown, the others
+        the finding holds on, the rank's steps, then `parts` (empty ones left out)."""
+        return " · ".join(part for part in (ranks_text(ranks, rank), self.steps_text(rank), *parts) if part)
 
     # ---- events --------------------------------------------------------------------------
     def facts(self, rank: int) -> RankFacts:

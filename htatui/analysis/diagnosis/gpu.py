@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.diagnosis.change import Change
-from htatui.analysis.diagnosis.common import ranks_text, short_name, worst_row
+from htatui.analysis.diagnosis.common import short_name, worst_row
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 from htatui.analysis.diagnosis.settings import Family
@@ -77,7 +77,7 @@ def gpu_compute(ctx: Context) -> list[Finding]:
             "gpu_compute",
             f"the step is bound by GPU compute, and {family} kernels take the most of it: "
             f"{row['per_step']:,.0f} µs a step ({ctx.pct(float(row['per_step'])):.0f} %)",
-            " · ".join(p for p in (ranks_text(bound, rank), ctx.steps_text(rank), f"{family} kernels") if p),
+            ctx.where(bound, rank, f"{family} kernels"),
             f"the GPU computes {compute_pct:.0f} % of its span; {family}: {names} kernel names, {row['n']:,} launches; "
             f"the largest, {short_name(top_name)}: {ctx.per_step(float(top['sum_us']), rank):,.0f} µs a step",
             FAMILY_ADVICE.get(
@@ -154,7 +154,7 @@ def gemm_roof(ctx: Context) -> list[Finding]:
         Finding(
             "gemm_roof",
             what,
-            " · ".join(p for p in (f"rank {rank}", ctx.steps_text(rank), name) if p),
+            ctx.where([rank], rank, name),
             f"{own.height} shape(s) below {ceiling:.0f} % of the roof; the largest loss, {name} "
             f"{top['input_dims']}: {top['pct_of_peak']:.0f} % of {top['peak_tflop_per_s']:,.0f} TFLOP/s",
             change,
@@ -205,7 +205,7 @@ def fusion(ctx: Context) -> list[Finding]:
             "fusion",
             f"chains of small memory-bound kernels: {count:,.0f} a step, {time:,.0f} µs "
             f"({ctx.pct(time):.1f} % of the step)",
-            " · ".join(p for p in (ranks_text([f[0] for f in found], rank), ctx.steps_text(rank)) if p),
+            ctx.where([f[0] for f in found], rank),
             f"{mean_n:.1f} kernels a chain on average, back to back on one stream, each under {longest:,.0f} µs "
             f"(families: {', '.join(sorted(fusable))}); the most time: {short_name(name)}",
             "fuse them: torch.compile the model (inductor makes one kernel of each elementwise and normalization "

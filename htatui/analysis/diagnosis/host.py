@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from htatui.analysis.diagnosis.change import Change
-from htatui.analysis.diagnosis.common import CPU_BOUND, LAUNCH_OVERHEAD, ranks_text, worst_row
+from htatui.analysis.diagnosis.common import CPU_BOUND, LAUNCH_OVERHEAD, worst_row
 from htatui.analysis.diagnosis.context import Context, without
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 
@@ -48,7 +48,7 @@ def host_bound(ctx: Context) -> list[Finding]:
             "host_bound",
             f"the GPU waits for the host: idle {worst['idle_pct']:.0f} % of the time, "
             f"{worst['host_wait_pct']:.0f} % of that for the host to launch work",
-            " · ".join(p for p in (ranks_text([int(r["rank"]) for r in rows], rank), ctx.steps_text(rank)) if p),
+            ctx.where([int(r["rank"]) for r in rows], rank),
             f"{waited:,.0f} µs a step of GPU idle with nothing launched; stream {worst['stream']}: host wait "
             f"{worst['host_wait_us']:,.0f} of {worst['total_us']:,.0f} µs idle",
             HOST_BOUND_CHANGE,
@@ -95,7 +95,7 @@ def kernel_storm(ctx: Context) -> list[Finding]:
             "kernel_storm",
             f"a storm of small kernels: {worst['launches']:,.0f} launches a step, half of them under "
             f"{worst['gpu_p50_us']:.1f} µs on the GPU",
-            " · ".join(p for p in (ranks_text([int(r["rank"]) for r in rows], rank), ctx.steps_text(rank)) if p),
+            ctx.where([int(r["rank"]) for r in rows], rank),
             f"launch calls {worst['cpu_mean_us']:.1f} µs each, {worst['cpu_us']:,.0f} µs a step on the host; "
             f"{worst['bubbles']:,.0f} µs a step of GPU idle before the short kernels",
             "fewer, larger kernels: torch.compile (it fuses elementwise chains), CUDA graphs to launch a step's "
@@ -153,7 +153,7 @@ def step_gaps(ctx: Context) -> list[Finding]:
         Finding(
             "step_gaps",
             f"the GPU idles at the step's edges: {worst['us']:,.0f} µs a step ({ctx.pct(float(worst['us'])):.1f} %)",
-            " · ".join(p for p in (ranks_text([int(r["rank"]) for r in found], rank), ctx.steps_text(rank)) if p),
+            ctx.where([int(r["rank"]) for r in found], rank),
             f"{worst['lead']:,.0f} µs a step from the step's start to its first GPU work, {worst['tail']:,.0f} µs from "
             f"its last GPU work to the step's end (the most in step {worst['step']})",
             "start the next step's GPU work earlier: prefetch the next batch to the GPU during this one (non_blocking "

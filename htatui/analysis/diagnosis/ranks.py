@@ -9,7 +9,7 @@ import polars as pl
 
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.diagnosis.change import Change
-from htatui.analysis.diagnosis.common import COMMUNICATION_BOUND, ranks_text
+from htatui.analysis.diagnosis.common import COMMUNICATION_BOUND
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 
@@ -115,7 +115,7 @@ def exposed_comm(ctx: Context) -> list[Finding]:
         Finding(
             "exposed_comm",
             f"communication nothing hides costs {least:,.0f} µs a step ({ctx.pct(least):.1f} % of the step)",
-            " · ".join(part for part in (ranks_text(ranks, rank), ctx.steps_text(rank)) if part),
+            ctx.where(ranks, rank),
             f"{how}: {least:,.0f} µs a step on rank {rank}, the rank that waits least"
             + (
                 f" (the most: rank {int(per_step['rank'][-1])}, {float(per_step['us'][-1]):,.0f} µs)"
