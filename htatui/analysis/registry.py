@@ -13,11 +13,12 @@ from typing import Any, Generic, Protocol
 
 import polars as pl
 
-from htatui.analysis import kept_parts
+from htatui.analysis import diagnosis, kept_parts
 from htatui.analysis.core import cancel
 from htatui.analysis.core.columns import TableColumns
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, with_job_steps
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.perf.frames import CATEGORY_SPEC
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
@@ -141,6 +142,8 @@ class Page:
     id: str
     title: str
     tables: tuple[PageTable, ...]
+    numbered: bool = True
+    """Whether a number key opens it (the Diagnosis page, which the app opens on, has a letter)."""
 
     @property
     def views(self) -> tuple[str, ...]:
@@ -252,7 +255,36 @@ def _outliers(kind: launch.OutlierKind) -> Callable[[TraceSet, launch.LaunchOpti
     return compute
 
 
+def _read_table(traces: TraceSet) -> diagnosis.context.TableReader:
+    """The diagnosis' reader: a registered table as `report` makes it (`make_table`)."""
+
+    def read(view_id: str, table: str, scope: Scope, knobs: Mapping[str, Any]) -> NotedTable:
+        view = BY_ID[view_id]
+        return NotedTable(*frame_of(make_table(view.table(table), traces, view.options(scope=scope, **knobs))))
+
+    return read
+
+
+def _diagnosis_findings(traces: TraceSet, options: diagnosis.DiagnosisOptions) -> NotedTable:
+    """What to fix first: each finding with the step time its fix would save, best first."""
+    return diagnosis.findings(traces, options, _read_table(traces))
+
+
+def _diagnosis_summary(traces: TraceSet, options: diagnosis.DiagnosisOptions) -> NotedTable:
+    """The step the findings are shares of: its mean time, ranks, steps and what bounds it."""
+    return diagnosis.summary(traces, options, _read_table(traces))
+
+
 VIEWS: tuple[View[Any], ...] = (
+    View(
+        "diagnosis",
+        "Diagnosis",
+        diagnosis.DiagnosisOptions,
+        (
+            Table("main", _diagnosis_findings, columns=diagnosis.FINDING_SPEC),
+            Table("summary", _diagnosis_summary, columns=diagnosis.SUMMARY_SPEC),
+        ),
+    ),
     View(
         "temporal",
         "Temporal",
@@ -454,6 +486,7 @@ VIEWS: tuple[View[Any], ...] = (
 )
 
 PAGES: tuple[Page, ...] = (
+    Page("diagnosis", "Diagnosis", (PageTable("diagnosis", "summary"), PageTable("diagnosis")), numbered=False),
     Page("temporal", "Temporal", (PageTable("temporal"),)),
     Page("idle", "Idle", (PageTable("idle", "by-stream"), PageTable("idle", "interval-stats"))),
     Page("kernels", "Kernels", (PageTable("kernels"), PageTable("kernel-spread"), PageTable("kernel-types"))),
@@ -510,7 +543,7 @@ PAGES: tuple[Page, ...] = (
         ),
     ),
 )
-"""The TUI's screens in key order (number key n opens the n-th page)."""
+"""The TUI's screens in tab order (number key n opens the n-th numbered page)."""
 
 BY_ID: dict[str, View[Any]] = {view.id: view for view in VIEWS}
 PAGE_BY_ID: dict[str, Page] = {page.id: page for page in PAGES}

@@ -62,6 +62,15 @@ def add_diff_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     diff.add_argument("--noise-us", type=float, default=2.0, help="changes within this many µs are 'unchanged' (2)")
     diff.add_argument("--no-cache", action="store_true", help="parse the traces again, ignoring the cache")
+    diff.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="THRESHOLD",
+        help="exit 1 when the change breaks it: METRIC>CHANGE (also >= < <=), CHANGE relative with %%, e.g. "
+        "'step_us>+5%%', 'kernels.sum_us>+10%%', 'temporal.idle_us>+100'; metrics: step_us, kernels.sum_us, "
+        "kernels.count and diff --summary's as VIEW.METRIC; prints one line per broken threshold",
+    )
     diff.set_defaults(run=run_diff)
 
 
@@ -111,6 +120,8 @@ def run_diff(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(str(exc))
         return 2
+    if args.fail_if:
+        return _gate(args, options)
     fmt = args.format
     if fmt is None and sys.stdout.isatty():
         from htatui.tui.diff_app import run_diff_app
@@ -140,6 +151,38 @@ def run_diff(args: argparse.Namespace) -> int:
         _err(line)
     _render(whole_counts(frame), fmt or "table", title, wide=args.wide)
     return 0
+
+
+def _gate(args: argparse.Namespace, options: Any) -> int:
+    """`--fail-if`: one line per broken threshold on stdout, exit 1 when any is; 2 when one cannot be read."""
+    from htatui.analysis.diff import gate
+    from htatui.analysis.diff.compare import select_sides
+    from htatui.trace import LoadError
+
+    try:
+        thresholds = [gate.parse_threshold(text) for text in args.fail_if]
+    except gate.ThresholdError as exc:
+        _err(str(exc))
+        return 2
+    try:
+        base = _load_side(args.base, "base", not args.no_cache)
+        test = _load_side(args.test, "test", not args.no_cache)
+        selection = select_sides(base, test, options)
+        for line in selection.description.splitlines():
+            _err(line)
+        verdicts = gate.judge(thresholds, gate.metric_values(base, test, selection))
+    except (LoadError, ValueError) as exc:
+        _err(str(exc))
+        return 2
+    broken = [verdict for verdict in verdicts if verdict.broken]
+    for verdict in broken:
+        print(verdict.line())
+    if not broken:
+        _err(
+            f"{len(verdicts)} threshold{'s' if len(verdicts) > 1 else ''} held: "
+            + "; ".join(v.line() for v in verdicts)
+        )
+    return 1 if broken else 0
 
 
 def whole_counts(frame: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Command line: `htatui PATH…` opens the app; `info`, `report`, `export`, `diff` run headless.
+"""Command line: `htatui PATH…` opens the app; `info`, `diagnose`, `report`, `export`, `diff` run headless.
 
 Textual is imported only when the app opens, after `--color` has set TEXTUAL_COLOR_SYSTEM.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
-SUBCOMMANDS = ("info", "check", "report", "query", "export", "diff", "timeline", "memory", "ingest")
+SUBCOMMANDS = ("info", "check", "diagnose", "report", "query", "export", "diff", "timeline", "memory", "ingest")
 
 
 def _fail(message: str) -> int:
@@ -197,6 +197,7 @@ def _run_info(args: argparse.Namespace) -> int:
 SUBCOMMAND_HELP = {
     "info": "per-rank summary of the traces",
     "check": "what the traces can answer, what is odd in them, which views will be empty (exit 0/1/2)",
+    "diagnose": "what to fix first: findings ranked by the step time each fix would save (exit 0/1/2)",
     "report": "print one analysis view as a table, CSV or JSON",
     "query": "polars SQL over the job's named tables (events, kernels, ops, steps, path, every view's)",
     "export": "write traces augmented with counters or patterns, or the job's tables as Parquet",
@@ -221,7 +222,7 @@ def _build_parser(built: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser
     )
     parser.add_argument("--version", action="version", version=f"htatui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
-    for name in ("info", "check", "report", "query", "export", "timeline", "diff", "memory", "ingest"):
+    for name in ("info", "check", "diagnose", "report", "query", "export", "timeline", "diff", "memory", "ingest"):
         if name in built:
             _add_subcommand(sub, name)
         else:
@@ -244,6 +245,10 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
         from htatui.cli.check import add_check_parser
 
         add_check_parser(sub, _common_load_flags, _format_flag, _load)
+    elif name == "diagnose":
+        from htatui.cli.diagnose import add_diagnose_parser
+
+        add_diagnose_parser(sub, _common_load_flags, _format_flag, _load)
     elif name == "report":
         from htatui.cli.report import add_report_parser
 

@@ -209,6 +209,9 @@ def _report_parser(
     report.add_argument(
         "--device-peaks", action="append", type=Path, default=[], help="extra device peaks for --flops (TOML)"
     )
+    report.add_argument(
+        "--diagnosis-rules", action="append", type=Path, default=[], help="extra or changed diagnosis thresholds (TOML)"
+    )
     _add_view_flags(report, views, columns)
     top = report._option_string_actions.get("--top")
     if top is None:  # `report --view X --help` for a view without its own top-k
@@ -288,6 +291,15 @@ def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
         for peaks_file in getattr(args, "device_peaks", []):
             add_user_peaks_file(peaks_file)
     except DevicePeaksError as exc:
+        print(f"htatui: {exc}", file=sys.stderr)
+        return 2
+    from htatui.analysis.diagnosis import DiagnosisRulesError
+    from htatui.analysis.diagnosis.settings import add_user_rule_file as add_diagnosis_rules
+
+    try:
+        for rules_file in getattr(args, "diagnosis_rules", []):
+            add_diagnosis_rules(rules_file)
+    except DiagnosisRulesError as exc:
         print(f"htatui: {exc}", file=sys.stderr)
         return 2
     try:

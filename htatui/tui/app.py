@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,13 +19,14 @@ from htatui.analysis.core.scope import Scope, Steps, describe
 from htatui.analysis.diff.compare import DiffOptions
 from htatui.analysis.export import traces as export
 from htatui.analysis.health import load_notes
-from htatui.analysis.registry import PAGES
+from htatui.analysis.registry import PAGES, PageTable
 from htatui.sources import SourcePath
 from htatui.trace import TraceSet
 from htatui.tui.base.messages import TracesLoaded
 from htatui.tui.commands import HtaCommands
 from htatui.tui.screens.counters import CountersScreen
 from htatui.tui.screens.critical_path import CriticalPathScreen
+from htatui.tui.screens.diagnosis import DiagnosisScreen
 from htatui.tui.screens.diff import DiffScreen
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
@@ -37,6 +38,7 @@ from htatui.tui.screens.memory import MemoryScreen, memory_page_shown
 from htatui.tui.screens.modules import ModulesScreen
 from htatui.tui.screens.ops import OpsScreen
 from htatui.tui.screens.overlap import OverlapScreen
+from htatui.tui.screens.page import PageScreen
 from htatui.tui.screens.path_prompt import PathPrompt
 from htatui.tui.screens.patterns import PatternsScreen
 from htatui.tui.screens.query import QueryScreen
@@ -45,6 +47,7 @@ from htatui.tui.screens.ranks import RanksScreen
 from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen
 from htatui.tui.themed_app import ThemedApp
+from htatui.tui.widgets.status_bar import LETTER_KEYS, page_keys
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class Settings:
 
 
 SCREENS: dict[str, type[Screen[Any]]] = {
+    "diagnosis": DiagnosisScreen,
     "temporal": TemporalScreen,
     "idle": IdleScreen,
     "kernels": KernelsScreen,
@@ -77,14 +81,9 @@ SCREENS: dict[str, type[Screen[Any]]] = {
 VIEW_SCREENS: tuple[tuple[str, str, type[Screen[Any]]], ...] = tuple(
     (page.id, page.title, SCREENS[page.id]) for page in PAGES
 )
-"""(mode, title, screen) in the registry's page order: number key n opens the n-th view."""
+"""(mode, title, screen) in the registry's page order; the app opens on the first (Diagnosis)."""
 
 VIEWS: tuple[tuple[str, str], ...] = tuple((mode, title) for mode, title, _screen in VIEW_SCREENS)
-
-
-def view_key(number: int) -> str:
-    """The key of the n-th view: 1-9, then 0 for the tenth (as on the keyboard's number row)."""
-    return str(number % 10)
 
 
 def _start_resource_tracker() -> None:
@@ -113,15 +112,15 @@ class HtaTuiApp(ThemedApp):
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
             Binding(
-                view_key(n),
+                {**page_keys(), **LETTER_KEYS}[mode],
                 f"view('{mode}')",
                 title,
                 show=False,
                 tooltip=f"Open the {title} view",
                 id=f"view.{mode}",
             )
-            for n, (mode, title) in enumerate(VIEWS, start=1)
-            if n <= 10
+            for mode, title in VIEWS
+            if mode in page_keys() or mode in LETTER_KEYS
         ),
         Binding(
             "left_square_bracket",
@@ -310,6 +309,18 @@ class HtaTuiApp(ThemedApp):
             )
 
         self.push_screen(PathPrompt("Compare with another job", "This job is the base; give the test job."), compare)
+
+    async def show_evidence(self, page: str, table: PageTable | None, row: Mapping[str, object]) -> None:
+        """Open `page` with `table`'s row whose columns hold `row`'s values highlighted."""
+        if self.traces is None or page not in self.MODES:
+            return
+        if page == "memory" and not memory_page_shown(self.traces):
+            self.notify("This job has no [memory] events.", severity="warning")
+            return
+        await self.action_view(page)
+        screen = self.screen
+        if isinstance(screen, PageScreen) and table is not None:
+            screen.highlight_row(table, row)
 
     def open_timeline(
         self,

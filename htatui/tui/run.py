@@ -45,7 +45,7 @@ def run_app(
 
 
 def save_screenshots(app: HtaTuiApp, out_dir: Path, size: tuple[int, int] = SCREENSHOT_SIZE) -> int:
-    """Run `app` headless and save `NN-<view>.svg` for every view into `out_dir`."""
+    """Run `app` headless and save `NN-<view>.svg` for every view into `out_dir` (00: Diagnosis)."""
     written: list[Path] = []
     problems: list[str] = []
 
@@ -99,19 +99,22 @@ async def capture_views(pilot: Pilot[Any], out_dir: Path) -> list[Path]:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for number, (mode, _title) in enumerate(app.view_order(), start=1):
+    views = app.view_order()
+    # The Diagnosis page the app opens on is 00: the numbered pages keep their files' names.
+    first = 0 if views and views[0][0] == "diagnosis" else 1
+    for number, (mode, _title) in enumerate(views, start=first):
         await app.action_view(mode)
         await settle(pilot)
         written.append(Path(app.save_screenshot(f"{number:02d}-{mode}.svg", str(out_dir))))
     # The timeline is opened from a view rather than by number; it gets the next number.
     app.open_timeline()
     await settle(pilot)
-    written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-timeline.svg", str(out_dir))))
+    written.append(Path(app.save_screenshot(f"{first + len(views):02d}-timeline.svg", str(out_dir))))
     # `:query` with its example query run: the last picture.
     app.pop_screen()
     app.action_query()
     await settle(pilot)
     await pilot.press("enter")
     await settle(pilot)
-    written.append(Path(app.save_screenshot(f"{len(written) + 1:02d}-query.svg", str(out_dir))))
+    written.append(Path(app.save_screenshot(f"{first + len(views) + 1:02d}-query.svg", str(out_dir))))
     return written

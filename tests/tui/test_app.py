@@ -48,11 +48,11 @@ def cell_text(table: ViewTable, row: int, column: str) -> str:
 
 
 # ---- loading ------------------------------------------------------------------------------
-async def test_loads_files_and_opens_temporal(trace_root: Path) -> None:
+async def test_loads_files_and_opens_the_diagnosis(trace_root: Path) -> None:
     app = HtaTuiApp(Settings(paths=(trace_root / "small",), use_cache=False, max_workers=1))
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        assert app.current_mode == "temporal"
+        assert app.current_mode == "diagnosis"
         assert app.traces is not None and app.traces.rank_ids == [0, 1]
         assert app.ranks_label == "all (2)"
         assert app.steps_label == "steps 1-2 (last step 3 left out)"
@@ -126,6 +126,8 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
     app = make_app(small_traces)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
+        assert app.current_mode == "diagnosis"
+        await press(pilot, "1")
         table = pane(app, "#temporal-main").table
         expected = temporal.compute(small_traces, temporal.TemporalOptions())
         assert_frame_equal(table.source, expected)
@@ -150,12 +152,12 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
         assert isinstance(screen.result, CountersResult)
 
         await press(pilot, "7")
-        assert app.current_mode == MODES[6] == "ops"
+        assert app.current_mode == NUMBERED[6] == "ops"
         assert_frame_equal(pane(app, "#ops-main").table.source, ops.compute(small_traces, ops.OpsOptions()))
         assert pane(app, "#ops-main").table.sort_key == "gpu_self_us"
         await press(pilot, "right_square_bracket")
-        assert app.current_mode == MODES[7] == "patterns"
-        for _later_view in MODES[8:]:
+        assert app.current_mode == NUMBERED[7] == "patterns"
+        for _later_view in MODES[MODES.index("patterns") + 1 :]:
             await press(pilot, "right_square_bracket")
         await press(pilot, "right_square_bracket")
         assert app.current_mode == MODES[0]
@@ -332,6 +334,7 @@ async def test_stale_results_are_dropped(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
+        await press(pilot, "1")
         screen = app.screen
         assert isinstance(screen, ViewScreen)
         before = pane(app, "#temporal-main").table.source
@@ -365,7 +368,7 @@ async def test_patterns_for_a_typed_operator(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        await press(pilot, str(MODES.index("patterns") + 1))
+        await press(pilot, page_keys()["patterns"])
         assert pane(app, "#patterns-main").has_class("-empty")
         note = str(pane(app, "#patterns-main").query_one(".empty-note").render())
         assert "aten::linear" in note and "aten::mm" in note
@@ -382,7 +385,7 @@ async def test_patterns_do_not_suggest_the_operator_just_tried(small_traces: Tra
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        await press(pilot, str(MODES.index("patterns") + 1))
+        await press(pilot, page_keys()["patterns"])
         before = str(pane(app, "#patterns-main").query_one(".empty-note").render()).split("Frequent here:")[1]
         assert "aten::mm" in before  # a frequent operator: one kernel per call, too few for a pattern
         field = app.screen.query_one("#input-operator", Input)
@@ -400,7 +403,7 @@ async def test_export_modal_writes_counters_that_load_again(small_traces: TraceS
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await ready(pilot)
-        await press(pilot, str(MODES.index("counters") + 1), "e")
+        await press(pilot, page_keys()["counters"], "e")
         modal = app.screen
         assert isinstance(modal, ExportModal)
         modal.query_one("#export-folder", Input).value = str(tmp_path)
@@ -447,7 +450,7 @@ async def test_patterns_overlay_export_from_the_palette(small_traces: TraceSet, 
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        await press(pilot, str(MODES.index("patterns") + 1))
+        await press(pilot, page_keys()["patterns"])
         app.screen.query_one("#input-operator").focus()
         await press(pilot, *"forward", "enter")
         entries = {entry.title: entry for entry in HtaCommands(app.screen).entries()}
@@ -477,6 +480,7 @@ async def test_palette_steps_change_every_view(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
+        await press(pilot, "1")
         assert app.available_steps() == [1, 2, 3]
         for steps, label in (
             (Steps("all"), "all steps 1-3 (whole trace)"),

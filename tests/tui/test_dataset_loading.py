@@ -16,15 +16,16 @@ async def test_app_opens_a_dataset_with_the_traces_numbers(trace_root: Path, tmp
     app = HtaTuiApp(Settings(paths=(tmp_path / "ds",), use_cache=False, max_workers=1))
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        assert app.current_mode == "temporal"
+        assert app.current_mode == "diagnosis"
         assert app.traces is not None and app.traces.rank_ids == [0, 1]
         direct = load_traces([trace_root / "small"], use_cache=False, max_workers=1)
         for rank in direct.rank_ids:
             assert app.traces.ranks[rank].events.equals(direct.ranks[rank].events)
 
 
-async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp_path: Path) -> None:
-    """The breakdown comes from the summary; the ranks are read when a page needs their events."""
+async def test_the_temporal_page_of_a_dataset_reads_no_rank(trace_root: Path, tmp_path: Path) -> None:
+    """The breakdown comes from the summary; the ranks are read when a page needs their events (the
+    Diagnosis page the app opens on reads each rank once, and drops it again)."""
     from htatui.tui.widgets.table_pane import TablePane
 
     ingest([trace_root / "small"], tmp_path / "ds", max_workers=1)
@@ -32,6 +33,7 @@ async def test_the_first_screen_of_a_dataset_reads_no_rank(trace_root: Path, tmp
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         assert app.traces is not None and not any(r.loaded for r in app.traces.ranks.values())
+        await press(pilot, "1")
         table = app.screen.query_one("#temporal-main", TablePane)
         assert table.table.row_count == 2
         assert app.steps_label == "steps 1-2 (last step 3 left out)"  # from the summary, no rank read

@@ -14,7 +14,7 @@ from textual.notifications import Notification
 from tui_helpers import make_app, press, ready
 
 from htatui.trace import TraceSet
-from htatui.tui.app import VIEWS, HtaTuiApp, view_key
+from htatui.tui.app import HtaTuiApp
 from htatui.tui.base.binding_catalog import BindingInfo, all_bindings, binding_ids, keymap_clashes
 from htatui.tui.base.keymap import KEYMAP_ENV, keymap_path, load_keymap, parse_keymap, remapped
 from htatui.tui.commands import HtaCommands
@@ -22,6 +22,7 @@ from htatui.tui.diff_app import DiffApp
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.rank_picker import RankPicker
+from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.widgets.table import ViewTable
 from htatui.tui.widgets.table_pane import TablePane
 
@@ -261,8 +262,7 @@ async def test_a_remapped_table_key_sorts_a_views_table(
     app = make_app(small_traces)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        modes = [mode for mode, _title in VIEWS]
-        await press(pilot, view_key(modes.index("kernels") + 1))
+        await press(pilot, page_keys()["kernels"])
         assert app.current_mode == "kernels"
         table = app.screen.query_one("#kernels-main", TablePane).table
         table.focus()

@@ -14,12 +14,12 @@ from tui_helpers import make_app, press, ready
 from htatui.analysis.views import ops
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
-from htatui.tui.app import VIEWS
 from htatui.tui.screens.ops import BARS_TITLE, NO_ROOFLINE
 from htatui.tui.widgets.chart import Chart
+from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.widgets.table_pane import TablePane
 
-OPS_KEY = str([mode for mode, _ in VIEWS].index("ops") + 1)
+OPS_KEY = page_keys()["ops"]
 SnapCompare = Callable[..., bool]
 
 

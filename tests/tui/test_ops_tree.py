@@ -12,11 +12,11 @@ from tui_helpers import make_app, press, ready
 
 from htatui.analysis.views import op_tree, ops
 from htatui.trace import TraceSet
-from htatui.tui.app import VIEWS
 from htatui.tui.widgets.op_tree import OpTree
+from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.widgets.table_pane import TablePane
 
-OPS_KEY = str([mode for mode, _ in VIEWS].index("ops") + 1)
+OPS_KEY = page_keys()["ops"]
 SnapCompare = Callable[..., bool]
 
 

@@ -16,11 +16,11 @@ from tui_helpers import make_app, press, ready
 
 from htatui.analysis.views import ranks
 from htatui.trace import TraceSet
-from htatui.tui.app import VIEWS
 from htatui.tui.screens.ranks import RanksScreen, heat_level
+from htatui.tui.widgets.status_bar import page_keys
 from htatui.tui.widgets.table_pane import TablePane
 
-RANKS_KEY = str([mode for mode, _ in VIEWS].index("ranks") + 1)
+RANKS_KEY = page_keys()["ranks"]
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ async def test_overlap_on_gloo_says_collectives_run_on_the_cpu(tmp_path: Path) -
     app = make_app(traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
-        await press(pilot, str([mode for mode, _ in VIEWS].index("overlap") + 1))
+        await press(pilot, page_keys()["overlap"])
         chart = app.screen.query_one("#overlap-chart", Chart)
         assert "run on the CPU" in CPU_COLLECTIVES and "single-GPU" not in CPU_COLLECTIVES
         assert chart._empty == sentence(CPU_COLLECTIVES)

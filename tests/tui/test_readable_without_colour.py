@@ -24,7 +24,7 @@ from htatui.tui.screens.temporal import TemporalScreen
 from htatui.tui.screens.timeline import TimelineScreen, legend_text
 from htatui.tui.themed_app import PALETTE_MARK
 from htatui.tui.widgets.chart import Chart
-from htatui.tui.widgets.status_bar import page_keys, status_pieces, tab_labels
+from htatui.tui.widgets.status_bar import LETTER_KEYS, page_keys, status_pieces, tab_labels
 from htatui.tui.widgets.table import CURSOR_MARK, Column, ViewTable, fitted_title
 
 
@@ -39,27 +39,29 @@ def export_fields(app: App[Any]) -> list[str]:
 
 
 def key_of(mode: str) -> str:
-    return str([m for m, _ in VIEWS].index(mode) + 1)
+    return page_keys()[mode]
 
 
 def test_the_tab_bar_shows_every_view_key_at_80_columns_and_brackets_the_current_one() -> None:
     views = [(mode, title) for mode, title in VIEWS]
-    assert len(views) == 12  # Memory and Modules included: the widest bar there is
+    assert len(views) == 13  # Diagnosis, Memory and Modules included: the widest bar there is
+    keys = {**page_keys(), **LETTER_KEYS}
     for width in (80, 60, 40):
-        line = "".join(text for text, _ in tab_labels(views, "ranks", width, page_keys()))
+        line = "".join(text for text, _ in tab_labels(views, "ranks", width, keys))
         assert len(line) <= width
         assert "[9 Ranks]" in line  # the current view, whole and bracketed
+        assert line.startswith("D ")  # the Diagnosis page, first, opened by its letter
         assert [int(n) for n in re.findall(r"(?<![\w])(\d)(?= |\]|$)", line)] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 0]
-        # Pages past the tenth (Modules, Critical path): no number key, 3+ letters each.
+        # Pages past the tenth number (Modules, Critical path): no key, 3+ letters each.
         assert re.search(r" 0 \w* ?Mod\w* Cri\w*$", line.rstrip())
-    roomy = "".join(text for text, _ in tab_labels(views, "temporal", 200, page_keys()))
-    assert "[1 Temporal]" in roomy and " 0 Memory " in roomy and " Critical path " in roomy
+    roomy = "".join(text for text, _ in tab_labels(views, "temporal", 200, keys))
+    assert " D Diagnosis " in roomy and "[1 Temporal]" in roomy and " 0 Memory " in roomy and " Critical path " in roomy
 
 
 def test_the_tab_bar_keeps_each_pages_key_when_memory_is_hidden() -> None:
     shown = [(mode, title) for mode, title in VIEWS if mode != "memory"]
-    line = "".join(text for text, _ in tab_labels(shown, "critical-path", 80, page_keys()))
-    assert line.rstrip() == "1 Tem 2 Idl 3 Ker 4 Ove 5 Lau 6 Cou 7 Ops 8 Pat 9 Ran Mod [Critical path]"
+    line = "".join(text for text, _ in tab_labels(shown, "critical-path", 80, {**page_keys(), **LETTER_KEYS}))
+    assert line.rstrip() == "D Dia 1 Tem 2 Idl 3 Ker 4 Ove 5 Lau 6 Cou 7 Ops 8 Pat 9 Ran Mod [Critical path]"
 
 
 def test_the_diff_title_keeps_both_names_at_80_columns() -> None:
@@ -74,8 +76,10 @@ async def test_80x24_cursor_focus_and_footers_read_without_colour(small_traces: 
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
+        assert screen_lines(app)[0].startswith("[D Diagnosis]")  # the page the app opens on
+        await press(pilot, "1")
         lines = screen_lines(app)
-        assert lines[0].startswith("[1 Temporal]")
+        assert lines[0].startswith("D Dia") and "[1 Temporal]" in lines[0]
         assert lines[-1].rstrip().endswith("▏^p palette") and "q Quit" in lines[-1]
         marked = [i for i, line in enumerate(lines) if line.lstrip().startswith(CURSOR_MARK)]
         assert len(marked) == 1  # one cursor row, in the focused table

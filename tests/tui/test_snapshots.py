@@ -64,7 +64,7 @@ def test_256_theme(snap_compare: SnapCompare, small_traces: TraceSet) -> None:
 def test_patterns_typed_operator(snap_compare: SnapCompare, small_traces: TraceSet) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await ready(pilot)
-        await press(pilot, str([mode for mode, _ in VIEWS].index("patterns") + 1))
+        await press(pilot, page_keys()["patterns"])
         pilot.app.screen.query_one("#input-operator").focus()
         await press(pilot, *"forward", "enter")
 

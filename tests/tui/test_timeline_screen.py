@@ -42,6 +42,7 @@ async def test_navigation_from_a_table_row(small_traces: TraceSet) -> None:
     app = make_app(small_traces)
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
+        await press(pilot, "1")
         await press(pilot, "t")  # the temporal table's first row is rank 0
         screen = timeline(pilot)
         assert cursor_label(screen) == "r0 stream 7"

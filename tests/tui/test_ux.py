@@ -239,6 +239,7 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
     from htatui.tui.app import VIEW_SCREENS, HtaTuiApp
     from htatui.tui.screens.help import bindings_of
     from htatui.tui.screens.timeline import TimelineScreen
+    from htatui.tui.widgets.status_bar import LETTER_KEYS, page_keys
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "p ranks" in readme and "r ranks" not in readme and "d diff" in readme
@@ -253,9 +254,9 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
     assert len(quoted) > 30
     for key in quoted:
         assert names.get(key, key) in bound, key
-    for number in range(1, len(VIEW_SCREENS) + 1):
-        title = VIEW_SCREENS[number - 1][1]
-        assert (f"`{number % 10}` {title}" if number <= 10 else f"the {title} page") in paragraph
+    keys = {**page_keys(), **LETTER_KEYS}
+    for mode, title, _screen in VIEW_SCREENS:
+        assert (f"`{keys[mode]}` {title}" if mode in keys else f"the {title} page") in paragraph
 
 
 async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.signal import Signal
 
 from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.registry import PageTable
 from htatui.trace import TraceSet
 
 
@@ -41,6 +42,9 @@ class AnalysisHost(Protocol):
     ) -> None:
         """Show the timeline of a rank around a time window (µs, on the views' time base), the row
         of the event called `name` there selected."""
+
+    async def show_evidence(self, page: str, table: PageTable | None, row: Mapping[str, object]) -> None:
+        """Open a page with one of its tables' rows highlighted (the Diagnosis page's enter)."""
 
     @property
     def trace_label(self) -> str: ...

@@ -80,6 +80,8 @@ class PageScreen(ViewScreen["PageResult"]):
             view_id: view(view_id).options(**self.KNOBS.get(view_id, {})) for view_id in self.page.views
         }
         self.result: PageResult | None = None
+        self._wanted_row: tuple[PageTable, Mapping[str, object]] | None = None
+        """A row to highlight once its table shows (`highlight_row` before the result came)."""
 
     # ---- what to compute ----------------------------------------------------------------
     def options_of(self, view_id: str) -> Any:
@@ -129,6 +131,49 @@ class PageScreen(ViewScreen["PageResult"]):
         for table in self.PANES:
             self.show_table(table)
         self.draw(result)
+        if self._wanted_row is not None:
+            self.call_after_refresh(self._highlight_wanted)
+
+    def highlight_row(self, table: PageTable, row: Mapping[str, object]) -> None:
+        """Focus `table` at the row whose columns hold `row`'s values (now, or when the page's
+        result shows); a row the pane does not show is said in a notification."""
+        self._wanted_row = (table, row)
+        if self.result is not None and not self.analysis_running:
+            self.call_after_refresh(self._highlight_wanted)
+
+    def table_drawn_as(self, table: PageTable) -> str:
+        """Where a page table without a pane shows (`highlight_row` says so)."""
+        return "in this page's chart"
+
+    def _highlight_wanted(self) -> None:
+        if self._wanted_row is None or self.result is None:
+            return
+        table, row = self._wanted_row
+        self._wanted_row = None
+        if table not in self.PANES:
+            # A table drawn as a chart (the Ranks page's heat map): say which cell to look at.
+            where = ", ".join(f"{key} {value}" for key, value in row.items())
+            self.notify(f"{where}: {self.table_drawn_as(table)}", title=str(table))
+            return
+        pane = self.query_one(f"#{pane_id(table)}", TablePane)
+        view_table = pane.table
+        if view_table.filter_text:
+            view_table.set_filter("")
+        shown = view_table.shown
+        matches = pl.lit(True)
+        for column, value in row.items():
+            if column not in shown.columns:
+                self.notify(f"{table}: no column {column}", severity="warning")
+                return
+            matches = matches & (pl.col(column).cast(pl.Utf8) == str(value))
+        found = shown.with_row_index("_at").filter(matches)["_at"]
+        if found.len() == 0:
+            where = ", ".join(f"{key} {value}" for key, value in row.items())
+            self.notify(f"{where}: not among the rows shown here", severity="warning")
+            return
+        view_table.focus()
+        view_table.move_cursor(row=int(found[0]), animate=False)
+        pane.scroll_visible()
 
     def show_table(self, table: PageTable) -> None:
         """(Re)fill one table's pane from the last result."""

@@ -155,6 +155,9 @@ class RanksScreen(PageScreen):
             return replace(spec, title="Phases of the top straggler (enter on another to compare it)")
         return spec
 
+    def table_drawn_as(self, table: PageTable) -> str:
+        return "in the heat map above (m picks its metric)" if table == MATRIX else super().table_drawn_as(table)
+
     def draw(self, result: PageResult) -> None:
         if self.metric not in self.metrics():
             self.metric = "step_us"

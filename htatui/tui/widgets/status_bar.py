@@ -18,9 +18,15 @@ NUMBERED_PAGES = 10
 
 
 def page_keys() -> dict[str, str]:
-    """Each numbered page's key, by its place in the registry (not among the pages shown: the
-    Memory page hides on traces without memory events, and the pages after it keep their keys)."""
-    return {page.id: str(number % 10) for number, page in enumerate(PAGES, 1) if number <= NUMBERED_PAGES}
+    """Each numbered page's key, by its place among the registry's numbered pages (not among the
+    pages shown: the Memory page hides on traces without memory events, and the pages after it
+    keep their keys)."""
+    numbered = [page for page in PAGES if page.numbered]
+    return {page.id: str(number % 10) for number, page in enumerate(numbered, 1) if number <= NUMBERED_PAGES}
+
+
+LETTER_KEYS = {"diagnosis": "D"}
+"""The pages opened by a letter rather than a number (the app's `view.<page>` bindings)."""
 
 
 class ViewTabs(Widget):
@@ -50,7 +56,7 @@ class ViewTabs(Widget):
         views = app.view_order() if isinstance(app, AnalysisHost) else []
         current = self.get_component_rich_style("view-tabs--current")
         text = Text(no_wrap=True, overflow="ellipsis")
-        for label, is_current in tab_labels(views, self.current, self.size.width, page_keys()):
+        for label, is_current in tab_labels(views, self.current, self.size.width, {**page_keys(), **LETTER_KEYS}):
             text.append(label, style=current if is_current else "")
         return text
 
