@@ -15,6 +15,8 @@ import polars as pl
 
 from htatui.analysis import kept_parts
 from htatui.analysis.core import cancel
+from htatui.analysis.core.kept import options_key
+from htatui.analysis.core.memo import held, memoised, remember
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank
 from htatui.analysis.views import annotations as user_annotations
@@ -79,6 +81,11 @@ class Table(Generic[OptionsT]):
     """Why a chosen rank can have no row (e.g. no GPU work): a table missing ranks says which and
     why, instead of leaving them out quietly (issue 22)."""
 
+    @property
+    def id(self) -> str:
+        """The table's name in kept answers' keys: its function and its name."""
+        return f"{self.compute.__module__}.{self.compute.__qualname__}/{self.name}"
+
 
 @dataclass(frozen=True)
 class View(Generic[OptionsT]):
@@ -131,10 +138,20 @@ class Page:
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
-    """`table.compute`; a `per_rank` table over several ranks is made a rank at a time (`each_rank`),
-    so memory holds one rank, not all, and a trace folder's ranks keep their rows in the parse
-    cache (`kept_parts`), read instead of the rank next time."""
+    """`table.compute`, kept on the job in memory (`memoised`, under the table and its options);
+    a `per_rank` table over several ranks is made a rank at a time (`each_rank`), so memory holds
+    one rank, not all, and a trace folder's ranks keep their rows on disk (`kept_parts`), read
+    instead of the rank next time."""
     cancel.check()
+    return memoised(traces, table_key(table, options), lambda: _made_table(table, traces, options))
+
+
+def table_key(table: Table[Any], options: CommonOptions) -> tuple[str, str, str]:
+    """What a table's answer is kept under in memory: the table and every option (the scope's too)."""
+    return ("table", table.id, options_key(options))
+
+
+def _made_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
     if not table.per_rank:
         result = table.compute(traces, options)
         return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))
@@ -144,11 +161,12 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     chosen = chosen_ranks(traces, options)
     if len(chosen) < 2:
         return joined_parts(table, [table.compute(traces, options)], chosen)
-    build: Callable[[TraceSet, OptionsT], TableResult] = table.compute
-    if traces.stored_part is not None or traces.keep_part is not None:
-        # A trace folder loaded with the cache: each rank's rows are kept, and read next time.
-        table_id = f"{table.compute.__module__}.{table.compute.__qualname__}/{table.name}"
-        build = kept_parts.kept_build(traces, kept_parts.part_name(table_id, options), table.compute)
+    name = kept_parts.part_name(table.id, options)
+
+    def build(alone: TraceSet, opts: OptionsT) -> TableResult:
+        made: TableResult = kept_parts.kept_or_made(traces, alone, name, table.compute, opts)
+        return made
+
     return joined_parts(table, each_rank(traces, options, build), chosen)
 
 
@@ -452,21 +470,33 @@ def make_page_tables(
     ranks' columns are never copied into one frame.
     """
     out: dict[PageTable, NotedTable] = {}
-    together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
+    for wanted in tables:
+        found = held(traces, table_key(BY_ID[wanted.view].table(wanted.table), options[wanted.view]))
+        if found is not None:
+            out[wanted] = NotedTable(*frame_of(found))
+    together = [w for w in tables if w not in out and BY_ID[w.view].table(w.table).per_rank]
     if len(together) > 1 and options:
         any_options = options[together[0].view]
-        if len(chosen_ranks(traces, any_options)) >= 2:
+        chosen = chosen_ranks(traces, any_options)
+        if len(chosen) >= 2:
+            made = [BY_ID[w.view].table(w.table) for w in together]
 
             def build(part: TraceSet, alone: CommonOptions) -> list[TableResult]:
                 return [
-                    BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope))
-                    for w in together
+                    kept_parts.kept_or_made(
+                        traces,
+                        part,
+                        kept_parts.part_name(table.id, options[w.view]),
+                        table.compute,
+                        replace(options[w.view], scope=alone.scope),
+                    )
+                    for w, table in zip(together, made, strict=True)
                 ]
 
             parts = each_rank(traces, any_options, build)
-            for index, wanted in enumerate(together):
-                table = BY_ID[wanted.view].table(wanted.table)
-                joined = joined_parts(table, [part[index] for part in parts], chosen_ranks(traces, any_options))
+            for index, (wanted, table) in enumerate(zip(together, made, strict=True)):
+                joined = joined_parts(table, [part[index] for part in parts], chosen)
+                remember(traces, table_key(table, options[wanted.view]), joined)
                 out[wanted] = NotedTable(*frame_of(joined))
     for wanted in tables:
         if wanted not in out:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from htatui.analysis.core import cancel
+from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions, OptionsT
 from htatui.analysis.core.scope import RankSteps, Scope, scope_mask
 from htatui.trace.model import DETAIL_SCHEMA, TraceSet, empty_details, empty_events, with_details
@@ -51,7 +52,7 @@ def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series
     Kept on the loaded job (`TraceSet.derived`): a view that needs a few columns filters only
     those by the mask, instead of every view copying all ~35 columns twice.
     """
-    key = ("prepared_mask", rank, *scope_key(scope))
+    key = ("prepared_mask", rank, *scope_key(scope), made_with())
     cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
@@ -74,7 +75,7 @@ def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFr
     Every view starts from the same filtered events, and a screen asks for several views of one
     job, so the filter runs once per (rank, mode, steps) instead of per call.
     """
-    key = ("prepared", rank, *scope_key(scope))
+    key = ("prepared", rank, *scope_key(scope), made_with())
     cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
@@ -96,7 +97,9 @@ def _prepared_columns(
     """
     detailed = tuple(c for c in columns if c in DETAIL_SCHEMA and c not in ("rank", "index"))
     own = tuple(dict.fromkeys((*(c for c in columns if c not in detailed), *(("index",) if detailed else ()))))
-    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *scope_key(scope)))
+    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(
+        ("prepared", rank, *scope_key(scope), made_with())
+    )
     if whole is not None:
         events, steps = whole[0].select(own), whole[1]
     else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core.knobs import knob
-from htatui.analysis.core.memo import gc_paused, memoised, selection_key
+from htatui.analysis.core.memo import gc_paused, held, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import each_rank, prepare, rank_by_rank, rank_steps_of
 from htatui.analysis.core.scope import in_steps
@@ -126,7 +126,7 @@ def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
 
 def held_rank_trees(traces: TraceSet, options: CommonOptions) -> list[op_events.OpEvents] | None:
     """Each chosen rank's tree, as `tree` built them, when the job holds that tree (None otherwise)."""
-    found = traces.derived.get(("ops.rank_trees", *selection_key(traces, options)))
+    found = held(traces, ("ops.rank_trees", *selection_key(traces, options)))
     return found if isinstance(found, list) else None
 
 
