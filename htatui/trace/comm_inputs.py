@@ -9,18 +9,18 @@ reads them from the rank's file, for those ops only, keyed by the event's file p
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from htatui.sources import RemotePath, SourcePath
+from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE, spellings
+from htatui.trace.reread import REREAD
 
 RECORD_PARAM_COMMS = "record_param_comms"
 """PyTorch's own record of a collective's parameters, nested in the collective's op."""
@@ -43,8 +43,6 @@ class _ShapeArgs(msgspec.Struct, frozen=True):
 
 
 _DECODER = msgspec.json.Decoder(_ShapeArgs)
-_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
-_CACHE_LIMIT = 64
 
 
 class CommInputsError(ValueError):
@@ -56,31 +54,21 @@ def is_comm_op_name(name: str) -> bool:
     return _COMM_NAME.search(name) is not None
 
 
-def _version(path: SourcePath) -> tuple[str, int, int]:
-    if isinstance(path, RemotePath):
-        return (f"{path.url}|{path.identity}", 0, path.size or 0)
-    stat = os.stat(path)
-    return (str(path), stat.st_mtime_ns, stat.st_size)
-
-
 def read_comm_inputs(path: SourcePath) -> pl.DataFrame:
-    """`COMM_INPUT_SCHEMA` rows for the collective host ops of the trace at `path` (memoised per file version)."""
+    """`COMM_INPUT_SCHEMA` rows for the collective host ops of the trace at `path` (kept per file
+    version by `reread.REREAD`)."""
     try:
-        key = _version(path)
+        return REREAD.read(path, "comm_inputs", _read_comm_inputs)
     except OSError as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc.strerror})") from None
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+
+
+def _read_comm_inputs(path: SourcePath) -> pl.DataFrame:
     try:
         rows, _ = read_raw_events(read_source_bytes(path), CommInputRows, [])
     except (OSError, TraceFormatError) as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc})") from None
-    frame = rows.frame()
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = frame
-    return frame
+    return rows.frame()
 
 
 def _dims(value: object) -> list[int] | None:

@@ -11,23 +11,21 @@ for shapes.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from htatui.sources import RemotePath, SourcePath
+from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
+from htatui.trace.reread import REREAD
 
 PROFILER_RANGE_CAT = "cuda_profiler_range"
 """The category of a counted kernel's event."""
 
 _ARGS_DECODER = msgspec.json.Decoder(dict[str, Any])
-_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
-_CACHE_LIMIT = 16
 
 
 class CounterArgsError(ValueError):
@@ -35,36 +33,25 @@ class CounterArgsError(ValueError):
     and the TUI report it like any input a view refuses)."""
 
 
-def _version(path: SourcePath) -> tuple[str, int, int]:
-    if isinstance(path, RemotePath):
-        return (f"{path.url}|{path.identity}", 0, path.size or 0)
-    stat = os.stat(path)
-    return (str(path), stat.st_mtime_ns, stat.st_size)
-
-
 def read_counter_args(path: SourcePath) -> pl.DataFrame:
     """`index` plus one column per counter name, in the order first seen, for every
-    `cuda_profiler_range` event of the trace at `path` (memoised per file version).
+    `cuda_profiler_range` event of the trace at `path` (kept per file version by `reread.REREAD`).
 
     A counter whose values are all integers is Int64 (the counts stay exact), else Float64; an
     event that lacks a counter has null there. Text or other non-numeric args are not counters.
     """
     try:
-        key = _version(path)
+        return REREAD.read(path, "counter_args", _read_counter_args)
     except OSError as exc:
         raise CounterArgsError(f"{path}: cannot read it again for CUPTI counters ({exc.strerror})") from None
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+
+
+def _read_counter_args(path: SourcePath) -> pl.DataFrame:
     try:
         rows, _ = read_raw_events(read_source_bytes(path), CounterRows, [])
     except (OSError, TraceFormatError) as exc:
         raise CounterArgsError(f"{path}: cannot read it again for CUPTI counters ({exc})") from None
-    frame = rows.frame()
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = frame
-    return frame
+    return rows.frame()
 
 
 def _is_number(value: object) -> bool:

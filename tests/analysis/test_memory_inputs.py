@@ -20,8 +20,8 @@ from htatui.trace.memory_inputs import (
     MemoryInputError,
     looks_like_snapshot,
     read_memory,
-    site_of,
 )
+from htatui.trace.memory_sites import site_of
 
 
 class _RunsACommand:
