@@ -19,9 +19,10 @@ from htatui.trace import TraceSet
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
 ROUTES = [(view, table) for view in VIEWS for table in view.tables]
-NEEDS_RECORDING = {"cupti"}
-"""Views of a recording mode the demo was not made with (the CUPTI range profiler): the demo
-leaves them empty, and their own tests fill them from a shared trace (tests/analysis/test_cupti.py)."""
+NEEDS_RECORDING = {"cupti", "memory"}
+"""Views of a recording mode the demo was not made with (the CUPTI range profiler,
+profile_memory=True): the demo leaves them empty, and their own tests fill them from a shared or
+hand-made trace (tests/analysis/test_cupti.py, tests/test_memory_cli.py)."""
 
 
 @pytest.fixture(scope="module")

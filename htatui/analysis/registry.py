@@ -19,6 +19,7 @@ from htatui.analysis.core.kept import options_key
 from htatui.analysis.core.memo import held, memoised, remember
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank
+from htatui.analysis.memory import view as memory_view
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
     critical_path,
@@ -375,6 +376,19 @@ VIEWS: tuple[View[Any], ...] = (
         ),
     ),
     View(
+        "memory",
+        "GPU memory",
+        memory_view.MemoryOptions,
+        (
+            Table("main", memory_view.summary, key_columns=("peak_bytes",)),
+            Table("sites", memory_view.sites, key_columns=("bytes",)),
+            Table("growth", memory_view.growth, key_columns=("live_bytes",)),
+            Table("spans", memory_view.spans, key_columns=("peak_bytes",)),
+            Table("oom", memory_view.ooms, key_columns=("requested_bytes",)),
+            Table("series", memory_view.series),
+        ),
+    ),
+    View(
         "critical-path",
         "Critical path",
         critical_path.CriticalPathOptions,
@@ -432,7 +446,18 @@ PAGES: tuple[Page, ...] = (
             PageTable("collectives"),
         ),
     ),
-    Page("memory", "Memory", ()),
+    Page(
+        "memory",
+        "Memory",
+        (
+            PageTable("memory"),
+            PageTable("memory", "sites"),
+            PageTable("memory", "oom"),
+            PageTable("memory", "growth"),
+            PageTable("memory", "spans"),
+            PageTable("memory", "series"),
+        ),
+    ),
     Page(
         "critical-path",
         "Critical path",

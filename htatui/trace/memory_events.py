@@ -135,7 +135,9 @@ def _read_memory_args(path: SourcePath) -> pl.DataFrame:
     return found.frame(path)
 
 
-def recording_from_events(path: Path, memory: pl.DataFrame, spans: Sequence[Span], rank: int | None) -> MemoryRecording:
+def recording_from_events(
+    path: SourcePath, memory: pl.DataFrame, spans: Sequence[Span], rank: int | None
+) -> MemoryRecording:
     """A trace recording from its `[memory]` rows (`MEMORY_ARGS_SCHEMA`, `time_us` on the time base
     wanted) and its step and annotation spans (the same base)."""
     delta = pl.col("bytes")

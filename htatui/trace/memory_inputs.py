@@ -8,9 +8,9 @@ before they are parsed.
 
 from __future__ import annotations
 
+import gzip
 import json
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -24,6 +24,7 @@ from htatui.trace.memory_recording import (
     MemoryInputError,
     MemoryRecording,
     one_line,
+    ranks_together,
 )
 from htatui.trace.memory_snapshot import (
     MAX_SNAPSHOT_DEPTH,
@@ -45,9 +46,9 @@ __all__ = [
     "UNKNOWN_SITE",
     "MemoryInputError",
     "MemoryRecording",
+    "holds_recording",
     "looks_like_snapshot",
     "read_memory",
-    "read_rank_traces",
     "shape_problem",
     "snapshot_from_object",
 ]
@@ -96,6 +97,34 @@ def _read_capped(path: Path, max_bytes: int) -> bytes | bytearray:
     return raw
 
 
+def holds_recording(path: Path) -> bool:
+    """Whether `path` is (or is a folder holding) a snapshot or a memory timeline, read alone by
+    `read_memory`; else it names traces, read as a job. A timeline is JSON that opens with `[`,
+    a trace JSON with `{`."""
+    if path.is_dir():
+        try:
+            return any(child.is_file() and holds_recording(child) for child in path.iterdir())
+        except OSError:
+            return False
+    return looks_like_snapshot(path) or _opens_with(path, b"[")
+
+
+def _opens_with(path: Path, head: bytes) -> bool:
+    """Whether the file's text (gunzipped when gzip) starts with `head`, past white space."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(2)
+            handle.seek(0)
+            if start == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=handle) as unzipped:
+                    text = unzipped.read(256)
+            else:
+                text = handle.read(256)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return text.lstrip().startswith(head)
+
+
 def _read_folder(path: Path, max_bytes: int) -> MemoryRecording:
     try:
         files = sorted(p for p in path.iterdir() if p.is_file())
@@ -113,36 +142,22 @@ def _read_folder(path: Path, max_bytes: int) -> MemoryRecording:
         except MemoryInputError:
             continue
         if recording.kind != "trace":
-            return recording if not found else _ranks_together(found)
+            return recording if not found else _ranks_together(path, found)
         found.append(recording)
     if not found:
         raise MemoryInputError(f"{path}: no memory snapshot, memory timeline or trace with [memory] events here")
-    return found[0] if len(found) == 1 else _ranks_together(found)
+    return found[0] if len(found) == 1 else _ranks_together(path, found)
 
 
-def read_rank_traces(files: Sequence[tuple[int, Path]], max_bytes: int = MAX_INPUT_BYTES) -> MemoryRecording:
-    """The [memory] events of a loaded job's rank files, devices named `rank R cuda:N` when there are several."""
-    recordings = [read_memory(path, max_bytes) for _rank, path in files]
-    if len(recordings) == 1:
-        return recordings[0]
-    return _ranks_together(recordings, [rank for rank, _path in files])
-
-
-def _ranks_together(recordings: list[MemoryRecording], ranks: Sequence[int] | None = None) -> MemoryRecording:
-    """One job's rank traces as one recording: each device is named `rank R cuda:N`."""
+def _ranks_together(folder: Path, recordings: list[MemoryRecording]) -> MemoryRecording:
+    """A folder's rank traces as one recording, each rank from its `distributedInfo`, else its file name."""
     from htatui.trace.discover import rank_from_filename
 
-    events: list[pl.DataFrame] = []
-    spans: list[pl.DataFrame] = []
+    numbered = []
     for position, recording in enumerate(recordings):
-        rank = recording.rank if recording.rank is not None else rank_from_filename(recording.path)
-        rank = ranks[position] if ranks is not None else rank
-        prefix = f"rank {position if rank is None else rank} "
-        events.append(recording.events.with_columns(device=pl.lit(prefix) + pl.col("device")))
-        devices = recording.events["device"].unique().sort().to_list()
-        spans.extend(recording.spans.with_columns(device=pl.lit(prefix + d)) for d in devices)
-    merged = pl.concat(events).with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
-    return MemoryRecording(recordings[0].path.parent, "trace", merged, spans=pl.concat(spans))
+        rank = recording.rank if recording.rank is not None else rank_from_filename(Path(str(recording.path)))
+        numbered.append((position if rank is None else rank, recording))
+    return ranks_together(folder, numbered)
 
 
 def _read_json(path: Path, raw: bytes | bytearray) -> MemoryRecording:

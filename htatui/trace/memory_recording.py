@@ -4,10 +4,12 @@ memory_events.py, memory_timeline.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
+
+from htatui.sources import SourcePath
 
 UNKNOWN_SITE = "(no stack recorded)"
 BEFORE_RECORDING_SITE = "(allocated before recording)"
@@ -77,7 +79,7 @@ class MemoryInputError(Exception):
 class MemoryRecording:
     """One memory input, normalised; `kind` is snapshot, trace, timeline or raw_timeline."""
 
-    path: Path
+    path: SourcePath
     kind: str
     events: pl.DataFrame
     segments: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SEGMENT_SCHEMA))
@@ -99,3 +101,17 @@ def one_line(exc: BaseException) -> str:
     """An exception as one short line: polars' messages span several lines with hints."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 200 else text[:199] + "…"
+
+
+def ranks_together(path: SourcePath, recordings: Sequence[tuple[int, MemoryRecording]]) -> MemoryRecording:
+    """Several ranks' trace recordings as one recording of `path` (their folder, their job): each
+    device is named `rank R cuda:N`, the events in the order given."""
+    events: list[pl.DataFrame] = []
+    spans: list[pl.DataFrame] = []
+    for rank, recording in recordings:
+        prefix = f"rank {rank} "
+        events.append(recording.events.with_columns(device=pl.lit(prefix) + pl.col("device")))
+        devices = recording.events["device"].unique().sort().to_list()
+        spans.extend(recording.spans.with_columns(device=pl.lit(prefix + d)) for d in devices)
+    merged = pl.concat(events).with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64))
+    return MemoryRecording(path, "trace", merged, spans=pl.concat(spans))

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kineto_util import write_trace
+from memory_util import memory_trace_events
 from tui_helpers import press, ready
 
 from htatui.analysis.core.knobs import knobs_of
@@ -32,8 +34,9 @@ from htatui.tui.widgets.table_pane import TablePane
 
 ROOT = Path(__file__).resolve().parents[2]
 
-JOBS = ["demo", "h100_ddp_gloo_2rank", "trace_filter"]
-"""The bundled demo (4 ranks, NCCL) and two shared jobs: 2 ranks on gloo, 2 ranks with NCCL send/recv."""
+JOBS = ["demo", "h100_ddp_gloo_2rank", "trace_filter", "memory"]
+"""The bundled demo (4 ranks, NCCL), two shared jobs (2 ranks on gloo, 2 ranks with NCCL send/recv)
+and a hand-made trace with `[memory]` events (the Memory page: only a job that has them shows it)."""
 
 
 def knob_flags(view_id: str, options: Any) -> list[str]:
@@ -88,15 +91,20 @@ async def test_every_page_table_is_reports_table(
     tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))  # each report after the first reads it
-    path = ROOT / "fixtures" / "demo" if job == "demo" else request.getfixturevalue("shared_traces") / job
+    if job == "memory":
+        path = tmp_path / "memory"
+        write_trace(path / "rank-0.pt.trace.json", memory_trace_events())
+    else:
+        path = ROOT / "fixtures" / "demo" if job == "demo" else request.getfixturevalue("shared_traces") / job
     traces = load_traces([path], use_cache=False, max_workers=1)
     app = HtaTuiApp(Settings(paths=(path,), use_cache=False, hta_compat=compat, max_workers=1), traces=traces)
     shown: list[tuple[str, PageTable, list[str], list[dict[str, Any]]]] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
+        listed = [mode for mode, _title in app.view_order()]
         for page in PAGES:
-            if not page.tables:
-                continue  # Memory: not a registry page (`htatui memory` prints its tables)
+            if page.id not in listed:
+                continue  # Memory, on a job without [memory] events
             if page.id in page_keys():
                 await press(pilot, page_keys()[page.id])
             else:  # past the tenth page: no number key, `]` or the palette (what they run)
@@ -117,7 +125,8 @@ async def test_every_page_table_is_reports_table(
     # `report` runs after the app: a running app holds stdout.
     for page_id, table, flags, rows in shown:
         assert rows == report_rows(path, table, flags, capsys), f"{page_id}: {table} on {job}"
-    assert len(shown) == sum(len(page.tables) for page in PAGES)
+    assert len(shown) == sum(len(page.tables) for page in PAGES if page.id in listed)
+    assert ("memory" in listed) == (job == "memory")
 
 
 def _check_first_row_cells(table: Any, where: str) -> None:
