@@ -97,7 +97,7 @@ class View(Generic[OptionsT]):
     options: type[OptionsT]
     tables: tuple[Table[OptionsT], ...]
     headline: bool = False
-    """Compared by `htatui diff --summary` (analysis/diff_summary.py has its headline metrics)."""
+    """Compared by `htatui diff --summary` (analysis/diff/summary.py has its headline metrics)."""
     summary_tables: tuple[str, ...] = ()
     """What `report` prints when no table is asked for, in place of a main table too long to read
     (launch: one row per launch); `report --full` prints the main table."""

@@ -45,7 +45,6 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -501,9 +500,3 @@ def commit(
 
 def discard(stage: Staging) -> None:
     shutil.rmtree(stage.folder, ignore_errors=True)
-
-
-def iter_events(dataset: Dataset) -> Iterator[tuple[StoredRank, pl.DataFrame]]:
-    """Each stored rank with its events, one at a time (memory of one rank)."""
-    for rank in dataset.ranks:
-        yield rank, rank.events()

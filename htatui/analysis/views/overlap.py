@@ -16,12 +16,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core import cancel
-from htatui.analysis.core.intervals import busy_time
+from htatui.analysis.core.intervals import busy_time, state_durations
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare, rank_by_rank
 from htatui.analysis.core.stored import summary_rows
-from htatui.analysis.views.kernels import state_durations
 from htatui.trace.kineto import C10D_COLLECTIVE, CPU_COLLECTIVE
 from htatui.trace.model import TraceSet
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import polars as pl
 from rich.markup import escape
@@ -274,7 +274,11 @@ class FramesScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def snapshot_tables(path: Path) -> tuple[dict[PageTable, NotedTable], dict[str, tuple[str, ...]]]:
+SnapshotTables = tuple[dict[PageTable, NotedTable], dict[str, tuple[str, ...]]]
+"""A snapshot's tables by pane, and the full frames of one allocation per site."""
+
+
+def snapshot_tables(path: Path) -> SnapshotTables:
     """A recording's tables, as the Memory page shows a job's, plus the allocator's state, and the
     full frames of one allocation per site (worker thread; MemoryInputError when unreadable)."""
     analysis = analyse(read_memory(path))
@@ -290,7 +294,7 @@ def snapshot_tables(path: Path) -> tuple[dict[PageTable, NotedTable], dict[str, 
     return {table: NotedTable(frame, None) for table, frame in made.items()}, analysis.recording.stacks
 
 
-class SnapshotScreen(JobRunner, Screen[None]):
+class SnapshotScreen(JobRunner["SnapshotTables"], Screen[None]):
     """The whole app for `htatui snapshot.pickle`: one recording, no trace views."""
 
     AUTO_FOCUS = "ViewTable"
@@ -334,7 +338,7 @@ class SnapshotScreen(JobRunner, Screen[None]):
     def job_title(self) -> str:
         return "Memory"
 
-    def job_done(self, job: str, result: Any) -> None:
+    def job_done(self, job: str, result: SnapshotTables) -> None:
         self.error = None
         found, self.stacks = result
         for table, pane in SNAPSHOT_PANES.items():
