@@ -195,7 +195,9 @@ def test_the_scopes_steps_choose_a_jobs_memory_events(tmp_path: Path, capsys: py
     assert capsys.readouterr().out == memory_csv
 
 
-def test_a_jobs_memory_names_each_ranks_device_and_obeys_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_jobs_memory_names_each_ranks_device_and_obeys_ranks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     job = _memory_job(tmp_path / "job", (0, 1))
     assert main(["report", str(job), "--view", "memory", "--sites", "--format", "json", "--top", "1"]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -11,9 +11,11 @@ import pytest
 from test_rank_tables import _demo
 
 from htatui.analysis.core import kept
+from htatui.analysis.core.intervals import busy_time
 from htatui.analysis.registry import BY_ID, frame_of, make_table
 from htatui.analysis.views import temporal
 from htatui.analysis.views.ranks import tables
+from htatui.analysis.views.ranks.phases import cpu_phase_times
 from htatui.jobs.ingest import ingest
 from htatui.jobs.load import load_traces
 from htatui.trace.model import TraceSet
@@ -32,10 +34,7 @@ def _answers(traces: TraceSet) -> dict[tuple[str, str], pl.DataFrame]:
 
 def _edit_the_views(monkeypatch: pytest.MonkeyPatch) -> None:
     """What an edit does: the views compute something else, and the code's digest moves."""
-    busy_time, cpu_phase_times = temporal.busy_time, tables.cpu_phase_times
-    monkeypatch.setattr(
-        temporal, "busy_time", lambda *args: busy_time(*args).with_columns(pl.col("busy_us") * 0.5)
-    )
+    monkeypatch.setattr(temporal, "busy_time", lambda *args: busy_time(*args).with_columns(pl.col("busy_us") * 0.5))
     monkeypatch.setattr(
         tables, "cpu_phase_times", lambda *args: cpu_phase_times(*args).with_columns(pl.col("dur_us") * 2)
     )

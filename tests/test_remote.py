@@ -26,6 +26,7 @@ from typing import Any
 import boto3
 import moto.settings
 import pytest
+from kineto_util import kernel, runtime, write_trace
 from moto.server import ThreadedMotoServer
 
 from htatui.cli.main import main
@@ -34,7 +35,6 @@ from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, re
 from htatui.sources import remote as remote_module
 from htatui.trace import LoadCancelled
 from htatui.trace.fetch import DownloadProgress, fetched
-from tests.kineto_util import kernel, runtime, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "fixtures" / "demo"

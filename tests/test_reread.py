@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +17,7 @@ from htatui.trace import comm_inputs, counter_args, op_args
 from htatui.trace.reread import REREAD, Rereader
 
 
-def _counted(reads: list[str]) -> object:
+def _counted(reads: list[str]) -> Callable[[SourcePath], pl.DataFrame]:
     def read(path: SourcePath) -> pl.DataFrame:
         reads.append(str(path))
         return pl.DataFrame({"n": [len(reads)]})
@@ -27,15 +28,15 @@ def _counted(reads: list[str]) -> object:
 def test_a_read_is_kept_per_file_version(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.json"
     path.write_text("{}")
-    keeper, reads = Rereader(), []
+    keeper, reads = Rereader(), list[str]()
     read = _counted(reads)
-    first = keeper.read(path, "shapes", read)  # type: ignore[arg-type]
-    assert keeper.read(path, "shapes", read) is first  # type: ignore[arg-type]
+    first = keeper.read(path, "shapes", read)
+    assert keeper.read(path, "shapes", read) is first
     assert len(reads) == 1
-    keeper.read(path, "counters", read)  # type: ignore[arg-type]
+    keeper.read(path, "counters", read)
     assert len(reads) == 2  # another read of the same file
     os.utime(path, ns=(1, 1))  # the file changed: read again
-    assert keeper.read(path, "shapes", read)["n"].to_list() == [3]  # type: ignore[arg-type]
+    assert keeper.read(path, "shapes", read)["n"].to_list() == [3]
 
 
 def test_the_oldest_reads_go_past_the_count_or_the_bytes(tmp_path: Path) -> None:
@@ -43,14 +44,14 @@ def test_the_oldest_reads_go_past_the_count_or_the_bytes(tmp_path: Path) -> None
     for n in range(3):
         paths.append(tmp_path / f"rank-{n}.json")
         paths[-1].write_text("{}")
-    keeper, reads = Rereader(max_entries=2), []
+    keeper, reads = Rereader(max_entries=2), list[str]()
     read = _counted(reads)
     for path in paths:
-        keeper.read(path, "x", read)  # type: ignore[arg-type]
-    keeper.read(paths[2], "x", read)  # type: ignore[arg-type]
-    keeper.read(paths[1], "x", read)  # type: ignore[arg-type]
+        keeper.read(path, "x", read)
+    keeper.read(paths[2], "x", read)
+    keeper.read(paths[1], "x", read)
     assert len(reads) == 3  # the two newest are kept
-    keeper.read(paths[0], "x", read)  # type: ignore[arg-type]
+    keeper.read(paths[0], "x", read)
     assert len(reads) == 4  # the oldest was dropped
     big = Rereader(max_bytes=1000)
     frame = pl.DataFrame({"x": list(range(200))})  # 1,600 bytes
@@ -68,7 +69,7 @@ def test_the_oldest_reads_go_past_the_count_or_the_bytes(tmp_path: Path) -> None
 def test_threads_asking_at_once_wait_for_one_read(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.json"
     path.write_text("{}")
-    keeper, reads = Rereader(), []
+    keeper, reads = Rereader(), list[str]()
 
     def slow(_path: SourcePath) -> pl.DataFrame:
         reads.append("read")
@@ -87,7 +88,7 @@ def test_threads_asking_at_once_wait_for_one_read(tmp_path: Path) -> None:
 def test_a_failed_read_is_not_kept_and_is_tried_again(tmp_path: Path) -> None:
     path = tmp_path / "rank-0.json"
     path.write_text("{}")
-    keeper, calls = Rereader(), []
+    keeper, calls = Rereader(), list[int]()
 
     def flaky(_path: SourcePath) -> pl.DataFrame:
         calls.append(1)

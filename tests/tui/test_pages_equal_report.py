@@ -80,6 +80,7 @@ def report_rows(path: Path, table: PageTable, flags: list[str], capsys: pytest.C
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compat", [False, True], ids=["default", "hta-compat"])
 @pytest.mark.parametrize("job", JOBS)
 async def test_every_page_table_is_reports_table(
