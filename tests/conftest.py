@@ -78,3 +78,25 @@ def tracelens(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
         return target
 
     return extract
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
+    """The generated `small` scenario (fixtures/scenarios.py), loaded once per session: the view
+    tests read it and never change it."""
+    from fixtures.generate import write_scenario
+
+    folder = tmp_path_factory.mktemp("small")
+    write_scenario("small", folder)
+    return load_traces([folder], use_cache=False, max_workers=1)
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated `small` and `edge` scenarios, each in a folder of its own, written once per session."""
+    from fixtures.generate import write_scenario
+
+    root = tmp_path_factory.mktemp("generated")
+    write_scenario("small", root / "small")
+    write_scenario("edge", root / "edge")
+    return root

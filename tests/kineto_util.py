@@ -35,6 +35,12 @@ def write_trace(
     return path
 
 
+def named(args: dict[str, Any]) -> dict[str, Any]:
+    """Args whose names are no identifiers ("Input Dims"), typed for `**` (so mypy does not match
+    their values against a helper's own keywords)."""
+    return args
+
+
 def kernel(
     name: str, ts: float, dur: float, *, stream: int = 7, corr: int | None = None, **args: Any
 ) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def gloo_rank(rank: int) -> list[Event]:
 
 
 SLOW_GEMM_RANK = 1
-ALLREDUCE_ARGS = {
+ALLREDUCE_ARGS: dict[str, Any] = {
     "Collective name": "allreduce",
     "In msg nelems": 1_000_000,
     "Out msg nelems": 1_000_000,

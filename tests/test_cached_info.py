@@ -192,7 +192,7 @@ def test_the_cross_rank_tables_and_the_figures_keep_each_other(tmp_path: Path) -
     assert figures is not None
     cache.store_figures(trace, None, figures)
     again = load_traces([job], max_workers=1)
-    assert again.stored_table is not None and again.stored_table("calls") is not None
+    assert again.kept is not None and again.kept.read("calls", sorted(again.ranks)) is not None
 
 
 def test_the_figures_and_the_events_are_each_verified_alone(tmp_path: Path) -> None:

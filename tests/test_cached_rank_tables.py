@@ -11,7 +11,7 @@ from kineto_util import traces_of
 from ranks_jobs import skewed_rank
 from test_rank_tables import RANK_VIEWS, _demo, _generated, report
 
-from htatui.analysis.registry import BY_ID
+from htatui.analysis.registry import BY_ID, frame_of
 from htatui.analysis.views.ranks import tables
 from htatui.jobs.load import load_traces
 from htatui.trace.model import EventsUnavailable
@@ -49,20 +49,20 @@ def test_the_kept_tables_are_read_without_the_events_analysis_and_hold_only_for_
 ) -> None:
     folder = _demo(tmp_path / "job")
     first = load_traces([folder], max_workers=1)
-    assert first.stored_table is not None and first.stored_table("calls") is None  # nothing kept yet
+    assert first.kept is not None and first.kept.read("calls", [0, 1, 2, 3]) is None  # nothing kept yet
     view = BY_ID["stragglers"]
     view.tables[0].compute(first, view.options())
     again = load_traces([folder], max_workers=1)
-    assert again.stored_table is not None and again.stored_rank_table is not None
-    calls = again.stored_table("calls")
+    assert again.kept is not None
+    calls = again.kept.read("calls", [0, 1, 2, 3])
     assert calls is not None and sorted(calls["rank"].unique().to_list()) == [0, 1, 2, 3]
-    busy = again.stored_rank_table("busy", 2)
+    busy = again.kept.read("busy", [2])
     assert busy is not None and busy.height and set(busy["rank"].to_list()) == {2}
     # Three of the ranks alone: a job of other ranks' time shifts, whose kept tables do not hold.
     files = sorted(folder.iterdir())
     alone = load_traces(files[1:], max_workers=1)
     assert {r: t.shift_us for r, t in alone.ranks.items()} != {r: again.ranks[r].shift_us for r in alone.ranks}
-    assert alone.stored_table is not None and alone.stored_table("calls") is None
+    assert alone.kept is not None and alone.kept.read("calls", sorted(alone.ranks)) is None
 
 
 def test_a_cached_folders_ranks_stay_unread_and_the_ranks_views_read_none(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_cached_folders_ranks_stay_unread_and_the_ranks_views_read_none(tmp_pa
         for table in BY_ID[view_id].tables:
             table.compute(again, BY_ID[view_id].options())
     assert not any(rank.loaded for rank in again.ranks.values())
-    assert view.tables[0].compute(again, view.options()).frame.equals(expected.frame)
+    assert frame_of(view.tables[0].compute(again, view.options()))[0].equals(frame_of(expected)[0])
     # Read when asked: the events of the fresh parse.
     assert again.ranks[1].events.equals(first.ranks[1].events)
 

@@ -8,6 +8,7 @@ file, and that the numbers are right (the repeats are not counted twice).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from ranks_jobs import gloo_rank, nccl_rank
 from htatui.analysis.views import kernels
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
+from htatui.trace.model import TraceSet
 
 HOUR_US = 3600 * 1e6
 
@@ -219,7 +221,7 @@ def shared_jobs(root: Path) -> list[Path]:
 
 def test_check_answers_on_every_shared_trace_folder(
     shared_traces: Path,
-    load_shared,  # type: ignore[no-untyped-def]  # noqa: ANN001
+    load_shared: Callable[[str], TraceSet],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`htatui check` on each shared job prints what it can answer, without a traceback: exit 0 or
@@ -256,7 +258,8 @@ def test_check_answers_on_every_shared_trace_folder(
     assert len(reports) >= 25  # 29 job folders, less memory_timeline
 
     def rank_rows(name: str) -> list[dict[str, Any]]:
-        return reports[name]["ranks"]
+        rows: list[dict[str, Any]] = reports[name]["ranks"]
+        return rows
 
     assert [r["rank"] for r in rank_rows("trace_filter")] == [0, 1]
     assert [(r["world_size"], r["cpu_collectives"] > 0) for r in rank_rows("h100_ddp_gloo_2rank")] == [(2, True)] * 2

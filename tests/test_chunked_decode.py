@@ -9,16 +9,17 @@ from typing import Any
 import msgspec
 import polars as pl
 import pytest
+from decode_golden import decoded_whole
+from kineto_util import kernel, runtime, step, write_trace
 
 from htatui.jobs.load import load_traces
+from htatui.trace import decode as decode_module
 from htatui.trace import events as events_module
 from htatui.trace.chunks import decode_pieces, locate_events
 from htatui.trace.columns import decode_frame
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.loader import LoadProgress
 from htatui.trace.model import TraceMeta
-from tests.decode_golden import decoded_whole
-from tests.kineto_util import kernel, runtime, step, write_trace
 
 
 def whole(raw: bytes) -> tuple[pl.DataFrame, TraceMeta, list[str]]:
@@ -98,11 +99,11 @@ def test_pieces_are_bounded_and_progress_reaches_the_end() -> None:
     span = locate_events(raw)
     seen: list[tuple[int, int]] = []
 
-    def decode(piece: bytes) -> list[Any]:
+    def decode(piece: bytes | bytearray | memoryview) -> list[Any]:
         assert len(piece) < 4096 + 1024  # a piece is the chunk size plus at most one event
         return msgspec.json.decode(piece, type=list[Any])
 
-    def decode_tail(piece: bytes) -> list[Any]:
+    def decode_tail(piece: bytes | bytearray | memoryview) -> list[Any]:
         events: list[Any] = msgspec.json.decode(piece)["traceEvents"]
         return events
 
@@ -127,10 +128,13 @@ def test_pieces_are_bounded_and_progress_reaches_the_end() -> None:
 )
 def test_what_cannot_be_cut_is_decoded_whole(raw: bytes, outcome: str, monkeypatch: pytest.MonkeyPatch) -> None:
     whole_reads: list[int] = []
-    decode_document = events_module.decode_document
-    monkeypatch.setattr(
-        events_module, "decode_document", lambda data: whole_reads.append(len(data)) or decode_document(data)
-    )
+    decode_document = decode_module.decode_document
+
+    def counted(data: bytes | bytearray) -> Any:
+        whole_reads.append(len(data))
+        return decode_document(data)
+
+    monkeypatch.setattr(events_module, "decode_document", counted)
     warnings: list[str] = []
     try:
         frame, _ = decode_frame(raw, warnings, chunk_bytes=16)

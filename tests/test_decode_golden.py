@@ -11,9 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from htatui.trace.read import read_trace_bytes
-from tests.decode_golden import (
+from decode_golden import (
     DECODED,
     decoded,
     decoded_bytes,
@@ -25,6 +23,8 @@ from tests.decode_golden import (
     op_args,
     shared_trace_files,
 )
+
+from htatui.trace.read import read_trace_bytes
 
 ODD = expected("odd documents")
 

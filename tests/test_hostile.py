@@ -20,6 +20,7 @@ from kineto_util import kernel, runtime, step, write_trace
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
 from htatui.trace import LoadCancelled
+from htatui.trace.parallel import decode_columns_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,9 +148,9 @@ def test_file_replaced_during_parse_is_not_cached_under_the_new_identity(
     path = write_trace(tmp_path / "rank-0.json", events(kernel_dur=30))
     replacement = tmp_path / "next.json"
     write_trace(replacement, events(kernel_dur=70))
-    real_decode = loader.decode_columns_parallel
+    real_decode = decode_columns_parallel
 
-    def decode_then_replace(raw: bytes | bytearray, *args: Any, **kwargs: Any) -> Any:
+    def decode_then_replace(raw: Any, *args: Any, **kwargs: Any) -> Any:
         result = real_decode(raw, *args, **kwargs)
         if replacement.exists():
             os.replace(replacement, path)  # the file changes while it is being parsed

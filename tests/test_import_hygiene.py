@@ -115,6 +115,34 @@ def test_no_import_circles() -> None:
     assert _circles(graph) == [], f"import circles: {_circles(graph)}"
 
 
+VIEW_TO_VIEW = {
+    ("htatui.analysis.views.ranks", "htatui.analysis.views.steps"),
+    ("htatui.analysis.views.ranks.tables", "htatui.analysis.views.steps"),
+    ("htatui.analysis.views.critical_path.job", "htatui.analysis.views.ranks.meeting"),
+}
+"""The view → view imports left (docs/contributing-views.md forbids them): the Ranks views read
+the steps view's table and HTA's straggler method, the job's critical path the meeting points;
+they move to core once those views stop changing under other branches (issue 39)."""
+
+
+def test_no_view_imports_another_for_a_helper() -> None:
+    """A view imports core, model and perf, never another view (its own package's parts aside)."""
+    graph, _packages = _module_graph()
+    prefix = "htatui.analysis.views."
+
+    def view_of(name: str) -> str:
+        return ".".join(name.split(".")[:4])
+
+    found = {
+        (source, target)
+        for source, targets in graph.items()
+        if source.startswith(prefix)
+        for target in targets
+        if target.startswith(prefix) and view_of(target) != view_of(source)
+    }
+    assert found == VIEW_TO_VIEW
+
+
 def test_no_package_circles() -> None:
     """No two packages import each other either: a module counts as its package (a package's
     __init__ as the package). The root package is left out: its __main__ runs the CLI, which

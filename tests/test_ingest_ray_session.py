@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_store import tiny_job
 
 from htatui.jobs.ingest import LOCAL_RAY_STORE_BYTES, ingest
 from htatui.store.dataset import open_dataset
-from tests.test_store import tiny_job
 
 START_S = 0.3
 

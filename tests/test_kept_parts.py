@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -15,6 +16,7 @@ import pytest
 from test_rank_tables import _demo, report
 
 from htatui.analysis import kept_parts
+from htatui.analysis.core import kept
 from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.registry import BY_ID, VIEWS, frame_of, make_table
@@ -84,20 +86,26 @@ def test_other_options_code_or_shift_make_the_rows_again(tmp_path: Path, monkeyp
     )
     assert len(reads) == len(again.ranks)  # made from each rank
     # Other code: the kept rows are not served.
-    monkeypatch.setattr(kept_parts, "code_digest", lambda: "edited")
+    monkeypatch.setattr(kept, "code_digest", lambda: "edited")
     other_code = load_traces([folder], max_workers=1)
-    reads: list[int] = []
-    keep = other_code.keep_part
-    assert keep is not None
-    counted = dataclasses.replace(other_code, keep_part=lambda rank, parts: (reads.append(rank), keep(rank, parts)))
-    _answer(counted, "temporal", "main")
-    assert reads == sorted(other_code.ranks)
+    assert other_code.kept is not None
+    kept_by: list[int] = []
+    store = other_code.kept
+
+    class Counted:
+        def read(self, name: str, ranks: Sequence[int]) -> pl.DataFrame | None:
+            return store.read(name, ranks)
+
+        def keep(self, rank: int, tables: Mapping[str, pl.DataFrame]) -> None:
+            kept_by.append(rank)
+            store.keep(rank, tables)
+
+    _answer(dataclasses.replace(other_code, kept=Counted()), "temporal", "main")
+    assert kept_by == sorted(other_code.ranks)
     # Three ranks alone have other time shifts: their entries' parts are not theirs.
     alone = load_traces(sorted(folder.iterdir())[1:], max_workers=1)
-    assert alone.stored_part is not None
-    assert all(
-        alone.stored_part(rank, kept_parts.part_name("x", BY_ID["temporal"].options())) is None for rank in alone.ranks
-    )
+    name = kept_parts.part_name(BY_ID["temporal"].main.id, BY_ID["temporal"].options())
+    assert alone.kept is not None and all(alone.kept.read(name, [rank]) is None for rank in alone.ranks)
 
 
 def test_changed_bytes_are_never_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,16 +129,17 @@ class _Store:
     def __init__(self) -> None:
         self.parts: dict[tuple[int, str], pl.DataFrame] = {}
 
-    def read(self, rank: int, name: str) -> pl.DataFrame | None:
+    def read(self, name: str, ranks: Sequence[int]) -> pl.DataFrame | None:
+        (rank,) = ranks
         return self.parts.get((rank, name))
 
-    def keep(self, rank: int, parts: dict[str, pl.DataFrame]) -> None:
-        self.parts.update({(rank, name): frame for name, frame in parts.items()})
+    def keep(self, rank: int, tables: Mapping[str, pl.DataFrame]) -> None:
+        self.parts.update({(rank, name): frame for name, frame in tables.items()})
 
 
 def test_a_tables_sentence_is_kept_with_its_rows_and_rows_without_it_are_not_served() -> None:
     store = _Store()
-    traces = TraceSet(ranks={}, stored_part=store.read, keep_part=store.keep)
+    traces = TraceSet(ranks={}, kept=store)
     rows = pl.DataFrame({"rank": [3], "x_us": [1.5]})
     kept_parts.keep_part(traces, 3, "part/a", NotedTable(rows, "why it is short"))
     kept_parts.keep_part(traces, 3, "part/b", rows)
@@ -151,10 +160,10 @@ def test_an_entry_keeps_its_newest_parts_beside_its_cross_rank_tables(tmp_path: 
     trace = load_traces([source], max_workers=1).ranks[0]
     identity = trace.source_identity
     row = pl.DataFrame({"n": [1]})
-    cache.store_tables(source, identity, "tag", {"calls": row})
+    cache.store_tagged(source, identity, "tag", {"calls": row})
     for n in range(cache.MAX_PARTS + 2):
-        cache.store_parts(source, identity, "tag", {f"{cache.PART_PREFIX}{n}": row.with_columns(n=pl.lit(n))})
-    cache.store_tables(source, identity, "tag", {"calls": row})  # the cross-rank tables again: parts stay
+        cache.store_tagged(source, identity, "tag", {f"{cache.PART_PREFIX}{n}": row.with_columns(n=pl.lit(n))})
+    cache.store_tagged(source, identity, "tag", {"calls": row})  # the cross-rank tables again: parts stay
     kept = cache.cached_tables(source, identity, "tag")
     assert kept is not None
     names = [name for name in kept.parts if name.startswith(cache.PART_PREFIX)]
@@ -162,8 +171,8 @@ def test_an_entry_keeps_its_newest_parts_beside_its_cross_rank_tables(tmp_path: 
     newest = kept.read(f"{cache.PART_PREFIX}{cache.MAX_PARTS + 1}")
     assert newest is not None and newest["n"].to_list() == [cache.MAX_PARTS + 1]
     assert kept.read("calls") is not None
-    # Another tag (another rank number or shift): everything kept for the old one goes.
-    cache.store_parts(source, identity, "other", {f"{cache.PART_PREFIX}x": row})
+    # Another tag (another rank number, shift, rules or code): everything kept for the old one goes.
+    cache.store_tagged(source, identity, "other", {f"{cache.PART_PREFIX}x": row})
     other = cache.cached_tables(source, identity, "other")
     assert other is not None and list(other.parts) == [f"{cache.PART_PREFIX}x"]
 
@@ -175,7 +184,7 @@ def test_parts_kept_by_several_threads_at_once_are_all_kept_with_the_figures(tmp
     row = pl.DataFrame({"n": list(range(2000))})
     names = [f"{cache.PART_PREFIX}{n}" for n in range(8)]
     threads = [
-        threading.Thread(target=cache.store_parts, args=(source, identity, "tag", {name: row})) for name in names
+        threading.Thread(target=cache.store_tagged, args=(source, identity, "tag", {name: row})) for name in names
     ]
     for thread in threads:
         thread.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -98,7 +99,7 @@ def test_columns_are_typed_and_times_are_not_rounded(tmp_path: Path) -> None:
     traces = load([write_trace(tmp_path / "rank-0.json", events)])
     frame = traces.ranks[0].events
     gemm = frame.filter(pl.col("name") == "gemm").row(0, named=True)
-    assert gemm["ts"] - frame["ts"].min() == pytest.approx(10.375)  # type: ignore[operator]
+    assert gemm["ts"] - frame.select(pl.col("ts").min()).item() == pytest.approx(10.375)
     assert gemm["dur"] == 0.875 and gemm["stream"] == 7 and gemm["device"] == 0
     # The launch statistics live in the rank's detail table, one row for the kernel alone.
     assert "grid" not in frame.columns
@@ -257,7 +258,7 @@ def test_the_cache_keeps_the_detail_table_and_a_damaged_one_is_parsed_again(
 
 
 def test_a_repeated_kernel_goes_with_its_details_and_different_details_are_no_repeat(tmp_path: Path) -> None:
-    launch = {"grid": [8, 1, 1], "Group size": 4}
+    launch: dict[str, Any] = {"grid": [8, 1, 1], "Group size": 4}
     events = [
         *simple_events(),
         kernel("nccl", 60, 10, corr=2, **launch),
@@ -342,7 +343,7 @@ def test_real_trace_edge_cases(load_shared, folder: str, rank: int, check: str) 
 def test_a_lone_files_pieces_get_at_most_8_workers_unless_asked(
     monkeypatch: pytest.MonkeyPatch, cores: int, jobs: str | None, ranks: int, pieces: int
 ) -> None:
-    monkeypatch.setattr(loader.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    monkeypatch.setattr("htatui.trace.loader.os.sched_getaffinity", lambda _pid: set(range(cores)))
     if jobs is None:
         monkeypatch.delenv("HTATUI_JOBS", raising=False)
     else:

@@ -111,15 +111,15 @@ def _with_oom(asked: int, device_free: int) -> dict[str, object]:
     ("asked", "free", "why"),
     [
         # 5,120 B reserved, 3,372 live: 1,748 cached + 100 free < 8,192 asked.
-        (8192, 100, "the device was full; this process held 5,120 B, the rest by other processes"),
+        (8192, 100, "the device was full; this process held 5.00 KiB, the rest by other processes"),
         # 1,748 cached + 100 free ≥ 1,500 asked, but the largest free block is 724 B.
         (
             1500,
             100,
-            "fragmentation: 1,748 B cached free in this process's segments, but no free block big enough "
+            "fragmentation: 1.71 KiB cached free in this process's segments, but no free block big enough "
             "(largest at the snapshot 724 B)",
         ),
-        (8192, 10_000, "the device had 10,000 B free, more than asked: a cap stopped the allocator"),
+        (8192, 10_000, "the device had 9.77 KiB free, more than asked: a cap stopped the allocator"),
     ],
 )
 def test_oom_line_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str], asked: int, free: int, why: str) -> None:
@@ -159,3 +159,57 @@ def test_mlp_snapshot_allocator_end_matches_its_segments(shared_traces: Path) ->
     row = allocator_allocated(analysis).to_dicts()[0]
     assert row["allocator_end_bytes"] == 2_485_587_456
     assert analysis.summary["end_bytes"][0] == 2_417_426_568 + 68_157_440  # requested sizes, 3,448 B less
+
+
+def _memory_job(folder: Path, ranks: tuple[int, ...] = (0,)) -> Path:
+    from kineto_util import write_trace
+    from memory_util import memory_trace_events
+
+    for rank in ranks:
+        write_trace(folder / f"rank-{rank}.pt.trace.json", memory_trace_events(), rank=rank)
+    return folder
+
+
+def test_the_scopes_steps_choose_a_jobs_memory_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """memory_trace_events: ProfilerStep#1 [0,100) holds the events at 5, 20, 60, 70 µs; #2 the
+    ones at 110 and 120. By default the last step is left out; `--steps all` counts it."""
+    job = _memory_job(tmp_path / "job")
+
+    def summary(*flags: str) -> dict[str, object]:
+        assert main(["report", str(job), "--view", "memory", "--format", "json", "--no-cache", *flags]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        return dict(row)
+
+    default, whole, second = summary(), summary("--steps", "all"), summary("--steps", "2")
+    assert (default["events"], default["peak_bytes"], default["end_bytes"]) == (4, 1400, 1150)
+    assert (whole["events"], whole["peak_bytes"], whole["end_bytes"]) == (6, 1400, 1060)
+    # Step 2 alone: 1,150 B live on entry (before recording, for this window), 1,160 at its peak.
+    assert (second["events"], second["start_bytes"], second["peak_bytes"]) == (2, 1160, 1160)
+    assert main(["memory", str(job), "--steps", "all", "--format", "json"]) == 0
+    (device,) = json.loads(capsys.readouterr().out)
+    assert (device["events"], device["end_bytes"]) == (6, 1060)
+    # The memory command prints report's table for a job.
+    assert main(["memory", str(job), "--table", "summary", "--format", "csv"]) == 0
+    memory_csv = capsys.readouterr().out
+    assert main(["report", str(job), "--view", "memory", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == memory_csv
+
+
+def test_a_jobs_memory_names_each_ranks_device_and_obeys_ranks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = _memory_job(tmp_path / "job", (0, 1))
+    assert main(["report", str(job), "--view", "memory", "--sites", "--format", "json", "--top", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["device"], r["site"], r["bytes"]) for r in rows] == [
+        ("rank 0 cuda:0", "(allocated before recording)", 1000),
+        ("rank 1 cuda:0", "(allocated before recording)", 1000),
+    ]
+    assert main(["report", str(job), "--view", "memory", "--ranks", "1", "--device", "cuda:7"]) == 2
+    assert "no device 'cuda:7'" in capsys.readouterr().err
+
+
+def test_a_job_without_memory_events_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    demo = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+    assert main(["memory", str(demo), "--no-cache"]) == 2
+    assert "no [memory] events in the chosen steps" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from test_chunked_decode import tricky_events
 
 from htatui.trace import chunks
 from htatui.trace.columns import decode_columns
@@ -19,7 +20,6 @@ from htatui.trace.loader import parse_file
 from htatui.trace.model import TraceMeta
 from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import open_trace
-from tests.test_chunked_decode import tricky_events
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 3
@@ -110,7 +110,7 @@ def test_wrong_cuts_are_joined_in_order(tmp_path: Path, chunk_bytes: int, pool: 
     path = tmp_path / "tricky.json"
     path.write_text(json.dumps(doc, indent=1))
     frame = assert_same(path, chunk_bytes, pool)
-    assert frame.height == len(doc["traceEvents"]) - 2  # type: ignore[arg-type]
+    assert frame.height == len(doc["traceEvents"]) - 2
 
 
 def test_progress_reaches_the_file_size(tmp_path: Path, pool: ProcessPoolExecutor) -> None:

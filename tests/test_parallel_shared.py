@@ -19,13 +19,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from conftest import SHARED_TRACES
 
 from htatui.trace.columns import decode_columns
 from htatui.trace.frame import finish_pieces
 from htatui.trace.model import TraceMeta
 from htatui.trace.parallel import decode_columns_parallel
 from htatui.trace.read import open_trace
-from tests.conftest import SHARED_TRACES
 
 WORKERS = 2
 """This process and one worker."""

@@ -16,6 +16,9 @@ from typing import Any
 
 import polars as pl
 import pytest
+from kineto_util import kernel, runtime, step
+from test_chunked_decode import tricky_events
+from test_parallel_decode import one_process
 
 from htatui.trace.chunks import locate_events, opening_of
 from htatui.trace.decode import TraceFormatError
@@ -25,9 +28,6 @@ from htatui.trace.prefetch import prefetched
 from htatui.trace.ranges import Span, read_span, spans_of
 from htatui.trace.read import identity, open_trace
 from htatui.trace.workers import start_piece_worker
-from tests.kineto_util import kernel, runtime, step
-from tests.test_chunked_decode import tricky_events
-from tests.test_parallel_decode import one_process
 
 WORKERS = 2
 
@@ -87,8 +87,9 @@ def test_neighbouring_spans_meet_at_one_boundary(tmp_path: Path, separator: str)
 def test_tail_holds_the_fields_after_the_array(tmp_path: Path) -> None:
     path = written(tmp_path / "t.json", plain_events(3), ", ")
     *_, last = [piece for piece in map(read_span, spans_for(path, 64)) if piece is not None]
-    assert last.tail and json.loads(last.data)["more"] == [{"a": 1}]
-    assert last.data.startswith(b'{"traceEvents":[')
+    data = bytes(last.data)
+    assert last.tail and json.loads(data)["more"] == [{"a": 1}]
+    assert data.startswith(b'{"traceEvents":[')
 
 
 def assert_same_as_one_process(path: Path, piece_bytes: int, pool: ProcessPoolExecutor) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from htatui.analysis.registry import BY_ID
 from htatui.cli.main import main
 from htatui.jobs.ingest import ingest
 from htatui.jobs.load import load_traces
+from htatui.store.dataset import store_digest
 from htatui.store.layout import MANIFEST
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
@@ -90,7 +91,7 @@ def test_the_ranks_views_read_no_rank_of_a_dataset(tmp_path: Path) -> None:
 def test_the_manifest_records_each_tables_size_and_checksum(tmp_path: Path) -> None:
     ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
-    assert manifest["version"] == 6
+    assert manifest["code"] == store_digest()
     assert sorted(manifest["tables"]) == sorted(
         ["calls", "cpu_phases", "gpu_phases", "gpu_steps", "late_kernels", "late_spans", "rank_steps", "steps"]
     )
@@ -116,18 +117,18 @@ def test_a_changed_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert err.strip() == f"htatui: {calls}: changed since it was ingested (size or checksum differs); ingest again"
 
 
-def test_a_dataset_of_the_version_before_is_refused_in_one_line(
+def test_a_dataset_written_by_other_code_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ingest([_demo(tmp_path / "job")], tmp_path / "ds", max_workers=1)
     manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
-    manifest["version"] = 5
+    manifest["code"] = "0" * 32  # what another htatui's parser and store wrote
     for rank in manifest["ranks"]:
         del rank["details"], rank["details_size"], rank["details_sha256"]
     (tmp_path / "ds" / MANIFEST).write_text(json.dumps(manifest))
     assert main(["info", str(tmp_path / "ds")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == f"htatui: {tmp_path / 'ds'}: not an htatui dataset of version 6; ingest again"
+    assert err.strip() == f"htatui: {tmp_path / 'ds'}: written by another htatui version; ingest the traces again"
 
 
 def test_a_changed_busy_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

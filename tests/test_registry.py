@@ -19,10 +19,11 @@ from htatui.trace import TraceSet
 
 DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
 ROUTES = [(view, table) for view in VIEWS for table in view.tables]
-NEEDS_RECORDING = {"cupti", "modules"}
-"""Views of a recording mode the demo was not made with (the CUPTI range profiler, with_modules):
-the demo leaves them empty, and their own tests fill them from a shared trace
-(tests/analysis/test_cupti.py, tests/analysis/test_modules.py)."""
+NEEDS_RECORDING = {"cupti", "memory", "modules"}
+"""Views of a recording mode the demo was not made with (the CUPTI range profiler,
+profile_memory=True, with_modules): the demo leaves them empty, and their own tests fill them from
+a shared or hand-made trace (tests/analysis/test_cupti.py, tests/test_memory_cli.py,
+tests/analysis/test_modules.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def test_kernel_views_keep_only_the_kernels_of_a_dataset(view_id: str, demo: Tra
         stored = load_traces([demo_dataset])
         made = view.main.compute(stored, options)
         assert isinstance(made, pl.DataFrame) and made.height > 0
-        assert made.equals(view.main.compute(demo, options))
+        assert made.equals(frame_of(view.main.compute(demo, options))[0])
         assert not any(rank.loaded for rank in stored.ranks.values())
 
 

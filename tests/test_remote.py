@@ -26,6 +26,8 @@ from typing import Any
 import boto3
 import moto.settings
 import pytest
+from kineto_util import kernel, runtime, write_trace
+from memory_util import memory_trace_events
 from moto.server import ThreadedMotoServer
 
 from htatui.cli.main import main
@@ -34,7 +36,6 @@ from htatui.sources import RemotePath, list_folder, open_binary, path_or_url, re
 from htatui.sources import remote as remote_module
 from htatui.trace import LoadCancelled
 from htatui.trace.fetch import DownloadProgress, fetched
-from tests.kineto_util import kernel, runtime, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "fixtures" / "demo"
@@ -390,6 +391,19 @@ def test_http_folder_and_file_equal_the_local_ones(
     one = run(capsys, "report", f"{http_root.base}/demo/rank-2.json.gz", "--view", "temporal", "--format", "json")
     assert json.loads(one[1]) == json.loads(run(capsys, "report", str(DEMO / "rank-2.json.gz"), "--view", "temporal",
                                                 "--format", "json")[1])  # fmt: skip
+
+
+def test_http_memory_equals_the_local_one(http_root: Http, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job's [memory] events read again through the URL (no local file): `htatui memory URL`
+    and `report URL --view memory` answer as for the local folder."""
+    for folder in (tmp_path / "job", http_root.root / "job"):
+        write_trace(folder / "rank-0.pt.trace.json", memory_trace_events())
+    for command in (["memory"], ["report", "--view", "memory", "--sites"]):
+        local = run(capsys, command[0], str(tmp_path / "job"), *command[1:], "--format", "json")
+        remote = run(capsys, command[0], f"{http_root.base}/job/", *command[1:], "--format", "json")
+        assert local[0] == remote[0] == 0, remote[2]
+        rows = [{k: v for k, v in row.items() if k != "source"} for row in json.loads(remote[1])]
+        assert rows == [{k: v for k, v in row.items() if k != "source"} for row in json.loads(local[1])] != []
 
 
 def test_http_second_open_downloads_nothing(http_root: Http, tmp_path: Path) -> None:

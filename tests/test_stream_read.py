@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decode_golden import DECODED, decoded_bytes, expected
+from kineto_util import kernel, runtime, step
+from test_chunked_decode import tricky_events, whole
 
 from htatui.jobs.load import load_traces
 from htatui.trace import LoadError
@@ -23,9 +26,6 @@ from htatui.trace.columns import decode_frame
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.loader import parse_file
 from htatui.trace.read import open_trace, read_trace_bytes
-from tests.decode_golden import DECODED, decoded_bytes, expected
-from tests.kineto_util import kernel, runtime, step
-from tests.test_chunked_decode import tricky_events, whole
 
 
 @pytest.fixture
@@ -193,7 +193,12 @@ def test_pipe_with_an_odd_layout_is_decoded_whole_from_what_was_read(tmp_path: P
     # A pipe is read once: the whole-file decoder gets those bytes, not a second (empty) read.
     data = trace_doc([kernel("k", 1, 2), kernel("nan", 3, 4)]).replace(b'"ts": 3', b'"ts": NaN')
     read_end, write_end = os.pipe()
-    feeder = threading.Thread(target=lambda: os.write(write_end, data) and os.close(write_end), daemon=True)
+
+    def feed() -> None:
+        os.write(write_end, data)
+        os.close(write_end)
+
+    feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
         parsed = parse_file(Path(f"/dev/fd/{read_end}"))

@@ -20,8 +20,8 @@ from htatui.analysis.core.kernel_types import typed_gpu_events
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.model import job_tree
 from htatui.analysis.registry import VIEWS, Table, View, frame_of, make_table
-from htatui.analysis.views import ops as ops_view
 from htatui.trace import TraceSet
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
 
@@ -130,7 +130,7 @@ def kernels_table(traces: TraceSet, scope: Scope) -> pl.DataFrame:
     )
     events = prepare(traces, options, columns=reads).events
     gpu = typed_gpu_events(events, scope.hta_compat, *reads).filter(pl.col("cat").is_in(GPU_ACTIVITY_CATS))
-    tree = ops_view.tree(traces, options)
+    tree = job_tree.tree(traces, options)
     owners = tree.work.filter(pl.col("owner").is_not_null()).join(
         tree.events.select("rank", owner="pos", op_index="index"), on=["rank", "owner"], how="left"
     )
@@ -142,7 +142,7 @@ def kernels_table(traces: TraceSet, scope: Scope) -> pl.DataFrame:
 
 def ops_table(traces: TraceSet, scope: Scope) -> pl.DataFrame:
     """The profiler's event tree: one row per host event (op, annotation, runtime call …)."""
-    tree = ops_view.tree(traces, _options(scope)).events
+    tree = job_tree.tree(traces, _options(scope)).events
     parents = tree.select("rank", parent="pos", parent_index="index")
     return OPS_SPEC.conform(_renamed(tree.join(parents, on=["rank", "parent"], how="left"))).sort("rank", "ts_us")
 

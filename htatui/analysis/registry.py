@@ -16,9 +16,12 @@ import polars as pl
 from htatui.analysis import diagnosis, kept_parts
 from htatui.analysis.core import cancel
 from htatui.analysis.core.columns import TableColumns
+from htatui.analysis.core.kept import options_key
+from htatui.analysis.core.memo import held, memoised, remember
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, with_job_steps
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.memory import view as memory_view
 from htatui.analysis.perf.frames import CATEGORY_SPEC
 from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views import (
@@ -98,6 +101,11 @@ class Table(Generic[OptionsT]):
         """The columns the table exists for (its answer): never left out to fit a width."""
         return self.columns.key() if self.columns is not None else ()
 
+    @property
+    def id(self) -> str:
+        """The table's name in kept answers' keys: its function and its name."""
+        return f"{self.compute.__module__}.{self.compute.__qualname__}/{self.name}"
+
 
 @dataclass(frozen=True)
 class View(Generic[OptionsT]):
@@ -108,7 +116,7 @@ class View(Generic[OptionsT]):
     options: type[OptionsT]
     tables: tuple[Table[OptionsT], ...]
     headline: bool = False
-    """Compared by `htatui diff --summary` (analysis/diff_summary.py has its headline metrics)."""
+    """Compared by `htatui diff --summary` (analysis/diff/summary.py has its headline metrics)."""
     summary_tables: tuple[str, ...] = ()
     """What `report` prints when no table is asked for, in place of a main table too long to read
     (launch: one row per launch); `report --full` prints the main table."""
@@ -152,11 +160,21 @@ class Page:
 
 
 def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
-    """`table.compute`; a `per_rank` table over several ranks is made a rank at a time (`each_rank`),
-    so memory holds one rank, not all, and a trace folder's ranks keep their rows in the parse
-    cache (`kept_parts`), read instead of the rank next time."""
+    """`table.compute`, kept on the job in memory (`memoised`, under the table and its options);
+    a `per_rank` table over several ranks is made a rank at a time (`each_rank`), so memory holds
+    one rank, not all, and a trace folder's ranks keep their rows on disk (`kept_parts`), read
+    instead of the rank next time."""
     cancel.check()
     options = with_job_steps(traces, options)  # chosen once for the job, before any split by rank
+    return memoised(traces, table_key(table, options), lambda: _made_table(table, traces, options))
+
+
+def table_key(table: Table[Any], options: CommonOptions) -> tuple[str, str, str]:
+    """What a table's answer is kept under in memory: the table and every option (the scope's too)."""
+    return ("table", table.id, options_key(options))
+
+
+def _made_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> TableResult:
     if not table.per_rank:
         result = table.compute(traces, options)
         return result if table.rankless is None else _noted_whole(table, result, chosen_ranks(traces, options))
@@ -166,12 +184,15 @@ def make_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> T
     chosen = chosen_ranks(traces, options)
     if len(chosen) < 2:
         return joined_parts(table, [table.compute(traces, options)], chosen)
-    build: Callable[[TraceSet, OptionsT], TableResult] = table.compute
-    if (traces.stored_part is not None or traces.keep_part is not None) and not traces.captures:
-        # A trace folder loaded with the cache: each rank's rows are kept, and read next time (not
-        # with capture traces beside it: the rows depend on them too).
-        table_id = f"{table.compute.__module__}.{table.compute.__qualname__}/{table.name}"
-        build = kept_parts.kept_build(traces, kept_parts.part_name(table_id, options), table.compute)
+    if traces.captures:
+        # Not kept with capture traces beside the ranks: the rows depend on them too.
+        return joined_parts(table, each_rank(traces, options, table.compute), chosen)
+    name = kept_parts.part_name(table.id, options)
+
+    def build(alone: TraceSet, opts: OptionsT) -> TableResult:
+        made: TableResult = kept_parts.kept_or_made(traces, alone, name, table.compute, opts)
+        return made
+
     return joined_parts(table, each_rank(traces, options, build), chosen)
 
 
@@ -469,6 +490,19 @@ VIEWS: tuple[View[Any], ...] = (
         ),
     ),
     View(
+        "memory",
+        "GPU memory",
+        memory_view.MemoryOptions,
+        (
+            Table("main", memory_view.summary, columns=memory_view.SPECS["summary"]),
+            Table("sites", memory_view.sites, columns=memory_view.SPECS["sites"]),
+            Table("growth", memory_view.growth, columns=memory_view.SPECS["growth"]),
+            Table("spans", memory_view.spans, columns=memory_view.SPECS["spans"]),
+            Table("oom", memory_view.ooms, columns=memory_view.SPECS["oom"]),
+            Table("series", memory_view.series, columns=memory_view.SPECS["series"]),
+        ),
+    ),
+    View(
         "critical-path",
         "Critical path",
         critical_path.CriticalPathOptions,
@@ -527,7 +561,18 @@ PAGES: tuple[Page, ...] = (
             PageTable("collectives"),
         ),
     ),
-    Page("memory", "Memory", ()),
+    Page(
+        "memory",
+        "Memory",
+        (
+            PageTable("memory"),
+            PageTable("memory", "sites"),
+            PageTable("memory", "oom"),
+            PageTable("memory", "growth"),
+            PageTable("memory", "spans"),
+            PageTable("memory", "series"),
+        ),
+    ),
     Page("modules", "Modules", (PageTable("modules"), PageTable("modules", "types"), PageTable("modules", "tree"))),
     Page(
         "critical-path",
@@ -567,22 +612,41 @@ def make_page_tables(
     rank is read once for all of them (a dataset's is dropped again), not once per table, and the
     ranks' columns are never copied into one frame.
     """
+    # The job's common steps chosen once, as `make_table` does: the kept answers' keys match.
+    options = {view_id: with_job_steps(traces, opts) for view_id, opts in options.items()}
     out: dict[PageTable, NotedTable] = {}
-    together = [wanted for wanted in tables if BY_ID[wanted.view].table(wanted.table).per_rank]
+    for wanted in tables:
+        found = held(traces, table_key(BY_ID[wanted.view].table(wanted.table), options[wanted.view]))
+        if found is not None:
+            out[wanted] = NotedTable(*frame_of(found))
+    together = [w for w in tables if w not in out and BY_ID[w.view].table(w.table).per_rank]
     if len(together) > 1 and options:
         any_options = options[together[0].view]
-        if len(chosen_ranks(traces, any_options)) >= 2:
+        chosen = chosen_ranks(traces, any_options)
+        if len(chosen) >= 2:
+            made = [BY_ID[w.view].table(w.table) for w in together]
 
             def build(part: TraceSet, alone: CommonOptions) -> list[TableResult]:
+                if traces.captures:  # the rows depend on the capture traces too: not kept
+                    return [
+                        table.compute(part, replace(options[w.view], scope=alone.scope))
+                        for w, table in zip(together, made, strict=True)
+                    ]
                 return [
-                    BY_ID[w.view].table(w.table).compute(part, replace(options[w.view], scope=alone.scope))
-                    for w in together
+                    kept_parts.kept_or_made(
+                        traces,
+                        part,
+                        kept_parts.part_name(table.id, options[w.view]),
+                        table.compute,
+                        replace(options[w.view], scope=alone.scope),
+                    )
+                    for w, table in zip(together, made, strict=True)
                 ]
 
             parts = each_rank(traces, any_options, build)
-            for index, wanted in enumerate(together):
-                table = BY_ID[wanted.view].table(wanted.table)
-                joined = joined_parts(table, [part[index] for part in parts], chosen_ranks(traces, any_options))
+            for index, (wanted, table) in enumerate(zip(together, made, strict=True)):
+                joined = joined_parts(table, [part[index] for part in parts], chosen)
+                remember(traces, table_key(table, options[wanted.view]), joined)
                 out[wanted] = NotedTable(*frame_of(joined))
     for wanted in tables:
         if wanted not in out:

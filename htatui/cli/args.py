@@ -1,4 +1,4 @@
-"""Argument parsing shared by the subcommands (kept apart from cli.py so subcommand modules need not import it)."""
+"""Argument parsing shared by the subcommands (kept apart from cli/main.py so subcommand modules need not import it)."""
 
 from __future__ import annotations
 

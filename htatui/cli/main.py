@@ -275,7 +275,7 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
     elif name == "memory":
         from htatui.cli.memory import add_memory_parser
 
-        add_memory_parser(sub)
+        add_memory_parser(sub, _load)
     elif name == "ingest":
         from htatui.cli.ingest import add_ingest_parser
 

@@ -1,25 +1,43 @@
-"""`htatui memory PATH [PATH2]`: where the GPU memory goes, from a snapshot, a trace or a memory timeline.
+"""`htatui memory PATH [PATH2]`: where the GPU memory goes, from a snapshot, a job's traces or a memory timeline.
 
 One PATH: per device the peak and what was live at it by allocation site, the allocator state,
 OOMs, growth across steps and the peak per step/annotation. Two PATHs: the sites live at the end
-of each and the segments, compared (A → B). Bad input is one line on stderr and exit code 2.
+of each and the segments, compared (A → B). A job (a trace folder or file, a dataset, a URL) is
+read as `report` reads it, for the scope's ranks and steps: its tables are `report --view
+memory`'s (analysis/memory/view.py). Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from htatui.cli.args import add_scope_flags, scope_from_args
+from htatui.sources import SourcePath, path_or_url
+
 if TYPE_CHECKING:
     import polars as pl
 
     from htatui.analysis.memory.usage import MemoryAnalysis
+    from htatui.analysis.memory.view import MemoryOptions
+    from htatui.trace import TraceSet
 
 TABLES = ("sites", "summary", "allocator", "oom", "growth", "spans", "series")
+REGISTERED = {
+    "summary": "main",
+    "sites": "sites",
+    "oom": "oom",
+    "growth": "growth",
+    "spans": "spans",
+    "series": "series",
+}
+"""`--table` names and the `report --view memory` tables they are (allocator: snapshots only)."""
 
 
 def _positive_int(text: str) -> int:
@@ -32,19 +50,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_memory_parser(sub: argparse._SubParsersAction, load: Callable[[list[SourcePath], bool], Any]) -> None:  # type: ignore[type-arg]
     memory = sub.add_parser(
         "memory",
         help="GPU memory: peak, live blocks by allocation site, allocator state, OOMs, leaks",
-        description="Read a CUDA memory snapshot (torch.cuda.memory._dump_snapshot), a trace folder or "
-        "file recorded with profile_memory=True, or an export_memory_timeline file. With a second "
+        description="Read a CUDA memory snapshot (torch.cuda.memory._dump_snapshot), a job whose traces were "
+        "recorded with profile_memory=True (a folder, a file, a dataset or a URL: the tables of `report --view "
+        "memory`, for the scope's ranks and steps), or an export_memory_timeline file. With a second "
         "path, compare the two (what appeared or grew from PATH to PATH2). Snapshots are read "
         "without running code: a pickle that names any class or function is refused.",
     )
     memory.add_argument(
-        "path", type=Path, metavar="PATH", help="snapshot .pickle, trace folder/file, or memory timeline"
+        "path", type=path_or_url, metavar="PATH", help="snapshot .pickle, trace folder/file/URL, or memory timeline"
     )
-    memory.add_argument("path2", type=Path, nargs="?", metavar="PATH2", help="a second recording to compare with PATH")
+    memory.add_argument(
+        "path2", type=path_or_url, nargs="?", metavar="PATH2", help="a second recording to compare with PATH"
+    )
     memory.add_argument("--top", type=_positive_int, default=10, help="sites to list per device (10)")
     memory.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (table)")
     memory.add_argument(
@@ -58,23 +79,52 @@ def add_memory_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     memory.add_argument(
         "--site", default=None, metavar="TEXT", help="print the full frames of the sites whose name contains TEXT"
     )
-    memory.set_defaults(run=run_memory)
+    memory.add_argument("--no-cache", action="store_true", help="a job: parse again and refresh the cache entries")
+    add_scope_flags(memory)
+    memory.set_defaults(run=lambda args: run_memory(args, load))
 
 
 def _err(message: str) -> None:
     print(f"htatui: {message}", file=sys.stderr)
 
 
-def run_memory(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Opened:
+    """What PATH holds: a recording's analysis, and for a job, the job and the view's options."""
+
+    analysis: MemoryAnalysis
+    traces: TraceSet | None = None
+    options: MemoryOptions | None = None
+
+
+def _open(args: argparse.Namespace, path: SourcePath, load: Callable[[list[SourcePath], bool], Any]) -> Opened:
+    """A snapshot or a timeline (a file, or a folder holding one) is read alone; anything else is a job."""
+    from htatui.analysis.memory.job import NO_MEMORY_EVENTS, job_analysis
     from htatui.analysis.memory.usage import analyse
-    from htatui.trace.memory_inputs import MemoryInputError, read_memory
+    from htatui.analysis.memory.view import MemoryOptions
+    from htatui.trace.memory_inputs import MemoryInputError, holds_recording, read_memory
+
+    if isinstance(path, Path) and holds_recording(path):
+        return Opened(analyse(read_memory(path)))
+    traces = load([path], not args.no_cache)
+    options = MemoryOptions(scope=scope_from_args(args), top_k=args.top)
+    analysis = job_analysis(traces, options)
+    if analysis is None:
+        raise MemoryInputError(f"{path}: {NO_MEMORY_EVENTS}")
+    return Opened(analysis, traces, options)
+
+
+def run_memory(args: argparse.Namespace, load: Callable[[list[SourcePath], bool], Any]) -> int:
+    from htatui.trace import LoadError
+    from htatui.trace.memory_inputs import MemoryInputError
 
     try:
-        first = analyse(read_memory(args.path))
-        second = analyse(read_memory(args.path2)) if args.path2 is not None else None
-    except MemoryInputError as exc:
+        opened = _open(args, args.path, load)
+        second = _open(args, args.path2, load).analysis if args.path2 is not None else None
+    except (MemoryInputError, LoadError, argparse.ArgumentTypeError) as exc:
         _err(str(exc))
         return 2
+    first = opened.analysis
     devices = first.summary["device"].to_list()
     if args.device is not None:
         if args.device not in devices:
@@ -92,10 +142,10 @@ def run_memory(args: argparse.Namespace) -> int:
     from htatui.text.render import render_frame
 
     if args.format != "table":
-        render_frame(table(first, args.table or "sites", devices, args.top), args.format)
+        render_frame(table(opened, args.table or "sites", devices, args.top), args.format)
         return 0
     if args.table is not None:
-        chosen = readable(table(first, args.table, devices, args.top), _start_us(first))
+        chosen = readable(table(opened, args.table, devices, args.top), _start_us(first))
         title = f"{args.table} (GiB/MiB; times in ms from the first event)"
         render_frame(chosen, "table", title=title, wide=args.wide)
         return 0
@@ -103,38 +153,29 @@ def run_memory(args: argparse.Namespace) -> int:
     return 0
 
 
-def table(analysis: MemoryAnalysis, name: str, devices: list[str], top: int) -> pl.DataFrame:
-    """One of TABLES for the chosen devices, each row naming its device."""
+def table(opened: Opened, name: str, devices: list[str], top: int) -> pl.DataFrame:
+    """One of TABLES for the chosen devices, each row naming its device: for a job, the table
+    `report --view memory` makes; for a recording, the same table made from it."""
     import polars as pl
 
-    from htatui.analysis.memory import usage as memory
+    from htatui.analysis.memory import tables
 
-    if name == "sites":
-        frames = [analysis.sites_at_peak(d, top).select(pl.lit(d).alias("device"), pl.all()) for d in devices]
-        return pl.concat(frames) if frames else pl.DataFrame()
-    chosen = pl.col("device").is_in(devices)
-    if name == "summary":
-        return summary_table(analysis).filter(chosen)
-    if name == "allocator":
-        return memory.allocator_state(analysis.recording).filter(chosen)
-    if name == "oom":
-        found = memory.ooms(analysis).filter(chosen)
-        why = [memory.oom_reason(analysis, row) for row in found.iter_rows(named=True)]
-        return found.with_columns(pl.Series("why", why, dtype=pl.Utf8))
-    if name == "growth":
-        return memory.growth(analysis).points.filter(chosen)
-    if name == "spans":
-        return memory.span_peaks(analysis).filter(chosen)
-    return analysis.series.filter(chosen)
+    if opened.traces is not None and opened.options is not None and name in REGISTERED:
+        from htatui.analysis.registry import frame_of, make_table, view
 
-
-def summary_table(analysis: MemoryAnalysis) -> pl.DataFrame:
-    """The per-device summary with the allocator's rounded figures beside the requested sizes."""
-    from htatui.analysis.memory import usage as memory
-
-    joined = analysis.summary.join(memory.allocator_allocated(analysis), on="device", how="left")
-    first = ["device", "peak_bytes", "allocator_peak_bytes", "end_bytes", "allocator_end_bytes"]
-    return joined.select(first + [name for name in joined.columns if name not in first])
+        made = frame_of(make_table(view("memory").table(REGISTERED[name]), opened.traces, opened.options))[0]
+        return made.filter(pl.col("device").is_in(devices))
+    analysis = opened.analysis
+    makers: dict[str, Callable[[MemoryAnalysis], pl.DataFrame]] = {
+        "summary": tables.summary_table,
+        "sites": lambda analysis: tables.sites_table(analysis, top),
+        "allocator": tables.allocator_table,
+        "oom": tables.oom_table,
+        "growth": tables.growth_table,
+        "spans": tables.spans_table,
+        "series": tables.series_table,
+    }
+    return makers[name](analysis).filter(pl.col("device").is_in(devices))
 
 
 TIME_COLUMNS = ("time_us", "start_us", "end_us")
@@ -172,9 +213,10 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
     """The `--format json` object for one device."""
     import polars as pl
 
+    from htatui.analysis.memory import tables
     from htatui.analysis.memory import usage as memory
 
-    summary = summary_table(analysis).filter(pl.col("device") == device).to_dicts()[0]
+    summary = tables.summary_table(analysis).filter(pl.col("device") == device).to_dicts()[0]
     growth = memory.growth(analysis)
     on_device = pl.col("device") == device
     growing = growth.growing_sites.get(device)
@@ -204,6 +246,8 @@ def device_report(analysis: MemoryAnalysis, device: str, top: int) -> dict[str, 
 def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: bool = False) -> None:
     import polars as pl
 
+    from htatui.analysis.core.units import byte_size
+    from htatui.analysis.memory import tables
     from htatui.analysis.memory import usage as memory
     from htatui.text.render import render_frame
 
@@ -214,7 +258,7 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: boo
         render_frame(readable(frame, start), "table", title=title, wide=wide)
 
     print(f"{recording.path} ({recording.kind.replace('_', ' ')}; sizes in GiB/MiB, times in ms from its first event)")
-    show(summary_table(analysis).filter(pl.col("device").is_in(devices)), "Memory per device")
+    show(tables.summary_table(analysis).filter(pl.col("device").is_in(devices)), "Memory per device")
     if recording.kind == "snapshot":
         print(
             "peak/end: requested sizes (the memory viewer's convention); allocator peak/end: rounded as the "
@@ -233,7 +277,7 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: boo
             show(
                 memory.sites_at(analysis, device, row["seq"], top),
                 f"{device}: OUT OF MEMORY{f' at {when:,.3f} ms' if when is not None else ''}: "
-                f"asked {_size(row['requested_bytes'])}, device free {_size(free)}"
+                f"asked {byte_size(row['requested_bytes'])}, device free {byte_size(free)}"
                 f"{f'; {why}' if why else ''}. Live by site",
             )
         if device in growth.leaking:
@@ -248,15 +292,6 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: boo
     spans = memory.span_peaks(analysis).filter(pl.col("device").is_in(devices))
     if spans.height:
         show(spans, "Peak per step and top-level annotation")
-
-
-def _size(value: int | None) -> str:
-    """Bytes as a person reads them (exact bytes stay in CSV/JSON)."""
-    if value is None:
-        return "unknown"
-    if abs(value) >= 2**30:
-        return f"{value / 2**30:,.2f} GiB"
-    return f"{value / 2**20:,.1f} MiB" if abs(value) >= 2**20 else f"{value:,} B"
 
 
 def _print_frames(analysis: MemoryAnalysis, text: str) -> int:

@@ -1,129 +1,83 @@
-"""A trace folder's per-rank analysis tables, kept in the parse cache beside each rank's events.
+"""A trace folder's analysis tables, kept in the parse cache beside each rank's events.
 
-The cross-rank views read small per-rank tables (`analysis.views.ranks.tables`); a dataset stores
-them at ingest, and a trace folder keeps them in each rank's parse-cache entry the first time they
-are made from its events. They hold only for the rank number and time shift they were made with
-(both depend on the whole job: another set of files moves them), so each entry's tables carry
-that tag and are served only when every rank of the job has tables of its own tag; else the
-views make them from the events, as before, and keep them for the next open. A rank's rows of
-the per-rank view tables (`analysis.kept_parts`) are kept under the same tag.
+The cross-rank views read small per-rank tables (`analysis.views.ranks.tables`) and the per-rank
+view tables are made a rank at a time (`analysis.kept_parts`); a trace folder keeps each rank's
+rows of both in its parse-cache entry the first time they are made from its events, tagged with
+what they were made for: the rank number and time shift (both depend on the whole job: another
+set of files moves them) and the rules and code (`analysis.core.kept.made_with`). A rank's rows
+are served only under its own tag; else the views make them from the events, and keep them
+under the new tag (the old ones are dropped).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
+from htatui.analysis.core.kept import made_with
+from htatui.analysis.views.ranks.tables import SCHEMAS
 from htatui.trace import cache
 from htatui.trace.model import RankTrace
 
-StoredTable = Callable[[str], pl.DataFrame | None]
-StoredRankTable = Callable[[str, int], pl.DataFrame | None]
-KeepTables = Callable[[int, dict[str, pl.DataFrame]], None]
-
 
 def tables_tag(trace: RankTrace) -> str:
-    """What a rank's kept tables were made for: the tables' version, its rank number and time shift."""
-    from htatui.analysis.views.ranks.tables import TABLES_VERSION
-
-    return f"tables {TABLES_VERSION}|rank {trace.rank}|shift {trace.shift_us!r}"
+    """What a rank's kept tables were made for: its rank number and time shift, the rules and code."""
+    return f"rank {trace.rank}|shift {trace.shift_us!r}|made {made_with()}"
 
 
-def cached_rank_tables(
-    ranks: dict[int, RankTrace], *, read: bool = True
-) -> tuple[StoredTable | None, StoredRankTable | None, KeepTables | None]:
-    """Readers of the job's kept tables (None without `read`) and the keeper that stores a rank's
-    tables in its entry (all None when no rank is a cacheable local file). Nothing is read until a view asks: the
-    readers give None when a rank has no tables of its tag, and the views make them."""
-    local = {rank: trace for rank, trace in ranks.items() if isinstance(trace.path, Path) and trace.source_identity}
-    if not local:
-        return None, None, None
+class ParseCacheTables:
+    """The `TraceSet.kept` of a trace folder loaded with the cache (`trace.model.KeptTables`).
 
-    def keep(rank: int, tables: dict[str, pl.DataFrame]) -> None:
-        trace = local.get(rank)
-        if trace is not None:
-            cache.store_tables(trace.path, trace.source_identity, tables_tag(trace), tables)
+    `read=False` (`--no-cache`) serves nothing but keeps what is made, for the next open.
+    """
 
-    if len(local) != len(ranks) or not read:  # --no-cache reads none: it makes them again
-        return None, None, keep
-    lock = threading.Lock()
-    found: dict[int, cache.CachedTables] = {}
-    looked: list[bool] = []
-    frames_read: dict[str, pl.DataFrame | None] = {}
+    def __init__(self, ranks: Mapping[int, RankTrace], *, read: bool = True) -> None:
+        self.local = {rank: trace for rank, trace in ranks.items() if _cacheable(trace)}
+        self.reading = read
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[int, str], cache.CachedTables | None] = {}
 
-    def entries() -> dict[int, cache.CachedTables] | None:
-        # Looked up once, when a view first asks (the JSON records only): every rank's, or none.
-        if not looked:
-            looked.append(True)
-            for rank, trace in local.items():
-                entry = cache.cached_tables(trace.path, trace.source_identity, tables_tag(trace))
-                if entry is None:
-                    found.clear()
-                    break
-                found[rank] = entry
-        return found or None
-
-    def schema(name: str) -> pl.Schema:
-        from htatui.analysis.views.ranks.tables import SCHEMAS
-
-        return pl.Schema(SCHEMAS[name])
-
-    def stored_table(name: str) -> pl.DataFrame | None:
-        # Every rank's rows, read once; a part that cannot be read makes the views compute them again.
-        with lock:
-            kept = entries()
-            if kept is None:
-                return None
-            if name not in frames_read:
-                frames = [kept[rank].read(name) for rank in sorted(kept)]
-                good = all(frame is not None and frame.schema == schema(name) for frame in frames)
-                frames_read[name] = pl.concat([f for f in frames if f is not None], how="vertical") if good else None
-            return frames_read[name]
-
-    def stored_rank_table(name: str, rank: int) -> pl.DataFrame | None:
-        with lock:
-            kept = entries()
-        entry = kept.get(rank) if kept is not None else None
-        frame = entry.read(name) if entry is not None else None
-        return frame if frame is not None and frame.schema == schema(name) else None
-
-    return stored_table, stored_rank_table, keep
-
-
-StoredPart = Callable[[int, str], pl.DataFrame | None]
-KeepPart = Callable[[int, dict[str, pl.DataFrame]], None]
-
-
-def cached_rank_parts(ranks: dict[int, RankTrace], *, read: bool = True) -> tuple[StoredPart | None, KeepPart | None]:
-    """The reader (None without `read`) and keeper of the ranks' kept rows of per-rank view tables
-    (`analysis.kept_parts`), under the same tag as their cross-rank tables; a rank that is not
-    a cacheable local file has none and keeps none. None, None when no rank is one."""
-    local = {rank: trace for rank, trace in ranks.items() if isinstance(trace.path, Path) and trace.source_identity}
-    if not local:
-        return None, None
-
-    lock = threading.Lock()
-    looked_up: dict[int, cache.CachedTables | None] = {}
-
-    def stored_part(rank: int, name: str) -> pl.DataFrame | None:
-        # The entry's record is read once for a table's rows and its sentence (again after a keep).
-        trace = local.get(rank)
-        if trace is None or not name.startswith(cache.PART_PREFIX):
+    def read(self, name: str, ranks: Sequence[int]) -> pl.DataFrame | None:
+        if not self.reading or not ranks:
             return None
-        with lock:
-            if rank not in looked_up:
-                looked_up[rank] = cache.cached_tables(trace.path, trace.source_identity, tables_tag(trace))
-            entry = looked_up[rank]
-        return entry.read(name) if entry is not None else None
+        frames = []
+        for rank in ranks:
+            entry = self._entry(rank)
+            frame = entry.read(name) if entry is not None else None
+            if frame is None or (name in SCHEMAS and frame.schema != pl.Schema(SCHEMAS[name])):
+                return None  # a rank without its rows: the views make them all again
+            frames.append(frame)
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
 
-    def keep_part(rank: int, parts: dict[str, pl.DataFrame]) -> None:
-        trace = local.get(rank)
-        if trace is not None:
-            cache.store_parts(trace.path, trace.source_identity, tables_tag(trace), parts)
-            with lock:
-                looked_up.pop(rank, None)
+    def keep(self, rank: int, tables: Mapping[str, pl.DataFrame]) -> None:
+        trace = self.local.get(rank)
+        if trace is None:
+            return
+        tag = tables_tag(trace)
+        cache.store_tagged(trace.path, trace.source_identity, tag, dict(tables))
+        with self._lock:
+            self._entries.pop((rank, tag), None)  # read again: the record names the new offsets
 
-    return (stored_part if read else None), keep_part
+    def _entry(self, rank: int) -> cache.CachedTables | None:
+        # The entry's record is read once per tag (the JSON only), not once per table.
+        trace = self.local.get(rank)
+        if trace is None:
+            return None
+        tag = tables_tag(trace)
+        with self._lock:
+            if (rank, tag) not in self._entries:
+                self._entries[(rank, tag)] = cache.cached_tables(trace.path, trace.source_identity, tag)
+            return self._entries[(rank, tag)]
+
+
+def _cacheable(trace: RankTrace) -> bool:
+    return isinstance(trace.path, Path) and trace.source_identity is not None
+
+
+def parse_cache_tables(ranks: Mapping[int, RankTrace], *, read: bool = True) -> ParseCacheTables | None:
+    """The kept tables of a job's ranks that are cacheable local files (None when no rank is one)."""
+    kept = ParseCacheTables(ranks, read=read)
+    return kept if kept.local else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -24,8 +26,11 @@ from htatui.trace.loader import (
     assign_ranks,
     parse_all,
 )
-from htatui.trace.model import RANK_FROM_TRACE, EventsUnavailable, LoadProblem, RankTrace, TraceSet
+from htatui.trace.model import RANK_FROM_TRACE, EventsUnavailable, KeptTables, LoadProblem, RankTrace, TraceSet
 from htatui.trace.step_sources import user_steps
+
+if TYPE_CHECKING:
+    from htatui.store.dataset import Dataset
 
 
 def load_traces(
@@ -84,33 +89,17 @@ def load_traces(
     captures = _captures([*found.captures, *_user_captures()], use_cache, refresh_cache, cancel, max_workers, notes)
     # A dataset's summary rows hold for the ranks exactly as they are aligned here: opened alone.
     summary: pl.DataFrame | None = None
-    stored_table: Callable[[str], pl.DataFrame | None] | None = None
-    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = None
+    kept: KeptTables | None = None
     if datasets and not traces and len(datasets) == 1:
-        summary, stored_table, stored_rank_table = _dataset_summary(datasets[0], aligned)
-    keep_tables = None
-    stored_part: Callable[[int, str], pl.DataFrame | None] | None = None
-    keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = None
+        summary, kept = _dataset_summary(datasets[0], aligned)
     if not datasets and (use_cache or refresh_cache):
-        from htatui.jobs.cached_tables import cached_rank_parts, cached_rank_tables
+        from htatui.jobs.cached_tables import parse_cache_tables
 
-        stored_table, stored_rank_table, keep_tables = cached_rank_tables(aligned, read=use_cache)
-        stored_part, keep_part = cached_rank_parts(aligned, read=use_cache)
+        kept = parse_cache_tables(aligned, read=use_cache)
     if not datasets:
         # GPU work replayed by graph launches: whether its ops are known (a capture beside it).
         notes += _replay_notes(TraceSet(ranks=aligned, captures=captures))
-    return TraceSet(
-        ranks=aligned,
-        problems=problems,
-        notes=tuple(notes),
-        summary=summary,
-        stored_table=stored_table,
-        stored_rank_table=stored_rank_table,
-        keep_tables=keep_tables,
-        stored_part=stored_part,
-        keep_part=keep_part,
-        captures=captures,
-    )
+    return TraceSet(ranks=aligned, problems=problems, notes=tuple(notes), summary=summary, kept=kept, captures=captures)
 
 
 def _replay_notes(traces: TraceSet) -> list[str]:
@@ -169,13 +158,11 @@ def _named(problem: LoadProblem) -> LoadProblem:
     return LoadProblem(problem.path, found.reason(problem.path)) if found is not None else problem
 
 
-def _dataset_summary(
-    folder: Path, ranks: dict[int, RankTrace]
-) -> tuple[pl.DataFrame | None, Callable[[str], pl.DataFrame] | None, Callable[[str, int], pl.DataFrame] | None]:
+def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> tuple[pl.DataFrame | None, KeptTables | None]:
     """The summary rows of a dataset opened alone, read only when its size and checksum are the
-    ingest's, and a reader of its cross-rank tables (None, None when they do not hold: the ranks
-    are aligned otherwise than at ingest)."""
-    from htatui.analysis.views.ranks.tables import SCHEMAS
+    ingest's, and its stored tables (None, None when they do not hold: the ranks are aligned
+    otherwise than at ingest, or other rules or code made them)."""
+    from htatui.analysis.core.kept import made_with
     from htatui.store.dataset import DatasetError, open_dataset
     from htatui.store.summary_table import summary_for
 
@@ -184,39 +171,53 @@ def _dataset_summary(
         summary = dataset.summary()
     except DatasetError as exc:
         raise LoadError(str(exc)) from None
-    held = summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()})
+    held = summary_for(summary, {rank: trace.shift_us for rank, trace in ranks.items()}, made_with())
     if held is None:
-        return None, None, None
-    read: dict[str, pl.DataFrame] = {}
-    lock = threading.Lock()
+        return None, None
+    return held, DatasetTables(dataset)
 
-    def stored_table(name: str) -> pl.DataFrame:
-        # Read once (a worker thread may ask while another reads); a file changed since the ingest
-        # is one line naming it, as a damaged rank file is.
-        with lock:
-            if name not in read:
-                try:
-                    frame = dataset.table(name)
-                except DatasetError as exc:
-                    raise EventsUnavailable(str(exc)) from None
-                if frame.schema != pl.Schema(SCHEMAS[name]):
-                    raise EventsUnavailable(
-                        f"{dataset.table_files[name].path}: not an htatui {name} table; ingest again"
-                    )
-                read[name] = frame
-            return read[name]
 
-    def stored_rank_table(name: str, rank: int) -> pl.DataFrame:
-        # Read each time, not kept: a rank's intervals are wanted once, while its calls are measured.
+class DatasetTables:
+    """The `TraceSet.kept` of a dataset opened alone: the cross-rank tables its ingest stored.
+
+    A stored file changed since the ingest is one line naming it (EventsUnavailable), as a
+    damaged rank file is; nothing is kept (a dataset is written once).
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self._read: dict[str, pl.DataFrame] = {}
+        self._lock = threading.Lock()
+
+    def read(self, name: str, ranks: Sequence[int]) -> pl.DataFrame | None:
+        from htatui.analysis.views.ranks.tables import PER_RANK, SCHEMAS
+
+        if name not in SCHEMAS:
+            return None  # a per-rank view table: made from the events
+        if name in PER_RANK:
+            # Read each time, not kept: a rank's intervals are wanted once, while its calls are measured.
+            frames = [self._checked(name, functools.partial(self.dataset.busy, rank), rank) for rank in ranks]
+            return pl.concat(frames, how="vertical") if frames else None
+        with self._lock:  # read once (a worker thread may ask while another reads)
+            if name not in self._read:
+                self._read[name] = self._checked(name, lambda: self.dataset.table(name), None)
+        return self._read[name].filter(pl.col("rank").is_in(pl.Series(list(ranks), dtype=pl.Int32).implode()))
+
+    def keep(self, rank: int, tables: Mapping[str, pl.DataFrame]) -> None:
+        return None
+
+    def _checked(self, name: str, read: Callable[[], pl.DataFrame], rank: int | None) -> pl.DataFrame:
+        from htatui.analysis.views.ranks.tables import SCHEMAS
+        from htatui.store.dataset import DatasetError
+
         try:
-            frame = dataset.busy(rank)
+            frame = read()
         except DatasetError as exc:
             raise EventsUnavailable(str(exc)) from None
         if frame.schema != pl.Schema(SCHEMAS[name]):
-            raise EventsUnavailable(f"{dataset.busy_files[rank].path}: not an htatui {name} table; ingest again")
+            where = self.dataset.table_files[name] if rank is None else self.dataset.busy_files[rank]
+            raise EventsUnavailable(f"{where.path}: not an htatui {name} table; ingest again")
         return frame
-
-    return held, stored_table, stored_rank_table
 
 
 def _read_datasets(folders: list[Path], progress: ProgressCallback | None) -> list[StoredFile | LoadProblem]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.rank_figures import rank_figures
@@ -61,7 +61,7 @@ def _summary_row(alone: TraceSet, source: Path, events: pl.DataFrame, rank: int,
     row.update(
         rank=rank,
         shift_us=shift_us,
-        comm_rules=comm_rules().fingerprint,
+        made_with=made_with(),
         memory_events=figures.memory_events,
         streams=figures.streams,
         iterations=figures.iterations,

@@ -2,7 +2,7 @@
 
 ```
 DATASET/
-  htatui-dataset.json   manifest: format version, and per rank file: source path, events file
+  htatui-dataset.json   manifest: the digest of the code that wrote it, and per rank file: source path, events file
                         (with its size and sha256), metadata, warnings (what the loader would
                         have parsed from the trace), and when its first event happened (to align
                         ranks without reading them); the summary's size and sha256
@@ -45,7 +45,6 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,15 +52,20 @@ import orjson
 import polars as pl
 
 from htatui.store.layout import MANIFEST, SUMMARY, TABLES, is_dataset
-from htatui.trace.cache import LOADER_VERSION, meta_from_json, meta_to_json
+from htatui.trace.cache import meta_from_json, meta_to_json
+from htatui.trace.code import source_digest
 from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA, EventsUnavailable, TraceMeta
 from htatui.trace.validate import drop_impossible_events
 
 FORMAT = "htatui-dataset"
-FORMAT_VERSION = 6
-"""4 added the cross-rank tables (`tables/`), 5 keeps `busy` a file per rank (`tables/busy/`), 6
-keeps each rank's detail table apart (`ranks/NNNNN.details.arrow`); a dataset of another version
-is refused: ingest again."""
+STORE_CODE = ("sources", "store", "trace")
+"""The code that parses the traces and lays a dataset out: a dataset records its digest and is
+read only by the same code (another is refused: ingest again), so no format number is bumped by hand."""
+
+
+def store_digest() -> str:
+    """The digest of the code that parsed a dataset's ranks and wrote its files."""
+    return source_digest(STORE_CODE)
 
 
 class DatasetError(Exception):
@@ -203,9 +207,9 @@ def open_dataset(folder: Path) -> Dataset:
         data = orjson.loads((folder / MANIFEST).read_bytes())
         if not isinstance(data, dict):
             raise DatasetError(f"{folder}: the manifest is not an htatui dataset manifest; ingest again")
-        if data.get("format") != FORMAT or data.get("version") != FORMAT_VERSION:
-            raise DatasetError(f"{folder}: not an htatui dataset of version {FORMAT_VERSION}; ingest again")
-        if data.get("loader_version") != LOADER_VERSION:
+        if data.get("format") != FORMAT:
+            raise DatasetError(f"{folder}: not an htatui dataset manifest; ingest again")
+        if data.get("code") != store_digest():
             raise DatasetError(f"{folder}: written by another htatui version; ingest the traces again")
         ranks = [
             StoredRank(
@@ -435,10 +439,9 @@ def commit(
     removed with it). Raises DatasetError when the target appeared or changed since the ingest
     started (another ingest wrote it): it is left as it is.
     """
-    manifest = {
+    manifest: dict[str, object] = {
         "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "loader_version": LOADER_VERSION,
+        "code": store_digest(),
         "ranks": [
             {
                 "source": str(f.source),
@@ -497,9 +500,3 @@ def commit(
 
 def discard(stage: Staging) -> None:
     shutil.rmtree(stage.folder, ignore_errors=True)
-
-
-def iter_events(dataset: Dataset) -> Iterator[tuple[StoredRank, pl.DataFrame]]:
-    """Each stored rank with its events, one at a time (memory of one rank)."""
-    for rank in dataset.ranks:
-        yield rank, rank.events()

@@ -8,7 +8,7 @@ not this trace) and the data files have those sizes and checksums; anything else
 never trusted. An entry may also keep small tables in `<key>.tables`, each one's offset, size and
 sha256 in the JSON: the file's headline figures (`trace.figures`, written with the events: what a
 cached `info` prints, so it reads no events), a rank's cross-rank analysis tables
-(`store_tables`) and its rows of per-rank view tables (`store_parts`), these two tagged with the
+(`store_tagged`) and its rows of per-rank view tables, these two tagged with the
 job they hold for.
 
 What is verified, and when: the JSON record is read whole on every open (it is the root: it names
@@ -20,7 +20,8 @@ events and kept again, the analysis tables made again from the events.
 
 The key is the file's path and identity (size, mtime, ctime, inode, device), taken before the
 file is read, so a rewrite with the same size and a restored mtime (ctime changes) or a file
-replaced mid-parse is never served stale. Entries beyond a size cap are evicted, oldest first.
+replaced mid-parse is never served stale, and the digest of the parser's code (`trace.code`), so
+an entry another version of htatui made is parsed again. Entries beyond a size cap are evicted, oldest first.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,12 @@ import orjson
 import polars as pl
 
 from htatui.sources import RemotePath, SourcePath, cache_identity
+from htatui.trace.code import parser_digest
 from htatui.trace.model import DETAIL_SCHEMA, EVENT_SCHEMA, TraceMeta
 from htatui.trace.read import FileIdentity, identity
 from htatui.trace.step_sources import STEPS_FROM_ENV
 from htatui.trace.validate import drop_impossible_events
 
-LOADER_VERSION = "9"
 DEFAULT_MAX_CACHE_BYTES = 4 << 30
 
 
@@ -70,15 +70,16 @@ def max_cache_bytes() -> int:
 
 
 def cache_key(path: SourcePath, file_identity: FileIdentity | None = None) -> str:
-    """A remote file by URL + version identity + size; a local one by path + size, mtime, ctime, inode."""
+    """A remote file by URL + version identity + size; a local one by path + size, mtime, ctime,
+    inode; either with the digest of the parser's code (an entry another parser made is not served)."""
     if isinstance(path, RemotePath):
         remote = cache_identity(path)
         if remote is None:
             raise NotCacheable(str(path))
-        text = f"remote|{remote}|{LOADER_VERSION}"
+        text = f"remote|{remote}|{parser_digest()}"
     else:
         token = (file_identity or identity(path)).token()
-        text = f"{path.resolve()}|{token}|{LOADER_VERSION}"
+        text = f"{path.resolve()}|{token}|{parser_digest()}"
     # A user's --steps-from gives each row other steps: an entry of its own.
     steps_from = os.environ.get(STEPS_FROM_ENV, "")
     if steps_from:
@@ -306,44 +307,27 @@ def store(
         return
 
 
-def store_tables(
-    path: SourcePath, file_identity: FileIdentity | None, tag: str, tables: dict[str, pl.DataFrame]
-) -> None:
-    """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
-    shift, analysis version) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
-    bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
-    table is read and verified alone. The entry's untagged tables (its figures) and its parts of
-    the same tag are kept when they check out. Never fails the caller; nothing is kept without an entry."""
-    _store_tagged(path, file_identity, tag, tables, keep=lambda name: name.startswith(PART_PREFIX))
-
-
 _TABLES_WRITE = threading.Lock()
 """One rewrite of an entry's tables at a time in this process: two of the app's workers keeping
-parts at once would each write the tables file and then a record naming the other's offsets (no
+tables at once would each write the tables file and then a record naming the other's offsets (no
 wrong table is served, as every one is checked, but both writes, and the figures, would be lost)."""
 
 PART_PREFIX = "part/"
-"""Names of a rank's kept view parts (`store_parts`) among its tagged tables."""
+"""Names of a rank's kept rows of per-rank view tables among its tagged tables (`analysis.kept_parts`)."""
 MAX_PARTS = 48
 """Parts kept per entry: the newest, so the views a user asks for again stay without growing."""
 
 
-def store_parts(path: SourcePath, file_identity: FileIdentity | None, tag: str, parts: dict[str, pl.DataFrame]) -> None:
-    """Keep one rank's rows of per-rank view tables (names start with PART_PREFIX) among its tagged
-    tables, beside those kept for the same `tag` (others were made for another rank number or
-    shift: dropped); the oldest parts go beyond MAX_PARTS. Never fails the caller."""
-    _store_tagged(path, file_identity, tag, parts, keep=lambda _: True)
-
-
-def _store_tagged(
-    path: SourcePath,
-    file_identity: FileIdentity | None,
-    tag: str,
-    tables: dict[str, pl.DataFrame],
-    keep: Callable[[str], bool],
+def store_tagged(
+    path: SourcePath, file_identity: FileIdentity | None, tag: str, tables: dict[str, pl.DataFrame]
 ) -> None:
-    """Write `tables` as the entry's tagged tables, after those already kept for `tag` that `keep`
-    names and that check out (newest last; parts beyond MAX_PARTS dropped, oldest first)."""
+    """Keep a parsed rank's small analysis tables (`tag` says what they were made for: rank, time
+    shift, the rules and code) beside its cache entry: `<key>.tables` holds each table's Arrow IPC
+    bytes one after another, and the entry's JSON gains their offsets, sizes and sha256s, so one
+    table is read and verified alone. The entry's untagged tables (its figures) and its tables of
+    the same tag that check out are kept (others were made for another rank number, shift, rules
+    or code: dropped); the oldest parts go beyond MAX_PARTS. Never fails the caller; nothing is
+    kept without an entry."""
     try:
         key = cache_key(path, file_identity)
         folder = cache_dir()
@@ -352,7 +336,7 @@ def _store_tagged(
             record = _entry_record(folder, key)
             if record is None:
                 return
-            kept = {name: blob for name, blob in _tagged_blobs(folder, key, record, tag).items() if keep(name)}
+            kept = _tagged_blobs(folder, key, record, tag)
             for name in tables:
                 kept.pop(name, None)  # made again: moves to the newest end
             kept.update(new)
@@ -443,7 +427,7 @@ def _write_tables(
 
 
 class CachedTables:
-    """A cache entry's small analysis tables (`store_tables`), each read and verified when asked."""
+    """A cache entry's small analysis tables (`store_tagged`), each read and verified when asked."""
 
     def __init__(self, file: Path, parts: dict[str, tuple[int, int, str]]) -> None:
         self.file = file

@@ -11,18 +11,18 @@ caller names them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from htatui.sources import RemotePath, SourcePath
+from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.kineto import spellings
+from htatui.trace.reread import REREAD
 
 RECORD_PARAM_COMMS = "record_param_comms"
 """PyTorch's own record of a collective's parameters, nested in the collective's op."""
@@ -44,41 +44,28 @@ class _ShapeArgs(msgspec.Struct, frozen=True):
 
 
 _DECODER = msgspec.json.Decoder(_ShapeArgs)
-_CACHE: dict[tuple[str, int, int, frozenset[str]], pl.DataFrame] = {}
-_CACHE_LIMIT = 64
 
 
 class CommInputsError(ValueError):
     """The file cannot be read again for its collectives' shapes; the message names it."""
 
 
-def _version(path: SourcePath) -> tuple[str, int, int]:
-    if isinstance(path, RemotePath):
-        return (f"{path.url}|{path.identity}", 0, path.size or 0)
-    stat = os.stat(path)
-    return (str(path), stat.st_mtime_ns, stat.st_size)
-
-
 def read_comm_inputs(path: SourcePath, names: Iterable[str]) -> pl.DataFrame:
     """`COMM_INPUT_SCHEMA` rows for the host ops of the trace at `path` named `names` (the
-    collectives, and `record_param_comms` always), memoised per file version and names."""
+    collectives, and `record_param_comms` always), kept per file version and names by `reread.REREAD`."""
     wanted = frozenset((*names, RECORD_PARAM_COMMS))
     try:
-        key = (*_version(path), wanted)
+        return REREAD.read(path, ("comm_inputs", wanted), lambda p: _read_comm_inputs(p, wanted))
     except OSError as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc.strerror})") from None
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+
+
+def _read_comm_inputs(path: SourcePath, wanted: frozenset[str]) -> pl.DataFrame:
     try:
         rows, _ = read_raw_events(read_source_bytes(path), lambda: CommInputRows(wanted), [])
     except (OSError, TraceFormatError) as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc})") from None
-    frame = rows.frame()
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = frame
-    return frame
+    return rows.frame()
 
 
 def _dims(value: object) -> list[int] | None:

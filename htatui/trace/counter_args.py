@@ -11,7 +11,6 @@ for shapes.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +18,12 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from htatui.sources import RemotePath, SourcePath
+from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.plausible import count
+from htatui.trace.reread import REREAD
 
 PROFILER_RANGE_CAT = "cuda_profiler_range"
 """The category of a counted kernel's event."""
@@ -40,46 +40,31 @@ class Counters:
     dropped: dict[str, int] = field(default_factory=dict)
 
 
-_CACHE: dict[tuple[str, int, int], Counters] = {}
-_CACHE_LIMIT = 16
-
-
 class CounterArgsError(ValueError):
     """The file cannot be read again for its counters; the message names it (a ValueError: the CLI
     and the TUI report it like any input a view refuses)."""
 
 
-def _version(path: SourcePath) -> tuple[str, int, int]:
-    if isinstance(path, RemotePath):
-        return (f"{path.url}|{path.identity}", 0, path.size or 0)
-    stat = os.stat(path)
-    return (str(path), stat.st_mtime_ns, stat.st_size)
-
-
 def read_counter_args(path: SourcePath) -> Counters:
     """`index` plus one column per counter name, in the order first seen, for every
-    `cuda_profiler_range` event of the trace at `path` (memoised per file version).
+    `cuda_profiler_range` event of the trace at `path` (kept per file version by `reread.REREAD`).
 
     A counter whose values are all integers is Int64 (the counts stay exact), else Float64; an
     event that lacks a counter has null there. A value that is not a plausible count (negative,
     not finite, beyond 1e18, text, null, a list) is null too, and counted in `dropped`.
     """
     try:
-        key = _version(path)
+        return REREAD.read(path, "counter_args", _read_counter_args)
     except OSError as exc:
         raise CounterArgsError(f"{path}: cannot read it again for CUPTI counters ({exc.strerror})") from None
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+
+
+def _read_counter_args(path: SourcePath) -> Counters:
     try:
         rows, _ = read_raw_events(read_source_bytes(path), CounterRows, [])
     except (OSError, TraceFormatError) as exc:
         raise CounterArgsError(f"{path}: cannot read it again for CUPTI counters ({exc})") from None
-    found = Counters(rows.frame(), dict(rows.dropped))
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = found
-    return found
+    return Counters(rows.frame(), dict(rows.dropped))
 
 
 class CounterRows:

@@ -1,7 +1,7 @@
 """Bytes → events a piece at a time: the one path from a trace's bytes to what is made of its events.
 
 The loader's frame (columns.py), the op arguments (op_args.py) and the `[memory]` recording
-(memory_inputs.py) each hand `read_events` (or `read_raw_events`, args left raw) a sink:
+(memory_events.py) each hand `read_events` (or `read_raw_events`, args left raw) a sink:
 `traceEvents` is cut into pieces (chunks.py), each piece is decoded (decode.py) and added to the
 sink, so neither the whole JSON nor all decoded events are alive at once. A document that cannot
 be cut or typed piece by piece (odd layout, invalid UTF-8, NaN, event fields of the wrong type) is

@@ -61,16 +61,17 @@ HOST_ARG_CATS = frozenset(
 DEVICE_ARG_CATS = frozenset({*DEVICE_CATS, "Kernel", "Memcpy", "Memset"})
 """Device categories whose args carry the kernel and copy details (raw spellings too)."""
 
-HOST_WORK_CATS = (
-    "cpu_op",
-    "user_annotation",
-    "cuda_runtime",
-    "cuda_driver",
-    "mtia_runtime",
-    "xpu_runtime",
-    "privateuse1_runtime",
-    "privateuse1_driver",
-)
+COPY_CATS = ("gpu_memcpy", "gpu_memset")
+"""GPU copies and memsets (the memory-bandwidth rows)."""
+
+FRONTEND_CATS = ("cpu_op", "user_annotation")
+"""The profiler's 'frontend' events, which a launch is attributed to: operators and annotations."""
+
+RUNTIME_CATS = ("cuda_runtime", "mtia_runtime", "xpu_runtime", "privateuse1_runtime")
+DRIVER_CATS = ("cuda_driver", "privateuse1_driver")
+"""The accelerators' runtime and driver calls (launches, syncs, copies issued)."""
+
+HOST_WORK_CATS = (*FRONTEND_CATS, *RUNTIME_CATS, *DRIVER_CATS)
 """Host work: operators, annotations and runtime/driver calls (launches, syncs, copies issued).
 python_function frames, flows and GPU-side annotations are not host work."""
 

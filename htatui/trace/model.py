@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
@@ -215,6 +215,16 @@ class LoadProblem:
         return f"{self.path}: {self.message}"
 
 
+class KeptTables(Protocol):
+    """A job's answers kept on disk, by name: read for some ranks, kept a rank at a time."""
+
+    def read(self, name: str, ranks: Sequence[int]) -> pl.DataFrame | None:
+        """The ranks' kept rows of `name`, in rank order; None when a rank has none (they are made)."""
+
+    def keep(self, rank: int, tables: Mapping[str, pl.DataFrame]) -> None:
+        """Keep one rank's rows of these tables (nothing, where nothing can be kept: a dataset)."""
+
+
 @dataclass(frozen=True)
 class TraceSet:
     """The loaded job: ranks in ascending order plus the files that were skipped."""
@@ -225,29 +235,17 @@ class TraceSet:
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
     """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
     when the job is one dataset opened alone; views answer from it without reading any rank."""
-    stored_table: Callable[[str], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
-    """Reads, verified, one of the small per-rank tables an ingest stored for the cross-rank
-    analysis (`analysis.views.ranks.tables`), under the same condition as `summary`; for a trace
-    folder whose ranks all keep their tables in the parse cache, those ranks' rows (None when one
-    cannot be read: they are made again)."""
-    stored_rank_table: Callable[[str, int], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
-    """Reads, verified, one rank's rows of a table kept a file per rank (`busy`), under the same
-    condition as `stored_table` (None from the parse cache when it cannot be read)."""
-    keep_tables: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
-    """Keeps a rank's tables, made from its events with the default options, in its parse-cache
-    entry (a trace folder loaded with the cache), so the next open reads them instead."""
-    stored_part: Callable[[int, str], pl.DataFrame | None] | None = field(default=None, compare=False, repr=False)
-    """Reads, verified, a rank's kept rows of a per-rank view table (`analysis.kept_parts`) by
-    name, for a trace folder loaded with the cache; None when absent, changed or made for another
-    rank number or shift."""
-    keep_part: Callable[[int, dict[str, pl.DataFrame]], None] | None = field(default=None, compare=False, repr=False)
-    """Keeps a rank's rows of per-rank view tables, by name, in its parse-cache entry."""
+    kept: KeptTables | None = field(default=None, compare=False, repr=False)
+    """The job's answers kept on disk (a trace folder's parse-cache entries, a dataset's stored
+    tables), by name: read before a table is made from the events, kept once it is
+    (`analysis.core.kept` says under what key)."""
     captures: tuple[RankTrace, ...] = field(default=(), compare=False, repr=False)
     """Graph-capture traces loaded beside the ranks (a `capture_traces/` folder, files named
     `*capture*`, `--capture FILE`): where replayed graphs get their ops (`analysis.model.graph_replay`)."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
-    """What the analysis derives once per loaded job and reuses across views (the prepare cache);
-    it lives and dies with the job, and only the analysis layer reads or writes it."""
+    """What the analysis derives once per loaded job and reuses across views (the prepare cache,
+    the tables made): the job's answers kept in memory, looked in before `kept`; it lives and
+    dies with the job, and only the analysis layer reads or writes it."""
 
     @property
     def rank_ids(self) -> list[int]:

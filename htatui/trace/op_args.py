@@ -8,17 +8,16 @@ as in the event frame), instead of widening every loaded (and cached) frame.
 
 from __future__ import annotations
 
-import os
-
 import msgspec
 import polars as pl
 
-from htatui.sources import RemotePath, SourcePath
+from htatui.sources import SourcePath
 from htatui.trace.decode import OPERATOR_ARGS_DECODER, RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
 from htatui.trace.kineto import spellings
 from htatui.trace.plausible import count, dims_ok
+from htatui.trace.reread import REREAD
 
 OP_ARGS_SCHEMA: dict[str, pl.DataType] = {
     "index": pl.Int64(),
@@ -44,47 +43,32 @@ null when none), which are then null here."""
 OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
 
-_CACHE: dict[tuple[str, int, int], pl.DataFrame] = {}
-_CACHE_LIMIT = 16
-
 
 class OpArgsError(ValueError):
     """The file cannot be read again for its op arguments; the message names it (a ValueError:
     the CLI and the TUI report it like any input a view refuses)."""
 
 
-def _version(path: SourcePath) -> tuple[str, int, int]:
-    """The memo key: path plus mtime and size locally, URL plus its version identity remotely."""
-    if isinstance(path, RemotePath):
-        return (f"{path.url}|{path.identity}", 0, path.size or 0)
-    stat = os.stat(path)
-    return (str(path), stat.st_mtime_ns, stat.st_size)
-
-
 def read_op_args(path: SourcePath) -> pl.DataFrame:
-    """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version)."""
+    """`OP_ARGS_SCHEMA` rows for the ops of the trace file at `path` (kept per file version)."""
     return read_call_args(path).select(list(OP_ARGS_SCHEMA))
 
 
 def read_call_args(path: SourcePath) -> pl.DataFrame:
-    """`CALL_ARGS_SCHEMA` rows for the ops of the trace file at `path` (memoised per file version;
-    one read serves both readers)."""
+    """`CALL_ARGS_SCHEMA` rows for the ops of the trace file at `path` (kept per file version by
+    `reread.REREAD`; one read serves both readers)."""
     try:
-        key = _version(path)
+        return REREAD.read(path, "op_args", _read_call_args)
     except OSError as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc.strerror})") from None
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+
+
+def _read_call_args(path: SourcePath) -> pl.DataFrame:
     try:
         rows, _ = read_raw_events(read_source_bytes(path), OpArgRows, [])
     except (OSError, TraceFormatError) as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc})") from None
-    frame = rows.frame()
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = frame
-    return frame
+    return rows.frame()
 
 
 class OpArgRows:

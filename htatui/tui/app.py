@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -172,14 +173,14 @@ class HtaTuiApp(ThemedApp):
     ) -> None:
         self.settings = settings
         self.traces: TraceSet | None = None
-        self.selected_ranks: tuple[int, ...] | None = None
-        self.chosen_steps = settings.steps
+        self.current_scope = Scope(steps=settings.steps, hta_compat=settings.hta_compat)
+        """The ranks, steps and mode every view shows: one value, replaced whole and published."""
         self.scope_text = ""
         self._preloaded = traces
         self.load_notes: tuple[str, ...] = ()
         super().__init__(theme)
         _start_resource_tracker()
-        self.selection_signal: Signal[tuple[int, ...] | None] = Signal(self, "selection")
+        self.scope_signal: Signal[Scope] = Signal(self, "scope")
 
     # ---- startup ------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -205,7 +206,19 @@ class HtaTuiApp(ThemedApp):
 
     # ---- the selection every view follows -----------------------------------------------
     def scope(self) -> Scope:
-        return Scope(ranks=self.selected_ranks, steps=self.chosen_steps, hta_compat=self.settings.hta_compat)
+        return self.current_scope
+
+    @property
+    def selected_ranks(self) -> tuple[int, ...] | None:
+        return self.current_scope.ranks
+
+    def set_scope(self, scope: Scope) -> None:
+        """Show every view for `scope`: the views subscribed to `scope_signal` recompute."""
+        if scope == self.current_scope:
+            return
+        self.current_scope = scope
+        self._update_steps()
+        self.scope_signal.publish(scope)
 
     def set_ranks(self, ranks: Iterable[int] | None) -> None:
         """Select ranks (None or every rank means all); each view recomputes when it shows."""
@@ -217,22 +230,17 @@ class HtaTuiApp(ThemedApp):
             return
         if chosen is not None and len(chosen) == len(self.traces.rank_ids):
             chosen = None
-        if chosen == self.selected_ranks:
-            return
-        self.selected_ranks = chosen
-        self._update_steps()
-        self.selection_signal.publish(chosen)
+        self.set_scope(dataclasses.replace(self.current_scope, ranks=chosen))
 
     def set_steps(self, steps: Steps) -> None:
         """Count other ProfilerSteps in every view (the palette's steps: entries, `--steps`)."""
-        if self.traces is None or steps == self.chosen_steps:
+        if self.traces is None or steps == self.current_scope.steps:
             return
-        self.chosen_steps = steps
-        self._update_steps()
-        missing = missing_steps(self.traces, CommonOptions(self.scope()))
+        chosen = dataclasses.replace(self.current_scope, steps=steps)
+        missing = missing_steps(self.traces, CommonOptions(chosen))
         if missing:
             self.notify(missing, title="Steps", severity="warning", timeout=10)
-        self.selection_signal.publish(self.selected_ranks)
+        self.set_scope(chosen)
 
     def available_steps(self) -> list[int]:
         """Every ProfilerStep number of the chosen ranks."""
@@ -302,7 +310,7 @@ class HtaTuiApp(ThemedApp):
         def compare(test_path: SourcePath | None) -> None:
             if test_path is None:
                 return
-            options = DiffOptions(Scope(steps=self.chosen_steps, hta_compat=self.settings.hta_compat))
+            options = DiffOptions(dataclasses.replace(self.current_scope, ranks=None))
             base_path = self.settings.paths[0]
             self.push_screen(
                 DiffScreen(base_path, test_path, options, use_cache=self.settings.use_cache, base_traces=base_traces)

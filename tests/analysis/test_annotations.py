@@ -10,7 +10,7 @@ import pytest
 from kineto_util import cpu_op, kernel, runtime, step, write_trace
 
 from htatui.analysis.core.scope import Scope, Steps
-from htatui.analysis.views import annotations
+from htatui.analysis.views import annotations as user_annotations
 from htatui.analysis.views.annotations import AnnotationOptions
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
@@ -54,19 +54,21 @@ def job(tmp_path: Path) -> TraceSet:
 
 @pytest.mark.parametrize("compat", [False, True])
 def test_gpu_annotations(tmp_path: Path, compat: bool) -> None:
-    frame = annotations.compute(job(tmp_path), AnnotationOptions(scope=Scope(hta_compat=compat)))
-    assert frame.schema == pl.Schema(annotations.COLUMNS)
+    frame = user_annotations.compute(job(tmp_path), AnnotationOptions(scope=Scope(hta_compat=compat)))
+    assert frame.schema == pl.Schema(user_annotations.COLUMNS)
     # Steps 1–2: forward 210 + 220 = 430 (mean 215); Optimizer.step 30 + 30.
     assert frame.rows() == [
         (0, "## forward ##", 2, 430.0, 215.0),
         (0, "Optimizer.step#SGD.step", 2, 60.0, 30.0),
     ]
-    every = annotations.compute(job(tmp_path), AnnotationOptions(scope=Scope(steps=Steps("all"), hta_compat=compat)))
+    every = user_annotations.compute(
+        job(tmp_path), AnnotationOptions(scope=Scope(steps=Steps("all"), hta_compat=compat))
+    )
     assert every.filter(pl.col("name") == "## forward ##").row(0) == (0, "## forward ##", 3, 660.0, 220.0)
 
 
 def test_cpu_annotations(tmp_path: Path) -> None:
-    frame = annotations.compute(job(tmp_path), AnnotationOptions(use_gpu_annotation=False))
+    frame = user_annotations.compute(job(tmp_path), AnnotationOptions(use_gpu_annotation=False))
     # CPU side, steps 1–2: ProfilerStep rows count too; Optimizer.step 30 + 40.
     assert frame.rows() == [
         (0, "## forward ##", 2, 200.0, 100.0),
@@ -85,13 +87,13 @@ def test_compat_folding(tmp_path: Path) -> None:
     events = [gpu_annotation(f"a{i}", 100.0 * i, 10.0 * (5 - i)) for i in range(5)]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     options = AnnotationOptions(scope=Scope(hta_compat=True), num_kernels=2)
-    assert annotations.compute(traces, options).rows() == [
+    assert user_annotations.compute(traces, options).rows() == [
         (0, "a0", 1, 50.0, 50.0),
         (0, "a1", 1, 40.0, 40.0),
         (0, "others", 3, 60.0, 20.0),
     ]
     # Corrected mode never folds.
-    assert annotations.compute(traces, AnnotationOptions(num_kernels=2)).height == 5
+    assert user_annotations.compute(traces, AnnotationOptions(num_kernels=2)).height == 5
 
 
 @pytest.mark.parametrize("compat", [False, True])
@@ -99,8 +101,10 @@ def test_empty(tmp_path: Path, compat: bool) -> None:
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}]
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for gpu in (True, False):
-        frame = annotations.compute(traces, AnnotationOptions(scope=Scope(hta_compat=compat), use_gpu_annotation=gpu))
-        assert frame.height == 0 and frame.schema == pl.Schema(annotations.COLUMNS)
+        frame = user_annotations.compute(
+            traces, AnnotationOptions(scope=Scope(hta_compat=compat), use_gpu_annotation=gpu)
+        )
+        assert frame.height == 0 and frame.schema == pl.Schema(user_annotations.COLUMNS)
 
 
 # ---- generated fixtures (fixtures/expected.py) ------------------------------------------------
@@ -112,23 +116,16 @@ except ImportError:  # pragma: no cover - fixtures/ ships with the repository
 needs_fixtures = pytest.mark.skipif(expected is None, reason="fixtures/ (generated scenarios) not available")
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
-    folder = tmp_path_factory.mktemp("small")
-    generate.write_scenario("small", folder)
-    return load(folder)
-
-
 @needs_fixtures
 @pytest.mark.parametrize("which", ["kept", "all"])
 @pytest.mark.parametrize("compat", [False, True])
 def test_small_expected(small: TraceSet, which: str, compat: bool) -> None:
     truth = expected.SMALL_EXPECTED
     every = which == "all"
-    gpu = annotations.compute(
+    gpu = user_annotations.compute(
         small, AnnotationOptions(scope=Scope(steps=Steps("all") if every else Steps(), hta_compat=compat))
     )
-    cpu = annotations.compute(
+    cpu = user_annotations.compute(
         small,
         AnnotationOptions(
             scope=Scope(steps=Steps("all") if every else Steps(), hta_compat=compat), use_gpu_annotation=False
@@ -151,14 +148,16 @@ SHARED = {"cpu_only": 0, "rank_non_gpu": 0, "amd_trace": 2, "mtia_inference_trac
 def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
-        frame = annotations.compute(traces, AnnotationOptions(scope=Scope(hta_compat=compat)))
-        assert frame.schema == pl.Schema(annotations.COLUMNS) and frame.height == SHARED[folder]
+        frame = user_annotations.compute(traces, AnnotationOptions(scope=Scope(hta_compat=compat)))
+        assert frame.schema == pl.Schema(user_annotations.COLUMNS) and frame.height == SHARED[folder]
 
 
 def test_ns_resolution_golden(load_shared: Any) -> None:
     """Reference §F.2: "## backward ##" 81 µs (3×, mean 27), "DistributedDataParallel.forward"
     123880 (4×), "Optimizer.step#SGD.step" 3334 (3×, mean 1111.33) — HTA's rounded numbers."""
-    frame = annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions(scope=Scope(hta_compat=True)))
+    frame = user_annotations.compute(
+        load_shared("ns_resolution_trace"), AnnotationOptions(scope=Scope(hta_compat=True))
+    )
     rows = {r["name"]: r for r in frame.to_dicts()}
     assert (rows["## backward ##"]["count"], rows["## backward ##"]["sum_us"]) == (3, 81.0)
     assert (
@@ -170,7 +169,7 @@ def test_ns_resolution_golden(load_shared: Any) -> None:
     )
     assert rows["Optimizer.step#SGD.step"]["mean_us"] == pytest.approx(1111.33, abs=0.005)
     # Corrected mode keeps the exact ns timestamps: a little more than HTA's rounded spans.
-    exact = annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions())
+    exact = user_annotations.compute(load_shared("ns_resolution_trace"), AnnotationOptions())
     assert exact.filter(pl.col("name") == "## backward ##")["sum_us"].item() >= 81.0
 
 

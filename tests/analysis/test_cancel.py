@@ -6,20 +6,11 @@ import threading
 
 import pytest
 
-from fixtures.generate import write_scenario
 from htatui.analysis.core.cancel import Cancelled, cancellable, check
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import each_rank, prepare
 from htatui.analysis.registry import PAGES, make_page_tables, view
-from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
-    root = tmp_path_factory.mktemp("cancel")
-    write_scenario("small", root)
-    return load_traces([root], use_cache=False, max_workers=1)
 
 
 def test_check_raises_only_once_the_event_is_set() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kineto_util import cpu_op, kernel, runtime, traces_of
+from kineto_util import cpu_op, kernel, named, runtime, traces_of
 
 from htatui.analysis.views import ranks
 from htatui.analysis.views.ranks import RanksOptions
@@ -53,7 +53,7 @@ def _nccl_rank(rank: int) -> list[dict[str, Any]]:
             400.0 + start,
             100.0,
             corr=2,
-            **{"Collective name": "allreduce", "In msg nelems": 100, "Out msg nelems": 100, "dtype": "Float"},
+            **named({"Collective name": "allreduce", "In msg nelems": 100, "Out msg nelems": 100, "dtype": "Float"}),
         ),
     ]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import polars as pl
 import pytest
+from kineto_util import Event, context_sync, cpu_op, device, kernel, runtime, traces_of
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
-from tests.kineto_util import Event, context_sync, cpu_op, device, kernel, runtime, traces_of
 
 ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles" / "critical_path"
 TRACES = ("alexnet", "cuda_event_sync", "cuda_event_sync_multi_stream", "simple_add")

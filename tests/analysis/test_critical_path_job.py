@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
@@ -22,7 +23,6 @@ from htatui.analysis.views.critical_path.graph import COLLECTIVE, Edges
 from htatui.analysis.views.critical_path.longest import longest_path
 from htatui.analysis.views.critical_path.path import RankGraph, path_frame
 from htatui.jobs.load import load_traces
-from tests.kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 

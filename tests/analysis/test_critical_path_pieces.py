@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
 
+from htatui.analysis.core.prepare import chosen_ranks
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
 from htatui.analysis.views.critical_path.job import join_ranks, matched_calls, piece_calls
 from htatui.analysis.views.critical_path.longest import longest_path
 from htatui.analysis.views.critical_path.path import RankGraph, path_frame
-from htatui.analysis.views.critical_path.pieces import standing
+from htatui.analysis.views.critical_path.pieces import JobSolution, standing
 from htatui.analysis.views.critical_path.whatif import rank_what_if, what_if
-from tests.kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
@@ -53,13 +54,13 @@ def _nccl_rank(arrival: float) -> list[Event]:
 def _whole(traces: Any, options: cp.CriticalPathOptions) -> RankGraph:
     """The job's graph in one piece: every rank's part joined at once."""
     build = cp._part_builder(traces, options, None)
-    parts = [part for rank in cp.chosen_ranks(traces, options) if (part := build(rank)) is not None]
+    parts = [part for rank in chosen_ranks(traces, options) if (part := build(rank)) is not None]
     matched = matched_calls([part.calls for part in parts])
     heights = [part.graph.window.events.height for part in parts]
     return join_ranks(parts, piece_calls(matched, list(range(len(parts))), heights))
 
 
-def _assert_as_whole(traces: Any, hta_compat: bool) -> cp.JobSolution:
+def _assert_as_whole(traces: Any, hta_compat: bool) -> JobSolution:
     """The job's path, what-if and straggler tables equal the whole graph's."""
     options = cp.CriticalPathOptions(scope=Scope(hta_compat=hta_compat))
     solved = cp._job_solved(traces, options)

@@ -70,7 +70,8 @@ BANDWIDTH = [(170, 2.5), (180, 0.0)]
 
 def read_doc(path: Path) -> dict[str, Any]:
     raw = path.read_bytes()
-    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    doc: dict[str, Any] = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return doc
 
 
 def counters(doc: dict[str, Any]) -> list[dict[str, Any]]:

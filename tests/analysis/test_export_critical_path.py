@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kineto_util import Event, cpu_op, kernel, runtime, traces_of
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.export.critical_path import export_critical_path, overlay_file_name
 from htatui.analysis.export.traces import ExportError, ExportExistsError
 from htatui.analysis.views import critical_path as cp
 from htatui.cli.main import main
-from tests.kineto_util import Event, cpu_op, kernel, runtime, traces_of
 
 CONTEXT_SYNC: Event = {
     "ph": "X",

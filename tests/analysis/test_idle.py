@@ -207,16 +207,6 @@ def test_empty(tmp_path: Path) -> None:
 # ---- generated fixtures (fixtures/expected.py) ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fixtures.generate import write_scenario
-
-    root = tmp_path_factory.mktemp("views_a_idle")
-    write_scenario("small", root / "small")
-    write_scenario("edge", root / "edge")
-    return root
-
-
 def _nested(frame: pl.DataFrame, value: str) -> dict[int, dict[int, dict[str, Any]]]:
     out: dict[int, dict[int, dict[str, Any]]] = {}
     for r in frame.to_dicts():

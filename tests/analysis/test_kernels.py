@@ -210,16 +210,6 @@ def test_empty(tmp_path: Path) -> None:
 # ---- generated fixtures (fixtures/expected.py) ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fixtures.generate import write_scenario
-
-    root = tmp_path_factory.mktemp("views_a_kernels")
-    write_scenario("small", root / "small")
-    write_scenario("edge", root / "edge")
-    return root
-
-
 @pytest.mark.parametrize("compat", [False, True])
 @pytest.mark.parametrize("steps", ["kept", "all"])
 def test_small_expected(generated: Path, steps: str, compat: bool) -> None:
@@ -292,7 +282,7 @@ def test_edge_expected(generated: Path, compat: bool) -> None:
     sub_us = kernels.compute(load("sub_us"), KernelsOptions(scope=Scope(hta_compat=compat)))
     got = {r["name"]: (r["count"], r["sum_us"]) for r in sub_us.to_dicts()}
     if compat:  # HTA's rounded durations: relu −1, add −1 + 0, gemm 2 (HTA 0.6.1 prints the same)
-        expected = {"relu": (1, -1), "add": (2, -1), "gemm": (1, 2)}
+        expected: dict[str, tuple[int, float]] = {"relu": (1, -1), "add": (2, -1), "gemm": (1, 2)}
     else:
         expected = {k: (n, ns / 1000) for k, (n, ns) in {"relu": (1, 640), "add": (2, 1330), "gemm": (1, 2250)}.items()}
     from fixtures.scenarios import ADD, GEMM, RELU

@@ -140,9 +140,14 @@ def test_keys_name_the_selection_and_the_options_read(demo: TraceSet) -> None:
 def test_a_cache_lives_on_its_own_job(demo: TraceSet) -> None:
     one, other = TraceSet(ranks=demo.ranks), TraceSet(ranks=demo.ranks)
     calls: list[int] = []
-    assert memoised(one, ("test",), lambda: calls.append(1) or 1) == 1
-    assert memoised(one, ("test",), lambda: calls.append(2) or 2) == 1
-    assert memoised(other, ("test",), lambda: calls.append(3) or 3) == 3
+
+    def made(value: int) -> int:
+        calls.append(value)
+        return value
+
+    assert memoised(one, ("test",), lambda: made(1)) == 1
+    assert memoised(one, ("test",), lambda: made(2)) == 1
+    assert memoised(other, ("test",), lambda: made(3)) == 3
     assert calls == [1, 3]
     # The one-rank jobs rank_by_rank makes start empty, whatever the whole job holds.
     idle.compute(one, idle.IdleOptions())
@@ -163,7 +168,8 @@ def test_prepared_columns_are_the_prepared_frame_s(load_shared: Any, compat: boo
 
 def _stack_parents(segment: list[int], start: list[int], end: list[int]) -> list[int]:
     """The op tree's former loop: pop what the new row starts after the end of, or outlasts."""
-    parents, stack = [], []
+    parents: list[int] = []
+    stack: list[int] = []
     for i in range(len(start)):
         if i and segment[i] != segment[i - 1]:
             stack.clear()
@@ -176,7 +182,8 @@ def _stack_parents(segment: list[int], start: list[int], end: list[int]) -> list
 
 def _call_stack_parents(segment: list[int], start: list[float], end: list[float]) -> list[int]:
     """callstack's former loop: close what ended at (zero-length rows: before) each new start."""
-    parents, stack = [], []
+    parents: list[int] = []
+    stack: list[int] = []
     for i in range(len(start)):
         if i and segment[i] != segment[i - 1]:
             stack.clear()

@@ -20,8 +20,8 @@ from htatui.trace.memory_inputs import (
     MemoryInputError,
     looks_like_snapshot,
     read_memory,
-    site_of,
 )
+from htatui.trace.memory_sites import site_of
 
 
 class _RunsACommand:
@@ -212,6 +212,7 @@ def test_odd_values_anywhere_are_read_or_refused_in_one_line(tmp_path: Path) -> 
     # One path per field kind: the first entry/segment/block stands for the others.
     kinds = {tuple(0 if isinstance(k, int) else k for k in p): p for p in reversed(_paths(base))}
     for path in kinds.values():
+        odd: Any
         for odd in (None, "x", 2**70, []):
             mutated = pickle.loads(pickle.dumps(base))
             parent: Any = mutated

@@ -24,7 +24,8 @@ def _doubling(levels: int) -> list[Any]:
     x: Any = "x"
     for _ in range(levels):
         x = [x, x]
-    return x
+    doubled: list[Any] = x
+    return doubled
 
 
 def _bombs() -> dict[str, Any]:

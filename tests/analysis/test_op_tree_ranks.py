@@ -6,11 +6,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from kineto_util import cpu_op, kernel, runtime, traces_of
 
 from htatui.analysis.core.scope import Scope
-from htatui.analysis.views import op_tree, ops
+from htatui.analysis.model import job_tree
+from htatui.analysis.views import op_tree
 from htatui.trace.model import TraceSet
-from tests.kineto_util import cpu_op, kernel, runtime, traces_of
 
 
 def _job(tmp_path: Path) -> TraceSet:
@@ -42,7 +43,7 @@ def test_nodes_are_numbered_as_the_whole_jobs_tree(tmp_path: Path) -> None:
         (1, 3, 2, "  cudaLaunchKernel", 0.0),
         (2, 4, None, "C", 0.0),
     ]
-    whole = op_tree.depth_first(op_tree.build(ops.tree(traces, op_tree.OpTreeOptions())))
+    whole = op_tree.depth_first(op_tree.build(job_tree.tree(traces, op_tree.OpTreeOptions())))
     assert table.drop("call_path").equals(whole.drop("name").select(table.drop("call_path").columns))
 
 
@@ -57,12 +58,12 @@ def test_named_ranks_number_leaves_in_the_order_named(tmp_path: Path) -> None:
         (0, 1, 0, "  cudaLaunchKernel", 0.0),
         (2, 2, None, "C", 0.0),
     ]
-    whole = op_tree.depth_first(op_tree.build(ops.tree(traces, options)))
+    whole = op_tree.depth_first(op_tree.build(job_tree.tree(traces, options)))
     assert table["node"].to_list() == whole["node"].to_list()
 
 
 def test_the_job_tree_is_not_built(tmp_path: Path) -> None:
-    """The table comes from each rank's tree: the whole job's (`ops.tree`, every rank's events) is never made."""
+    """The table comes from each rank's tree: the whole job's (`job_tree.tree`, every rank's events) is never made."""
     traces = _job(tmp_path)
     op_tree.compute(traces, op_tree.OpTreeOptions())
     assert not [key for key in traces.derived if key and key[0] == "ops.tree"]
@@ -73,12 +74,12 @@ def test_a_held_job_tree_is_cut_by_rank(tmp_path: Path, monkeypatch: pytest.Monk
     building each rank's again, and the table is the same."""
     fresh = op_tree.compute(_job(tmp_path / "fresh"), op_tree.OpTreeOptions())
     traces = _job(tmp_path / "held")
-    ops.tree(traces, op_tree.OpTreeOptions())
+    job_tree.tree(traces, op_tree.OpTreeOptions())
 
     def built_again(*_: object) -> None:
         raise AssertionError("a rank's tree was built again")
 
-    monkeypatch.setattr(ops, "rank_tree", built_again)
+    monkeypatch.setattr(job_tree, "rank_tree", built_again)
     assert op_tree.compute(traces, op_tree.OpTreeOptions()).equals(fresh)
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel, runtime, step, traces_of
+from kineto_util import cpu_op, kernel, named, runtime, step, traces_of
 
 from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.model import job_tree
 from htatui.analysis.views import op_tree, ops
 from htatui.analysis.views.ops import OpsOptions
 from htatui.cli.main import main
@@ -187,9 +188,9 @@ def test_group_by_input_shape(tmp_path: Path) -> None:
     """key_averages(group_by_input_shape=True): one row per (name, shapes). aten::mm with
     [[64, 100], [100, 512]] twice (10 and 12 µs) and [[100, 64], [64, 512]] once (5 µs); the
     annotation has no shapes: "[]". Grouped by name again, the rows add up to 3 calls, 27 µs."""
-    a = op("aten::mm", 10, 10, **{"Input Dims": [[64, 100], [100, 512]]})
-    b = op("aten::mm", 30, 12, **{"Input Dims": [[64, 100], [100, 512]]})
-    c = op("aten::mm", 50, 5, **{"Input Dims": [[100, 64], [64, 512]]})
+    a = op("aten::mm", 10, 10, **named({"Input Dims": [[64, 100], [100, 512]]}))
+    b = op("aten::mm", 30, 12, **named({"Input Dims": [[64, 100], [100, 512]]}))
+    c = op("aten::mm", 50, 5, **named({"Input Dims": [[100, 64], [64, 512]]}))
     traces = traces_of(tmp_path, [cpu_op("forward", 0, 100, cat="user_annotation"), a, b, c])
     frame = ops.compute(traces, OpsOptions(group_by="shape", sort_by="cpu_total_us"))
     assert frame.columns[:5] == ["rank", "name", "kind", "input_dims", "count"]
@@ -231,7 +232,7 @@ def test_flops_and_achieved_rates(tmp_path: Path) -> None:
 
 
 def test_shapes_need_the_trace_file(tmp_path: Path) -> None:
-    traces = traces_of(tmp_path, [op("aten::mm", 0, 10, **{"Input Dims": [[2, 2]]})])
+    traces = traces_of(tmp_path, [op("aten::mm", 0, 10, **named({"Input Dims": [[2, 2]]}))])
     (tmp_path / "rank-0.json").unlink()
     with pytest.raises(ValueError, match="rank-0.json: cannot read it again"):
         ops.compute(traces, OpsOptions(group_by="shape"))
@@ -240,7 +241,9 @@ def test_shapes_need_the_trace_file(tmp_path: Path) -> None:
 def test_cli_ops_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`report --view ops` takes --kinds, --group-by, --flops and --top; a bad value is one line
     and exit 2; --flops is refused by a view without it."""
-    traces_of(tmp_path, [op("aten::mm", 0, 10, **{"Input Dims": [[2, 2]]}), runtime("cudaLaunchKernel", 2, 3, 1)])
+    traces_of(
+        tmp_path, [op("aten::mm", 0, 10, **named({"Input Dims": [[2, 2]]})), runtime("cudaLaunchKernel", 2, 3, 1)]
+    )
     argv = ["report", str(tmp_path), "--view", "ops", "--format", "json", "--no-cache"]
     assert main([*argv, "--group-by", "shape", "--flops", "--kinds", "op", "--top", "1"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -281,7 +284,7 @@ def test_call_tree_merges_calls_by_path(tmp_path: Path) -> None:
         ],
     )
     every = Scope(steps=Steps("all"))
-    nodes = op_tree.build(ops.tree(traces, OpsOptions(every)))
+    nodes = op_tree.build(job_tree.tree(traces, OpsOptions(every)))
     by_name = {(r["name"], r["depth"]): r for r in nodes.iter_rows(named=True)}
     figures = ("count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us")
 

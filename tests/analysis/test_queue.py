@@ -186,8 +186,10 @@ def test_empty(tmp_path: Path) -> None:
     traces = load(write_trace(tmp_path / "rank-0.json", events, rank=0))
     for compat in (False, True):
         options = QueueOptions(scope=Scope(hta_compat=compat))
-        assert queue.series(traces, options).schema == pl.Schema(queue.SERIES_COLUMNS)
-        assert queue.compute(traces, options).schema == pl.Schema(queue.COLUMNS)
+        series = queue.series(traces, options)
+        assert series.height == 0 and series.schema == pl.Schema(queue.SERIES_COLUMNS)
+        summary = queue.compute(traces, options)
+        assert summary.height == 0 and summary.schema == pl.Schema(queue.COLUMNS)
         blocked = queue.blocked(traces, options)
         assert blocked.height == 0 and blocked.schema == pl.Schema(queue.BLOCKED_COLUMNS)
 
@@ -199,13 +201,6 @@ try:
 except ImportError:  # pragma: no cover - fixtures/ ships with the repository
     expected = generate = None  # type: ignore[assignment]
 needs_fixtures = pytest.mark.skipif(expected is None, reason="fixtures/ (generated scenarios) not available")
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> TraceSet:
-    folder = tmp_path_factory.mktemp("small")
-    generate.write_scenario("small", folder)
-    return load(folder)
 
 
 def scenario_points(traces: TraceSet, frame: pl.DataFrame, rank: int, stream: int) -> list[tuple[float, int]]:
@@ -266,7 +261,11 @@ def test_shared_traces(load_shared: Any, folder: str) -> None:
     traces = load_shared(folder)
     for compat in (False, True):
         options = QueueOptions(scope=Scope(hta_compat=compat))
-        assert queue.series(traces, options).schema == pl.Schema(queue.SERIES_COLUMNS)
+        series = queue.series(traces, options)
+        assert series.schema == pl.Schema(queue.SERIES_COLUMNS)
+        # Each stream with a queue has a series that starts empty-handed and ends empty again.
+        assert series.select("rank", "stream").n_unique() == SHARED[folder]
+        assert (series["queue_length"] >= 0).all()
         summary = queue.compute(traces, options)
         assert summary.schema == pl.Schema(queue.COLUMNS) and summary.height == SHARED[folder], (
             folder,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.kineto_util import device, kernel, step, traces_of
-from tests.memory_util import memory_event
+from kineto_util import device, kernel, step, traces_of
+from memory_util import memory_event
 
 
 def test_span_kernels_streams_memory_and_steps(tmp_path: Path) -> None:

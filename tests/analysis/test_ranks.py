@@ -8,14 +8,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
-from kineto_util import cpu_op, kernel, runtime, step, traces_of
+from kineto_util import cpu_op, kernel, named, runtime, step, traces_of
 from ranks_jobs import gloo_rank, nccl_rank, skewed_rank
 
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.prepare import Prepared
+from htatui.analysis.core.prepare import Prepared, prepare
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import ranks
 from htatui.analysis.views.ranks import RanksOptions, meeting, phases, tables
@@ -380,14 +381,20 @@ def test_message_bytes_from_nelems_dtype_or_size(tmp_path: Path) -> None:
     100 µs) and an all_to_all kernel with only 'In msg size' 1234 (50 µs), both arriving together."""
 
     def rank_events(_rank: int) -> list[dict[str, object]]:
-        gather = {"Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000}
+        gather: dict[str, Any] = {"Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000}
         gather |= {"dtype": "BFloat16", "Group size": 4, "Process Group Name": "7"}
         return [
             step(1, 0, 1000),
             runtime("cudaLaunchKernel", 10, 5, 1),
             runtime("cudaLaunchKernel", 20, 5, 2),
             kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 100, 100, corr=1, **gather),
-            kernel("ncclDevKernel_Generic", 300, 50, corr=2, **{"Collective name": "all_to_all", "In msg size": 1234}),
+            kernel(
+                "ncclDevKernel_Generic",
+                300,
+                50,
+                corr=2,
+                **named({"Collective name": "all_to_all", "In msg size": 1234}),
+            ),
         ]
 
     traces = traces_of(tmp_path, rank_events(0), rank_events(1))
@@ -442,7 +449,7 @@ def test_analyse_needs_only_its_columns(
     """analyse reads ANALYSE_READS only; with every column prepared it must give the same result."""
     traces = load_shared(folder)
     narrow = ranks.analyse(TraceSet(ranks=traces.ranks), RanksOptions(scope=Scope(hta_compat=compat)))
-    real_prepare = tables.prepare
+    real_prepare = prepare
 
     def every_column(traces: TraceSet, options: CommonOptions, columns: tuple[str, ...] | None = None) -> Prepared:
         return real_prepare(traces, options, columns=(*EVENT_SCHEMA, *DETAIL_COLUMNS))

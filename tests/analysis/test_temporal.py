@@ -157,16 +157,6 @@ def test_ranks_option(tmp_path: Path) -> None:
 # ---- generated fixtures (fixtures/expected.py) ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fixtures.generate import write_scenario
-
-    root = tmp_path_factory.mktemp("views_a_temporal")
-    write_scenario("small", root / "small")
-    write_scenario("edge", root / "edge")
-    return root
-
-
 def _check_temporal(got: dict[str, Any], expected: dict[str, float], compat: bool) -> None:
     names = {"idle_us": "idle_time", "compute_us": "compute_time", "non_compute_us": "non_compute_time"}
     for ours, theirs in {**names, "span_us": "kernel_time"}.items():

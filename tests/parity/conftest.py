@@ -1,4 +1,9 @@
-"""Parity fixtures: HTA 0.6.1's TraceAnalysis of a shared trace folder, built once per session."""
+"""Parity fixtures: HTA 0.6.1's TraceAnalysis of a shared trace folder, built once per session.
+
+Parsing a folder with HTA is the parity tests' main cost (100 s for the MTIA trace on a loaded
+machine), so each folder's tests run in one xdist worker (`--dist loadgroup`, in pyproject's
+addopts): the folder is parsed once per run, not once per worker.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+FOLDER_PARAMS = ("pair", "folder", "name")
+"""The parameters that name a shared folder (or a pair of folders) in the parity tests."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every parity test of one folder in one xdist group (before xdist reads the groups)."""
+    here = Path(__file__).parent
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or here not in item.path.parents:
+            continue
+        folder = next((callspec.params[p] for p in FOLDER_PARAMS if p in callspec.params), None)
+        if folder is not None:
+            item.add_marker(pytest.mark.xdist_group(f"parity:{folder}"))
+
 
 _ANALYSES: dict[str, Any] = {}
 _FAILURES: dict[str, str] = {}

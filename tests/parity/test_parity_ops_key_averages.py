@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from htatui.analysis.core.scope import Scope, Steps
+from htatui.analysis.model import job_tree
 from htatui.analysis.model.op_events import DEVICE_KINDS
 from htatui.analysis.views import op_tree, ops
 from htatui.trace import TraceSet
@@ -115,7 +116,7 @@ def test_group_by_shape_adds_up_to_the_name_rows(load_shared: Callable[[str], Tr
 def test_call_tree_nodes_add_up_to_the_table(load_shared: Callable[[str], TraceSet]) -> None:
     """Every node of a name summed = that name's row (hence key_averages' row) on a real trace."""
     traces = load_shared("h100_resnet_eager")
-    nodes = op_tree.build(ops.tree(traces, ops.OpsOptions()))
+    nodes = op_tree.build(job_tree.tree(traces, ops.OpsOptions()))
     figures = ["count", "cpu_total_us", "cpu_self_us", "gpu_self_us", "gpu_total_us"]
     summed = nodes.group_by("rank", "name", "kind").agg(pl.col(figures).sum()).sort("name", "kind")
     table = ops.compute(traces, ops.OpsOptions(kinds="op,annotation,runtime,driver,kernel,memcpy,memset"))

@@ -60,7 +60,9 @@ def _rows(frame: Any, key: Callable[[Row], Any]) -> dict[Any, Row]:
 
 
 @pytest.fixture(params=FOLDERS, ids=[f.replace("/", "-") for f in FOLDERS])
-def pair(request: pytest.FixtureRequest, hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]):
+def pair(
+    request: pytest.FixtureRequest, hta_analysis: Callable[[str], Any], load_shared: Callable[[str], TraceSet]
+) -> tuple[str, Hta, TraceSet]:
     folder: str = request.param
     analysis = hta_analysis(folder)
     traces = load_shared(folder)

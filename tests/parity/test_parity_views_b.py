@@ -21,7 +21,8 @@ import pytest
 from parity_folders import FOLDERS
 
 from htatui.analysis.core.scope import Scope
-from htatui.analysis.views import annotations, launch, membw, queue, steps
+from htatui.analysis.views import annotations as user_annotations
+from htatui.analysis.views import launch, membw, queue, steps
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
 
@@ -199,8 +200,8 @@ def test_annotations(pair: Pair, use_gpu: bool) -> None:
         if theirs_frame is None
         else {(pair.rank[int(r["rank"])], r["name"]): r for r in theirs_frame.to_dict("records")}
     )
-    options = annotations.AnnotationOptions(scope=Scope(hta_compat=True), use_gpu_annotation=use_gpu)
-    ours = {(r["rank"], r["name"]): r for r in annotations.compute(pair.traces, options).to_dicts()}
+    options = user_annotations.AnnotationOptions(scope=Scope(hta_compat=True), use_gpu_annotation=use_gpu)
+    ours = {(r["rank"], r["name"]): r for r in user_annotations.compute(pair.traces, options).to_dicts()}
     _compare(ours, theirs, {"sum_us": "sum (us)", "mean_us": "mean (us)"}, 1.0, "annotations")
 
 

@@ -27,6 +27,7 @@ from htatui.tui.screens.counters import CountersResult
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.loading import LoadingScreen
+from htatui.tui.screens.page import PageScreen
 from htatui.tui.screens.rank_picker import RankPicker
 from htatui.tui.widgets.chart import Chart
 from htatui.tui.widgets.status_bar import page_keys
@@ -148,7 +149,7 @@ async def test_every_view_shows_the_analysis_numbers_and_keys_switch(small_trace
 
         await press(pilot, "6")
         screen = app.screen
-        assert isinstance(screen, ViewScreen)
+        assert isinstance(screen, PageScreen)
         assert isinstance(screen.result, CountersResult)
 
         await press(pilot, "7")
@@ -245,8 +246,12 @@ async def test_idle_toggles_percent_and_absolute(small_traces: TraceSet) -> None
         await press(pilot, "2")
         table = pane(app, "#idle-by-stream").table
         assert "host_wait_pct" in [c.key for c in table.columns_spec]
+        shown = table.source.sort("rank", "stream").row(0, named=True)
+        made = idle.by_stream(small_traces, idle.IdleOptions()).sort("rank", "stream").row(0, named=True)
+        assert (shown["host_wait_pct"], shown["host_wait_us"]) == (made["host_wait_pct"], made["host_wait_us"])
         await press(pilot, "a")
         assert "host_wait_us" in [c.key for c in table.columns_spec]
+        assert table.source.sort("rank", "stream")["host_wait_us"][0] == made["host_wait_us"]
 
 
 # ---- help, palette, themes, errors ---------------------------------------------------------

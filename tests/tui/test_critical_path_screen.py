@@ -123,7 +123,7 @@ async def test_comma_and_full_stop_move_between_steps_and_a_takes_every_step(sma
         await press(pilot, "a")  # every step of the app's scope, as `report` by default
         header, path = shown()
         assert "│ steps 1-2 (last step 3 left out)" in header and path == edges("default")
-        assert screen.result.scope == app.scope()
+        assert screen.result is not None and screen.result.scope == app.scope()
         await press(pilot, "full_stop")  # back to one step: the one last followed
         header, path = shown()
         assert "step 1 of 1-2" in header and path == edges("1")

@@ -20,7 +20,8 @@ from htatui.analysis.diff.compare import DiffOptions
 from htatui.jobs.load import load_traces
 from htatui.tui.base.jobs import JobDone
 from htatui.tui.diff_app import DiffApp
-from htatui.tui.screens.diff import DeltaBars, DiffScreen, SideProgress
+from htatui.tui.screens.diff import DiffScreen, SideProgress
+from htatui.tui.widgets.diff import DeltaBars
 from htatui.tui.widgets.table_pane import TablePane
 
 SIZE = (80, 24)

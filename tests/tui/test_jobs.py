@@ -11,7 +11,7 @@ from textual.widgets import Static
 from htatui.tui.base.jobs import JobRunner
 
 
-class Runner(JobRunner, Static):
+class Runner(JobRunner[Any], Static):
     def __init__(self) -> None:
         super().__init__()
         self.done: list[tuple[str, Any]] = []

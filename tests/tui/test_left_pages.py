@@ -46,7 +46,8 @@ BOTH_INDEXES = [("timeline.index", 0), ("timeline.index", 1)]
 
 
 def index_keys(traces: TraceSet) -> list[object]:
-    return [key for key in traces.derived if isinstance(key, tuple) and key[0] == "timeline.index"]
+    # Each key ends with what it was made with (`core.kept.made_with`): left out here.
+    return [key[:-1] for key in traces.derived if isinstance(key, tuple) and key[0] == "timeline.index"]
 
 
 async def test_leaving_the_timeline_drops_its_index_and_opening_it_again_draws_the_same(
@@ -80,7 +81,7 @@ async def test_a_closed_timeline_holds_no_index_and_no_subscription(small_traces
         await press(pilot, "t")
         screen = app.screen
         assert isinstance(screen, TimelineScreen) and screen.data is not None and screen.rows
-        signal = screen.hta.selection_signal
+        signal = screen.hta.scope_signal
         assert screen in dict(signal._subscriptions)
         await press(pilot, "escape")
         assert not isinstance(app.screen, TimelineScreen)

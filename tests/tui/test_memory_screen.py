@@ -15,33 +15,35 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from tui_helpers import make_app, press, ready
 
-from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.memory.view import MemoryOptions
+from htatui.analysis.registry import frame_of, make_table, view
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
 from htatui.tui.memory_app import MemoryApp
 from htatui.tui.screens.memory import (
+    SERIES,
     FramesScreen,
-    MemoryBody,
+    MemoryHead,
     MemoryScreen,
     SnapshotScreen,
-    memory_rank_files,
-    memory_result,
+    chart_series,
+    snapshot_tables,
 )
 from htatui.tui.widgets.table_pane import TablePane
 
 
-async def _wait_for_result(pilot: Pilot[Any], timeout: float = 30.0) -> MemoryBody:
+async def _wait_for_result(pilot: Pilot[Any], timeout: float = 30.0) -> MemoryHead:
     app = pilot.app
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        body = app.screen.query_one(MemoryBody) if app.screen.query(MemoryBody) else None
+        head = app.screen.query_one(MemoryHead) if app.screen.query(MemoryHead) else None
         screen = app.screen
         failed = isinstance(screen, SnapshotScreen) and screen.error is not None
-        if body is not None and (body.result is not None or failed):
+        if head is not None and (head.memory_tables is not None or failed):
             await pilot.pause()
-            return body
+            return head
         await pilot.pause(0.05)
     raise AssertionError("the memory screen did not draw in time")
 
@@ -55,8 +57,8 @@ async def test_snapshot_opens_straight_into_the_memory_screen(tmp_path: Path) ->
         assert sites.select("site", "bytes", "count").rows()[:2] == [(MODEL_SITE, 2048, 1), (LOSS_SITE, 1024, 1)]
         headline = str(app.screen.query_one("#memory-headline", Static).render())
         assert "peak 3.54 KiB (4 blocks live) · end 3.29 KiB · reserved peak 5.00 KiB" in headline
-        events = app.screen.query_one("#memory-events", TablePane).table.source
-        assert events["what"].to_list() == ["OUT OF MEMORY"]
+        ooms = app.screen.query_one("#memory-oom", TablePane).table.source
+        assert ooms["requested_bytes"].to_list() == [8192]
         allocator = app.screen.query_one("#memory-allocator", TablePane).table.source
         assert allocator["segments"].to_list() == [2]
         assert body.device == "cuda:0"
@@ -132,8 +134,8 @@ def test_chart_of_a_snapshot_without_times_uses_event_numbers(tmp_path: Path) ->
     snapshot = snapshot_a()
     for item in snapshot["device_traces"][0]:
         del item["time_us"]
-    result = memory_result(write_pickle(tmp_path / "old.pickle", snapshot))
-    xs, allocated, _reserved, xlabel = result.chart["cuda:0"]
+    found, _stacks = snapshot_tables(write_pickle(tmp_path / "old.pickle", snapshot))
+    xs, allocated, _reserved, xlabel = chart_series(found[SERIES].frame)
     assert xlabel == "event"
     assert xs == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     assert [round(v * 1024 * 1024) for v in allocated] == [556, 1068, 2092, 2092, 1580, 3628, 3372, 3372]
@@ -143,11 +145,13 @@ def test_the_memory_page_reads_every_chosen_rank(tmp_path: Path) -> None:
     for rank in (0, 1):
         write_trace(tmp_path / "job" / f"rank-{rank}.pt.trace.json", memory_trace_events(), rank=rank)
     traces = load_traces([tmp_path / "job"], use_cache=False, max_workers=1)
-    files = memory_rank_files(traces, CommonOptions())
-    assert [rank for rank, _path in files] == [0, 1]
-    result = memory_result(files)
-    assert result.devices == ("rank 0 cuda:0", "rank 1 cuda:0")
-    assert memory_rank_files(traces, CommonOptions(scope=Scope(ranks=(1,))))[0][0] == 1
+    main = view("memory").main
+
+    def devices(options: MemoryOptions) -> list[str]:
+        return list(frame_of(make_table(main, traces, options))[0]["device"])
+
+    assert devices(MemoryOptions()) == ["rank 0 cuda:0", "rank 1 cuda:0"]
+    assert devices(MemoryOptions(scope=Scope(ranks=(1,)))) == ["cuda:0"]
 
 
 async def test_an_oom_snapshot_leads_with_the_oom_and_answers_help_and_the_palette(tmp_path: Path) -> None:

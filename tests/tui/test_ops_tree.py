@@ -10,6 +10,7 @@ from polars.testing import assert_frame_equal
 from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
+from htatui.analysis.model import job_tree
 from htatui.analysis.views import op_tree, ops
 from htatui.trace import TraceSet
 from htatui.tui.widgets.op_tree import OpTree
@@ -41,7 +42,7 @@ async def test_tree_kernel_rows_and_launcher_jump(small_traces: TraceSet) -> Non
         assert tree.display and tree.has_focus and not app.screen.query_one("#ops-main", TablePane).display
         selected = tree.selected_row()
         assert selected is not None and (selected["rank"], selected["name"]) == (0, "record_param_comms")
-        nodes = op_tree.build(ops.tree(small_traces, ops.OpsOptions()))
+        nodes = op_tree.build(job_tree.tree(small_traces, ops.OpsOptions()))
         # Steps 1-2 of the three (the default scope): 2 × 200 µs of all-reduce (600 µs with --steps all).
         assert selected["gpu_total_us"] == nodes.filter(pl.col("node") == selected["node"])["gpu_total_us"][0] == 400.0
         # In the tree, `o` on a kernel leaf goes to its parent op; `e` goes back to the table.
@@ -70,7 +71,7 @@ async def test_shapes_key_groups_by_input_shape(small_traces: TraceSet) -> None:
 
 def test_tree_snapshot(snap_compare: SnapCompare, small_traces: TraceSet) -> None:
     """80x24: two ranks; rank 0 opened down to its all-reduce kernel (the cursor's row)."""
-    nodes = op_tree.build(ops.tree(small_traces, ops.OpsOptions()))
+    nodes = op_tree.build(job_tree.tree(small_traces, ops.OpsOptions()))
     leaf = nodes.filter((pl.col("rank") == 0) & pl.col("name").str.starts_with("ncclDevKernel"))["node"][0]
 
     async def run_before(pilot: Pilot[Any]) -> None:

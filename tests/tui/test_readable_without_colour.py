@@ -15,9 +15,9 @@ from textual.app import App, ComposeResult
 from tui_helpers import make_app, press, ready
 
 from htatui.jobs.load import load_traces
+from htatui.text.diff import diff_title
 from htatui.trace import TraceSet
 from htatui.tui.app import VIEWS
-from htatui.tui.screens.diff import diff_title
 from htatui.tui.screens.export_modal import ExportModal
 from htatui.tui.screens.help import HelpScreen
 from htatui.tui.screens.temporal import TemporalScreen

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 import pytest
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
@@ -17,8 +18,10 @@ from fixtures.generate import write_scenario
 from htatui.trace import TraceSet
 from htatui.tui.diff_app import DiffApp
 from htatui.tui.screens.diff import DiffScreen
+from htatui.tui.screens.idle import IdleScreen
 from htatui.tui.widgets.chart import BarRows, Chart, Series
 from htatui.tui.widgets.table import Column, ViewTable, short_kernel_name
+from htatui.tui.widgets.table_pane import TablePane
 
 
 def screen_lines(app: App[Any]) -> list[str]:
@@ -70,7 +73,7 @@ async def test_ops_chart_labels_match_the_table_at_80x24(small_traces: TraceSet)
         await ready(pilot)
         await press(pilot, "7")
         screen = pilot.app.screen
-        frame = screen.query_one("#ops-main").table.source
+        frame = screen.query_one("#ops-main", TablePane).table.source
         totals = dict(frame.group_by("name").agg(pl.col("gpu_self_us").sum()).iter_rows())
         chart = screen.query_one("#ops-chart", Chart)
         lines = [line for line in str(chart.render()).splitlines() if not line.startswith("…")]
@@ -121,7 +124,7 @@ async def test_hidden_columns_are_announced_and_enter_shows_the_full_name() -> N
         table.scroll_x = table.max_scroll_x
         await pilot.pause()
         assert table.hidden_columns() < hidden
-        shown = str(table.get_cell_at((0, 0)))
+        shown = str(table.get_cell_at(Coordinate(0, 0)))
         assert shown == "vectorize…ise_kernel"  # namespaces, templates and arguments dropped first
         await pilot.press("enter")
         await pilot.pause()
@@ -165,8 +168,8 @@ async def test_diff_names_stay_distinct_and_numbers_whole(diff_root: Path) -> No
     app = DiffApp(diff_root / "base", diff_root / "test", use_cache=False, max_workers=1)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await wait_diff(pilot)
-        table = screen.query_one("#names").table
-        shown = [str(table.get_cell_at((row, 0))) for row in range(table.row_count)]
+        table = screen.query_one("#names", TablePane).table
+        shown = [str(table.get_cell_at(Coordinate(row, 0))) for row in range(table.row_count)]
         full = table.shown["name"].to_list()
         text = "\n".join(screen_lines(app))
     assert len(set(shown)) == len(set(full))
@@ -199,6 +202,7 @@ async def test_diff_is_in_the_footer_help_and_palette_and_every_key_is_in_the_pa
             key = binding.key_display or binding.key.split(",")[0]
             assert f"Key {key}" in helps, binding.key
         # A palette entry runs the action: the idle view's %/µs toggle.
+        assert isinstance(screen, IdleScreen)
         absolute = screen.absolute
         outcome = next(e for e in entries if e.help == "Key a").callback()
         if inspect.isawaitable(outcome):
@@ -247,7 +251,9 @@ def test_the_readme_tour_names_only_keys_the_app_binds() -> None:
     names = {"esc": "escape", "/": "slash", "?": "question_mark", "[": "left_square_bracket"}
     names |= {"]": "right_square_bracket", ":": "colon", "tab": "tab", ",": "comma", ".": "full_stop"}
     bound = {"tab"}
-    for cls in (HtaTuiApp, ViewTable, DiffScreen, TimelineScreen, *(screen for _mode, _title, screen in VIEW_SCREENS)):
+    classes: list[type] = [HtaTuiApp, ViewTable, DiffScreen, TimelineScreen]
+    classes += [screen for _mode, _title, screen in VIEW_SCREENS]
+    for cls in classes:
         for binding in bindings_of(cls):
             bound.update(key.strip() for key in binding.key.split(","))
     quoted = re.findall(r"`([^`]+)`", paragraph)
@@ -269,7 +275,7 @@ async def test_notices_do_not_outlive_the_diff_screen(diff_root: Path) -> None:
         await ready(pilot)
         app.push_screen(DiffScreen(diff_root / "base", diff_root / "test", base_traces=base, test_traces=test))
         screen = await wait_diff(pilot)
-        screen.query_one("#names").table.focus()
+        screen.query_one("#names", TablePane).table.focus()
         await pilot.press("enter")
         await pilot.pause()
         assert app._notifications
@@ -347,10 +353,10 @@ async def test_kernels_filter_moves_the_across_ranks_pane(small_traces: TraceSet
         await ready(pilot)
         await press(pilot, "3")
         screen = pilot.app.screen
-        spread = screen.query_one("#kernel-spread-main").table
+        spread = screen.query_one("#kernel-spread-main", TablePane).table
         assert "ampere_sgemm" in str(spread.title)
         await press(pilot, "slash", *"AllR", "enter")
-        table = screen.query_one("#kernels-main").table
+        table = screen.query_one("#kernels-main", TablePane).table
         assert table.shown.height and all("AllR" in name for name in table.shown["name"])
         assert "AllR" in str(spread.title) and str(spread.title).startswith(short_kernel_name(table.shown["name"][0]))
         assert spread.shown.height == table.source["rank"].n_unique()  # the kernel on every rank

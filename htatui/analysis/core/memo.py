@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from htatui.analysis.core import cancel
+from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import chosen_ranks, scope_key
 from htatui.trace.model import TraceSet
@@ -36,14 +37,26 @@ def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) 
 
     The views' tables of one screen share one derived frame (idle's gaps, launch's pairs, queue's
     series), and it lives and dies with the TraceSet, so another job or a per-rank TraceSet made
-    by `rank_by_rank` starts empty. Keys start with the deriving function's name.
+    by `rank_by_rank` starts empty. Keys start with the deriving function's name; the rules and
+    the code it is made with (`kept.made_with`) are added, as on disk.
     """
-    found = traces.derived.get(key, _MISSING)
+    full = (*key, made_with())
+    found = traces.derived.get(full, _MISSING)
     if found is _MISSING:
         cancel.check()
         found = compute()
-        traces.derived[key] = found
+        traces.derived[full] = found
     return found  # type: ignore[no-any-return]
+
+
+def held(traces: TraceSet, key: tuple[Any, ...]) -> Any:
+    """What `memoised` keeps under `key` if the job holds it now, else None (nothing is made)."""
+    return traces.derived.get((*key, made_with()))
+
+
+def remember(traces: TraceSet, key: tuple[Any, ...], value: Any) -> None:
+    """Keep `value`, made elsewhere, as `memoised` would have kept it under `key`."""
+    traces.derived[(*key, made_with())] = value
 
 
 _MISSING = object()

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from htatui.analysis.core import cancel
+from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions, OptionsT
 from htatui.analysis.core.scope import RankSteps, Scope, choose_steps, common_steps, rank_steps, scope_mask
 from htatui.trace.figures import valid_figures
@@ -93,7 +94,7 @@ def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series
     those by the mask, instead of every view copying all ~35 columns twice.
     """
     scope = job_scope(traces, scope)
-    key = ("prepared_mask", rank, *scope_key(scope))
+    key = ("prepared_mask", rank, *scope_key(scope), made_with())
     cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
@@ -117,7 +118,7 @@ def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFr
     job, so the filter runs once per (rank, mode, steps) instead of per call.
     """
     scope = job_scope(traces, scope)
-    key = ("prepared", rank, *scope_key(scope))
+    key = ("prepared", rank, *scope_key(scope), made_with())
     cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
@@ -140,7 +141,9 @@ def _prepared_columns(
     scope = job_scope(traces, scope)
     detailed = tuple(c for c in columns if c in DETAIL_SCHEMA and c not in ("rank", "index"))
     own = tuple(dict.fromkeys((*(c for c in columns if c not in detailed), *(("index",) if detailed else ()))))
-    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(("prepared", rank, *scope_key(scope)))
+    whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(
+        ("prepared", rank, *scope_key(scope), made_with())
+    )
     if whole is not None:
         events, steps = whole[0].select(own), whole[1]
     else:

@@ -249,6 +249,20 @@ def is_hta_device_row() -> pl.Expr:
     )
 
 
+def host_rows_mask(events: pl.DataFrame, scope: Scope, steps: RankSteps) -> pl.Expr:
+    """Which of a rank's host rows of any phase (instants too: `[memory]` events) the scope keeps:
+    those of its steps (by the `iteration` the loader gave them), or HTA's cut-off in compat mode.
+
+    `events` needs ph, cat, name, ts, end (for the cut-off).
+    """
+    if scope.hta_compat and scope.steps.kind != "some":
+        spans = step_spans(events, with_gpu_copies=True)
+        if spans["step"].n_unique() < 2:
+            return pl.lit(True)
+        return pl.col("ts") <= spans["end"].max() if scope.steps.kind == "all" else pl.col("ts") < spans["ts"].max()
+    return in_steps(steps)
+
+
 def _hta_last_step_mask(events: pl.DataFrame, *, include_last_step: bool) -> pl.Expr:
     """HTA 0.6.1's last-step filter (hta-reference B.6) as a row mask over complete events.
 

@@ -1,9 +1,11 @@
 """Answers read from a job dataset's summary rows (`TraceSet.summary`) instead of the ranks' events.
 
 An ingest stores, per rank, the figures the temporal and overlap views and the step filter give
-with their default options (`htatui.jobs.summary`). When a view is asked for exactly those
-options, under the same communication rules, its rows are the stored ones: a job of a thousand
-ranks answers without reading a rank. Any other option, or other rules, computes from events.
+with their default options (`htatui.jobs.summary`), with the digest of the rules and code that
+made them: the job's summary holds only rows made with the rules and code of now
+(`store.summary_table.summary_for`). When a view is asked for exactly those options, its rows are
+the stored ones: a job of a thousand ranks answers without reading a rank. Any other option
+computes from events.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import dataclasses
 
 import polars as pl
 
-from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import with_job_steps
 from htatui.analysis.core.scope import Scope
@@ -28,9 +30,8 @@ def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | Non
         summary is None
         or dataclasses.replace(options, scope=Scope()) != type(options)()
         or not options.scope.is_default
+        or (summary.height and summary["made_with"][0] != made_with())  # rules or code changed since load
     ):
-        return None
-    if summary.height and summary["comm_rules"][0] != comm_rules().fingerprint:
         return None
     rows = summary.filter(pl.col("gpu_span_us").is_not_null())
     if options.ranks is not None:

@@ -10,7 +10,7 @@ import polars as pl
 from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 from htatui.analysis.memory import usage
-from htatui.trace.memory_inputs import MemoryInputError, read_rank_traces
+from htatui.trace.memory_inputs import MemoryInputError, read_memory
 
 GIB = 1024**3
 MIB = 1024**2
@@ -25,7 +25,7 @@ def memory(ctx: Context) -> list[Finding]:
         if not isinstance(path, Path) or not ctx.facts(rank).memory_events:
             continue
         try:
-            analysis = usage.analyse(read_rank_traces([(rank, path)]))
+            analysis = usage.analyse(read_memory(path))
         except MemoryInputError:
             continue
         found += _near_capacity(ctx, rank, analysis) + _growing(ctx, rank, analysis)

@@ -33,7 +33,7 @@ from htatui.analysis.views import membw, patterns, queue
 from htatui.sources import SourcePath
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.fetch import read_source_bytes
-from htatui.trace.kineto import GPU_ACTIVITY_CATS
+from htatui.trace.kineto import COPY_CATS, DEVICE_CATS, GPU_ACTIVITY_CATS
 from htatui.trace.model import RankTrace, TraceSet
 from htatui.trace.read import identity
 
@@ -102,9 +102,7 @@ def _file_times(ts_us: pl.Series, shift_us: float) -> list[int | float]:
 
 def _stream_pids(events: pl.DataFrame) -> dict[int, int | str]:
     """The GPU pid of each stream: the most common pid of the device rows on that stream."""
-    rows = events.filter(
-        pl.col("cat").cast(pl.Utf8).is_in([*GPU_ACTIVITY_CATS, "cuda_sync"]) & pl.col("stream").is_not_null()
-    )
+    rows = events.filter(pl.col("cat").cast(pl.Utf8).is_in(DEVICE_CATS) & pl.col("stream").is_not_null())
     if rows.height == 0:
         return {}
     counted = (
@@ -118,9 +116,7 @@ def _stream_pids(events: pl.DataFrame) -> dict[int, int | str]:
 
 def _copy_pids(events: pl.DataFrame) -> dict[str, int | str]:
     """The GPU pid of each copy kind: the most common pid of its copy/memset rows."""
-    rows = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["gpu_memcpy", "gpu_memset"])).with_columns(
-        copy_kind=membw.copy_kind()
-    )
+    rows = events.filter(pl.col("cat").cast(pl.Utf8).is_in(COPY_CATS)).with_columns(copy_kind=membw.copy_kind())
     if rows.height == 0:
         return {}
     counted = (

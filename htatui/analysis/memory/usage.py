@@ -1,6 +1,6 @@
 """GPU memory over time, what is live at the peak, allocator state, OOMs and growth (docs/semantics-memory.md).
 
-Input is a `MemoryRecording` (htatui/trace/memory_inputs.py). Allocations are paired with their
+Input is a `MemoryRecording` (htatui/trace/memory_recording.py). Allocations are paired with their
 frees by address into live intervals `[start_seq, end_seq)` in event order; a block is live at
 event `s` when `start_seq <= s < end_seq`. Blocks that exist before the recording (active in the
 snapshot's segments but not live at the end of its trace, or freed without being allocated in
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.trace.memory_inputs import BEFORE_RECORDING_SITE, UNKNOWN_SITE, MemoryRecording
+from htatui.analysis.core.units import byte_size
+from htatui.trace.memory_recording import BEFORE_RECORDING_SITE, UNKNOWN_SITE, MemoryRecording
 
 LEAK_MIN_POINTS = 3
 """Growth is only judged over at least this many step points."""
@@ -637,12 +638,6 @@ def allocator_allocated(analysis: MemoryAnalysis) -> pl.DataFrame:
     return frame.cast(ALLOCATED_SCHEMA)  # type: ignore[arg-type]
 
 
-def _gib(value: int | float) -> str:
-    if abs(value) >= 2**30:
-        return f"{value / 2**30:,.2f} GiB"
-    return f"{value / 2**20:,.1f} MiB" if abs(value) >= 2**20 else f"{value:,} B"
-
-
 def oom_reason(analysis: MemoryAnalysis, oom: dict[str, object]) -> str | None:
     """Why an out-of-memory row (of `ooms`) failed, from what the recording holds; None when the
     device's free memory is not recorded.
@@ -657,17 +652,17 @@ def oom_reason(analysis: MemoryAnalysis, oom: dict[str, object]) -> str | None:
         return None
     if free >= asked:
         return (
-            f"the device had {_gib(free)} free, more than asked: a cap stopped the allocator, most likely "
+            f"the device had {byte_size(free)} free, more than asked: a cap stopped the allocator, most likely "
             "the per-process memory fraction (torch.cuda.set_per_process_memory_fraction)"
         )
     cached = reserved - live if isinstance(reserved, int) and isinstance(live, int) else None
     if cached is not None and cached + free >= asked:
         largest = allocator_state(analysis.recording).filter(pl.col("device") == oom.get("device"))
         biggest = largest["largest_free_bytes"].max() if largest.height else None
-        at_snapshot = f" (largest at the snapshot {_gib(biggest)})" if isinstance(biggest, int) else ""
+        at_snapshot = f" (largest at the snapshot {byte_size(biggest)})" if isinstance(biggest, int) else ""
         return (
-            f"fragmentation: {_gib(cached)} cached free in this process's segments, but no free block big "
+            f"fragmentation: {byte_size(cached)} cached free in this process's segments, but no free block big "
             f"enough{at_snapshot}; expandable_segments:True or max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF help"
         )
-    held = f"; this process held {_gib(reserved)}" if isinstance(reserved, int) else ""
+    held = f"; this process held {byte_size(reserved)}" if isinstance(reserved, int) else ""
     return f"the device was full{held}, the rest by other processes or the CUDA context"

@@ -30,10 +30,14 @@ import polars as pl
 from htatui.analysis.model import op_nesting
 from htatui.analysis.model.callstack import DEVICE_SIDE_CATS
 from htatui.analysis.model.op_nesting import Floats, Ints
-from htatui.trace.kineto import GPU_ACTIVITY_CATS
-
-FRONTEND_CATS = ("cpu_op", "user_annotation")
-"""Events a launch is attributed to (the profiler's 'frontend' events: ops and annotations)."""
+from htatui.trace.kineto import (
+    DRIVER_CATS,
+    FRONTEND_CATS,
+    GPU_ACTIVITY_CATS,
+    GPU_ANNOTATION,
+    MEMORY_EVENT,
+    RUNTIME_CATS,
+)
 
 SKIPPED_HOST_CATS = ("python_function", "Trace")
 """Host X events the profiler does not list in key_averages (Python tracer frames, its span)."""
@@ -41,23 +45,18 @@ SKIPPED_HOST_CATS = ("python_function", "Trace")
 KIND_BY_CAT = {
     "cpu_op": "op",
     "user_annotation": "annotation",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "driver",
-    "mtia_runtime": "runtime",
-    "xpu_runtime": "runtime",
-    "privateuse1_runtime": "runtime",
-    "privateuse1_driver": "driver",
+    **dict.fromkeys(RUNTIME_CATS, "runtime"),
+    **dict.fromkeys(DRIVER_CATS, "driver"),
     "kernel": "kernel",
     "gpu_memcpy": "memcpy",
     "gpu_memset": "memset",
     "mtia_ccp_events": "kernel",
-    "gpu_user_annotation": "gpu-annotation",
+    GPU_ANNOTATION: "gpu-annotation",
 }
 """The `kind` column: what sort of profiler row an event category gives."""
 
 LAUNCHER_KIND = "kernel-launcher"
 MEMORY_KIND = "memory"
-MEMORY_EVENT = "[memory]"
 HOST_KINDS = ("op", "annotation", "runtime", "driver", LAUNCHER_KIND, MEMORY_KIND)
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "gpu-annotation")
 
@@ -185,7 +184,7 @@ def _build_rank(events: pl.DataFrame, keep: pl.Expr) -> OpEvents:
         .collect()
     )
     device = (
-        x.filter(pl.col("cat").is_in([*GPU_ACTIVITY_CATS, "gpu_user_annotation"]).fill_null(False))
+        x.filter(pl.col("cat").is_in([*GPU_ACTIVITY_CATS, GPU_ANNOTATION]).fill_null(False))
         .select(
             "index",
             cat=cat,
@@ -339,7 +338,7 @@ class _Tree:
         through_call = np.where(linked >= 0, linked, _at(nearest_frontend, call))
         positive_external = (found["external_id"].fill_null(0) > 0).to_numpy()
         owner = np.where(call >= 0, through_call, np.where(positive_external, named, -1))
-        annotation = (found["cat"] == "gpu_user_annotation").fill_null(False).to_numpy()
+        annotation = (found["cat"] == GPU_ANNOTATION).fill_null(False).to_numpy()
         return np.where(annotation, -1, owner).astype(np.int64)
 
     def attach(self, owners: Ints, device: pl.DataFrame) -> None:

@@ -23,6 +23,7 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY
 from htatui.analysis.core.memo import memoised
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
+from htatui.trace.kineto import DRIVER_CATS, GPU_ACTIVITY_CATS, RUNTIME_CATS
 from htatui.trace.model import TraceSet
 from htatui.trace.step_sources import step_spans
 
@@ -59,17 +60,7 @@ COUNTER_KINDS = ("queue", "membw")
 ROW_KINDS = ("threads", "streams", *COUNTER_KINDS)
 DEFAULT_ROWS = ("threads", "streams")
 
-_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
-_HOST_TYPES = {
-    "cpu_op": OP,
-    "user_annotation": ANNOTATION,
-    "cuda_runtime": RUNTIME,
-    "cuda_driver": RUNTIME,
-    "mtia_runtime": RUNTIME,
-    "xpu_runtime": RUNTIME,
-    "privateuse1_runtime": RUNTIME,
-    "privateuse1_driver": RUNTIME,
-}
+_HOST_TYPES = {"cpu_op": OP, "user_annotation": ANNOTATION, **dict.fromkeys((*RUNTIME_CATS, *DRIVER_CATS), RUNTIME)}
 """Host categories drawn on thread rows (python_function stacks are left out: too deep)."""
 
 
@@ -320,7 +311,7 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
     the name rules are regexes, and a big rank has few distinct names but a million rows.
     """
     cat = pl.col("cat").cast(pl.Utf8)
-    is_gpu = cat.is_in(_GPU_CATS)
+    is_gpu = cat.is_in(GPU_ACTIVITY_CATS)
     gpu_type = (
         pl.when(cat == "gpu_memset")
         .then(pl.lit(MEMSET))
@@ -339,7 +330,7 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
             & pl.col("ts").is_not_null()
             & pl.col("dur").is_not_null()
             & (pl.col("dur") >= 0)
-            & pl.col("cat").is_in([*_GPU_CATS, *_HOST_TYPES])
+            & pl.col("cat").is_in([*GPU_ACTIVITY_CATS, *_HOST_TYPES])
         )
         .drop("ph")
     )
@@ -520,11 +511,6 @@ def cell_edges(start_us: float, end_us: float, cells: int) -> pl.Series:
         raise TimelineError(f"the window [{start_us:g}, {end_us:g}) µs is empty: --end must be after --start")
     step = (end_us - start_us) / cells
     return pl.int_range(0, cells + 1, eager=True).cast(pl.Float64) * step + start_us
-
-
-def bin_row(index: RankIndex, row: int, edges: pl.Series) -> TimelineRow:
-    """One row over the cells between `edges`: busiest type and busy fraction per cell."""
-    return bin_rows(index, [row], edges)[0]
 
 
 def bin_rows(index: RankIndex, rows: list[int], edges: pl.Series) -> list[TimelineRow]:

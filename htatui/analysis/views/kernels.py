@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from htatui.analysis.core.columns import KERNEL_NAME, RANK, ColumnSpec, TableColumns
-from htatui.analysis.core.intervals import merge_intervals
+from htatui.analysis.core.intervals import state_durations
 from htatui.analysis.core.kernel_types import (
     COMMUNICATION,
     COMPUTATION,
@@ -137,41 +137,6 @@ def _typed_kernels(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
     gpu = typed_gpu(traces, options)
     return gpu.filter(pl.col("kind").is_in(KERNEL_TYPES)).select(
         "rank", "name", kernel_type="kind", ts="ts", end="end", dur="dur"
-    )
-
-
-def state_durations(intervals: pl.DataFrame, flags: dict[str, int], by: list[str]) -> pl.DataFrame:
-    """Time spent in each combination of interval kinds: columns by + state (bit set), duration.
-
-    ``intervals`` has by + kind, ts, end. Each kind's intervals are merged, then the start
-    (+flag) and end (−flag) points are swept in time order; the segment up to the next point
-    belongs to the running sum's state. States ≤ 0 (nothing active) are dropped.
-    """
-    schema = {**{c: intervals.schema[c] for c in by}, "state": pl.Int64(), "duration": pl.Float64()}
-    typed = intervals.filter(pl.col("kind").is_in(list(flags)))
-    if typed.height == 0:
-        return pl.DataFrame(schema=schema)
-    merged = merge_intervals(typed, [*by, "kind"]).with_columns(
-        flag=pl.col("kind").replace_strict(flags, return_dtype=pl.Int64)
-    )
-    points = pl.concat(
-        [
-            merged.select(*by, time="ts", delta="flag"),
-            merged.select(*by, time="end", delta=-pl.col("flag")),
-        ]
-    ).sort([*by, "time"])
-    over = by or None
-    running = pl.col("delta").cum_sum()
-    next_time = pl.col("time").shift(-1)
-    if over:
-        running = running.over(over)
-        next_time = next_time.over(over)
-    swept = points.with_columns(state=running, duration=next_time - pl.col("time"))
-    return (
-        swept.filter((pl.col("state") > 0) & pl.col("duration").is_not_null())
-        .group_by([*by, "state"])
-        .agg(duration=pl.col("duration").sum())
-        .select(pl.col(c).cast(t) for c, t in schema.items())
     )
 
 

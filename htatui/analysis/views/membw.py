@@ -23,8 +23,8 @@ import polars as pl
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.kernel_types import MEMORY, gpu_events, kernel_type
 from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.pandas_like import describe, sort_like_pandas
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.views.queue import describe, sort_like_pandas
 from htatui.trace.model import TraceSet
 
 COPY_KIND = ColumnSpec("copy_kind", pl.Utf8(), "the copy's direction (Memcpy HtoD, DtoH, DtoD, PtoP …) or Memset", "id")

@@ -16,9 +16,9 @@ from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import each_rank
+from htatui.analysis.model import job_tree
 from htatui.analysis.model.call_tree import NODE_SCHEMA, build, depth_first, job_numbers, numbered
 from htatui.analysis.model.op_events import OpEvents
-from htatui.analysis.views import ops
 from htatui.trace.model import TraceSet
 
 __all__ = ["NODE_SCHEMA", "build", "compute", "depth_first", "launcher_of", "nodes_of", "numbered"]
@@ -77,7 +77,7 @@ def nodes_of(table: pl.DataFrame) -> pl.DataFrame:
 
 def _rank_nodes(part: TraceSet, options: OpTreeOptions) -> tuple[pl.DataFrame, int]:
     """One rank's tree, depth first, numbered as a job of its own (see `numbered`)."""
-    return _depth_first_numbered(ops.rank_tree(part, options))
+    return _depth_first_numbered(job_tree.rank_tree(part, options))
 
 
 def _depth_first_numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
@@ -88,7 +88,7 @@ def _depth_first_numbered(tree: OpEvents) -> tuple[pl.DataFrame, int]:
 def _rank_parts(traces: TraceSet, options: OpTreeOptions) -> list[tuple[pl.DataFrame, int]]:
     """Each chosen rank's nodes: from its tree when the job holds it (the ops table built them),
     else each rank's tree built and dropped."""
-    held = ops.held_rank_trees(traces, options)
+    held = job_tree.held_rank_trees(traces, options)
     if held is None:
         return each_rank(traces, options, _rank_nodes)
     return [_depth_first_numbered(tree) for tree in held]

@@ -18,11 +18,10 @@ import polars as pl
 
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
-from htatui.analysis.core.memo import gc_paused, memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
-from htatui.analysis.core.prepare import each_rank, prepare, rank_by_rank, rank_steps_of
-from htatui.analysis.core.scope import in_steps
+from htatui.analysis.core.prepare import rank_by_rank
 from htatui.analysis.model import graph_replay, op_events
+from htatui.analysis.model.job_tree import tree
 from htatui.analysis.model.op_events import DEVICE_KINDS, HOST_KINDS
 from htatui.analysis.perf import frames as perf
 from htatui.analysis.perf import roofline
@@ -35,6 +34,7 @@ from htatui.analysis.perf.table import (
     TYPES_COLUMN,
     WORK_KINDS,
 )
+from htatui.trace.kineto import MEMORY_EVENT
 from htatui.trace.model import TraceSet
 from htatui.trace.op_args import CALL_ARGS_SCHEMA, read_call_args
 
@@ -134,47 +134,6 @@ def chosen_kinds(kinds: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(chosen)) or HOST_KINDS
 
 
-def tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
-    """The profiler's event tree of the chosen ranks (`op_events.build`).
-
-    The events of the scope's steps (`--steps all`: every event, as `prof.key_averages()` counts
-    them). Compat: HTA's ns rounding and last step filter (`prepare`) first. Built once per job
-    and selection, and shared by the ops table, its bars, the op tree and the patterns' operator
-    suggestions.
-    """
-    return memoised(traces, ("ops.tree", *selection_key(traces, options)), lambda: _tree(traces, options))
-
-
-def held_rank_trees(traces: TraceSet, options: CommonOptions) -> list[op_events.OpEvents] | None:
-    """Each chosen rank's tree, as `tree` built them, when the job holds that tree (None otherwise)."""
-    found = traces.derived.get(("ops.rank_trees", *selection_key(traces, options)))
-    return found if isinstance(found, list) else None
-
-
-def _tree(traces: TraceSet, options: CommonOptions) -> op_events.OpEvents:
-    """The tree is built rank by rank (`each_rank`): over a dataset each rank is read, built and
-    dropped, so a thousand-rank job holds the trees, not every rank's events. The ranks' trees
-    are kept beside it (its frames hold their buffers, so they cost nothing more) for the op tree,
-    which reads each rank's alone (`held_rank_trees`)."""
-    key = ("ops.rank_trees", *selection_key(traces, options))
-    with gc_paused():
-        parts = memoised(traces, key, lambda: each_rank(traces, options, rank_tree))
-    return op_events.combine(parts)
-
-
-def rank_tree(part: TraceSet, options: CommonOptions) -> op_events.OpEvents:
-    """The tree of a job of one rank (`each_rank`'s part), as `tree` builds each rank's."""
-    if options.hta_compat:
-        return op_events.build(prepare(part, options).events)
-    # X events and instants (a `[memory]` instant outside every event is a row of its own), in
-    # the scope's steps.
-    (rank,) = part.ranks.values()
-    held = in_steps(rank_steps_of(part, rank.rank, options.scope))
-    built = op_events.build(rank.events, keep=pl.col("ph").is_in(["X", "i"]) & held)
-    # Kernels a graph launch replayed get the ops that launched them in the capture trace.
-    return graph_replay.with_captured_ops(built, graph_replay.replayed(part, rank.rank)) if part.captures else built
-
-
 def instances(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
     """One row per host event of the profiler's tree: `op_events.EVENT_SCHEMA`."""
     return tree(traces, options).events
@@ -264,7 +223,7 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
     )
     memory = built.loose_memory.filter(pl.lit(op_events.MEMORY_KIND in kinds)).select(
         "rank",
-        name=pl.lit(op_events.MEMORY_EVENT),
+        name=pl.lit(MEMORY_EVENT),
         kind=pl.lit(op_events.MEMORY_KIND),
         input_dims=pl.lit(None, pl.Utf8),
         count=pl.col("count"),

@@ -18,12 +18,11 @@ import polars as pl
 from htatui.analysis.core import cancel
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.comm_rules import cpu_collective_names
-from htatui.analysis.core.intervals import busy_time
+from htatui.analysis.core.intervals import busy_time, state_durations
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare, rank_by_rank
 from htatui.analysis.core.stored import summary_rows
-from htatui.analysis.views.kernels import state_durations
 from htatui.trace.model import TraceSet
 
 SPEC = TableColumns(

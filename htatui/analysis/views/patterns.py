@@ -26,8 +26,8 @@ from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
-from htatui.analysis.model import callstack
-from htatui.analysis.views import ops
+from htatui.analysis.model import callstack, job_tree
+from htatui.analysis.model.op_events import HOST_KINDS
 from htatui.trace.model import TraceSet
 
 SPEC = TableColumns(
@@ -289,12 +289,16 @@ def operators(traces: TraceSet, options: PatternsOptions, count: int = 4) -> pl.
     rank = chosen_rank(traces, options)
     if rank is None:
         return pl.DataFrame(schema=OPERATOR_COLUMNS)
-    table = ops.compute(
-        traces,
-        ops.OpsOptions(options.scope.with_ranks((rank,))),
+    events = job_tree.tree(traces, CommonOptions(options.scope.with_ranks((rank,)))).events
+    # The ops table's host rows (name, kind) that launched GPU work, counted by name.
+    rows = (
+        events.filter(pl.col("kind").is_in(HOST_KINDS))
+        .group_by("name", "kind")
+        .agg(count=pl.len(), gpu_total_us=pl.col("gpu_total_us").sum())
+        .with_columns(pl.col("name").cast(pl.Utf8))
     )
     names = (
-        table.filter((pl.col("gpu_total_us") > 0) & ~pl.col("name").str.starts_with("ProfilerStep"))
+        rows.filter((pl.col("gpu_total_us") > 0) & ~pl.col("name").str.starts_with("ProfilerStep"))
         .group_by("name")
         .agg(pl.col("count").sum())
         .sort(["count", "name"], descending=[True, False])

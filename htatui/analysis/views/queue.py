@@ -25,6 +25,7 @@ from htatui.analysis.core.columns import RANK, STREAM, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
+from htatui.analysis.core.pandas_like import describe, sort_like_pandas
 from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.scope import is_hta_device_row
 from htatui.trace.kineto import (
@@ -114,22 +115,6 @@ def _typed(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return frame.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
 
 
-def describe(column: str) -> list[pl.Expr]:
-    """pandas describe() of one column: count, min, max, mean, std (ddof 1), p25/p50/p75
-    with linear interpolation. Shared with the memory-bandwidth view."""
-    col = pl.col(column)
-    return [
-        pl.len().alias("count"),
-        col.min().cast(pl.Float64).alias("min"),
-        col.max().cast(pl.Float64).alias("max"),
-        col.mean().alias("mean"),
-        col.std().alias("std"),
-        col.quantile(0.25, interpolation="linear").alias("p25"),
-        col.quantile(0.5, interpolation="linear").alias("p50"),
-        col.quantile(0.75, interpolation="linear").alias("p75"),
-    ]
-
-
 def time_weighted_mean(column: str) -> pl.Expr:
     """Σ value × (next ts − ts) / (last ts − first ts) over a step series sorted by ts_us, as
     an aggregation inside group_by (rows keep their order within a group); null when the
@@ -184,24 +169,6 @@ def _series(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:
         )
     out = ordered.with_columns(queue_length=pl.col("delta").cum_sum().over("rank", "stream"))
     return _typed(out.sort("rank", "stream", maintain_order=True), SERIES_COLUMNS)
-
-
-def sort_like_pandas(frame: pl.DataFrame, ts: str, integer_ts: bool) -> pl.DataFrame:
-    """Sort each rank's rows by `ts` as HTA's `DataFrame.sort_values(by="ts")` does.
-
-    `frame` must hold each rank's rows in HTA's order before its sort, numbered by `_order`.
-    pandas sorts with numpy's unstable quicksort, whose order at equal timestamps depends on
-    the numpy build and CPU, so the same numpy call is made here and ties fall the same way;
-    numpy is a declared dependency so the result never depends on what else is installed.
-    """
-    import numpy as np
-
-    frame = frame.sort("rank", "_order")
-    parts = []
-    for part in frame.partition_by("rank", maintain_order=True):
-        values = part[ts].cast(pl.Int64 if integer_ts else pl.Float64).to_numpy()
-        parts.append(part[np.argsort(values, kind="quicksort")])
-    return pl.concat(parts, how="vertical")
 
 
 def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFrame:

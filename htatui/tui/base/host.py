@@ -24,8 +24,13 @@ class AnalysisHost(Protocol):
     traces: TraceSet | None
     load_notes: tuple[str, ...]
     """What loading noted (the status line counts them; N lists them)."""
-    selected_ranks: tuple[int, ...] | None
-    selection_signal: Signal[tuple[int, ...] | None]
+    scope_signal: Signal[Scope]
+    """Published with the new scope whenever the ranks, steps or mode change."""
+
+    @property
+    def selected_ranks(self) -> tuple[int, ...] | None:
+        """The scope's ranks (None: every rank)."""
+        ...
 
     def scope(self) -> Scope:
         """The ranks, steps and mode every view shows."""

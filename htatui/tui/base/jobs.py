@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from textual import on
 from textual.message import Message
@@ -22,17 +22,20 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from htatui.trace.errors import EventsUnavailable
 
-Work = Callable[[threading.Event], Any]
+ResultT = TypeVar("ResultT")
+"""What a runner's jobs return (a union when it runs jobs of several kinds)."""
+
+Work = Callable[[threading.Event], ResultT]
 """A job's body: gets the cancel event (set when the user cancels) and returns the result."""
 
 
 @dataclass
-class JobDone(Message):
+class JobDone(Message, Generic[ResultT]):
     """A job finished with `result`."""
 
     job: str
     request_id: int
-    result: Any
+    result: ResultT
 
 
 @dataclass
@@ -44,15 +47,16 @@ class JobFailed(Message):
     error: BaseException
 
 
-class JobRunner(Widget):
-    """Mixin for screens and widgets: named background jobs with stale-result dropping."""
+class JobRunner(Generic[ResultT], Widget):
+    """Mixin for screens and widgets: named background jobs with stale-result dropping; `ResultT`
+    is what its jobs return, the type `job_done` gets."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._job_requests: dict[str, int] = {}
         self._job_workers: dict[str, Worker[None]] = {}
 
-    def start_job(self, job: str, work: Work, description: str = "") -> int:
+    def start_job(self, job: str, work: Work[ResultT], description: str = "") -> int:
         """Run `work` in the background; any earlier run of the same job is cancelled and ignored."""
         request_id = self._job_requests.get(job, 0) + 1
         self._job_requests[job] = request_id
@@ -94,7 +98,7 @@ class JobRunner(Widget):
         """How failures are titled in notifications (a screen's view title)."""
         return ""
 
-    def job_done(self, job: str, result: Any) -> None:
+    def job_done(self, job: str, result: ResultT) -> None:
         """The latest run of `job` finished (main thread)."""
 
     def job_failed(self, job: str, error: BaseException) -> None:
@@ -105,7 +109,7 @@ class JobRunner(Widget):
         self.notify(text, title=title, severity="error")
 
     @on(JobDone)
-    def _deliver_job(self, message: JobDone) -> None:
+    def _deliver_job(self, message: JobDone[ResultT]) -> None:
         message.stop()
         if message.request_id == self._job_requests.get(message.job):
             self.job_done(message.job, message.result)
@@ -115,8 +119,3 @@ class JobRunner(Widget):
         message.stop()
         if message.request_id == self._job_requests.get(message.job):
             self.job_failed(message.job, message.error)
-
-
-def is_cancelled(cancel: threading.Event | None) -> bool:
-    """For long analyses: check between stages and stop early once the user has cancelled."""
-    return cancel is not None and cancel.is_set()

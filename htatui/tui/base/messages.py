@@ -48,10 +48,3 @@ class LoadFailed(Message):
 
     message: str
     cancelled: bool = False
-
-
-@dataclass
-class RanksChanged(Message):
-    """The rank selection changed (None means every rank)."""
-
-    ranks: tuple[int, ...] | None

@@ -1,6 +1,6 @@
 """ViewScreen: the one pattern every view follows for running its analysis in the background.
 
-A screen shows one page of the registry (`analysis/views.py` PAGES): registered tables only,
+A screen shows one page of the registry (`analysis/registry.py` PAGES): registered tables only,
 each made as `report` makes it for the app's scope and the page's knob values. request_analysis()
 → the screen's "analysis" job (htatui/tui/base/jobs.py: a thread worker, exclusive per screen) runs
 `analyse()` inside `cancellable` (Esc stops it between ranks and tables) → `JobDone` with the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -45,7 +45,7 @@ class Body(VerticalScroll, can_focus=False):
     """The view's panes, scrolled so the focused one is in sight (tab moves between them)."""
 
 
-class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
+class ViewScreen(JobRunner[ResultT], Screen[None], Generic[ResultT]):
     """A view: its own widgets and analysis worker; follows the app's scope. Registry pages
     are `PageScreen`s (page.py); the timeline and the memory page draw their own results."""
 
@@ -110,12 +110,12 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
 
     # ---- the worker pattern -------------------------------------------------------------
     def on_mount(self) -> None:
-        self.hta.selection_signal.subscribe(self, self._selection_changed)
+        self.hta.scope_signal.subscribe(self, self._scope_changed)
 
     def on_unmount(self) -> None:
         # A signal's subscription holds the screen (its callback is a bound method) until the next
         # publish: a popped timeline kept its ~90 MB index alive while the app ran.
-        self.hta.selection_signal.unsubscribe(self)
+        self.hta.scope_signal.unsubscribe(self)
 
     def on_screen_resume(self) -> None:
         self.query_one(StatusBar).refresh()
@@ -142,7 +142,7 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
         """Hand the memory just let go of back to the system (`release`), on a worker thread."""
         self.app.run_worker(release, thread=True, group="release", exit_on_error=False)
 
-    def _selection_changed(self, _ranks: object) -> None:
+    def _scope_changed(self, _scope: Scope) -> None:
         self.query_one(StatusBar).refresh()
         if self.is_current:
             self.request_analysis()
@@ -175,7 +175,7 @@ class ViewScreen(JobRunner, Screen[None], Generic[ResultT]):
 
         self.request_id = self.start_job("analysis", work, "view analysis")
 
-    def job_done(self, job: str, result: Any) -> None:
+    def job_done(self, job: str, result: ResultT) -> None:
         self.query_one(Body).loading = False
         if not self.is_current:  # finished after the view was left
             self.forget_derived()

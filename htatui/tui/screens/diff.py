@@ -9,20 +9,18 @@ decreases (beside the table on wide terminals, behind `b` on narrow ones).
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import polars as pl
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
 
 from htatui.analysis.core.columns import derived_label
@@ -32,25 +30,12 @@ from htatui.analysis.diff import summary as diff_summary
 from htatui.analysis.diff.compare import DiffOptions, DiffResult, Selection
 from htatui.jobs.load import load_traces
 from htatui.sources import SourcePath
-from htatui.text.names import fit_names, middle_cut
-from htatui.text.numbers import cell_text
+from htatui.text.diff import side_name
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
 from htatui.tui.base.jobs import JobRunner
+from htatui.tui.widgets.diff import STATUS_COLORS, DeltaBars, DiffTitle, StyledColumn, theme_color
 from htatui.tui.widgets.footer import FitFooter
-from htatui.tui.widgets.table import Column
 from htatui.tui.widgets.table_pane import TablePane
-
-GLYPHS = {"added": "+", "removed": "−", "slower": "▲", "faster": "▼", "unchanged": "="}
-"""Status glyphs: meaning never rests on colour alone."""
-
-STATUS_COLORS = {
-    "added": "accent",
-    "removed": "primary",
-    "slower": "warning",
-    "faster": "primary",
-    "unchanged": "foreground-muted",
-}
-"""Theme variables that colour each status (orange for more time, blue for less)."""
 
 STATUS_FILTERS: tuple[str | None, ...] = (
     None,
@@ -62,102 +47,7 @@ STATUS_FILTERS: tuple[str | None, ...] = (
     "unchanged",
 )
 KIND_FILTERS: tuple[str | None, ...] = (None, "kernel", "op")
-BAR_COUNT = 10
 SIDES = ("base", "test")
-
-
-def side_name(path: SourcePath) -> str:
-    """What the screen calls a side: the folder or file name, never a temp-dir path."""
-    return path.name or str(path)
-
-
-def diff_title(base: str, test: str, width: int) -> tuple[str, str]:
-    """(prefix, sides) of the title line, fitted to `width`: the prefix goes first, then both
-    names are cut in their middle, so the test job's name never falls off the end."""
-    prefix, sides = " htatui diff │", f" base {base} ↔ test {test}"
-    if len(prefix) + len(sides) <= width:
-        return prefix, sides
-    room = max(10, width - len(" base  ↔ test "))
-    base_room = min(len(base), room // 2 if len(test) > room - room // 2 else room - len(test))
-    return "", f" base {middle_cut(base, base_room)} ↔ test {middle_cut(test, room - base_room)}"
-
-
-class DiffTitle(Widget):
-    """`htatui diff │ base A ↔ test B`, both names kept at any width."""
-
-    def __init__(self, base: str, test: str) -> None:
-        super().__init__(id="diff-title")
-        self.base, self.test = base, test
-
-    def render(self) -> Text:
-        prefix, sides = diff_title(self.base, self.test, self.size.width)
-        title = Text(prefix, no_wrap=True, overflow="ellipsis")
-        title.append(sides, style="not bold")
-        return title
-
-
-def theme_color(screen: Screen[Any], variable: str, fallback: str = "") -> str:
-    """A colour from the app's theme variables (the CSS has none of its own)."""
-    variables = screen.app.theme_variables
-    return str(variables.get(variable) or variables.get(fallback) or "")
-
-
-def fmt_count(value: Any) -> str:
-    number = float(value)
-    return f"{int(number):,}" if number.is_integer() else f"{number:,.1f}"
-
-
-def fmt_whole(value: float) -> str:
-    """Whole numbers (counts, whole µs) without decimals; others with two."""
-    return f"{int(value):,}" if value.is_integer() else cell_text(value)
-
-
-def fmt_compact(value: float) -> str:
-    """One decimal below 10,000, none above (keeps big µs totals inside their column)."""
-    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:,.1f}"
-
-
-def fmt_delta(value: float, unit: str = "", *, compact: bool = True) -> str:
-    sign = "+" if value > 0 else ""
-    return f"{sign}{fmt_compact(value) if compact else f'{value:,.1f}'}{unit}"
-
-
-@dataclass(frozen=True)
-class StyledColumn(Column):
-    """A column whose cells carry a style chosen per value (set by the screen from the theme)."""
-
-    styles: tuple[tuple[str, str], ...] = ()
-    """(value, rich style) pairs for status cells; empty for signed delta cells."""
-    signed_styles: tuple[str, str] = ("", "")
-    """Styles of positive and negative values of a delta column."""
-
-    def cell(self, value: Any) -> Text:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return Text("–", justify="right" if self.numeric else "left", style="dim")
-        if self.fmt == "status":
-            style = dict(self.styles).get(str(value), "")
-            return Text(GLYPHS.get(str(value), "?"), style=style, justify="center")
-        if self.fmt == "count":
-            return Text(fmt_count(value), justify="right")
-        if self.fmt in ("delta_us", "delta_pct", "delta"):
-            number = float(value)
-            style = self.signed_styles[0] if number > 0 else self.signed_styles[1] if number < 0 else ""
-            if self.fmt == "delta_us":
-                text = fmt_delta(number)
-            elif self.fmt == "delta_pct":
-                text = fmt_delta(number, "%") if abs(number) < 1000 else f"{number:+,.0f}%"
-            else:
-                text = f"{'+' if number > 0 else ''}{fmt_whole(number)}"
-            return Text(text, style=style, justify="right")
-        if self.fmt == "whole":
-            return Text(fmt_whole(float(value)), justify="right")
-        if self.fmt == "text":
-            return Text(middle_cut(str(value), self.width or 36))
-        try:
-            text = fmt_compact(float(value)) if self.fmt == "us" else cell_text(float(value))
-        except (TypeError, ValueError):
-            text = str(value)
-        return Text(text, justify="right")
 
 
 # ---- messages ---------------------------------------------------------------------------
@@ -181,81 +71,10 @@ class DiffComputed:
     summary_error: str | None
 
 
-# ---- widgets ----------------------------------------------------------------------------
-
-
-class DeltaBars(VerticalScroll):
-    """Horizontal text bars of the largest increases (▲) and decreases (▼) of total time."""
-
-    can_focus = True
-
-    DEFAULT_CSS = """
-    DeltaBars {
-        height: 1fr;
-        padding: 0 1;
-        border-top: solid $panel-lighten-2;
-        border-title-color: $foreground-muted;
-        background: $surface;
-        scrollbar-size-vertical: 1;
-        &:focus {
-            border-top: solid $primary;
-            border-title-color: $foreground;
-        }
-        & > Static { width: 1fr; height: auto; }
-    }
-    """
-
-    def __init__(self, *, widget_id: str | None = None) -> None:
-        super().__init__(id=widget_id)
-        self.border_title = f"top {BAR_COUNT} changes (µs)"
-        self.frame = pl.DataFrame(schema=diff.DIFF_SCHEMA)
-
-    def compose(self) -> ComposeResult:
-        yield Static("", id="bars-text")
-
-    def show(self, frame: pl.DataFrame) -> None:
-        self.frame = frame
-        self.query_one("#bars-text", Static).update(self.render_bars())
-
-    def on_resize(self) -> None:
-        if self.frame.height:
-            self.query_one("#bars-text", Static).update(self.render_bars())
-
-    def render_bars(self) -> Text:
-        increases, decreases = diff.top_changes(self.frame, BAR_COUNT)
-        width = max(self.scrollable_content_region.width - 1, 30)
-        label_width = max(10, min(28, width // 2 - 4))
-        value_width = 9
-        bar_width = max(4, width - label_width - value_width - 4)
-        largest = max([abs(v) for v in increases["delta_us"].to_list() + decreases["delta_us"].to_list()] or [0.0])
-        up = theme_color(self.screen, "hta-series-2", "accent")
-        down = theme_color(self.screen, "hta-series-1", "primary")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        for title, rows, glyph, color in (
-            ("increases", increases, "▲", up),
-            ("decreases", decreases, "▼", down),
-        ):
-            text.append(f"{glyph} {title}\n", style="bold")
-            if rows.height == 0:
-                text.append("  none\n", style="dim")
-                continue
-            labels = fit_names([str(name) for name in rows["name"]], label_width)
-            for label, record in zip(labels, rows.iter_rows(named=True), strict=True):
-                value = float(record["delta_us"])
-                cells = 0 if largest <= 0 else max(1, round(abs(value) / largest * bar_width))
-                mark = GLYPHS.get(str(record["status"]), " ")
-                text.append(f"{mark} {label:<{label_width}} ")
-                text.append("█" * cells, style=color)
-                text.append(" " * (bar_width - cells))
-                text.append(f" {fmt_delta(value, compact=True):>{value_width}}\n")
-        text.rstrip()
-        return text
-
-
 # ---- the screen -------------------------------------------------------------------------
 
 
-class DiffScreen(JobRunner, Screen[None]):
+class DiffScreen(JobRunner["TraceSet | DiffComputed"], Screen[None]):
     """Compare two jobs side by side; loads both itself (or takes already loaded traces)."""
 
     TITLE = "diff"
@@ -390,11 +209,11 @@ class DiffScreen(JobRunner, Screen[None]):
 
         self.start_job(f"load-{side}", load, "load a diff side")
 
-    def job_done(self, job: str, result: Any) -> None:
-        if job.startswith("load-"):
+    def job_done(self, job: str, result: TraceSet | DiffComputed) -> None:
+        if isinstance(result, TraceSet):
             self._mark_loaded(job.removeprefix("load-"), result)
             self._maybe_compare()
-        elif job == "compare":
+        else:
             self._show_comparison(result)
 
     def job_failed(self, job: str, error: BaseException) -> None:

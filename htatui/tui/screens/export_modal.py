@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
@@ -63,7 +63,7 @@ class ExportProgressed(Message):
         return isinstance(message, ExportProgressed)
 
 
-class ExportModal(JobRunner, ModalScreen[list[Path] | None]):
+class ExportModal(JobRunner[list[Path]], ModalScreen[list[Path] | None]):
     """enter exports; an existing file asks first (y overwrites, n goes back); esc closes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -193,8 +193,8 @@ class ExportModal(JobRunner, ModalScreen[list[Path] | None]):
         self.query_one("#export-bar", ProgressBar).update(total=message.total, progress=message.done)
         self._status(f"wrote {message.done} of {message.total}: {message.path.name}", "-running")
 
-    def job_done(self, job: str, result: Any) -> None:
-        paths: list[Path] = list(result)
+    def job_done(self, job: str, result: list[Path]) -> None:
+        paths = list(result)
         self.written = paths
         text = Text(f"Wrote {len(paths)} file{'s' if len(paths) != 1 else ''}:\n", style="bold")
         for path in paths:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.filesize import decimal
 from rich.text import Text
@@ -72,7 +72,7 @@ class FileBytesProgressed(Message):
         return isinstance(message, FileBytesProgressed)
 
 
-class LoadingScreen(JobRunner, Screen[None]):
+class LoadingScreen(JobRunner[tuple[TraceSet, tuple[str, ...]]], Screen[None]):
     """Shows which rank files are read, parsed or taken from the cache."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -172,7 +172,7 @@ class LoadingScreen(JobRunner, Screen[None]):
         release()  # the parse's freed buffers go back now (and the allocators are looked up once, here)
         return traces, notes
 
-    def job_done(self, job: str, result: Any) -> None:
+    def job_done(self, job: str, result: tuple[TraceSet, tuple[str, ...]]) -> None:
         traces, notes = result
         self.app.post_message(TracesLoaded(traces, notes))
 

@@ -1,8 +1,8 @@
-"""PageScreen: a registry page (`analysis/views.py` PAGES) drawn from registered tables only.
+"""PageScreen: a registry page (`analysis/registry.py` PAGES) drawn from registered tables only.
 
 Each table is made as `report` makes it, for the app's scope and the page's knob values
 (`make_page_tables`), and shown with every column, labelled from its name, numbers written as
-`report` writes them (`htatui/numbers.py`); charts are drawn from the same tables.
+`report` writes them (`htatui/text/numbers.py`); charts are drawn from the same tables.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class PageScreen(ViewScreen["PageResult"]):
     """A page: its registered tables, its knobs and its analysis worker; follows the app's scope."""
 
     PAGE: ClassVar[str] = ""
-    """The registry page this screen shows (`analysis/views.py` PAGES)."""
+    """The registry page this screen shows (`analysis/registry.py` PAGES)."""
     PANES: ClassVar[dict[PageTable, Pane]] = {}
     """How each table of the page is shown; a table without a pane feeds a chart only."""
     KNOBS: ClassVar[dict[str, dict[str, Any]]] = {}

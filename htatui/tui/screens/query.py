@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import polars as pl
 from textual import on
@@ -24,7 +24,7 @@ from htatui.tui.widgets.table_pane import TablePane
 EXAMPLE = "SELECT name, COUNT(*) AS n, SUM(dur_us) AS gpu_us FROM kernels GROUP BY name ORDER BY gpu_us DESC"
 
 
-class QueryScreen(ModalScreen[None], JobRunner):
+class QueryScreen(ModalScreen[None], JobRunner[tuple[str, pl.DataFrame]]):
     """A SQL line over the job's tables for the app's scope; enter runs it, the result fills the table."""
 
     DEFAULT_CSS = """
@@ -74,7 +74,7 @@ class QueryScreen(ModalScreen[None], JobRunner):
 
         self.start_job("query", work, "query")
 
-    def job_done(self, job: str, result: Any) -> None:
+    def job_done(self, job: str, result: tuple[str, pl.DataFrame]) -> None:
         sql, frame = result
         declared = result_columns(frame, named_tables(sql))
         pane = self.query_one("#result", TablePane)

@@ -174,32 +174,6 @@ def _finite(values: Sequence[float | None]) -> list[float]:
     return [0.0 if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v) for v in values]
 
 
-def stacked_bars(
-    labels: Sequence[object],
-    series: Sequence[Series],
-    *,
-    title: str = "",
-    ylabel: str = "",
-    horizontal: bool = False,
-) -> Draw:
-    """Bars per label, stacked by series (e.g. idle / compute / non-compute per rank)."""
-
-    def draw(chart: Chart, plt: Plot) -> None:
-        names = short_labels(labels)
-        chart.legend = _legend(series)
-        plt.stacked_bar(
-            names,
-            [_finite(s.values) for s in series],
-            marker=_fills(series),
-            color=_colors(chart, series),
-            orientation="horizontal" if horizontal else "vertical",
-            width=0.6,
-        )
-        _decorate(plt, title, ylabel, horizontal)
-
-    return draw
-
-
 def grouped_bars(
     labels: Sequence[object],
     series: Sequence[Series],

@@ -15,11 +15,13 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from htatui.analysis.model import op_events
 from htatui.text.names import middle_cut
 from htatui.tui.widgets.table import fmt_us
 
 NAME_WIDTH = 32
-DEVICE_KINDS = frozenset({"kernel", "memcpy", "memset"})
+DEVICE_KINDS = frozenset(op_events.DEVICE_KINDS)
+"""Device work has no CPU time: dimmed, without it."""
 
 NodeData = tuple[int, int]
 """(rank, node id); a rank's header row has node id -1."""

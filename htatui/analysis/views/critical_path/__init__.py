@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from htatui.analysis.core.memo import memoised, selection_key
+from htatui.analysis.core.memo import held, memoised, selection_key
 from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare
 from htatui.analysis.views.critical_path import tables
@@ -117,7 +117,7 @@ def _part_builder(traces: TraceSet, options: CriticalPathOptions, problems: list
 
     def build(rank: int) -> JobPart | None:
         # A rank whose own path was solved already (the page's rank tables) lends its graph.
-        solved: Solved | None = traces.derived.get(_rank_key(traces, options, rank))
+        solved: Solved | None = held(traces, _rank_key(traces, options, rank))
         if solved is not None and solved[0] is not None:
             return job_part(solved[0], options.hta_compat)
         events = rank_rows(traces, options, rank)

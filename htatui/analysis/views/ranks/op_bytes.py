@@ -17,6 +17,7 @@ import polars as pl
 
 from htatui.analysis.core.comm_rules import cpu_collective_names
 from htatui.trace.comm_inputs import CommInputsError, read_comm_inputs
+from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
 
 OP_BYTES_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "index": pl.Int64(), "op_bytes": pl.Float64()}
@@ -97,7 +98,7 @@ def op_bytes(traces: TraceSet, ranks: Sequence[int]) -> pl.DataFrame:
 def launched_under(events: pl.DataFrame, kernels: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """rank, correlation, op_bytes: for each kernel (rank, correlation), the largest op_bytes of
     the ops of `ops` (rank, index, op_bytes) around the host call that launched it, on its thread."""
-    host = events.filter(~pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]) & (pl.col("ph") == "X"))
+    host = events.filter(~pl.col("cat").is_in(GPU_ACTIVITY_CATS) & (pl.col("ph") == "X"))
     launches = host.join(kernels.select("rank", "correlation").unique(), on=["rank", "correlation"]).select(
         "rank", "correlation", "pid", "tid", l_ts="ts", l_end="end"
     )

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.core.comm_rules import comm_rules
 from htatui.analysis.core.intervals import busy_time, merge_intervals
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.memo import memoised, selection_key
@@ -28,7 +27,7 @@ from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.meeting import CALL_SCHEMA, SOURCES, source_calls
 from htatui.analysis.views.ranks.op_bytes import op_bytes
 from htatui.analysis.views.ranks.phases import cpu_phase_times, gpu_phases
-from htatui.trace.model import TraceSet
+from htatui.trace.model import KeptTables, TraceSet
 
 READS = (
     *("rank", "index", "ph", "cat", "name", "pid", "tid", "ts", "dur", "end", "stream", "correlation", "iteration"),
@@ -46,7 +45,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "gpu_phases": {"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()},
     "cpu_phases": {"rank": pl.Int32(), "step": pl.Int64(), "phase": pl.Utf8(), "dur_us": pl.Float64()},
     "steps": dict(steps_view.COLUMNS),
-    "rank_steps": {"rank": pl.Int32(), "steps_used": pl.List(pl.Int64()), "comm_rules": pl.Utf8()},
+    "rank_steps": {"rank": pl.Int32(), "steps_used": pl.List(pl.Int64())},
     "late_kernels": dict(steps_view.LATE_KERNEL_COLUMNS),
     "late_spans": dict(steps_view.LATE_SPAN_COLUMNS),
 }
@@ -55,8 +54,8 @@ source (`meeting.SOURCES`); `busy`: the merged intervals of its GPU work other t
 (what hides a wait); `gpu_steps`: per step, GPU busy and communication-kernel time; `gpu_phases`
 and `cpu_phases`: per step, GPU compute and kernel-name times, and every top-level CPU range's
 time by name (folded across ranks later); `steps`: the step view's rows; `rank_steps`: the steps
-the scope keeps, one row per rank, with the communication rules' digest; `late_kernels` and
-`late_spans`: what HTA's late-start method reads."""
+the scope keeps, one row per rank; `late_kernels` and `late_spans`: what HTA's late-start method
+reads. Kept, they are served under the rules and code that made them (`core.kept`)."""
 
 NAMES = tuple(SCHEMAS)
 
@@ -86,11 +85,7 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
     gpu_steps = busy_time(by_step, keys).rename({"busy_us": "gpu_busy_us"}).join(comm, on=keys, how="left")
     ranks = list(prepared.steps)
     rank_steps = pl.DataFrame(
-        {
-            "rank": ranks,
-            "steps_used": [list(prepared.steps[rank].used) for rank in ranks],
-            "comm_rules": [comm_rules().fingerprint] * len(ranks),
-        },
+        {"rank": ranks, "steps_used": [list(prepared.steps[rank].used) for rank in ranks]},
         schema=SCHEMAS["rank_steps"],
     )
     late_kernels, late_spans = steps_view.late_start_inputs(prepared.events)
@@ -136,19 +131,12 @@ def _ordered(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def empty_tables() -> RankTables:
-    return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
-
-
 PER_RANK = ("busy",)
 """Tables kept a file per rank and read a rank at a time (`JobTables.busy_of`): `busy` grows with
 the kernel count (82 % of the tables), and only a rank's own calls read its intervals."""
 
 SHARED = tuple(name for name in NAMES if name not in PER_RANK)
 """Tables read whole, every chosen rank's rows together."""
-
-TABLES_VERSION = "1"
-"""Changes when what a table holds changes: the parse cache's kept tables of another version are made again."""
 
 
 @dataclass(frozen=True)
@@ -177,10 +165,10 @@ def _job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
         return stored
     unread = [rank for rank in chosen if not traces.ranks[rank].loaded]
     parts = [rank_tables(traces, options)] if len(unread) < 2 else each_rank(traces, options, rank_tables)
-    if traces.keep_tables is not None and options.scope.is_default:
+    if traces.kept is not None and options.scope.is_default:
         for part in parts:
             for rank in part["rank_steps"]["rank"].to_list():
-                traces.keep_tables(rank, {name: frame.filter(pl.col("rank") == rank) for name, frame in part.items()})
+                traces.kept.keep(rank, {name: frame.filter(pl.col("rank") == rank) for name, frame in part.items()})
     # Rank order whatever order the ranks were chosen in, as one call over all of them gives.
     tables = {name: _ordered(name, pl.concat([part[name] for part in parts], how="vertical")) for name in NAMES}
     busy = dict(tables["busy"].partition_by("rank", as_dict=True))
@@ -190,27 +178,23 @@ def _job_tables(traces: TraceSet, options: CommonOptions) -> JobTables:
 
 def stored_tables(traces: TraceSet, options: CommonOptions, chosen: list[int]) -> JobTables | None:
     """The chosen ranks' rows of the tables an ingest stored (or the parse cache kept), when the
-    scope is the default one (the steps the default rule keeps, corrected mode) and the
-    communication rules are the ones they were made with; None otherwise."""
-    read, read_rank = traces.stored_table, traces.stored_rank_table
-    if read is None or read_rank is None or not options.scope.is_default:
+    scope is the default one (the steps the default rule keeps, corrected mode); None otherwise.
+    The store serves only rows made with the rules and code of now (`core.kept`)."""
+    kept = traces.kept
+    if kept is None or not options.scope.is_default or not chosen:
         return None
-    rank_steps = read("rank_steps")
-    if rank_steps is None or (rank_steps.height and rank_steps["comm_rules"][0] != comm_rules().fingerprint):
-        return None
-    wanted = pl.Series(chosen, dtype=pl.Int32).implode()
     tables: RankTables = {}
     for name in SHARED:
-        frame = rank_steps if name == "rank_steps" else read(name)
+        frame = kept.read(name, chosen)
         if frame is None:
             return None
-        tables[name] = frame.filter(pl.col("rank").is_in(wanted))
-    return JobTables(tables, functools.partial(_stored_busy, traces, read_rank))
+        tables[name] = frame
+    return JobTables(tables, functools.partial(_stored_busy, traces, kept))
 
 
-def _stored_busy(traces: TraceSet, read_rank: Callable[[str, int], pl.DataFrame | None], rank: int) -> pl.DataFrame:
+def _stored_busy(traces: TraceSet, kept: KeptTables, rank: int) -> pl.DataFrame:
     """One rank's stored `busy` intervals; made from its events when the parse cache lost them."""
-    frame = read_rank("busy", rank)
+    frame = kept.read("busy", [rank])
     if frame is not None:
         return frame
     alone = TraceSet(ranks={rank: traces.ranks[rank]})
