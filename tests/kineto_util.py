@@ -104,3 +104,22 @@ def context_sync(ts: float, dur: float, corr: int) -> Event:
         "dur": dur,
         "args": {"device": 0, "stream": -1, "correlation": corr},
     }
+
+
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def meeting_rank(arrival: float) -> list[Event]:
+    """A rank that meets the others at an all-reduce: `work` [0, arrival] launches two all-reduces,
+    the first runs arrival–5100, the second 5100–5200 (queued behind it); the host syncs to 5204,
+    then `after` [5210, 5220]."""
+    return [
+        cpu_op("work", 0, arrival),
+        runtime("cudaLaunchKernel", arrival - 10, 5, 1),
+        kernel(ALL_REDUCE, arrival, 5100 - arrival, corr=1),
+        runtime("cudaLaunchKernel", arrival - 4, 2, 3),
+        kernel(ALL_REDUCE, 5100, 100, corr=3),
+        runtime("cudaDeviceSynchronize", arrival + 1, 5203 - arrival, 2),
+        context_sync(5200, 4, 2),
+        cpu_op("after", 5210, 10),
+    ]

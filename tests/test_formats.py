@@ -8,10 +8,10 @@ import pickle
 from pathlib import Path
 
 import pytest
+from kineto_util import kernel, runtime, step, write_trace
+from test_cli import run_cli
 
 from htatui.trace.formats import NSYS, PERFETTO, ROCPROF, SNAPSHOT, XPLANE, foreign_format
-from tests.kineto_util import kernel, runtime, step, write_trace
-from tests.test_cli import run_cli
 
 # An XSpace starts with a plane named like "/host:CPU"; a Perfetto trace with a packet of other fields.
 XPLANE_BYTES = b"\x0a\x20\x12\x0e/host:metadata\x22\x00" + b"\x00" * 16

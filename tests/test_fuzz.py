@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
 import gzip
 import io
 import json
@@ -59,7 +60,7 @@ def base_events() -> list[Event]:
                 base + 300,
                 300,
                 corr=corr + 1,
-                **{
+                **{  # type: ignore[arg-type]
                     "Collective name": "allreduce",
                     "In msg nelems": 1024,
                     "Out msg nelems": 1024,
@@ -266,7 +267,7 @@ def test_a_hostile_trace_gets_an_answer_or_one_line(
     for command in rng.sample(COMMANDS, 3):
         fmt = ["--format", "csv"] if command[0] == "report" else []
         argv = [command[0], str(job), *command[1:], *fmt]
-        code, out, err = classify(lambda argv=argv: main(argv), capsys)
+        code, out, err = classify(functools.partial(main, argv), capsys)
         said = f"htatui {' '.join(argv)} (seed {seed}) → {code}\n{err}"
         assert "Traceback" not in err and "Error:" not in err.replace("htatui: ", ""), said
         if code == 2:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from test_report_width import run_in_pty
 
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.query import TABLES, QueryError, named_tables, run_query
@@ -16,7 +17,6 @@ from htatui.analysis.registry import BY_ID, frame_of
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
-from tests.test_report_width import run_in_pty
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "fixtures" / "demo"

@@ -211,7 +211,7 @@ def trickle_servers(tmp_path: Path) -> Iterator[tuple[int, int]]:
     handler = type("Handler", (_Trickle,), {"trace": trace})
     first, first_port = _serve(handler)
     second, second_port = _serve(handler)
-    handler.other_port = second_port
+    handler.other_port = second_port  # type: ignore[attr-defined]
     yield first_port, second_port
     for server in (first, second):
         server.shutdown()

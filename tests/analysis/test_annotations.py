@@ -175,8 +175,9 @@ def test_ns_resolution_golden(load_shared: Any) -> None:
 
 def test_a_job_without_gpu_annotations_says_why_its_table_is_empty(tmp_path: Path) -> None:
     """Issue 38 #7: `annotations · … · step 10: no rows` gave no reason while `check` knew it."""
+    from kineto_util import cpu_op, kernel, runtime, traces_of
+
     from htatui.analysis.registry import BY_ID, frame_of, make_table
-    from tests.kineto_util import cpu_op, kernel, runtime, traces_of
 
     traces = traces_of(tmp_path, [cpu_op("op", 0, 10), runtime("cudaLaunchKernel", 1, 2, 1), kernel("k", 5, 3, corr=1)])
     view = BY_ID["annotations"]

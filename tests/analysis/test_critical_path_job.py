@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from kineto_util import Event, context_sync, cpu_op, kernel, runtime, traces_of
+from kineto_util import meeting_rank, traces_of
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import critical_path as cp
@@ -23,23 +23,6 @@ from htatui.analysis.views.critical_path.graph import COLLECTIVE, Edges
 from htatui.analysis.views.critical_path.longest import longest_path
 from htatui.analysis.views.critical_path.path import RankGraph, path_frame
 from htatui.jobs.load import load_traces
-
-ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-
-
-def _rank(arrival: float) -> list[Event]:
-    """`work` [0, arrival] launches two all-reduces: the first runs arrival–5100, the second
-    5100–5200 (queued behind it); the host syncs to 5204, then `after` [5210, 5220]."""
-    return [
-        cpu_op("work", 0, arrival),
-        runtime("cudaLaunchKernel", arrival - 10, 5, 1),
-        kernel(ALL_REDUCE, arrival, 5100 - arrival, corr=1),
-        runtime("cudaLaunchKernel", arrival - 4, 2, 3),
-        kernel(ALL_REDUCE, 5100, 100, corr=3),
-        runtime("cudaDeviceSynchronize", arrival + 1, 5203 - arrival, 2),
-        context_sync(5200, 4, 2),
-        cpu_op("after", 5210, 10),
-    ]
 
 
 def pairwise(g: RankGraph) -> RankGraph:
@@ -78,10 +61,10 @@ def _rank_edges(traces: Any) -> int:
     return total
 
 
-def test_each_call_meets_at_one_node_two_edges_a_rank(tmp_path: Path) -> None:
+def test_each_call_meets_at_one_node_two_edges_ameeting_rank(tmp_path: Path) -> None:
     """4 ranks × 2 all-reduces: 2 meeting nodes, 2 × 4 edges each (16, where every start to every
     other end was 2 × 4 × 3 = 24); the ranks' own edges unchanged."""
-    traces = traces_of(tmp_path, _rank(100), _rank(300), _rank(5000), _rank(200))
+    traces = traces_of(tmp_path, meeting_rank(100), meeting_rank(300), meeting_rank(5000), meeting_rank(200))
     g = _joined(traces)
     kind = np.asarray(g.edges.kind)
     assert g.meetings == 2
@@ -96,7 +79,7 @@ def test_job_path_goes_through_the_last_arrival(tmp_path: Path) -> None:
     from rank 2's start through the meeting, on rank 0 (the first rank among equals) → kernel to
     kernel 0 → the second all-reduce 100 (every rank arrives at 5100: its own span wins the tie)
     → sync and dependency 0 → after 10 = 5200; the same path as the pairwise graph's."""
-    traces = traces_of(tmp_path, _rank(100), _rank(300), _rank(5000), _rank(200))
+    traces = traces_of(tmp_path, meeting_rank(100), meeting_rank(300), meeting_rank(5000), meeting_rank(200))
     g = _joined(traces)
     path = cp.job_path(traces, cp.CriticalPathOptions()).frame
     assert path["duration_us"].to_list() == [4990, 0, 100, 0, 100, 0, 0, 10]
@@ -109,7 +92,7 @@ def test_job_path_goes_through_the_last_arrival(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hta_compat", [False, True])
 def test_identical_ranks_break_ties_as_the_pairwise_graph(tmp_path: Path, hta_compat: bool) -> None:
     """Every rank the same: every path is as long as every other; the one chosen is the pairwise graph's."""
-    traces = traces_of(tmp_path, *[_rank(300) for _ in range(5)])
+    traces = traces_of(tmp_path, *[meeting_rank(300) for _ in range(5)])
     g = _joined(traces, hta_compat)
     assert g.meetings == 2
     path = path_frame(g, hta_compat, ())
@@ -191,7 +174,7 @@ def test_shared_nccl_job_path_is_the_pairwise_graphs(load_shared: Any, hta_compa
 def test_unread_ranks_are_read_one_at_a_time(tmp_path: Path) -> None:
     """A cached folder's ranks are read on demand: the job's path reads each and drops it again,
     and the path is the one of the ranks loaded whole."""
-    loaded = traces_of(tmp_path, _rank(100), _rank(300), _rank(5000), _rank(200))
+    loaded = traces_of(tmp_path, meeting_rank(100), meeting_rank(300), meeting_rank(5000), meeting_rank(200))
     load_traces([tmp_path], max_workers=1)  # parsed and cached
     cached = load_traces([tmp_path], max_workers=1)
     assert not any(rank.loaded for rank in cached.ranks.values())

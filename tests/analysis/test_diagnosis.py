@@ -175,7 +175,7 @@ def test_gpt_compile_is_gpu_compute_in_its_largest_kernel_family_first(load_shar
     assert "GEMM kernels take the most of it" in first["what"]
     kernels = table(traces, "kernels", top_k=None)
     gemm = kernels.filter(pl.col("name").str.starts_with("nvjet_"))["sum_us"].sum()
-    assert first["estimate_us"] == pytest.approx(gemm / 2 * 0.2)
+    assert first["estimate_us"] == pytest.approx(float(gemm) / 2 * 0.2)
     top = json.loads(first["row"])["name"]
     assert top.startswith("nvjet_sm90_tst_192x128")
     (saving,) = what_if_savings(traces, CriticalPathOptions(), [Change("name", top, 0.8)])

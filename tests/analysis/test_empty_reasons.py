@@ -11,7 +11,8 @@ from kineto_util import cpu_op, kernel, runtime, step, traces_of
 from fixtures.generate import write_scenario
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.registry import frame_of, make_table, view
-from htatui.analysis.views import annotations, launch
+from htatui.analysis.views import annotations as user_annotations
+from htatui.analysis.views import launch
 from htatui.jobs.load import load_traces
 from htatui.trace.model import TraceMeta
 
@@ -27,14 +28,14 @@ def test_annotations_without_gpu_spans_say_where_the_cpu_ones_are(tmp_path: Path
         ],
     )
     table = view("annotations").main
-    frame, message = frame_of(make_table(table, traces, annotations.AnnotationOptions()))
+    frame, message = frame_of(make_table(table, traces, user_annotations.AnnotationOptions()))
     assert frame.height == 0
     assert message == (
         "no GPU-side annotations (gpu_user_annotation) in the chosen steps: Kineto writes them for ranges that ran "
         "GPU work on CUDA, not on ROCm or CPU-only traces; 2 CPU-side annotations (user_annotation) are there: "
         "--cpu-annotations lists them"
     )
-    cpu = annotations.compute(traces, annotations.AnnotationOptions(cpu_side=True))
+    cpu = user_annotations.compute(traces, user_annotations.AnnotationOptions(cpu_side=True))
     assert sorted(cpu["name"].to_list()) == ["## forward ##", "ProfilerStep#1"]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kineto_util import Event, cpu_op, kernel, runtime, traces_of
+from kineto_util import Event, cpu_op, kernel, meeting_rank, runtime, traces_of
 
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.export.critical_path import export_critical_path, overlay_file_name
@@ -140,15 +140,13 @@ def test_job_marks_the_jobs_path_where_it_runs_through_the_rank(
 ) -> None:
     """Issue 38 #4: `--job` was read as `--jobs` (argparse's abbreviation) and failed.
 
-    Two ranks meet at an all-reduce (tests/analysis/test_critical_path_job.py's `_rank`); rank 1
+    Two ranks meet at an all-reduce (tests/kineto_util.py's `meeting_rank`); rank 1
     arrives at 5000 µs, rank 0 at 100. The job's path is rank 1's `work` (index 0), the first
     all-reduce where they meet (2 on both ranks), then rank 0's second (4), the sync that waits
     for them (5: the step model charges a blocking call's end, which HTA's graph weighs 0) and
     its `after` (7): rank 0's own path would mark its `work` too."""
-    from tests.analysis.test_critical_path_job import _rank
-
     (tmp_path / "job").mkdir()
-    traces_of(tmp_path / "job", _rank(100), _rank(5000))
+    traces_of(tmp_path / "job", meeting_rank(100), meeting_rank(5000))
     command = ["export", "critical-path", str(tmp_path / "job"), "--no-cache", "--job"]
     for rank, marked in ((0, [2, 4, 5, 7]), (1, [0, 2])):
         out = tmp_path / f"job-{rank}.json"

@@ -215,8 +215,9 @@ def test_device_found_by_sms_arch_and_memory_when_unnamed() -> None:
     h100_named = find_device("NVIDIA H100 80GB HBM3", 132)
     assert h100_named is not None and h100_named.roof("bf16", "vector") == 133.8
     assert h100_named.roof("fp32", "matrix") == 66.9  # no fp32 tensor cores: the vector units
-    assert h100_named.roof("bf16", "matrix") / h100_named.memory_tbps == pytest.approx(295.34, rel=1e-3)
-    assert h100_named.roof("bf16", "vector") / h100_named.memory_tbps == pytest.approx(39.94, rel=1e-3)
+    matrix, vector = h100_named.roof("bf16", "matrix"), h100_named.roof("bf16", "vector")
+    assert matrix is not None and matrix / h100_named.memory_tbps == pytest.approx(295.34, rel=1e-3)
+    assert vector is not None and vector / h100_named.memory_tbps == pytest.approx(39.94, rel=1e-3)
 
 
 @pytest.mark.parametrize(

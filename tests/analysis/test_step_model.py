@@ -7,12 +7,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from kineto_util import Event, cpu_op, kernel, runtime, step, traces_of
 
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import critical_path as cp
 from htatui.analysis.views.critical_path.step_graphs import job_graph, rank_graph
 from htatui.analysis.views.critical_path.step_model import path_frame
-from tests.kineto_util import Event, cpu_op, kernel, runtime, step, traces_of
 
 
 def _options(**kw: object) -> cp.CriticalPathOptions:
@@ -25,7 +25,7 @@ def _rank_path(traces: object, rank: int = 0) -> pl.DataFrame:
     return path_frame(built.graph)
 
 
-def _by(path: pl.DataFrame, *keys: str) -> dict[object, float]:
+def _by(path: pl.DataFrame, *keys: str) -> dict[object, object]:
     grouped = path.filter(pl.col("duration_us") > 0).group_by(*keys).agg(pl.col("duration_us").sum())
     rows = grouped.iter_rows()
     return {row[:-1] if len(keys) > 1 else row[0]: pytest.approx(row[-1]) for row in rows}

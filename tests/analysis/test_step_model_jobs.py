@@ -8,12 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from kineto_util import Event, cpu_op, kernel, runtime, step, traces_of
 
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.analysis.views import critical_path as cp
 from htatui.analysis.views import ranks as ranks_view
 from htatui.jobs.load import load_traces
-from tests.kineto_util import Event, cpu_op, kernel, runtime, step, traces_of
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 NCCL_ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

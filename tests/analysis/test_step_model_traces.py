@@ -55,7 +55,7 @@ def _measured(traces: Any, step: int, ranks: list[int]) -> float:
         for r in ranks
     ]
     every = pl.concat(spans)
-    return float(every["end"].max() - every["ts"].min())  # type: ignore[operator]
+    return float(every.select(pl.col("end").max() - pl.col("ts").min()).item())
 
 
 def _check(traces: Any, unexplained_below: float = 10.0) -> None:

@@ -43,7 +43,7 @@ async def test_the_palettes_query_entry_shows_the_result_as_a_table(small_traces
         assert table.source.equals(expected) and expected.height == len(small_traces.ranks)
         labels = [column.label for column in table.columns_spec]
         assert labels == ["rank", "n", "dur µs"]  # dur_us keeps the kernels table's label
-        assert "rows" in app.screen.query_one("#status", Label).render().plain
+        assert "rows" in str(app.screen.query_one("#status", Label).render())
         await press(pilot, "escape")
         assert not isinstance(app.screen, QueryScreen)
 
@@ -55,7 +55,7 @@ async def test_bad_sql_is_one_line_in_the_screen_and_a_notification(small_traces
         app.action_query()
         await settle(pilot)
         await _query(pilot, "SELECT * FROM nosuch")
-        status = app.screen.query_one("#status", Label).render().plain
+        status = str(app.screen.query_one("#status", Label).render())
         assert status.startswith("no table 'nosuch'") and "\n" not in status
         notices = [n for n in app._notifications if n.title == "Query"]
         assert notices and notices[-1].severity == "error"
