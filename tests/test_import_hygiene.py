@@ -119,10 +119,14 @@ VIEW_TO_VIEW = {
     ("htatui.analysis.views.ranks", "htatui.analysis.views.steps"),
     ("htatui.analysis.views.ranks.tables", "htatui.analysis.views.steps"),
     ("htatui.analysis.views.critical_path.job", "htatui.analysis.views.ranks.meeting"),
+    ("htatui.analysis.views.critical_path.step_graphs", "htatui.analysis.views.ranks.meeting"),
+    ("htatui.analysis.views.critical_path.step_model", "htatui.analysis.views.ranks"),
+    ("htatui.analysis.views.critical_path.step_model", "htatui.analysis.views.ranks.phases"),
 }
 """The view → view imports left (docs/contributing-views.md forbids them): the Ranks views read
-the steps view's table and HTA's straggler method, the job's critical path the meeting points;
-they move to core once those views stop changing under other branches (issue 39)."""
+the steps view's table and HTA's straggler method; the job's critical path and the step model the
+meeting points, the step model the Ranks page's straggler and phase figures (its what-ifs act on
+them); they move to core once those views stop changing under other branches (issue 39)."""
 
 
 def test_no_view_imports_another_for_a_helper() -> None:

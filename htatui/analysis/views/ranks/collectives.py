@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 
 from htatui.analysis.core.columns import ColumnSpec, TableColumns
-from htatui.analysis.views.ranks.meeting import busbw_factor
 from htatui.trace.model import TraceSet
 
 COLLECTIVE_SPEC = TableColumns(
@@ -53,6 +52,9 @@ def collective_table(calls: pl.DataFrame, delays: pl.DataFrame, traces: TraceSet
         .with_columns(group_size=pl.coalesce(pl.col("group_size"), pl.lit(world), pl.col("ranks")))
         .with_columns(algbw_gbps=pl.col("msg_bytes") / pl.col("dur_us") / 1e3)
     )
+    # Imported here: the meeting points need numpy, which a cached `info` never imports.
+    from htatui.analysis.views.ranks.meeting import busbw_factor
+
     factors = [busbw_factor(kind, int(n)) for kind, n in zip(out["kind"], out["group_size"], strict=True)]
     out = out.with_columns(busbw_gbps=pl.col("algbw_gbps") * pl.Series(factors, dtype=pl.Float64))
     return out.select([pl.col(c).cast(t) for c, t in COLLECTIVE_COLUMNS.items()]).sort("total_dur_us", descending=True)
