@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from htatui.analysis.core.comm_rules import cpu_collective, cpu_collective_names, kind_from_name
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.names import shorten_name
 from htatui.analysis.views.ranks.op_bytes import OP_BYTES_SCHEMA, launched_under
+
+if TYPE_CHECKING:  # numpy is imported where it runs: a cached `info` reads this package without it
+    import numpy as np
 
 KERNELS = "communication kernels"
 
@@ -327,6 +330,8 @@ def with_exposed_waits(calls: pl.DataFrame, busy_of: Callable[[int], pl.DataFram
 
 def _busy_before(merged: pl.DataFrame, times: np.ndarray) -> np.ndarray:
     """For each time t, the busy time of `merged` (disjoint, sorted intervals) before t."""
+    import numpy as np
+
     if merged.height == 0:
         return np.zeros(len(times))
     starts, ends = merged["ts"].to_numpy(), merged["end"].to_numpy()
