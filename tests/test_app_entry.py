@@ -41,9 +41,11 @@ def test_missing_path_is_one_line_before_any_screen(tmp_path: Path) -> None:
 
 
 def test_mistyped_subcommand_lists_the_commands(tmp_path: Path) -> None:
-    code, out, err = run_without_terminal("query", str(ROOT / "fixtures" / "demo"), "SELECT 1", tmp_path=tmp_path)
+    code, out, err = run_without_terminal(
+        "reprot", str(ROOT / "fixtures" / "demo"), "--view", "idle", tmp_path=tmp_path
+    )
     assert code == 2 and out == ""
-    assert "invalid choice: 'query'" in err and "'report'" in err and "'info'" in err
+    assert "invalid choice: 'reprot'" in err and "'report'" in err and "'info'" in err
 
 
 def test_a_file_named_like_a_word_is_still_a_path(tmp_path: Path) -> None:

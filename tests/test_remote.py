@@ -479,7 +479,7 @@ async def test_app_opens_a_url_and_names_a_bad_one(http_root: Http) -> None:
     app = HtaTuiApp(Settings(paths=(RemotePath(f"{http_root.base}/job/"),), max_workers=1))
     async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_until_loaded(pilot, timeout=60)
-        assert app.current_mode == "temporal"
+        assert app.current_mode == "diagnosis"  # the page the app opens on
         assert app.traces is not None and app.traces.rank_ids == [0, 1]
     missing = f"{http_root.base}/nothing/"
     app = HtaTuiApp(Settings(paths=(RemotePath(missing),), max_workers=1))

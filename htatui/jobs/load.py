@@ -105,9 +105,14 @@ def load_traces(
 def _replay_notes(traces: TraceSet) -> list[str]:
     """`graph_replay.replay_notes`, imported only when a rank has graph launches (a cached `info`
     reads each rank's stored figures and imports nothing more)."""
-    from htatui.analysis.core.rank_figures import trace_figures
+    from htatui.analysis.core.rank_figures import stored_figures, trace_figures
 
-    if not any(trace_figures(trace).graph_kernels for trace in traces.ranks.values()):
+    def graph_kernels(trace: RankTrace) -> int:
+        # A rank not in memory (spilled, or a dataset's) is not read for this note.
+        figures = trace_figures(trace) if trace.loaded else stored_figures(trace)
+        return figures.graph_kernels if figures is not None else 0
+
+    if not any(graph_kernels(trace) for trace in traces.ranks.values()):
         return []
     from htatui.analysis.model.graph_replay import replay_notes
 

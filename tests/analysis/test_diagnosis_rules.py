@@ -291,12 +291,14 @@ def test_no_gpu_compute_finding_when_the_gpu_mostly_waits(tmp_path: Path) -> Non
 
 
 def mm_step(dtype: str, kernel_us: float) -> Callable[[int, float], list[Event]]:
-    """aten::mm of two 4096² matrices (2·4096³ FLOP) launching one kernel of `kernel_us`."""
+    """aten::mm of two 4096² matrices (2·4096³ FLOP) launching one kernel of `kernel_us`, named as
+    cuBLAS names its kernel for that dtype (the roofline reads a GEMM's dtype from its kernel)."""
+    name = "ampere_sgemm_128x64_nn" if dtype == "float" else GEMM
 
     def make(n: int, base: float) -> list[Event]:
         mm = cpu_op("aten::mm", base, 20)
         mm["args"].update({"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [dtype, dtype]})
-        return [mm, runtime("cudaLaunchKernel", base + 2, 5, n), kernel(GEMM, base + 30, kernel_us, corr=n)]
+        return [mm, runtime("cudaLaunchKernel", base + 2, 5, n), kernel(name, base + 30, kernel_us, corr=n)]
 
     return make
 

@@ -94,7 +94,11 @@ async def test_trace_with_memory_events_shows_the_memory_page(tmp_path: Path) ->
     app = make_app(traces)
     async with app.run_test(size=(100, 40)) as pilot:
         await ready(pilot)
-        assert app.view_order()[-2:] == [("memory", "Memory"), ("critical-path", "Critical path")]
+        assert app.view_order()[-3:] == [
+            ("memory", "Memory"),
+            ("modules", "Modules"),
+            ("critical-path", "Critical path"),
+        ]
         await press(pilot, "0")  # the tenth page's key
         assert isinstance(app.screen, MemoryScreen)
         await _wait_for_result(pilot)

@@ -46,7 +46,7 @@ SUMMARY_SPEC = TableColumns(
     ColumnSpec("steps", pl.Utf8(), "steps in the scope"),
     ColumnSpec("gpu_busy_pct", pl.Float64(), "the GPU's busy share of the step", "key"),
     ColumnSpec("bound_by", pl.Utf8(), "what bounds the step (the step model's summary, or not modelled)", "key"),
-    ColumnSpec("findings", pl.Int64(), "findings"),
+    ColumnSpec("findings", pl.Int64(), "findings listed"),
     ColumnSpec("modelled", pl.Int64(), "findings with a modelled saving"),
 )
 SUMMARY_COLUMNS = SUMMARY_SPEC.schema

@@ -24,7 +24,7 @@ from htatui.analysis.model.step.rows import READS
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
 from htatui.analysis.views.critical_path.window import WindowError, annotation_span
 from htatui.analysis.views.ranks.meeting import CALL_KEY, KERNELS, SOURCES, skewed_clocks, source_calls
-from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION, PROFILER_STEP
+from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION, PROFILER_STEP, step_number
 from htatui.trace.model import TraceSet, with_details
 from htatui.trace.step_sources import steps_by_start
 
@@ -59,8 +59,8 @@ def _find_step_rows(events: pl.DataFrame) -> pl.DataFrame:
     steps = names.filter(names.cast(pl.Utf8).str.contains(PROFILER_STEP.pattern).fill_null(False))
     rows = events.filter(pl.col("name").is_in(steps.implode()) & (pl.col("cat") != GPU_ANNOTATION))
     name = pl.col("name").cast(pl.Utf8)
-    found = rows.select("index", "ts", "end", step=name.str.extract(PROFILER_STEP.pattern, 1).cast(pl.Int64))
-    return found.sort("ts", "index")
+    found = rows.select("index", "ts", "end", step=step_number(name))
+    return found.drop_nulls("step").sort("ts", "index")  # a number past int64 is no step
 
 
 def window_of(events: pl.DataFrame, traces: TraceSet, options: CriticalPathOptions, rank: int) -> Window:
