@@ -22,11 +22,12 @@ from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.model import job_tree
 from htatui.analysis.registry import VIEWS, Table, View, frame_of, make_table
+from htatui.errors import HtatuiError
 from htatui.trace import TraceSet
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
 
 
-class QueryError(ValueError):
+class QueryError(HtatuiError, ValueError):
     """A query that cannot run: one line saying why (bad SQL, an unknown table or column)."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from htatui.errors import Cancelled, HtatuiError
 from htatui.sources.location import RemotePath, redact
 
 REMOTE_EXTRA_HINT = "pip install 'htatui[remote]'"
@@ -116,7 +117,7 @@ _CREDENTIAL_HINTS = {
 }
 
 
-class SourceError(Exception):
+class SourceError(HtatuiError):
     """A URL cannot be used; the message is one line naming it (never a credential)."""
 
 
@@ -350,7 +351,7 @@ def open_binary(path: RemotePath, block_size: int | None = None) -> IO[bytes]:
         raise describe_error(path, exc) from None
 
 
-class DownloadCancelled(Exception):
+class DownloadCancelled(Cancelled):
     """The progress hook asked to stop."""
 
 

@@ -51,6 +51,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.store.layout import MANIFEST, SUMMARY, TABLES, is_dataset
 from htatui.trace.cache import meta_from_json, meta_to_json
 from htatui.trace.code import source_digest
@@ -68,7 +69,7 @@ def store_digest() -> str:
     return source_digest(STORE_CODE)
 
 
-class DatasetError(Exception):
+class DatasetError(HtatuiError):
     """The dataset cannot be read or written; the message is one line naming the folder."""
 
 

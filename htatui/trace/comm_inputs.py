@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
@@ -46,7 +47,7 @@ class _ShapeArgs(msgspec.Struct, frozen=True):
 _DECODER = msgspec.json.Decoder(_ShapeArgs)
 
 
-class CommInputsError(ValueError):
+class CommInputsError(HtatuiError, ValueError):
     """The file cannot be read again for its collectives' shapes; the message names it."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
@@ -40,7 +41,7 @@ class Counters:
     dropped: dict[str, int] = field(default_factory=dict)
 
 
-class CounterArgsError(ValueError):
+class CounterArgsError(HtatuiError, ValueError):
     """The file cannot be read again for its counters; the message names it (a ValueError: the CLI
     and the TUI report it like any input a view refuses)."""
 

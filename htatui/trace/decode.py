@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from htatui.errors import HtatuiError
 from htatui.trace.kineto import DEVICE_ARG_CATS, HOST_ARG_CATS
 
 Number = int | float
@@ -151,7 +152,7 @@ class OperatorArgs(msgspec.Struct, frozen=True):
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
-class TraceFormatError(Exception):
+class TraceFormatError(HtatuiError):
     """The file is readable but is not a usable Chrome trace; the message is one line."""
 
 

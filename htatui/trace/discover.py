@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from htatui.errors import HtatuiError
 from htatui.sources import RemotePath, SourceError, SourcePath, list_folder
 from htatui.sources import stat as remote_stat
 from htatui.trace.formats import ForeignFormat, foreign_format
@@ -21,7 +22,7 @@ CAPTURE_FOLDER = "capture_traces"
 _RANK_IN_NAME = (re.compile(r"rank[-_]?(\d+)", re.IGNORECASE), re.compile(r"worker[-_]?(\d+)", re.IGNORECASE))
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(HtatuiError):
     """A path given by the user cannot be used at all; the message is one line."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from htatui.errors import HtatuiError
 
-class EventsUnavailable(Exception):
+
+class EventsUnavailable(HtatuiError):
     """A rank's stored events could not be read when first asked for; the message is one line."""

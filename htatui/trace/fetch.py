@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from htatui.errors import Cancelled
 from htatui.sources import DownloadCancelled, RemotePath, SourceError, SourcePath, download
 from htatui.trace.model import LoadProblem
 from htatui.trace.read import read_trace_bytes
@@ -34,7 +35,7 @@ class DownloadProgress:
 DownloadCallback = Callable[[DownloadProgress], None]
 
 
-class FetchCancelled(Exception):
+class FetchCancelled(Cancelled):
     """The load was cancelled while downloading."""
 
 

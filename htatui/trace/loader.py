@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from htatui.errors import Cancelled, HtatuiError
 from htatui.sources import RemotePath, SourcePath
 from htatui.trace import cache, chunks
 from htatui.trace.decode import TraceFormatError
@@ -44,11 +45,11 @@ from htatui.trace.validate import check_meta, drop_duplicate_events, drop_imposs
 from htatui.trace.workers import die_with_parent, stop_pool, termination_deferred
 
 
-class LoadError(Exception):
+class LoadError(HtatuiError):
     """Nothing usable could be loaded; the message is one line naming the file(s)."""
 
 
-class LoadCancelled(Exception):
+class LoadCancelled(Cancelled):
     """The caller cancelled the load."""
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath
 
 UNKNOWN_SITE = "(no stack recorded)"
@@ -71,7 +72,7 @@ CATEGORY_SCHEMA: dict[str, pl.DataType] = {
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class MemoryInputError(Exception):
+class MemoryInputError(HtatuiError):
     """The file is not a memory recording htatui can read; the message is one line naming it."""
 
 

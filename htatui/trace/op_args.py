@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath
 from htatui.trace.decode import OPERATOR_ARGS_DECODER, RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
@@ -44,7 +45,7 @@ OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
 
 
-class OpArgsError(ValueError):
+class OpArgsError(HtatuiError, ValueError):
     """The file cannot be read again for its op arguments; the message names it (a ValueError:
     the CLI and the TUI report it like any input a view refuses)."""
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.trace.kineto import GPU_ANNOTATION, PROFILER_STEP, step_number
 
 STEPS_FROM_ENV = "HTATUI_STEPS_FROM"
@@ -64,7 +65,7 @@ CAPTURE_ANNOTATION = r"^capture_\d+_"
 _HOST_EXCLUDED = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "mtia_ccp_events", GPU_ANNOTATION)
 
 
-class StepsFromError(ValueError):
+class StepsFromError(HtatuiError, ValueError):
     """A `--steps-from` value that is not a usable regex; the message is one line."""
 
 

@@ -12,6 +12,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 import htatui
+from htatui.errors import HtatuiError
 from htatui.sources.user_file import read_user_text
 
 DEFAULT_THEME = "htatui-dark"
@@ -52,7 +53,7 @@ HIDDEN_THEMES = ("textual-ansi",)
 """Built-in themes not offered: textual-ansi ignores every colour but the terminal's 16."""
 
 
-class ThemeFileError(Exception):
+class ThemeFileError(HtatuiError):
     """A theme file that cannot be used; the message names the file and the problem."""
 
 

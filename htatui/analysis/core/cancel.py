@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from htatui.errors import Cancelled
+
+__all__ = ["Cancelled", "cancellable", "check"]
+
 _EVENT: ContextVar[threading.Event | None] = ContextVar("htatui_cancel", default=None)
-
-
-class Cancelled(Exception):
-    """The user cancelled the analysis; nothing is wrong."""
 
 
 @contextmanager

@@ -22,13 +22,14 @@ from typing import Any
 
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.sources.user_file import read_user_text
 
 ENV_VAR = "HTATUI_COMM_RULES"
 SHIPPED = Path(__file__).with_name("comm_rules.toml")
 
 
-class CommRulesError(ValueError):
+class CommRulesError(HtatuiError, ValueError):
     """A rules file that cannot be read or has a bad rule; the message names the file."""
 
 

@@ -17,13 +17,15 @@ from typing import Any
 
 import polars as pl
 
+from htatui.errors import HtatuiError
+
 ENV_VAR = "HTATUI_DIAGNOSIS_RULES"
 SHIPPED = Path(__file__).with_name("rules.toml")
 
 Value = bool | float | tuple[str, ...]
 
 
-class DiagnosisRulesError(ValueError):
+class DiagnosisRulesError(HtatuiError, ValueError):
     """A rules file that cannot be read or has a bad entry; the message names the file."""
 
 

@@ -23,6 +23,7 @@ from htatui.analysis import registry
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.diff.compare import Selection
 from htatui.analysis.diff.summary import summary_from_sides, view_label
+from htatui.errors import HtatuiError
 from htatui.trace.model import TraceSet
 
 OPERATORS = (">=", "<=", ">", "<")
@@ -32,7 +33,7 @@ OWN_METRICS = ("step_us", "kernels.sum_us", "kernels.count")
 """The gate's metrics besides `diff --summary`'s."""
 
 
-class ThresholdError(ValueError):
+class ThresholdError(HtatuiError, ValueError):
     """A threshold that cannot be read, or names no metric; the message is one line."""
 
 

@@ -30,6 +30,7 @@ import polars as pl
 
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.views import membw, patterns, queue
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath
 from htatui.trace.decode import TraceFormatError
 from htatui.trace.fetch import read_source_bytes
@@ -49,7 +50,7 @@ Progress = Callable[[int, int, Path], None]
 """progress(done, total, path): called after each file is written."""
 
 
-class ExportError(Exception):
+class ExportError(HtatuiError):
     """An export could not be written; the message is one line naming the file or folder."""
 
     def __init__(self, message: str, path: Path | None = None) -> None:

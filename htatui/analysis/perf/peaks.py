@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from htatui.errors import HtatuiError
 from htatui.sources.user_file import read_user_text
 from htatui.trace.plausible import cut
 
@@ -37,7 +38,7 @@ MEMORY_SLACK = 0.1
 """totalGlobalMem may differ from a datasheet's capacity by what the driver reserves."""
 
 
-class DevicePeaksError(ValueError):
+class DevicePeaksError(HtatuiError, ValueError):
     """A peaks file that cannot be read or has a bad entry; the message names the file."""
 
 

@@ -23,6 +23,7 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY
 from htatui.analysis.core.memo import memoised
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
+from htatui.errors import HtatuiError
 from htatui.trace.kineto import DRIVER_CATS, GPU_ACTIVITY_CATS, RUNTIME_CATS
 from htatui.trace.model import TraceSet
 from htatui.trace.step_sources import step_spans
@@ -64,7 +65,7 @@ _HOST_TYPES = {"cpu_op": OP, "user_annotation": ANNOTATION, **dict.fromkeys((*RU
 """Host categories drawn on thread rows (python_function stacks are left out: too deep)."""
 
 
-class TimelineError(ValueError):
+class TimelineError(HtatuiError, ValueError):
     """A window or width that cannot be drawn; the message is one line."""
 
 

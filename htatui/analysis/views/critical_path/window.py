@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.errors import HtatuiError
 from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION
 
 STREAM_WAIT_EVENT = "Stream Wait Event"
@@ -42,7 +43,7 @@ COLUMNS = (
 """What the graph reads of each row."""
 
 
-class WindowError(ValueError):
+class WindowError(HtatuiError, ValueError):
     """The annotation or its instance is not in the rank's trace."""
 
 
