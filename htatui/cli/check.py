@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from htatui.cli.errors import fail
+
 CLEAN, WARNINGS, UNUSABLE = 0, 1, 2
 
 
@@ -47,8 +49,7 @@ def run_check(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     try:
         traces = load(list(args.paths), not args.no_cache, show_warnings=False)
     except LoadError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return UNUSABLE
+        return fail(exc)
     table = capabilities(traces, read_shapes=not args.quick)
     found = findings(traces, table, thorough=not args.quick)
     notes = view_notes(table)

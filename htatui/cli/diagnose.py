@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from htatui.cli.args import add_scope_flags
+from htatui.cli.errors import fail
 
 CLEAN, FOUND, UNUSABLE = 0, 1, 2
 
@@ -54,11 +55,6 @@ def add_diagnose_parser(
     diagnose.set_defaults(run=lambda args: run_diagnose(args, load))
 
 
-def _err(message: str) -> int:
-    print(f"htatui: {message}", file=sys.stderr)
-    return UNUSABLE
-
-
 def run_diagnose(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     import orjson
     import polars as pl
@@ -80,18 +76,18 @@ def run_diagnose(args: argparse.Namespace, load: Callable[..., Any]) -> int:
         for rules in args.comm_rules:
             add_comm_rules(rules)
     except (argparse.ArgumentTypeError, DiagnosisRulesError, CommRulesError) as exc:
-        return _err(str(exc))
+        return fail(str(exc))
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
-        return _err(str(exc))
+        return fail(str(exc))
     missing = [rank for rank in scope.ranks or () if rank not in traces.ranks]
     if missing:
-        return _err(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
+        return fail(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
     options = DiagnosisOptions(scope)
     problem = missing_steps(traces, options)
     if problem:
-        return _err(problem)
+        return fail(problem)
     view = BY_ID["diagnosis"]
     found, message = frame_of(make_table(view.main, traces, options))
     summary = frame_of(make_table(view.table("summary"), traces, options))[0]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from htatui.cli.args import add_load_option_flags, add_scope_flags
+from htatui.cli.errors import fail
 from htatui.sources import SourcePath, path_or_url
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def _err(message: str) -> None:
+def _say(message: str) -> None:
+    """A note on stderr (the sides chosen, a load's notes), apart from the table on stdout."""
     print(f"htatui: {message}", file=sys.stderr)
 
 
@@ -102,9 +104,9 @@ def _load_side(path: SourcePath, label: str, use_cache: bool) -> Any:
 
     traces = load_traces([path], use_cache=use_cache)
     for note in traces.notes:
-        _err(f"note ({label}): {note}")
+        _say(f"note ({label}): {note}")
     for problem in traces.problems:
-        _err(f"skipped ({label}) {problem}")
+        _say(f"skipped ({label}) {problem}")
     return traces
 
 
@@ -113,13 +115,11 @@ def run_diff(args: argparse.Namespace) -> int:
 
     for label, path in (("base", args.base), ("test", args.test)):
         if isinstance(path, Path) and not path.exists():
-            _err(f"{path}: no such file or folder ({label})")
-            return 2
+            return fail(f"{path}: no such file or folder ({label})")
     try:
         options = options_from_args(args)
     except ValueError as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     if args.fail_if:
         return _gate(args, options)
     fmt = args.format
@@ -131,8 +131,7 @@ def run_diff(args: argparse.Namespace) -> int:
         base = _load_side(args.base, "base", not args.no_cache)
         test = _load_side(args.test, "test", not args.no_cache)
     except LoadError as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     from htatui.analysis.diff import compare as diff
     from htatui.analysis.diff import summary as diff_summary
 
@@ -145,10 +144,9 @@ def run_diff(args: argparse.Namespace) -> int:
             frame = diff.compare(base, test, options).frame
             title = "htatui diff"
     except ValueError as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     for line in selection.description.splitlines():
-        _err(line)
+        _say(line)
     _render(whole_counts(frame), fmt or "table", title, wide=args.wide)
     return 0
 
@@ -162,23 +160,21 @@ def _gate(args: argparse.Namespace, options: Any) -> int:
     try:
         thresholds = [gate.parse_threshold(text) for text in args.fail_if]
     except gate.ThresholdError as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     try:
         base = _load_side(args.base, "base", not args.no_cache)
         test = _load_side(args.test, "test", not args.no_cache)
         selection = select_sides(base, test, options)
         for line in selection.description.splitlines():
-            _err(line)
+            _say(line)
         verdicts = gate.judge(thresholds, gate.metric_values(base, test, selection))
     except (LoadError, ValueError) as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     broken = [verdict for verdict in verdicts if verdict.broken]
     for verdict in broken:
         print(verdict.line())
     if not broken:
-        _err(
+        _say(
             f"{len(verdicts)} threshold{'s' if len(verdicts) > 1 else ''} held: "
             + "; ".join(v.line() for v in verdicts)
         )
@@ -199,11 +195,8 @@ def whole_counts(frame: Any) -> Any:
 
 
 def _render(frame: Any, fmt: str, title: str, *, wide: bool = False) -> None:
-    try:
-        from htatui.text.render import render_frame
-    except ImportError:  # pragma: no cover - report.py ships with the package
-        _fallback_render(frame, fmt)
-        return
+    from htatui.text.render import render_frame
+
     render_frame(frame, fmt, title=title, wide=wide, columns=_diff_columns(frame))  # type: ignore[arg-type]
 
 
@@ -231,12 +224,3 @@ def _diff_columns(frame: Any) -> TableColumns:
             for name, dtype in frame.schema.items()
         )
     )
-
-
-def _fallback_render(frame: Any, fmt: str) -> None:
-    if fmt == "json":
-        sys.stdout.write(frame.write_json() + "\n")
-    elif fmt == "csv":
-        sys.stdout.write(frame.write_csv())
-    else:
-        print(frame)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from htatui.cli.args import add_scope_flags
+from htatui.cli.errors import fail
 
 DEFAULT_OUT = Path("htatui-export")
 
@@ -52,26 +52,19 @@ def add_export_commands(
 
 def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.core.options import CommonOptions
-    from htatui.analysis.export.traces import ExportError, ExportExistsError, export_counters, export_patterns
+    from htatui.analysis.export.traces import ExportExistsError, export_counters, export_patterns
     from htatui.analysis.views.patterns import PatternsOptions
     from htatui.cli.args import scope_from_args
-    from htatui.trace import LoadError
 
     try:
         scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
-    try:
-        traces = load(list(args.paths), not args.no_cache)
-    except LoadError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
+    traces = load(list(args.paths), not args.no_cache)  # a LoadError is main()'s to print
     chosen = list(scope.ranks) if scope.ranks is not None else traces.rank_ids
     missing = [r for r in chosen if r not in traces.ranks]
     if missing:
-        print(f"htatui: rank {missing[0]} is not in the traces", file=sys.stderr)
-        return 2
+        return fail(f"rank {missing[0]} is not in the traces")
     out_dir: Path = args.out
     if out_dir == DEFAULT_OUT:
         out_dir.mkdir(exist_ok=True)
@@ -85,11 +78,7 @@ def _run(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> i
             )
             written = [export_patterns(traces, pattern_options, out_dir, force=args.force)]
     except ExportExistsError as exc:
-        print(f"htatui: {exc} (pass --force to overwrite)", file=sys.stderr)
-        return 2
-    except ExportError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
+        return fail(f"{exc} (pass --force to overwrite)")
     for path in written:
         print(path)
     return 0

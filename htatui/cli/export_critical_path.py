@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from htatui.cli.args import add_scope_flags
+from htatui.cli.errors import fail
 
 
 def add_critical_path_command(
@@ -40,11 +41,6 @@ def add_critical_path_command(
     parser.set_defaults(run=lambda args: run_critical_path(args, load))
 
 
-def _fail(message: str) -> int:
-    print(f"htatui: {message}", file=sys.stderr)
-    return 2
-
-
 def run_critical_path(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.export.critical_path import export_critical_path
     from htatui.analysis.export.traces import ExportError, ExportExistsError
@@ -53,17 +49,17 @@ def run_critical_path(args: argparse.Namespace, load: Callable[[list[Path], bool
     from htatui.trace import LoadError
 
     if args.instance < 0:
-        return _fail(f"--instance {args.instance}: must be 0 or more")
+        return fail(f"--instance {args.instance}: must be 0 or more")
     try:
         scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.rank not in traces.ranks:
-        return _fail(f"rank {args.rank} is not in the traces (loaded: {', '.join(map(str, traces.rank_ids))})")
+        return fail(f"rank {args.rank} is not in the traces (loaded: {', '.join(map(str, traces.rank_ids))})")
     # The job's path joins every rank of the scope; a rank's own path needs that rank alone.
     options = CriticalPathOptions(
         scope.with_ranks(None if args.job else (args.rank,)),
@@ -76,9 +72,9 @@ def run_critical_path(args: argparse.Namespace, load: Callable[[list[Path], bool
             traces, options, args.out, force=args.force, only_critical=args.only_critical, job=args.job
         )
     except ExportExistsError as exc:
-        return _fail(f"{exc} (pass --force to overwrite)")
+        return fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     print(path)
     if args.job:
         print(f"htatui: marked {marked} events of the job's path on rank {args.rank}", file=sys.stderr)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from htatui.cli.errors import fail
+
 
 def add_ingest_parser(sub: Any) -> None:
     parser = sub.add_parser(
@@ -55,11 +57,11 @@ def run_ingest(args: argparse.Namespace) -> int:
             progress=progress,
         )
     except (LoadError, DatasetError) as exc:
-        print(f"\nhtatui: {exc}" if sys.stderr.isatty() else f"htatui: {exc}", file=sys.stderr)
-        return 2
+        if sys.stderr.isatty():
+            print(file=sys.stderr)  # below the progress line
+        return fail(exc)
     except OSError as exc:  # the dataset folder cannot be written (no space, no permission)
-        print(f"htatui: {args.output}: cannot write the dataset ({exc.strerror or exc})", file=sys.stderr)
-        return 2
+        return fail(f"{args.output}: cannot write the dataset ({exc.strerror or exc})")
     if sys.stderr.isatty():
         print(file=sys.stderr)
     for stale in report.cleaned:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from htatui import __version__
 from htatui.cli.args import Parser, add_load_option_flags, add_scope_flags, scope_from_args, use_load_options
+from htatui.cli.errors import REFUSED, fail
+from htatui.errors import HtatuiError
 from htatui.sources import SourcePath, is_url, path_or_url
-from htatui.trace.errors import EventsUnavailable
 from htatui.trace.workers import Terminated, catch_termination, restore_handlers
 
 if TYPE_CHECKING:
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
     from htatui.trace.fetch import DownloadProgress
 
 SUBCOMMANDS = ("info", "check", "diagnose", "report", "query", "export", "diff", "timeline", "memory", "ingest")
-
-
-def _fail(message: str) -> int:
-    print(f"htatui: {message}", file=sys.stderr)
-    return 2
 
 
 def _load(
@@ -167,7 +163,7 @@ def _run_info(args: argparse.Namespace) -> int:
         try:
             traces = _load([job], not args.no_cache, show_warnings=False, notes_below=args.format == "table")
         except LoadError as exc:
-            print(f"htatui: {exc}", file=sys.stderr)
+            fail(exc)
             failed = True
             continue
         frame = info_frame(traces)
@@ -191,7 +187,7 @@ def _run_info(args: argparse.Namespace) -> int:
         render_frame(
             together if len(jobs) > 1 else together.drop("job"), args.format, title=TIMINGS_TITLE, wide=args.wide
         )
-    return 2 if failed else 0
+    return REFUSED if failed else 0
 
 
 SUBCOMMAND_HELP = {
@@ -266,12 +262,9 @@ def _add_subcommand(sub: argparse._SubParsersAction, name: str) -> None:  # type
 
         add_timeline_parser(sub, _common_load_flags, _load)
     elif name == "diff":
-        try:
-            from htatui.cli.diff import add_diff_parser
-        except ImportError:
-            pass
-        else:
-            add_diff_parser(sub)
+        from htatui.cli.diff import add_diff_parser
+
+        add_diff_parser(sub)
     elif name == "memory":
         from htatui.cli.memory import add_memory_parser
 
@@ -327,21 +320,21 @@ def _run_app(argv: Sequence[str]) -> int:
     args = _build_app_parser().parse_args(argv)
     missing = _missing_paths(args.paths)
     if missing:
-        return _fail(f"{missing[0]}: no such file or folder")
+        return fail(f"{missing[0]}: no such file or folder")
     if args.screenshot is None and not _has_terminal():
-        return _fail(
+        return fail(
             "the app needs a terminal (stdin and stdout); without one use `htatui report PATH` (or info, check)"
         )
     _use_jobs(args)
     problem = use_load_options(args)
     if problem:
-        return _fail(problem)
+        return fail(problem)
     if args.color != "auto":
         os.environ["TEXTUAL_COLOR_SYSTEM"] = _COLOR_SYSTEMS[args.color]
     try:
         scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if len(args.paths) == 1 and isinstance(args.paths[0], Path):
         from htatui.trace.memory_inputs import looks_like_snapshot
 
@@ -378,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _use_jobs(args)
             problem = use_load_options(args)
             if problem:
-                return _fail(problem)
+                return fail(problem)
             if not getattr(args, "run", None):
                 parser.print_help()
                 return 0
@@ -388,14 +381,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Terminated as exc:
         return 128 + exc.signum  # what a shell reports for a process the signal ended
-    except EventsUnavailable as exc:  # a dataset rank whose file broke after the dataset was opened
-        return _fail(str(exc))
+    except HtatuiError as exc:  # refused input a runner did not report itself, e.g. a dataset rank gone bad
+        return fail(exc)
     except BrokenPipeError as exc:
         if _stdout_closed():
             # The reader went away (`htatui report … | head`): nothing is wrong, and nothing more to say.
             _silence_stdout()
             return 0
-        return _fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
+        return fail(f"broken pipe ({exc.strerror or exc}); worker processes may have failed to start")
     finally:
         restore_handlers(replaced)
 

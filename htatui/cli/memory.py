@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from htatui.cli.args import add_scope_flags, scope_from_args
+from htatui.cli.errors import fail
 from htatui.sources import SourcePath, path_or_url
 
 if TYPE_CHECKING:
@@ -84,10 +85,6 @@ def add_memory_parser(sub: argparse._SubParsersAction, load: Callable[[list[Sour
     memory.set_defaults(run=lambda args: run_memory(args, load))
 
 
-def _err(message: str) -> None:
-    print(f"htatui: {message}", file=sys.stderr)
-
-
 @dataclass(frozen=True)
 class Opened:
     """What PATH holds: a recording's analysis, and for a job, the job and the view's options."""
@@ -122,14 +119,12 @@ def run_memory(args: argparse.Namespace, load: Callable[[list[SourcePath], bool]
         opened = _open(args, args.path, load)
         second = _open(args, args.path2, load).analysis if args.path2 is not None else None
     except (MemoryInputError, LoadError, argparse.ArgumentTypeError) as exc:
-        _err(str(exc))
-        return 2
+        return fail(str(exc))
     first = opened.analysis
     devices = first.summary["device"].to_list()
     if args.device is not None:
         if args.device not in devices:
-            _err(f"{args.path}: no device {args.device} (it has {', '.join(devices) or 'none'})")
-            return 2
+            return fail(f"{args.path}: no device {args.device} (it has {', '.join(devices) or 'none'})")
         devices = [args.device]
     if args.site is not None:
         return _print_frames(first, args.site)
@@ -297,8 +292,7 @@ def _print_all(analysis: MemoryAnalysis, devices: list[str], top: int, wide: boo
 def _print_frames(analysis: MemoryAnalysis, text: str) -> int:
     stacks = {site: frames for site, frames in analysis.recording.stacks.items() if text in site}
     if not stacks:
-        _err(f"{analysis.recording.path}: no site contains {text!r}")
-        return 2
+        return fail(f"{analysis.recording.path}: no site contains {text!r}")
     for site, frames in stacks.items():
         print(site)
         for frame in frames:
@@ -318,8 +312,7 @@ def _print_comparison(a: MemoryAnalysis, b: MemoryAnalysis, args: argparse.Names
         sites = sites.filter(pl.col("device") == args.device)
         segments = segments.filter(pl.col("device") == args.device)
     if sites.height == 0 and segments.height == 0:
-        _err(f"{args.path} and {args.path2} have no device in common")
-        return 2
+        return fail(f"{args.path} and {args.path2} have no device in common")
     if args.format == "json" and args.table is None:
         payload = {"sites": sites.to_dicts(), "segments": segments.to_dicts()}
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")

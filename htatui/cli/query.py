@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from htatui.cli.args import add_scope_flags
+from htatui.cli.errors import fail
 
 if TYPE_CHECKING:
     import polars as pl
@@ -20,11 +21,6 @@ if TYPE_CHECKING:
 QUERY_FORMATS = ("table", "csv", "json", "parquet")
 TABLE_ROWS = 200
 """Rows a query's table shows unless --top says otherwise (CSV, JSON and Parquet hold every row)."""
-
-
-def _fail(message: str) -> int:
-    print(f"htatui: {message}", file=sys.stderr)
-    return 2
 
 
 def add_query_parser(
@@ -96,26 +92,26 @@ def run_query_command(args: argparse.Namespace, load: Callable[[list[Path], bool
     from htatui.trace import LoadError
 
     if len(args.paths) < 2:
-        return _fail('query: give a job and a query: htatui query JOB "SELECT … FROM kernels"')
+        return fail('query: give a job and a query: htatui query JOB "SELECT … FROM kernels"')
     *words, args.sql = args.paths
     try:
         args.paths = [path_or_url(word) for word in words]
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.format == "parquet" and args.out is None and sys.stdout.isatty():
-        return _fail("query: --format parquet writes binary: give -o FILE or send stdout to a file")
+        return fail("query: --format parquet writes binary: give -o FILE or send stdout to a file")
     try:
         scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         result = run_query(traces, args.sql, scope)
     except QueryError as exc:
-        return _fail(f"query: {exc}")
+        return fail(f"query: {exc}")
     columns = result_columns(result, named_tables(args.sql))
     if args.out is not None:
         return _write_result(result, args, traces, columns)
@@ -159,9 +155,9 @@ def _write_result(result: pl.DataFrame, args: argparse.Namespace, traces: Any, c
             payload = csv_text(result, columns).encode()
         write_atomic(place, payload, args.force)
     except ExportExistsError as exc:
-        return _fail(f"{exc} (pass --force to overwrite)")
+        return fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     print(place)
     return 0
 
@@ -176,7 +172,7 @@ def print_tables(name: str, fmt: str) -> int:
     if name:
         table = TABLES.get(name)
         if table is None:
-            return _fail(f"query: no table {name!r} (htatui query --tables lists the {len(TABLES)} tables)")
+            return fail(f"query: no table {name!r} (htatui query --tables lists the {len(TABLES)} tables)")
         title = f"{name}: {table.about}"
         render_frame(columns_frame(table.columns), fmt, title=title, columns=COLUMNS_COLUMNS)  # type: ignore[arg-type]
         return 0
@@ -261,7 +257,7 @@ def run_parquet(args: argparse.Namespace, load: Callable[[list[Path], bool], Any
     names = list(TABLES) if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in names if name not in TABLES]
     if unknown or not names:
-        return _fail(f"export parquet: no table {unknown[0] if unknown else ''!r} (htatui query --tables lists them)")
+        return fail(f"export parquet: no table {unknown[0] if unknown else ''!r} (htatui query --tables lists them)")
     try:
         scope = scope_from_args(args)
         traces = load(list(args.paths), not args.no_cache)
@@ -269,13 +265,13 @@ def run_parquet(args: argparse.Namespace, load: Callable[[list[Path], bool], Any
         # Every target is checked before any is written: a refused export leaves the folder as it was.
         targets = {name: output_path(folder, f"{name}.parquet", traces, args.force) for name in names}
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except LoadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except ExportExistsError as exc:
-        return _fail(f"{exc} (pass --force to overwrite)")
+        return fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     for name, target in targets.items():
         frame = TABLES[name].make(traces, scope)
         write_atomic(target, _parquet_bytes(frame), args.force)

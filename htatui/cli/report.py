@@ -19,6 +19,7 @@ from typing import Any
 from htatui.analysis.core.knobs import Kind, Knob, knobs_of, parse
 from htatui.analysis.registry import BY_ID, VIEWS, View, frame_of, make_table
 from htatui.cli.args import Parser, add_scope_flags
+from htatui.cli.errors import fail
 from htatui.text.render import render_frame
 
 
@@ -243,7 +244,6 @@ def add_report_parser(
 def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     from htatui.analysis.core.describe import describe_scope, missing_steps
     from htatui.cli.args import scope_from_args
-    from htatui.trace import LoadError
 
     view: View[Any] = BY_ID[args.view]
     own = {table.name for table in view.tables[1:]}
@@ -253,77 +253,50 @@ def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     )
     other_tables = [name for name in other_tables if getattr(args, name.replace("-", "_"), False)]
     if other_tables:
-        print(f"htatui: --{other_tables[0]} does not apply to --view {args.view}", file=sys.stderr)
-        return 2
+        return fail(f"--{other_tables[0]} does not apply to --view {args.view}")
     options_class = view.options
     names = {f.name for f in dataclasses.fields(options_class)}
     values: dict[str, Any] = {}
     rows_given = hasattr(args, ROWS_FIELD)
     rows: int | None = getattr(args, ROWS_FIELD, None) if ROWS_FIELD not in names else None
     if rows is not None and rows < 1:
-        print(f"htatui: --top needs 1 or more rows, or all (got {rows})", file=sys.stderr)
-        return 2
+        return fail(f"--top needs 1 or more rows, or all (got {rows})")
     for option in OPTION_FLAGS:
         if not hasattr(args, option.field) or option.field == ROWS_FIELD and ROWS_FIELD not in names:
             continue
         value = getattr(args, option.field)
         if option.field not in names:
-            print(f"htatui: {option.flag} does not apply to --view {args.view}", file=sys.stderr)
-            return 2
+            return fail(f"{option.flag} does not apply to --view {args.view}")
         values[option.field] = value
     try:
         scope = scope_from_args(args)
     except argparse.ArgumentTypeError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     ranks = scope.ranks
     from htatui.analysis.core.comm_rules import CommRulesError, add_user_rule_file
-
-    try:
-        for rules_file in getattr(args, "comm_rules", []):
-            add_user_rule_file(rules_file)
-    except CommRulesError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
-    from htatui.analysis.perf.peaks import DevicePeaksError, add_user_peaks_file
-
-    try:
-        for peaks_file in getattr(args, "device_peaks", []):
-            add_user_peaks_file(peaks_file)
-    except DevicePeaksError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
-    from htatui.analysis.diagnosis import DiagnosisRulesError
     from htatui.analysis.diagnosis.settings import add_user_rule_file as add_diagnosis_rules
+    from htatui.analysis.perf.peaks import add_user_peaks_file
 
-    try:
-        for rules_file in getattr(args, "diagnosis_rules", []):
-            add_diagnosis_rules(rules_file)
-    except DiagnosisRulesError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
-    try:
-        traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table")
-    except LoadError as exc:
-        print(f"htatui: {exc}", file=sys.stderr)
-        return 2
+    # A refused rules file or trace raises an HtatuiError that main() prints.
+    for rules_file in getattr(args, "comm_rules", []):
+        add_user_rule_file(rules_file)
+    for peaks_file in getattr(args, "device_peaks", []):
+        add_user_peaks_file(peaks_file)
+    for rules_file in getattr(args, "diagnosis_rules", []):
+        add_diagnosis_rules(rules_file)
+    traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table")
     if ranks is not None:
         missing = [r for r in ranks if r not in traces.ranks]
         if missing:
             have = ", ".join(map(str, traces.rank_ids))
-            print(f"htatui: rank {missing[0]} is not in the traces (ranks: {have})", file=sys.stderr)
-            return 2
+            return fail(f"rank {missing[0]} is not in the traces (ranks: {have})")
     options = options_class(scope=scope, **values)
     steps_problem = missing_steps(traces, options)
     if steps_problem:
-        print(f"htatui: {steps_problem}", file=sys.stderr)
-        return 2
+        return fail(f"{steps_problem}")
     full = bool(getattr(args, "full", False))
     if full and (chosen or not view.summary_tables):
-        print(
-            f"htatui: --full does not apply to --view {args.view}{' --' + chosen[0] if chosen else ''}", file=sys.stderr
-        )
-        return 2
+        return fail(f"--full does not apply to --view {args.view}{' --' + chosen[0] if chosen else ''}")
     if chosen or full or not view.summary_tables:
         table_names = [chosen[0] if chosen else "main"]
     elif args.format == "table":
@@ -339,11 +312,9 @@ def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
         try:
             result = make_table(table, traces, options)
         except CommRulesError as exc:
-            print(f"htatui: {exc}", file=sys.stderr)
-            return 2
+            return fail(exc)
         except ValueError as exc:  # an option value the view refuses (e.g. an unknown column)
-            print(f"htatui: --view {args.view}: {exc}", file=sys.stderr)
-            return 2
+            return fail(f"--view {args.view}: {exc}")
         frame, message = frame_of(result)
         if message and frame.height:
             print(f"htatui: {message}", file=sys.stderr)
@@ -382,8 +353,6 @@ def add_export_parser(
     load: Callable[[list[Path], bool], Any],
 ) -> None:
     """`export counters` / `export patterns` are registered by htatui.analysis.export.traces's CLI face."""
-    try:
-        from htatui.cli.export import add_export_commands
-    except ImportError:
-        return
+    from htatui.cli.export import add_export_commands
+
     add_export_commands(sub, load_flags, load)

@@ -9,12 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from htatui.cli.errors import fail
+
 DEFAULT_WIDTH = 120
-
-
-def _fail(message: str) -> int:
-    print(f"htatui: {message}", file=sys.stderr)
-    return 2
 
 
 def _row_kinds(text: str) -> tuple[str, ...]:
@@ -63,26 +60,26 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
 
     width = args.width if args.width is not None else shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     if width < 1:
-        return _fail(f"--width must be positive, got {width}")
+        return fail(f"--width must be positive, got {width}")
     if args.depth < 0:
-        return _fail(f"--depth must be 0 or more, got {args.depth}")
+        return fail(f"--depth must be 0 or more, got {args.depth}")
     try:
         ranks = parse_ranks(args.rank)
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc).replace("--ranks", "--rank"))
+        return fail(str(exc).replace("--ranks", "--rank"))
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.rank is None:
         chosen = traces.rank_ids[:1]
     else:
         chosen = list(ranks) if ranks is not None else traces.rank_ids
     missing = [r for r in chosen if r not in traces.ranks]
     if missing:
-        return _fail(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
+        return fail(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
     if not chosen:
-        return _fail("no rank loaded")
+        return fail("no rank loaded")
     options = timeline.TimelineOptions(max_depth=args.depth, rows=args.rows or timeline.DEFAULT_ROWS)
     try:
         indexes = [timeline.build_index(traces, r) for r in chosen]
@@ -90,7 +87,7 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
         end = args.end if args.end is not None else max(i.last_us for i in indexes)
         lines = timeline_text.render(traces, chosen, start, end, width, options)
     except timeline.TimelineError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     cells_from = timeline_text.label_width(traces, chosen, options) + 1
     key = timeline_text.legend([line[cells_from:] for line in lines[1:]], width)
     sys.stdout.write("\n".join([*lines, *([""] + key if key else [])]) + "\n")
@@ -121,19 +118,19 @@ def run_slice(args: argparse.Namespace, load: Callable[[list[Path], bool], Any])
     try:
         ranks = parse_ranks(args.ranks)
     except argparse.ArgumentTypeError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         traces = load(list(args.paths), not args.no_cache)
     except LoadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         path, count = export_slice(
             traces, list(ranks) if ranks is not None else None, args.start, args.end, args.out, force=args.force
         )
     except ExportExistsError as exc:
-        return _fail(f"{exc} (pass --force to overwrite)")
+        return fail(f"{exc} (pass --force to overwrite)")
     except ExportError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     print(path)
     print(f"htatui: wrote {count} events", file=sys.stderr)
     return 0
