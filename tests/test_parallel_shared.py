@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SHARED_TRACES
+from decode_golden import SHARED_TRACES
 
 from htatui.trace.columns import decode_columns
 from htatui.trace.frame import finish_pieces
