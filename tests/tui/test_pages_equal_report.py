@@ -79,9 +79,11 @@ def load_once(monkeypatch: pytest.MonkeyPatch) -> None:
     real_load = cli_main._load
     loaded: dict[tuple[SourcePath, ...], TraceSet] = {}
 
-    def load(paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True) -> TraceSet:
+    def load(
+        paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True, *, notes_below: bool = False
+    ) -> TraceSet:
         if tuple(paths) not in loaded:
-            loaded[tuple(paths)] = real_load(paths, use_cache, show_warnings)
+            loaded[tuple(paths)] = real_load(paths, use_cache, show_warnings, notes_below=notes_below)
         first = loaded[tuple(paths)]
         return TraceSet(
             first.ranks, first.problems, first.notes, summary=first.summary, kept=first.kept, captures=first.captures
