@@ -37,9 +37,18 @@ from htatui.tui.widgets.table_pane import TablePane
 
 ROOT = Path(__file__).resolve().parents[2]
 
-JOBS = ["demo", "h100_ddp_gloo_2rank", "trace_filter", "memory"]
-"""The bundled demo (4 ranks, NCCL), two shared jobs (2 ranks on gloo, 2 ranks with NCCL send/recv)
-and a hand-made trace with `[memory]` events (the Memory page: only a job that has them shows it)."""
+RUNS = [
+    ("demo", False),
+    ("demo", True),
+    ("h100_ddp_gloo_2rank", False),
+    ("trace_filter", True),
+    ("memory", False),
+]
+"""(job, hta-compat): the bundled demo (4 ranks, NCCL) in both modes, so every page and table is
+seen in each mode on a multi-rank job; two shared jobs that take other paths (2 ranks on gloo,
+2 ranks with NCCL send/recv), one mode each; and a hand-made trace with `[memory]` events (the
+Memory page: only a job that has them shows it). Every job in both modes cost CI 8 apps for the
+coverage of these 5."""
 
 
 def knob_flags(view_id: str, options: Any) -> list[str]:
@@ -100,8 +109,9 @@ def report_rows(path: Path, table: PageTable, flags: list[str], capsys: pytest.C
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compat", [False, True], ids=["default", "hta-compat"])
-@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize(
+    ("job", "compat"), RUNS, ids=[f"{job}-{'hta-compat' if compat else 'default'}" for job, compat in RUNS]
+)
 async def test_every_page_table_is_reports_table(
     job: str,
     compat: bool,
