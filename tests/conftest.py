@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,3 +103,27 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_scenario("small", root / "small")
     write_scenario("edge", root / "edge")
     return root
+
+
+_CLI_LOADED: dict[tuple[object, ...], TraceSet] = {}
+
+
+@pytest.fixture
+def cli_loads_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI loads each job once per session: each later command gets a job of the same ranks with
+    nothing derived, so every table is made again as a new process would make it, without loading
+    and checking the files each time (the tests that use it compare tables, never the loading)."""
+    cli_main = importlib.import_module("htatui.cli.main")  # the package's `main` is the function
+    real_load = cli_main._load
+
+    def load(paths: Sequence[Any], use_cache: bool, show_warnings: bool = True, **kwargs: Any) -> TraceSet:
+        key = tuple(paths)
+        if key not in _CLI_LOADED:
+            _CLI_LOADED[key] = real_load(paths, use_cache, show_warnings, **kwargs)
+        first = _CLI_LOADED[key]
+        return TraceSet(
+            first.ranks, first.problems, first.notes, summary=first.summary, kept=first.kept, captures=first.captures
+        )
+
+    monkeypatch.setattr(cli_main, "_load", load)
+    yield

@@ -25,6 +25,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`htatui ARGS` run in this process (`main`, what `python -m htatui` runs): its exit code, stdout
+    and stderr. The tests below are about what the CLI says, not the process (test_version starts one)."""
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["htatui", *args], code, out.out, out.err)
+
+
 def good_trace(path: Path, rank: int | None = None) -> Path:
     events = [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)]
     return write_trace(path, events, rank=rank)
@@ -103,9 +112,9 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         "duplicate ranks",
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]) -> None:
     path, expected = _bad_inputs(tmp_path)[case]
-    result = run_cli("info", str(path))
+    result = cli(capsys, "info", str(path))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -114,10 +123,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file(tmp_path: Path) -> None:
+def test_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = good_trace(tmp_path / "rank-0.json")
     path.chmod(0)
-    result = run_cli("info", str(path))
+    result = cli(capsys, "info", str(path))
     assert result.returncode == 2 and "permission denied" in result.stderr
 
 
@@ -135,18 +144,18 @@ def test_unreadable_file_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         load_traces([path], use_cache=False)
 
 
-def test_one_bad_file_among_good_ones_loads_the_rest(tmp_path: Path) -> None:
+def test_one_bad_file_among_good_ones_loads_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good_trace(tmp_path / "rank-0.json")
     (tmp_path / "rank-1.json").write_text("{oops")
-    result = run_cli("info", str(tmp_path), "--format", "csv")
+    result = cli(capsys, "info", str(tmp_path), "--format", "csv")
     assert result.returncode == 0
     assert "rank-1.json: invalid JSON" in result.stderr
     assert result.stdout.count("\n") == 2
 
 
-def test_info_on_every_shared_folder(shared_traces: Path) -> None:
+def test_info_on_every_shared_folder(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folders = sorted(p for p in shared_traces.iterdir() if p.is_dir() and p.name != "memory_timeline")
-    result = run_cli("info", *map(str, folders), "--format", "json")
+    result = cli(capsys, "info", *map(str, folders), "--format", "json")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     rows = json.loads(result.stdout)
@@ -158,12 +167,12 @@ def test_info_on_every_shared_folder(shared_traces: Path) -> None:
     assert by_job[("df_index_resolver", 1)]["kernels"] == 19_370
 
 
-def test_export_counters_cli(tmp_path: Path) -> None:
+def test_export_counters_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "in"
     good_trace(source / "rank-0.json.gz")
     out = tmp_path / "out"
     out.mkdir()
-    first = run_cli("export", "counters", str(source), "-o", str(out))
+    first = cli(capsys, "export", "counters", str(source), "-o", str(out))
     assert first.returncode == 0, first.stderr
     written = out / "rank-0_with_counters.json.gz"
     assert first.stdout.strip() == str(written)
@@ -171,10 +180,10 @@ def test_export_counters_cli(tmp_path: Path) -> None:
     queue = [e for e in events if e.get("name") == "Queue Length"]
     # One launch at 10 µs (+1) whose kernel starts at 20 µs (−1): two change points on stream 7.
     assert [(e["args"]["Queue Length"], e["id"]) for e in queue] == [(1, 7), (0, 7)]
-    again = run_cli("export", "counters", str(source), "-o", str(out))
+    again = cli(capsys, "export", "counters", str(source), "-o", str(out))
     assert again.returncode == 2 and "already exists (pass --force to overwrite)" in again.stderr
-    assert run_cli("export", "counters", str(source), "-o", str(out), "--force").returncode == 0
-    missing = run_cli("export", "counters", str(source), "-o", str(tmp_path / "nope"))
+    assert cli(capsys, "export", "counters", str(source), "-o", str(out), "--force").returncode == 0
+    missing = cli(capsys, "export", "counters", str(source), "-o", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
 
 

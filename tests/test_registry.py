@@ -33,7 +33,11 @@ def demo() -> TraceSet:
 
 @pytest.mark.parametrize(("view", "table"), ROUTES, ids=[f"{v.id}:{t.name}" for v, t in ROUTES])
 def test_every_table_prints_through_report(
-    view: views.View[Any], table: views.Table[Any], demo: TraceSet, capsys: pytest.CaptureFixture[str]
+    view: views.View[Any],
+    table: views.Table[Any],
+    demo: TraceSet,
+    capsys: pytest.CaptureFixture[str],
+    cli_loads_once: None,
 ) -> None:
     # A view with summary tables (launch) prints its main table behind --full.
     main_flags = ["--full"] if view.summary_tables else []

@@ -9,6 +9,7 @@ import functools
 import gc
 import multiprocessing
 import os
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -95,6 +96,12 @@ PIECE_WORKERS_UNSET = 8
 """Workers for a lone file's pieces when `--jobs` is not given: on a 16-core node 8 were the
 fastest on a 541 MB and a 2.1 GB rank, 16 slower (each worker's start-up, and this process taking
 every piece back; benchmarks/results/history.md, "One big rank on 16 cores")."""
+
+
+POOL_MIN_BYTES = 1 << 20
+"""Files that hold less than this together (on disk, gzip as it is) are parsed in this process
+unless workers are asked for (`--jobs`, HTATUI_JOBS, `max_workers`): each spawned worker spends
+about a second importing polars and htatui, longer than this process takes to parse them all."""
 
 
 def _jobs_asked() -> int:
@@ -532,7 +539,7 @@ def _parse_local(
             report(origin or path, False)
 
     workers = min(len(files), cores)
-    if workers <= 1:
+    if workers <= 1 or (max_workers is None and not _jobs_asked() and _smaller_than(files, POOL_MIN_BYTES)):
         parse_here(files)
         return
     try:
@@ -540,6 +547,23 @@ def _parse_local(
     except (BrokenProcessPool, OSError):
         # Worker processes could not start (e.g. a broken pipe while spawning): parse here.
         parse_here([(path, origin) for path, origin in files if (origin or path) not in done])
+
+
+def _smaller_than(files: list[tuple[Path, RemotePath | None]], limit: int) -> bool:
+    """True when the files' sizes on disk add up to less than `limit` (False for one that cannot be
+    sized: a pipe, a file gone)."""
+    total = 0
+    for path, _origin in files:
+        try:
+            status = path.stat()
+        except OSError:
+            return False
+        if not stat.S_ISREG(status.st_mode):
+            return False
+        total += status.st_size
+        if total >= limit:
+            return False
+    return True
 
 
 def _parse_in_pool(

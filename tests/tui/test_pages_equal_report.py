@@ -9,9 +9,7 @@ json` run with the page's knob values as flags, and each pane's first row is che
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +23,8 @@ from htatui.analysis.core.scope import Steps
 from htatui.analysis.registry import PAGES, PageTable, view
 from htatui.cli.main import main
 from htatui.jobs.load import load_traces
-from htatui.sources import SourcePath
 from htatui.text.numbers import cell_text
 from htatui.text.render import json_rows
-from htatui.trace import TraceSet
 from htatui.tui.app import HtaTuiApp, Settings
 from htatui.tui.run import settle
 from htatui.tui.screens.page import PageScreen, pane_id
@@ -37,9 +33,18 @@ from htatui.tui.widgets.table_pane import TablePane
 
 ROOT = Path(__file__).resolve().parents[2]
 
-JOBS = ["demo", "h100_ddp_gloo_2rank", "trace_filter", "memory"]
-"""The bundled demo (4 ranks, NCCL), two shared jobs (2 ranks on gloo, 2 ranks with NCCL send/recv)
-and a hand-made trace with `[memory]` events (the Memory page: only a job that has them shows it)."""
+RUNS = [
+    ("demo", False),
+    ("demo", True),
+    ("h100_ddp_gloo_2rank", False),
+    ("trace_filter", True),
+    ("memory", False),
+]
+"""(job, hta-compat): the bundled demo (4 ranks, NCCL) in both modes, so every page and table is
+seen in each mode on a multi-rank job; two shared jobs that take other paths (2 ranks on gloo,
+2 ranks with NCCL send/recv), one mode each; and a hand-made trace with `[memory]` events (the
+Memory page: only a job that has them shows it). Every job in both modes cost CI 8 apps for the
+coverage of these 5."""
 
 
 def knob_flags(view_id: str, options: Any) -> list[str]:
@@ -71,27 +76,6 @@ def _rows(frame: Any, table: PageTable) -> list[dict[str, Any]]:
     return rows
 
 
-def load_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`report` loads the job through the CLI once (from the parse cache after the app's parse); each
-    later `report` gets a job of the same ranks with nothing derived, so every table is made again
-    as a new process would make it, without loading and checking the files each time."""
-    cli_main = importlib.import_module("htatui.cli.main")  # the package's `main` is the function
-    real_load = cli_main._load
-    loaded: dict[tuple[SourcePath, ...], TraceSet] = {}
-
-    def load(
-        paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True, *, notes_below: bool = False
-    ) -> TraceSet:
-        if tuple(paths) not in loaded:
-            loaded[tuple(paths)] = real_load(paths, use_cache, show_warnings, notes_below=notes_below)
-        first = loaded[tuple(paths)]
-        return TraceSet(
-            first.ranks, first.problems, first.notes, summary=first.summary, kept=first.kept, captures=first.captures
-        )
-
-    monkeypatch.setattr(cli_main, "_load", load)
-
-
 def report_rows(path: Path, table: PageTable, flags: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
     args = ["report", str(path), "--view", table.view, "--format", "json", *flags]
     if table.table != "main":
@@ -102,8 +86,9 @@ def report_rows(path: Path, table: PageTable, flags: list[str], capsys: pytest.C
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compat", [False, True], ids=["default", "hta-compat"])
-@pytest.mark.parametrize("job", JOBS)
+@pytest.mark.parametrize(
+    ("job", "compat"), RUNS, ids=[f"{job}-{'hta-compat' if compat else 'default'}" for job, compat in RUNS]
+)
 async def test_every_page_table_is_reports_table(
     job: str,
     compat: bool,
@@ -111,9 +96,9 @@ async def test_every_page_table_is_reports_table(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    cli_loads_once: None,
 ) -> None:
     monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))  # report reads the app's parse
-    load_once(monkeypatch)
     if job == "memory":
         path = tmp_path / "memory"
         write_trace(path / "rank-0.pt.trace.json", memory_trace_events())
