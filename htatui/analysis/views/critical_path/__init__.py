@@ -20,7 +20,7 @@ from htatui.analysis.views.critical_path.columns import SUMMARY_SPEC, TOP_SPEC
 from htatui.analysis.views.critical_path.job import JobPart, job_part
 from htatui.analysis.views.critical_path.longest import CycleError
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
-from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame
+from htatui.analysis.views.critical_path.path import PATH_SCHEMA, RankGraph, build_graph, path_frame, summarise
 from htatui.analysis.views.critical_path.pieces import Build, JobSolution, rank_what_if_by_pieces, solve_by_pieces
 from htatui.analysis.views.critical_path.step_model import Change, Saving, StepSummary, step_summary, what_if_savings
 from htatui.analysis.views.critical_path.whatif import RANK_WHAT_IF_SCHEMA, WHAT_IF_SCHEMA, rank_what_if, what_if
@@ -33,6 +33,7 @@ __all__ = [
     "Saving",
     "StepSummary",
     "step_summary",
+    "summarise",
     "what_if_savings",
 ]
 
@@ -239,19 +240,6 @@ def rank_rows(traces: TraceSet, options: CriticalPathOptions, rank: int) -> pl.D
     trace = traces.ranks[rank]
     own = [c for c in COLUMNS if c in trace.events.columns]
     return with_details(trace.events.select(own), trace.details, COLUMNS).select(COLUMNS)
-
-
-def summarise(path: pl.DataFrame) -> pl.DataFrame:
-    """Time on the path per bound type and its share of the path (dependency edges left out)."""
-    total = path["duration_us"].sum()
-    by = (
-        path.filter(pl.col("bound_by") != "")
-        .group_by("bound_by")
-        .agg(time_us=pl.col("duration_us").sum())
-        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
-        .sort("time_us", "bound_by", descending=[True, False])
-    )
-    return by.select([pl.col(c).cast(t) for c, t in SUMMARY_SCHEMA.items()])
 
 
 def compute(traces: TraceSet, options: CriticalPathOptions) -> NotedTable:

@@ -106,6 +106,9 @@ _STEP_MODEL_WHAT_IF = (
     ColumnSpec("saved_pct", pl.Float64(), "saved_us as a share of the step (--hta-compat: of the path)", "key"),
 )
 
+STEP_WHAT_IF_SPEC = TableColumns(*_STEP_MODEL_WHAT_IF)
+"""The step model's what-if rows alone (`tables.savings_table`)."""
+
 WHAT_IF_SPEC = TableColumns(
     *_STEP_MODEL_WHAT_IF,
     NAME,

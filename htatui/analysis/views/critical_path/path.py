@@ -9,7 +9,7 @@ import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.views.critical_path import device, graph, longest
-from htatui.analysis.views.critical_path.columns import PATH_SPEC
+from htatui.analysis.views.critical_path.columns import PATH_SPEC, SUMMARY_SPEC
 from htatui.analysis.views.critical_path.graph import (
     DEPENDENCY,
     EDGE_TYPES,
@@ -132,3 +132,17 @@ def path_frame(
         },
         schema=PATH_SCHEMA,
     )
+
+
+def summarise(path: pl.DataFrame) -> pl.DataFrame:
+    """Time on the path per bound type and its share of the path (edges of no type, HTA's
+    dependency edges, left out): the summary of HTA's path and of the step model's alike."""
+    total = path["duration_us"].sum()
+    by = (
+        path.filter(pl.col("bound_by") != "")
+        .group_by("bound_by")
+        .agg(time_us=pl.col("duration_us").sum())
+        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
+        .sort("time_us", "bound_by", descending=[True, False])
+    )
+    return by.select([pl.col(c).cast(t) for c, t in SUMMARY_SPEC.schema.items()])

@@ -19,7 +19,9 @@ from htatui.analysis.model.step.assemble import StepGraph
 from htatui.analysis.model.step.graph import BOUND_TYPES, EDGE_NAMES, UNEXPLAINED_WAIT, Kind
 from htatui.analysis.model.step.replay import path_edges, replay_step_us
 from htatui.analysis.views import ranks as ranks_view
+from htatui.analysis.views.critical_path.columns import PATH_SPEC, SUMMARY_SPEC
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
+from htatui.analysis.views.critical_path.path import summarise
 from htatui.analysis.views.critical_path.step_graphs import Built, scope_graph
 from htatui.analysis.views.ranks.phases import GPU_COMPUTE, OTHER_CPU_OPS, phase_excess
 from htatui.trace.model import TraceSet
@@ -89,18 +91,8 @@ class StepSummary:
         )
 
 
-PATH_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "step": pl.Int64(),
-    "name": pl.Utf8(),
-    "edge_type": pl.Utf8(),
-    "start_us": pl.Float64(),
-    "end_us": pl.Float64(),
-    "duration_us": pl.Float64(),
-    "bound_by": pl.Utf8(),
-    "index": pl.Int64(),
-}
-SUMMARY_SCHEMA: dict[str, pl.DataType] = {"bound_by": pl.Utf8(), "time_us": pl.Float64(), "pct": pl.Float64()}
+PATH_SCHEMA = PATH_SPEC.schema
+SUMMARY_SCHEMA = SUMMARY_SPEC.schema
 
 
 def path_frame(g: StepGraph) -> pl.DataFrame:
@@ -141,19 +133,6 @@ def _path_frame(g: StepGraph) -> pl.DataFrame:
         },
         schema=PATH_SCHEMA,
     )
-
-
-def summarise(path: pl.DataFrame) -> pl.DataFrame:
-    """Time on the path per bound type and its share of the path (edges of no type left out)."""
-    total = path["duration_us"].sum()
-    by = (
-        path.filter(pl.col("bound_by") != "")
-        .group_by("bound_by")
-        .agg(time_us=pl.col("duration_us").sum())
-        .with_columns(pct=pl.col("time_us") / total * 100 if total else pl.lit(0.0))
-        .sort("time_us", "bound_by", descending=[True, False])
-    )
-    return by.select([pl.col(c).cast(t) for c, t in SUMMARY_SCHEMA.items()])
 
 
 def summary_of(built: Built, ranks: tuple[int, ...]) -> StepSummary:

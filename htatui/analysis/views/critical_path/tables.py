@@ -14,7 +14,9 @@ from htatui.analysis.core.options import NotedTable
 from htatui.analysis.core.prepare import chosen_ranks
 from htatui.analysis.model.step.assemble import StepGraph
 from htatui.analysis.model.step.graph import COLLECTIVE_WAIT
+from htatui.analysis.views.critical_path.columns import STEP_WHAT_IF_SPEC
 from htatui.analysis.views.critical_path.options import CriticalPathOptions
+from htatui.analysis.views.critical_path.path import summarise
 from htatui.analysis.views.critical_path.step_graphs import Built, job_graph, rank_graph
 from htatui.analysis.views.critical_path.step_model import (
     PATH_SCHEMA,
@@ -22,7 +24,6 @@ from htatui.analysis.views.critical_path.step_model import (
     Saving,
     path_frame,
     savings_of,
-    summarise,
     summary_of,
 )
 from htatui.trace.kineto import PROFILER_STEP
@@ -40,18 +41,7 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
 """The job's path by rank and name: time on it, share of it, how many instances, and the first
 instance's file index (what `t` opens)."""
 
-WHAT_IF_SCHEMA: dict[str, pl.DataType] = {
-    "group": pl.Utf8(),
-    "key": pl.Utf8(),
-    "rank": pl.Int32(),
-    "factor": pl.Float64(),
-    "detail": pl.Utf8(),
-    "step_us": pl.Float64(),
-    "replay_us": pl.Float64(),
-    "replay_if_us": pl.Float64(),
-    "saved_us": pl.Float64(),
-    "saved_pct": pl.Float64(),
-}
+WHAT_IF_SCHEMA = STEP_WHAT_IF_SPEC.schema
 """One what-if a row: the change (group, key, rank, factor; what it scaled), the measured step,
 its replay, the replay with the change, and the step time it saves."""
 
