@@ -53,6 +53,9 @@ KERNEL_KERNEL_DELAY_THRESHOLD_US = 1500.0
 
 # ---- selectors of GPU rows -------------------------------------------------------------------
 
+TRACE_SPAN_CAT = "Trace"
+"""The category of the profiler's whole-trace span, which HTA's frames leave out of every selector."""
+
 IDLE_CATS = GPU_ACTIVITY_CATS
 """Selector S3: the categories HTA's idle time counts (capitalised aliases folded at load)."""
 
@@ -65,7 +68,7 @@ def on_stream() -> pl.Expr:
 def gpu_rows(events: pl.DataFrame) -> pl.DataFrame:
     """Selector S1: HTA's GPU rows, every row on a stream but the "Trace" span (so CUDA syncs
     and GPU annotations count as GPU work, as HTA counts them)."""
-    return events.filter(on_stream() & (pl.col("cat") != "Trace"))
+    return events.filter(on_stream() & (pl.col("cat") != TRACE_SPAN_CAT))
 
 
 DEVICE_SYNCS = ("Event Sync", "Context Sync")

@@ -279,7 +279,7 @@ def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFra
         if options.hta_compat:
             events = rank_trace.events.filter((pl.col("ph") == "X") & pl.col("dur").is_not_null())
             # HTA keeps every timed row with a category except the "Trace" span.
-            events = events.filter(cat.is_not_null() & (cat != "Trace"))
+            events = events.filter(cat.is_not_null() & (cat != hta.TRACE_SPAN_CAT))
             if rank_trace.meta.fractional_ts:
                 events = hta.ns_rounded(events)
             events = events.with_columns(_compat_iteration())

@@ -99,7 +99,7 @@ def host_rows(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     if not hta_compat:
         return x.filter(~cat.is_in(DEVICE_SIDE_CATS).fill_null(False) & pl.col("ts").is_not_null())
     thread = ["rank", "pid", "tid"]
-    x = x.filter(cat.fill_null("") != "Trace")
+    x = x.filter(cat.fill_null("") != hta.TRACE_SPAN_CAT)
     gpu_threads = (
         x.group_by(thread)
         .agg(

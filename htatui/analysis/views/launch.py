@@ -202,7 +202,7 @@ def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
     )
     rows = events if (launched["correlation"] == -1).any() else events.filter(pl.col("correlation").is_not_null())
     rows = (
-        rows.filter(pl.col("cat") != "Trace")
+        rows.filter(pl.col("cat") != hta.TRACE_SPAN_CAT)
         .select("rank", "correlation", "name", "stream", "ts", "dur", "index")
         .with_columns(correlation=correlation, stream=pl.col("stream").fill_null(-1))
         .join(launched, on=["rank", "correlation"], how="semi")

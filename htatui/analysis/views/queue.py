@@ -129,7 +129,9 @@ def _make_series_and_spans(traces: TraceSet, options: QueueOptions) -> tuple[pl.
     frame = _series(events, options)
     if options.hta_compat:
         spans = (
-            events.filter(pl.col("cat") != "Trace").group_by("rank").agg(span=pl.col("ts").max() - pl.col("ts").min())
+            events.filter(pl.col("cat") != hta.TRACE_SPAN_CAT)
+            .group_by("rank")
+            .agg(span=pl.col("ts").max() - pl.col("ts").min())
         )
     else:
         spans = frame.group_by("rank").agg(span=pl.col("ts_us").max() - pl.col("ts_us").min())
@@ -177,7 +179,7 @@ def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFram
 def _compat_steps(events: pl.DataFrame) -> pl.DataFrame:
     """HTA's _get_queue_length_time_series_for_rank (docs/semantics-counters.md, queue)."""
     # Every pairing below is on a real correlation id, so rows without one never take part.
-    rows = events.filter(pl.col("correlation").is_not_null() & (pl.col("cat") != "Trace"))
+    rows = events.filter(pl.col("correlation").is_not_null() & (pl.col("cat") != hta.TRACE_SPAN_CAT))
     correlation = pl.col("correlation").fill_null(-1)
     stream = pl.col("stream").fill_null(-1)
     # HTA's index_correlation > 0: a host row whose correlation id also has an S2 device row,
