@@ -12,6 +12,8 @@ from test_rank_tables import _demo
 
 from htatui.analysis.core import kept
 from htatui.analysis.core.intervals import busy_time
+from htatui.analysis.core.rules import Rules
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.registry import BY_ID, frame_of, make_table
 from htatui.analysis.views import temporal
 from htatui.analysis.views.ranks import tables
@@ -62,15 +64,44 @@ def test_an_edited_view_is_answered_anew_by_every_cache_layer(tmp_path: Path, mo
             assert frame.equals(new[key]), (layer, key)
 
 
-def test_other_rules_are_another_key_in_memory_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The memory layer keys by the rules as the disk does: rules given later are not answered
-    from what the job derived under the old ones."""
+def test_other_rules_are_another_key_in_memory_too(tmp_path: Path) -> None:
+    """The memory layer keys by the scope's rules as the disk does: rules given later are not
+    answered from what the job derived under the shipped ones, nor the other way round."""
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nlibrary = "mine"\npattern = "flash_fwd"\n')
     traces = load_traces([_demo(tmp_path / "job")], use_cache=False, max_workers=1)
     view = BY_ID["kernel-types"]
+    mine = view.options(scope=Scope(rules=Rules(comm_files=(str(rules),))))
     before = frame_of(make_table(view.main, traces, view.options()))[0]
-    monkeypatch.setenv("HTATUI_COMM_RULES", str(rules))
-    after = frame_of(make_table(view.main, traces, view.options()))[0]
-    fresh = frame_of(make_table(view.main, load_traces([tmp_path / "job"], use_cache=False), view.options()))[0]
+    after = frame_of(make_table(view.main, traces, mine))[0]
+    fresh = frame_of(make_table(view.main, load_traces([tmp_path / "job"], use_cache=False), mine))[0]
     assert not after.equals(before) and after.equals(fresh)
+    assert frame_of(make_table(view.main, traces, view.options()))[0].equals(before)
+
+
+def _diagnosis_rules(tmp_path: Path, off: str) -> Rules:
+    path = tmp_path / f"no-{off}.toml"
+    path.write_text(f"[{off}]\nenabled = false\n")
+    return Rules(diagnosis_files=(str(path),))
+
+
+def _found_rules(traces: TraceSet, rules: Rules) -> set[str]:
+    view = BY_ID["diagnosis"]
+    return set(frame_of(make_table(view.main, traces, view.options(scope=Scope(rules=rules))))[0]["rule"])
+
+
+def test_two_rule_files_in_one_process_give_two_answers(tmp_path: Path) -> None:
+    """One job asked under two diagnosis rule files in turn, each turning a different finding
+    off: each answer is its own file's, as a job loaded afresh gives it, in memory and from the
+    parse cache. (With the rules in environment variables, the table memo's key left the
+    diagnosis files out and served the first file's findings under the second.)"""
+    folder = _demo(tmp_path / "job")
+    no_straggler, no_loader = _diagnosis_rules(tmp_path, "straggler"), _diagnosis_rules(tmp_path, "data_loader")
+    shipped = _found_rules(load_traces([folder], use_cache=False, max_workers=1), Rules())
+    assert {"straggler", "data_loader"} <= shipped
+    one_job = load_traces([folder], max_workers=1)
+    first = _found_rules(one_job, no_straggler)
+    second = _found_rules(one_job, no_loader)
+    assert first == shipped - {"straggler"} and second == shipped - {"data_loader"}
+    assert _found_rules(one_job, no_straggler) == first
+    assert _found_rules(load_traces([folder], max_workers=1), no_loader) == second  # the parse cache's parts

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.cli.main import main
 from htatui.jobs.ingest import RAY_DID_NOT_START, ingest
@@ -144,7 +145,7 @@ def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path)
     assert stored.ranks[1].events.equals(direct.ranks[1].events) and stored.ranks[1].loaded
 
 
-def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path) -> None:
     from htatui.analysis.views import temporal
 
     ingest([tiny_job(tmp_path / "job")], tmp_path / "ds", max_workers=1)
@@ -160,9 +161,8 @@ def test_the_summary_is_not_used_where_it_does_not_hold(tmp_path: Path, monkeypa
     # Other communication rules type kernels differently: computed from the events.
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nlibrary = "mine"\npattern = "^gemm$"\n')
-    monkeypatch.setenv("HTATUI_COMM_RULES", str(rules))
     stored = load_traces([tmp_path / "ds"])
-    breakdown = temporal.compute(stored, temporal.TemporalOptions())
+    breakdown = temporal.compute(stored, temporal.TemporalOptions(Scope(rules=Rules(comm_files=(str(rules),)))))
     assert all(r.loaded for r in stored.ranks.values())
     assert breakdown["compute_us"].to_list() == [0.0, 0.0] and breakdown["non_compute_us"].to_list() == [30.0, 30.0]
 

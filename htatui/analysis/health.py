@@ -21,6 +21,7 @@ from htatui.analysis.core.describe import scope_steps
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Scope, Steps, ragged, rank_steps
 from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
@@ -70,9 +71,10 @@ class Finding:
     message: str
 
 
-def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
-    """One row per rank (CAPABILITY_COLUMNS). `read_shapes` reads each file again for its ops'
-    input shapes and flops (the frame does not keep them)."""
+def capabilities(traces: TraceSet, *, read_shapes: bool = True, rules: Rules = SHIPPED_RULES) -> pl.DataFrame:
+    """One row per rank (CAPABILITY_COLUMNS), collectives by the communication rules in `rules`.
+    `read_shapes` reads each file again for its ops' input shapes and flops (the frame does not
+    keep them)."""
     from htatui.trace.op_args import OpArgsError, read_op_args
 
     rows = []
@@ -87,10 +89,10 @@ def capabilities(traces: TraceSet, *, read_shapes: bool = True) -> pl.DataFrame:
             python_frames=(cat == "python_function").sum(),
             memory_events=(name == "[memory]").sum(),
             cupti_ranges=(cat == "cuda_profiler_range").sum(),
-            cpu_collectives=(host & is_cpu_collective()).sum(),
+            cpu_collectives=(host & is_cpu_collective(rules)).sum(),
         ).row(0, named=True)
         kernels = events.filter(cat == "kernel").select("cat", "name", "collective_name")
-        comm = int(kernels.select((kernel_type(False) == COMMUNICATION).sum()).item()) if kernels.height else 0
+        comm = int(kernels.select((kernel_type(False, rules) == COMMUNICATION).sum()).item()) if kernels.height else 0
         kernel_name = kernels["name"].cast(pl.Utf8)
         nccl = [kind for kind in (NCCL_OLD, NCCL_NEW) if kernel_name.str.starts_with(kind[:-1]).any()]
         steps = rank_steps(events.select("ph", "cat", "name", "ts", "end", "dur"), Scope(steps=Steps("all"))).available
@@ -126,13 +128,16 @@ def _steps_text(steps: tuple[int, ...]) -> str:
     return format_ranges(steps, separator=",", empty="")
 
 
-def findings(traces: TraceSet, table: pl.DataFrame, *, thorough: bool = True) -> pl.DataFrame:
+def findings(
+    traces: TraceSet, table: pl.DataFrame, *, thorough: bool = True, rules: Rules = SHIPPED_RULES
+) -> pl.DataFrame:
     """What is odd (FINDING_COLUMNS), from the job and its `capabilities` table. `thorough` adds
-    the checks that read every event: kernels overlapping on a stream, clocks that disagree."""
+    the checks that read every event: kernels overlapping on a stream, clocks that disagree
+    (collectives by the rules in `rules`)."""
     found = [*_load_warnings(traces), *_missing_among_ranks(table), *_nccl_name_drift(table), *_ragged_steps(traces)]
     if thorough:
-        found += [*_stream_overlaps(traces), *_clock_offsets(traces), *_kernels_before_launch(traces)]
-        found += [*_collective_mismatches(traces), *_critical_path_cycles(traces)]
+        found += [*_stream_overlaps(traces), *_clock_offsets(traces, rules), *_kernels_before_launch(traces)]
+        found += [*_collective_mismatches(traces, rules), *_critical_path_cycles(traces, rules)]
     return pl.DataFrame([vars(f) for f in found], schema=FINDING_COLUMNS)
 
 
@@ -180,11 +185,11 @@ def _early_finding(rank: int, file: str, count: int, most_us: float) -> Finding:
     )
 
 
-def _collective_mismatches(traces: TraceSet) -> list[Finding]:
+def _collective_mismatches(traces: TraceSet, rules: Rules) -> list[Finding]:
     """Ranks whose collective calls in a process group's step are more or fewer than the others'."""
     if len(traces.rank_ids) < 2:
         return []
-    mismatched = ranks_view.analyse(traces, ranks_view.RanksOptions()).mismatched
+    mismatched = ranks_view.analyse(traces, ranks_view.RanksOptions(Scope(rules=rules))).mismatched
     if mismatched is None or mismatched.height == 0:
         return []
     out = []
@@ -206,18 +211,19 @@ def _collective_mismatches(traces: TraceSet) -> list[Finding]:
     return out
 
 
-def _critical_path_cycles(traces: TraceSet) -> list[Finding]:
+def _critical_path_cycles(traces: TraceSet, rules: Rules) -> list[Finding]:
     """A rank (or the job) whose critical-path graph has a cycle: no path can be found."""
     from htatui.analysis.registry import BY_ID, frame_of, make_table
 
     view = BY_ID["critical-path"]
+    options = view.options(scope=Scope(rules=rules))
     out = []
     for rank in traces.rank_ids:
-        _, message = frame_of(make_table(view.main, traces, dataclasses.replace(view.options(), rank=rank)))
+        _, message = frame_of(make_table(view.main, traces, dataclasses.replace(options, rank=rank)))
         if message and "cycle" in message:
             out.append(Finding(rank, traces.ranks[rank].path.name, "critical-path cycle", message))
     if not out and len(traces.rank_ids) > 1:
-        _, message = frame_of(make_table(view.table("job-edges"), traces, view.options()))
+        _, message = frame_of(make_table(view.table("job-edges"), traces, options))
         if message and "cycle" in message:
             out.append(Finding(None, "", "critical-path cycle", message))
     return out
@@ -270,7 +276,7 @@ def _nccl_name_drift(table: pl.DataFrame) -> list[Finding]:
     ]
 
 
-def quick_findings(traces: TraceSet) -> list[Finding]:
+def quick_findings(traces: TraceSet, rules: Rules = SHIPPED_RULES) -> list[Finding]:
     """The findings every face shows at load, without reading a dataset's ranks: a rank without
     steps or GPU work among ranks that have them (from the stored summary when there is one),
     and, when the events are in memory, kernels overlapping on a stream and ranks whose clock
@@ -325,7 +331,7 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
             if kept is not None:
                 continue
             if clock_parts is not None:
-                clock_parts.append(ranks_view.rank_clock_calls(TraceSet(ranks={rank: trace}), _CLOCK_OPTIONS))
+                clock_parts.append(ranks_view.rank_clock_calls(TraceSet(ranks={rank: trace}), _clock_options(rules)))
             if not was_read:
                 trace.unload()
         table = pl.DataFrame(
@@ -338,7 +344,7 @@ def quick_findings(traces: TraceSet) -> list[Finding]:
         if clock_parts:
             clocks = _clock_findings(traces, ranks_view.clocks_of_parts(clock_parts))
         else:
-            clocks = _clock_offsets(traces) if all_read else []
+            clocks = _clock_offsets(traces, rules) if all_read else []
         return [*_missing_among_ranks(table), *overlaps, *clocks]
     return _missing_among_ranks(table)
 
@@ -350,13 +356,14 @@ def finding_line(finding: Finding) -> str:
     return f"rank {finding.rank} ({finding.file}): {finding.message}"
 
 
-def load_notes(traces: TraceSet) -> tuple[str, ...]:
-    """What loading noted, each file's warnings, and `quick_findings`, a line each (the app's N)."""
+def load_notes(traces: TraceSet, rules: Rules = SHIPPED_RULES) -> tuple[str, ...]:
+    """What loading noted, each file's warnings, and `quick_findings` under `rules`, a line each
+    (the app's N)."""
     lines = list(traces.notes)
     for rank in traces.rank_ids:
         trace = traces.ranks[rank]
         lines += [f"{trace.path.name}: {warning}" for warning in trace.warnings]
-    return (*lines, *(finding_line(f) for f in quick_findings(traces)))
+    return (*lines, *(finding_line(f) for f in quick_findings(traces, rules)))
 
 
 def _stream_overlaps(traces: TraceSet) -> list[Finding]:
@@ -385,18 +392,21 @@ def _overlap_finding(rank: int, file: str, kernels: int, streams: str, overlap_u
     )
 
 
-def _clock_offsets(traces: TraceSet) -> list[Finding]:
+def _clock_offsets(traces: TraceSet, rules: Rules) -> list[Finding]:
     """Ranks whose collective calls end far from where the other ranks' end (a clock of their
     own); the cross-rank views realign them by that offset (`ranks.meeting.skewed_clocks`)."""
     if len(traces.rank_ids) < 2:
         return []
-    return _clock_findings(traces, ranks_view.clock_offsets(traces, _CLOCK_OPTIONS))
+    return _clock_findings(traces, ranks_view.clock_offsets(traces, _clock_options(rules)))
 
 
 CLOCK_RANKS_AT_LOAD = 32
 """Up to this many unread ranks have their clocks compared at load (~20 ms a 13 MB rank)."""
 
-_CLOCK_OPTIONS = ranks_view.RanksOptions(Scope(steps=Steps("all")))
+
+def _clock_options(rules: Rules) -> ranks_view.RanksOptions:
+    """The clocks are compared over every step."""
+    return ranks_view.RanksOptions(Scope(steps=Steps("all"), rules=rules))
 
 
 def _clock_findings(traces: TraceSet, clocks: pl.DataFrame) -> list[Finding]:

@@ -130,7 +130,7 @@ def kernels_table(traces: TraceSet, scope: Scope) -> pl.DataFrame:
         "correlation",
     )
     events = prepare(traces, options, columns=reads).events
-    gpu = typed_gpu_events(events, scope.hta_compat, *reads).filter(pl.col("cat").is_in(GPU_ACTIVITY_CATS))
+    gpu = typed_gpu_events(events, scope.hta_compat, scope.rules, *reads).filter(pl.col("cat").is_in(GPU_ACTIVITY_CATS))
     tree = job_tree.tree(traces, options)
     owners = tree.work.filter(pl.col("owner").is_not_null()).join(
         tree.events.select("rank", owner="pos", op_index="index"), on=["rank", "owner"], how="left"

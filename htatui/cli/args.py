@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from htatui.analysis.core.rules import Rules
     from htatui.analysis.core.scope import Scope
 
 
@@ -100,4 +101,35 @@ def scope_from_args(args: argparse.Namespace, *, ranks: tuple[int, ...] | None =
         steps = Steps.parse(str(args.steps))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return Scope(ranks=ranks, steps=steps, hta_compat=bool(args.hta_compat))
+    return Scope(ranks=ranks, steps=steps, hta_compat=bool(args.hta_compat), rules=rules_from_args(args))
+
+
+def rules_from_args(args: argparse.Namespace) -> Rules:
+    """The rules this process's numbers are made under, chosen once: the files the environment
+    names (HTATUI_COMM_RULES, HTATUI_DEVICE_PEAKS, HTATUI_DIAGNOSIS_RULES, read here and nowhere
+    else), then those of `--comm-rules`, `--device-peaks` and `--diagnosis-rules`. Each file is
+    read now: a bad one raises the HtatuiError naming it before any trace is loaded."""
+    import os
+
+    from htatui.analysis.core.rules import from_settings
+
+    rules = from_settings(
+        os.environ,
+        getattr(args, "comm_rules", None) or (),
+        getattr(args, "device_peaks", None) or (),
+        getattr(args, "diagnosis_rules", None) or (),
+    )
+    # Each kind's reader is imported only when a user file names it: the diagnosis package is a slow import.
+    if rules.comm_files:
+        from htatui.analysis.core.comm_rules import comm_rules
+
+        comm_rules(rules)
+    if rules.peaks_files:
+        from htatui.analysis.perf.peaks import devices
+
+        devices(rules)
+    if rules.diagnosis_files:
+        from htatui.analysis.diagnosis.settings import settings
+
+        settings(rules)
+    return rules

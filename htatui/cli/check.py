@@ -43,15 +43,17 @@ def run_check(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     import orjson
 
     from htatui.analysis.health import capabilities, findings, view_notes
+    from htatui.cli.args import rules_from_args
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
 
+    rules = rules_from_args(args)
     try:
         traces = load(list(args.paths), not args.no_cache, show_warnings=False)
     except LoadError as exc:
         return fail(exc)
-    table = capabilities(traces, read_shapes=not args.quick)
-    found = findings(traces, table, thorough=not args.quick)
+    table = capabilities(traces, read_shapes=not args.quick, rules=rules)
+    found = findings(traces, table, thorough=not args.quick, rules=rules)
     notes = view_notes(table)
     problems = [str(problem) for problem in traces.problems]
     status = WARNINGS if found.height or problems else CLEAN

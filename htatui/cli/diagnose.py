@@ -60,25 +60,19 @@ def run_diagnose(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     import polars as pl
 
     from htatui.analysis.core.comm_rules import CommRulesError
-    from htatui.analysis.core.comm_rules import add_user_rule_file as add_comm_rules
     from htatui.analysis.core.describe import describe_scope, missing_steps
     from htatui.analysis.diagnosis import DiagnosisOptions, DiagnosisRulesError
-    from htatui.analysis.diagnosis.settings import add_user_rule_file
     from htatui.analysis.registry import BY_ID, frame_of, make_table
     from htatui.cli.args import scope_from_args
     from htatui.text.render import render_frame
     from htatui.trace import LoadError
 
     try:
-        scope = scope_from_args(args)
-        for rules in args.diagnosis_rules:
-            add_user_rule_file(rules)
-        for rules in args.comm_rules:
-            add_comm_rules(rules)
+        scope = scope_from_args(args)  # the rules files too
     except (argparse.ArgumentTypeError, DiagnosisRulesError, CommRulesError) as exc:
         return fail(str(exc))
     try:
-        traces = load(list(args.paths), not args.no_cache)
+        traces = load(list(args.paths), not args.no_cache, rules=scope.rules)
     except LoadError as exc:
         return fail(str(exc))
     missing = [rank for rank in scope.ranks or () if rank not in traces.ranks]

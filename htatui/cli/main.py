@@ -22,6 +22,7 @@ from htatui.trace.workers import Terminated, catch_termination, restore_handlers
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from htatui.analysis.core.rules import Rules
     from htatui.trace import LoadProgress, TraceSet
     from htatui.trace.fetch import DownloadProgress
 
@@ -29,12 +30,18 @@ SUBCOMMANDS = ("info", "check", "diagnose", "report", "query", "export", "diff",
 
 
 def _load(
-    paths: Sequence[SourcePath], use_cache: bool, show_warnings: bool = True, *, notes_below: bool = False
+    paths: Sequence[SourcePath],
+    use_cache: bool,
+    show_warnings: bool = True,
+    *,
+    notes_below: bool = False,
+    rules: Rules | None = None,
 ) -> TraceSet:
     """Load with a progress bar on stderr (when it is a terminal); notes, problems and (unless
     the output shows them, as info's does) each file's warnings to stderr. `notes_below`: the
     command's table lists the notes and skipped files under it, so stderr does not say them
-    again (issue 38 #6: report printed a load note twice in a terminal).
+    again (issue 38 #6: report printed a load note twice in a terminal). `rules`: the command's
+    (None: those the environment names), which the warnings' collectives are found by.
 
     Without the cache (--no-cache) every file is parsed again and its cache entry refreshed.
     """
@@ -90,7 +97,11 @@ def _load(
         for rank_trace in traces.ranks.values():
             for warning in rank_trace.warnings:
                 print(f"htatui: warning: {rank_trace.path}: {warning}", file=sys.stderr)
-        for finding in quick_findings(traces):
+        if rules is None:
+            from htatui.analysis.core.rules import from_settings
+
+            rules = from_settings(os.environ)
+        for finding in quick_findings(traces, rules):
             print(f"htatui: warning: {finding_line(finding)}", file=sys.stderr)
     return traces
 
@@ -350,6 +361,7 @@ def _run_app(argv: Sequence[str]) -> int:
         use_cache=not args.no_cache,
         hta_compat=scope.hta_compat,
         steps=scope.steps,
+        rules=scope.rules,
         screenshot_dir=args.screenshot,
     )
     if code == 130:

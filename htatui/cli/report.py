@@ -273,18 +273,10 @@ def run_report(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     except argparse.ArgumentTypeError as exc:
         return fail(exc)
     ranks = scope.ranks
-    from htatui.analysis.core.comm_rules import CommRulesError, add_user_rule_file
-    from htatui.analysis.diagnosis.settings import add_user_rule_file as add_diagnosis_rules
-    from htatui.analysis.perf.peaks import add_user_peaks_file
+    from htatui.analysis.core.comm_rules import CommRulesError
 
-    # A refused rules file or trace raises an HtatuiError that main() prints.
-    for rules_file in getattr(args, "comm_rules", []):
-        add_user_rule_file(rules_file)
-    for peaks_file in getattr(args, "device_peaks", []):
-        add_user_peaks_file(peaks_file)
-    for rules_file in getattr(args, "diagnosis_rules", []):
-        add_diagnosis_rules(rules_file)
-    traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table")
+    # A refused rules file (read with the scope's rules) or trace raises an HtatuiError that main() prints.
+    traces = load(list(args.paths), not args.no_cache, notes_below=args.format == "table", rules=scope.rules)
     if ranks is not None:
         missing = [r for r in ranks if r not in traces.ranks]
         if missing:

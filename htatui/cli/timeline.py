@@ -54,7 +54,7 @@ def add_timeline_parser(
 
 def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], Any]) -> int:
     from htatui.analysis.timeline import index as timeline
-    from htatui.cli.args import parse_ranks
+    from htatui.cli.args import parse_ranks, rules_from_args
     from htatui.text import timeline as timeline_text
     from htatui.trace import LoadError
 
@@ -80,9 +80,11 @@ def run_timeline(args: argparse.Namespace, load: Callable[[list[Path], bool], An
         return fail(f"rank {missing[0]} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
     if not chosen:
         return fail("no rank loaded")
-    options = timeline.TimelineOptions(max_depth=args.depth, rows=args.rows or timeline.DEFAULT_ROWS)
+    options = timeline.TimelineOptions(
+        max_depth=args.depth, rows=args.rows or timeline.DEFAULT_ROWS, rules=rules_from_args(args)
+    )
     try:
-        indexes = [timeline.build_index(traces, r) for r in chosen]
+        indexes = [timeline.build_index(traces, r, options.rules) for r in chosen]
         start = args.start if args.start is not None else min(i.first_us for i in indexes)
         end = args.end if args.end is not None else max(i.last_us for i in indexes)
         lines = timeline_text.render(traces, chosen, start, end, width, options)

@@ -4,7 +4,8 @@ The cross-rank views read small per-rank tables (`analysis.views.ranks.tables`) 
 view tables are made a rank at a time (`analysis.kept_parts`); a trace folder keeps each rank's
 rows of both in its parse-cache entry the first time they are made from its events, tagged with
 what they were made for: the rank number and time shift (both depend on the whole job: another
-set of files moves them) and the rules and code (`analysis.core.kept.made_with`). A rank's rows
+set of files moves them) and the code (`analysis.core.kept.made_with`; the cross-rank tables are
+the default scope's, made under the shipped rules, and a part's name holds its rules). A rank's rows
 are served only under its own tag; else the views make them from the events, and keep them
 under the new tag (the old ones are dropped).
 """
@@ -24,7 +25,7 @@ from htatui.trace.model import RankTrace
 
 
 def tables_tag(trace: RankTrace) -> str:
-    """What a rank's kept tables were made for: its rank number and time shift, the rules and code."""
+    """What a rank's kept tables were made for: its rank number and time shift, and the code."""
     return f"rank {trace.rank}|shift {trace.shift_us!r}|made {made_with()}"
 
 

@@ -77,7 +77,7 @@ def label_width(traces: TraceSet, ranks: list[int], options: TimelineOptions) ->
     many = len(ranks) > 1
     widest = 0
     for rank in ranks:
-        index = build_index(traces, rank)
+        index = build_index(traces, rank, options.rules)
         for row in visible_rows(traces, index, options):
             spec = index.rows[row]
             widest = max(widest, len(f"r{spec.rank} {spec.label}" if many else spec.label))

@@ -16,6 +16,7 @@ from textual.signal import Signal
 from htatui.analysis.core.describe import missing_steps, scope_steps
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Scope, Steps, describe
 from htatui.analysis.diff.compare import DiffOptions
 from htatui.analysis.export import traces as export
@@ -60,6 +61,8 @@ class Settings:
     hta_compat: bool = False
     steps: Steps = field(default_factory=Steps)
     max_workers: int | None = None
+    rules: Rules = SHIPPED_RULES
+    """The user's rule files (the command line's, from the environment): every scope's."""
 
 
 SCREENS: dict[str, type[Screen[Any]]] = {
@@ -173,7 +176,7 @@ class HtaTuiApp(ThemedApp):
     ) -> None:
         self.settings = settings
         self.traces: TraceSet | None = None
-        self.current_scope = Scope(steps=settings.steps, hta_compat=settings.hta_compat)
+        self.current_scope = Scope(steps=settings.steps, hta_compat=settings.hta_compat, rules=settings.rules)
         """The ranks, steps and mode every view shows: one value, replaced whole and published."""
         self.scope_text = ""
         self._preloaded = traces
@@ -189,6 +192,7 @@ class HtaTuiApp(ThemedApp):
             use_cache=self.settings.use_cache,
             max_workers=self.settings.max_workers,
             preloaded=self._preloaded,
+            rules=self.settings.rules,
         )
 
     async def on_traces_loaded(self, message: TracesLoaded) -> None:
@@ -202,7 +206,9 @@ class HtaTuiApp(ThemedApp):
             self.notify(missing, title="Steps", severity="warning", timeout=10)
         # Notes (ranks taken from file order, each file's warnings, what is odd across ranks) go to
         # the status line and N, not over the panes.
-        self.load_notes = message.notes if message.notes is not None else load_notes(message.traces)
+        self.load_notes = (
+            message.notes if message.notes is not None else load_notes(message.traces, self.settings.rules)
+        )
 
     # ---- the selection every view follows -----------------------------------------------
     def scope(self) -> Scope:

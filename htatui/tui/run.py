@@ -10,6 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Steps
 from htatui.sources import SourcePath
 from htatui.tui.app import HtaTuiApp, Settings
@@ -26,6 +27,7 @@ def run_app(
     use_cache: bool = True,
     hta_compat: bool = False,
     steps: Steps | None = None,
+    rules: Rules = SHIPPED_RULES,
     screenshot_dir: Path | None = None,
 ) -> int:
     """Open the TUI over the traces in `paths`; return the process exit code.
@@ -34,7 +36,9 @@ def run_app(
     cancelled the load with esc. With `screenshot_dir`, run headless at 120x40, save one SVG per
     view there, and exit.
     """
-    settings = Settings(paths=tuple(paths), use_cache=use_cache, hta_compat=hta_compat, steps=steps or Steps())
+    settings = Settings(
+        paths=tuple(paths), use_cache=use_cache, hta_compat=hta_compat, steps=steps or Steps(), rules=rules
+    )
     app = HtaTuiApp(settings, theme=theme)
     if screenshot_dir is not None:
         return save_screenshots(app, screenshot_dir)

@@ -10,6 +10,7 @@ from kineto_util import kernel, runtime, traces_of
 
 from htatui.analysis.core import comm_rules
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, kernel_type
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import overlap, temporal
 from htatui.analysis.views.temporal import TemporalOptions
@@ -35,12 +36,12 @@ COMPUTE_NAMES = [
 ]
 
 
-def _typed(names: list[str], compat: bool) -> list[str]:
+def _typed(names: list[str], compat: bool, rules: Rules = SHIPPED_RULES) -> list[str]:
     frame = pl.DataFrame(
         {"name": names, "cat": ["kernel"] * len(names), "collective_name": [None] * len(names)},
         schema={"name": pl.Utf8, "cat": pl.Utf8, "collective_name": pl.Utf8},
     )
-    return frame.select(kind=kernel_type(compat))["kind"].to_list()
+    return frame.select(kind=kernel_type(compat, rules))["kind"].to_list()
 
 
 def test_every_known_spelling_is_communication() -> None:
@@ -93,16 +94,14 @@ def test_deepep_kernel_counts_as_communication(tmp_path: Path, compat: bool) -> 
     assert over == (None if compat else 50.0)
 
 
-def test_user_rules_extend_the_shipped_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_rules_extend_the_shipped_ones(tmp_path: Path) -> None:
     rules_file = tmp_path / "mine.toml"
     rules_file.write_text('[[rule]]\nlibrary = "MyCCL"\npattern = "^myccl_"\n')
     assert _typed(["myccl_allgather"], compat=False) == [COMPUTATION]
-    monkeypatch.setenv(comm_rules.ENV_VAR, str(rules_file))
-    assert _typed(["myccl_allgather", "ncclDevKernel_Generic"], compat=False) == [COMMUNICATION] * 2
-    assert comm_rules.comm_rules().library_of("MYCCL_x") == "MyCCL"
-    monkeypatch.delenv(comm_rules.ENV_VAR)
-    comm_rules.add_user_rule_file(rules_file)
-    assert comm_rules.user_rule_files() == (str(rules_file),)
+    mine = Rules(comm_files=(str(rules_file),))
+    assert _typed(["myccl_allgather", "ncclDevKernel_Generic"], compat=False, rules=mine) == [COMMUNICATION] * 2
+    assert comm_rules.comm_rules(mine).library_of("MYCCL_x") == "MyCCL"
+    assert _typed(["myccl_allgather"], compat=False) == [COMPUTATION]  # the shipped rules are unchanged
 
 
 @pytest.mark.parametrize(
@@ -114,15 +113,12 @@ def test_user_rules_extend_the_shipped_ones(tmp_path: Path, monkeypatch: pytest.
         ("categories = 'kernel'\n", "'categories' must be a list of strings"),
     ],
 )
-def test_bad_rules_file_names_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str
-) -> None:
+def test_bad_rules_file_names_the_file(tmp_path: Path, text: str, problem: str) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
-    monkeypatch.setenv(comm_rules.ENV_VAR, str(bad))
     with pytest.raises(comm_rules.CommRulesError, match=problem) as error:
-        comm_rules.comm_rules()
+        comm_rules.comm_rules(Rules(comm_files=(str(bad),)))
     assert str(bad) in str(error.value)
     missing = tmp_path / "missing.toml"
     with pytest.raises(comm_rules.CommRulesError, match="cannot read"):
-        comm_rules.add_user_rule_file(missing)
+        comm_rules.comm_rules(Rules(comm_files=(str(missing),)))

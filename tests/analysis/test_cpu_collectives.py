@@ -11,6 +11,8 @@ from kineto_util import traces_of
 from ranks_jobs import SLOW_SHM_RANK, shm_rank
 
 from htatui.analysis.core import comm_rules
+from htatui.analysis.core.rules import Rules
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.health import capabilities
 from htatui.analysis.views import ranks
 from htatui.analysis.views.ranks import RanksOptions, meeting
@@ -60,19 +62,19 @@ def test_check_counts_shm_collectives(tmp_path: Path) -> None:
     assert table["cpu_collectives"].to_list() == [6, 6]
 
 
-def test_a_user_host_rule_adds_a_cpu_collective(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_host_rule_adds_a_cpu_collective(tmp_path: Path) -> None:
     (tmp_path / "job").mkdir()
     (tmp_path / "again").mkdir()
     traces = traces_of(tmp_path / "job", *(shm_rank(r, "mylib::ring_allreduce") for r in range(2)))
     assert ranks.analyse(traces, RanksOptions()).source is None
     rules = tmp_path / "mine.toml"
     rules.write_text('[[host]]\nlibrary = "mylib"\npattern = "^mylib::ring_"\nkind = "all_reduce"\n')
-    monkeypatch.setenv(comm_rules.ENV_VAR, str(rules))
-    assert comm_rules.cpu_collective("mylib::ring_allreduce") == comm_rules.CpuCollective(
+    mine = Rules(comm_files=(str(rules),))
+    assert comm_rules.cpu_collective("mylib::ring_allreduce", mine) == comm_rules.CpuCollective(
         "mylib", "all_reduce", "range"
     )
     traces = traces_of(tmp_path / "again", *(shm_rank(r, "mylib::ring_allreduce") for r in range(2)))
-    result = ranks.analyse(traces, RanksOptions())
+    result = ranks.analyse(traces, RanksOptions(Scope(rules=mine)))
     assert result.source == meeting.CPU_OPS
     assert result.stragglers["rank"].to_list() == [SLOW_SHM_RANK]
     assert result.stragglers["delay_us"].to_list() == [600.0]
@@ -87,12 +89,11 @@ def test_a_user_host_rule_adds_a_cpu_collective(tmp_path: Path, monkeypatch: pyt
         ("host = 'x'\n", "'host' must be an array of tables"),
     ],
 )
-def test_bad_host_rule_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str) -> None:
+def test_bad_host_rule_names_the_file(tmp_path: Path, text: str, problem: str) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
-    monkeypatch.setenv(comm_rules.ENV_VAR, str(bad))
     with pytest.raises(comm_rules.CommRulesError, match=problem) as error:
-        comm_rules.comm_rules()
+        comm_rules.comm_rules(Rules(comm_files=(str(bad),)))
     assert str(bad) in str(error.value)
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.diagnosis import FINDING_COLUMNS, SUMMARY_COLUMNS, DiagnosisOptions, DiagnosisRulesError
 from htatui.analysis.diagnosis.rules import RULES
-from htatui.analysis.diagnosis.settings import ENV_VAR, Family, add_user_rule_file, settings
+from htatui.analysis.diagnosis.settings import Family, settings
 from htatui.analysis.registry import BY_ID, PAGE_BY_ID, frame_of, make_table
 from htatui.analysis.views.critical_path import Change, CriticalPathOptions, what_if_savings
 from htatui.jobs.load import load_traces
@@ -46,17 +47,13 @@ def test_every_rule_has_its_thresholds_and_a_docs_page() -> None:
             assert f"`{key}`" in text, (rule, key)  # each threshold explained on the rule's page
 
 
-def test_a_user_file_changes_numbers_adds_to_lists_and_turns_rules_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_user_file_changes_numbers_adds_to_lists_and_turns_rules_off(tmp_path: Path) -> None:
     mine = tmp_path / "mine.toml"
     mine.write_text(
         '[data_loader]\nmin_pct = 1\nnames = ["my_batches"]\n[memory]\nenabled = false\n'
         '[[family]]\nname = "mine"\npattern = "^my_kernel"\n'
     )
-    monkeypatch.setenv(ENV_VAR, "")
-    add_user_rule_file(mine)
-    changed = settings()
+    changed = settings(Rules(diagnosis_files=(str(mine),)))
     assert changed.number("data_loader", "min_pct") == 1.0
     assert changed.names("data_loader", "names")[-1] == "my_batches"
     assert "DataLoader" in changed.names("data_loader", "names")  # the shipped ones stay
@@ -80,7 +77,7 @@ def test_a_bad_rules_file_is_one_line_naming_it(tmp_path: Path, text: str, probl
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     with pytest.raises(DiagnosisRulesError) as caught:
-        add_user_rule_file(bad)
+        settings(Rules(diagnosis_files=(str(bad),)))
     message = str(caught.value)
     assert message.startswith(f"{bad}: ") and problem in message and "\n" not in message
 

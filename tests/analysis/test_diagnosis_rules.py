@@ -17,6 +17,8 @@ from kineto_util import cpu_op, device, kernel, runtime, step, traces_of, write_
 from memory_util import memory_event
 from ranks_jobs import SLOW_RANK, gloo_rank, nccl_rank
 
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.diagnosis import DiagnosisOptions
 from htatui.analysis.registry import BY_ID, frame_of, make_table
 from htatui.jobs.load import load_traces
@@ -40,10 +42,10 @@ def job(tmp_path: Path, make: Callable[[int, float], list[Event]], *, ranks: int
     )
 
 
-def findings(traces: TraceSet) -> dict[str, dict[str, Any]]:
-    """The diagnosis' findings by rule (the first of each rule)."""
+def findings(traces: TraceSet, rules: Rules = SHIPPED_RULES) -> dict[str, dict[str, Any]]:
+    """The diagnosis' findings by rule (the first of each rule) under `rules`."""
     view = BY_ID["diagnosis"]
-    frame = frame_of(make_table(view.main, traces, DiagnosisOptions()))[0]
+    frame = frame_of(make_table(view.main, traces, DiagnosisOptions(Scope(rules=rules))))[0]
     out: dict[str, dict[str, Any]] = {}
     for row in frame.to_dicts():
         out.setdefault(row["rule"], row)
@@ -304,21 +306,20 @@ def mm_step(dtype: str, kernel_us: float) -> Callable[[int, float], list[Event]]
 
 
 @pytest.fixture
-def h100_peaks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def h100_peaks(tmp_path_factory: pytest.TempPathFactory) -> Rules:
     """The test traces' "Test GPU" with an H100 SXM's roofs (fp32 67, TF32 494.7, bf16 989.4 TFLOP/s)."""
     peaks = tmp_path_factory.mktemp("peaks") / "peaks.toml"
     peaks.write_text(
         '[[device]]\nname = "Test"\nmatch = "Test GPU"\nmemory_tbps = 3.35\n'
         "tflops = { fp32 = 67.0, tf32 = 494.7, bf16 = 989.4 }\n"
     )
-    monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(peaks))
+    return Rules(peaks_files=(str(peaks),))
 
 
-@pytest.mark.usefixtures("h100_peaks")
-def test_gemm_roof_finds_fp32_matmuls_off_the_tensor_cores(tmp_path: Path) -> None:
+def test_gemm_roof_finds_fp32_matmuls_off_the_tensor_cores(tmp_path: Path, h100_peaks: Rules) -> None:
     """2·4096³ = 137.44 GFLOP in 10 ms: 13.74 TFLOP/s, 20.5 % of the fp32 roof (67, no tensor cores),
     10 ms of a 20-ms step; at 70 % of the roof it would take 2.93 ms: estimate 7.07 ms saved."""
-    found = findings(job(tmp_path, mm_step("float", 10_000), step_us=20_000))["gemm_roof"]
+    found = findings(job(tmp_path, mm_step("float", 10_000), step_us=20_000), h100_peaks)["gemm_roof"]
     pct = 100 * 2 * 4096**3 / 10_000e-6 / 1e12 / 67.0
     assert pct == pytest.approx(20.51, abs=0.01)
     assert found["estimate_us"] == pytest.approx(10_000 * (1 - pct / 70))
@@ -327,10 +328,9 @@ def test_gemm_roof_finds_fp32_matmuls_off_the_tensor_cores(tmp_path: Path) -> No
     assert json.loads(found["row"]) == {"rank": 0, "name": "aten::mm"}
 
 
-@pytest.mark.usefixtures("h100_peaks")
-def test_no_gemm_roof_finding_for_a_bf16_matmul_near_its_roof(tmp_path: Path) -> None:
+def test_no_gemm_roof_finding_for_a_bf16_matmul_near_its_roof(tmp_path: Path, h100_peaks: Rules) -> None:
     """The same mm in bf16 in 200 µs: 687 TFLOP/s, 69 % of 989.4."""
-    assert "gemm_roof" not in findings(job(tmp_path, mm_step("c10::BFloat16", 200), step_us=20_000))
+    assert "gemm_roof" not in findings(job(tmp_path, mm_step("c10::BFloat16", 200), step_us=20_000), h100_peaks)
 
 
 def chains_step(chain: int) -> Callable[[int, float], list[Event]]:

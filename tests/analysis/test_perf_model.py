@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from kineto_util import cpu_op, kernel, runtime, traces_of
 
+from htatui.analysis.core.rules import Rules
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.perf.call import OpCall, parse_call
 from htatui.analysis.perf.dispatch import category_of, estimate
 from htatui.analysis.perf.peaks import DevicePeaksError, find_device, read_devices
@@ -523,9 +525,9 @@ def test_documented_differences_from_tracelens() -> None:
 # ---- device peaks ---------------------------------------------------------------------------
 
 
-def test_device_peaks_table_and_user_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The trace's deviceProperties name picks the device; a user file (HTATUI_DEVICE_PEAKS) is
-    tried first; a bad file is one error naming it."""
+def test_device_peaks_table_and_user_files(tmp_path: Path) -> None:
+    """The trace's deviceProperties name picks the device; a user file (the rules' peaks files:
+    --device-peaks, HTATUI_DEVICE_PEAKS) is tried first; a bad file is one error naming it."""
     h100 = find_device("NVIDIA H100 80GB HBM3")
     assert h100 is not None and (h100.name, h100.memory_tbps, h100.peak_tflops("bf16")) == ("H100 SXM", 3.35, 989.4)
     assert find_device("NVIDIA H100 PCIe").name == "H100 PCIe"  # type: ignore[union-attr]
@@ -538,8 +540,9 @@ def test_device_peaks_table_and_user_files(tmp_path: Path, monkeypatch: pytest.M
     assert find_device("AMD Radeon Graphics", 60) is None
     mine = tmp_path / "mine.toml"
     mine.write_text('[[device]]\nname = "Lab H100"\nmatch = "H100"\nmemory_tbps = 3.0\ntflops = { bf16 = 900.0 }\n')
-    monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(mine))
-    assert find_device("NVIDIA H100 80GB HBM3").name == "Lab H100"  # type: ignore[union-attr]
+    lab = find_device("NVIDIA H100 80GB HBM3", rules=Rules(peaks_files=(str(mine),)))
+    assert lab is not None and lab.name == "Lab H100"
+    assert find_device("NVIDIA H100 80GB HBM3") == h100  # the shipped table alone
     bad = tmp_path / "bad.toml"
     bad.write_text('[[device]]\nname = "X"\nmatch = "X"\nmemory_tbps = -1\n')
     with pytest.raises(DevicePeaksError, match="bad.toml: device 'X' needs a positive memory_tbps"):
@@ -555,7 +558,7 @@ def op(name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
     return event
 
 
-def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ops_table_model_columns_and_categories(tmp_path: Path) -> None:
     """aten::linear [0, 100] ⊃ aten::addmm [10, 80] launches two kernels on two streams, [200,
     210] and [205, 215]: busy 15 µs merged (20 summed). addmm bias [256], x [64,128], w [128,256]
     bf16: 2·64·256·128 + 64·256 = 4 210 688 FLOP; (8 192 + 32 768 + 16 384 + 256)·2 = 115 200 B;
@@ -568,7 +571,7 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
     once, under addmm, and mm's) of 35 = 85.7 % over 2 calls; other (random_) 5 µs = 14.3 %."""
     peaks = tmp_path / "peaks.toml"
     peaks.write_text('[[device]]\nname = "Test"\nmatch = "Test GPU"\nmemory_tbps = 1.0\ntflops = { bf16 = 100.0 }\n')
-    monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(peaks))
+    scope = Scope(rules=Rules(peaks_files=(str(peaks),)))
     bf = [BF16] * 3
     trace = tmp_path / "trace"
     trace.mkdir()
@@ -603,7 +606,9 @@ def test_ops_table_model_columns_and_categories(tmp_path: Path, monkeypatch: pyt
             kernel("gemm_c", 400, 10, corr=4),
         ],
     )
-    frame = ops.compute(traces, OpsOptions(group_by="shape", flops=True, kinds="op", sort_by="name", descending=False))
+    frame = ops.compute(
+        traces, OpsOptions(scope, group_by="shape", flops=True, kinds="op", sort_by="name", descending=False)
+    )
     rows = {r["name"]: r for r in frame.to_dicts()}
     addmm = rows["aten::addmm"]
     assert (addmm["category"], addmm["model"], addmm["gflop"], addmm["bytes_moved"]) == (

@@ -7,6 +7,7 @@ by hand in the docstring; the last runs every shared trace: no row above its roo
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import polars as pl
 import pytest
 from kineto_util import cpu_op, kernel, runtime, traces_of
 
+from htatui.analysis.core.rules import Rules
+from htatui.analysis.core.scope import Scope
 from htatui.analysis.perf.peaks import DevicePeaksError, device_from_properties, find_device, read_devices
 from htatui.analysis.views import cupti, ops
 from htatui.analysis.views.ops import OpsOptions
@@ -34,15 +37,15 @@ def launch(corr: int, ts: float) -> dict[str, Any]:
 
 
 @pytest.fixture
-def test_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ "Test GPU": 1,000 bf16 TFLOP/s on its matrix units, 60 fp32 and 120 bf16 on its vector
-    units, 3 TB/s, a 50 MB L2."""
+def test_gpu(tmp_path: Path) -> OpsOptions:
+    """`MODEL` with "Test GPU" in its rules: 1,000 bf16 TFLOP/s on its matrix units, 60 fp32 and
+    120 bf16 on its vector units, 3 TB/s, a 50 MB L2."""
     peaks = tmp_path / "peaks.toml"
     peaks.write_text(
         '[[device]]\nname = "Test"\nmatch = "Test GPU"\nmemory_tbps = 3.0\nl2_mb = 50\n'
         "matrix = { bf16 = 1000.0 }\nvector = { fp32 = 60.0, bf16 = 120.0 }\n"
     )
-    monkeypatch.setenv("HTATUI_DEVICE_PEAKS", str(peaks))
+    return replace(MODEL, scope=Scope(rules=Rules(peaks_files=(str(peaks),))))
 
 
 def rows(frame: pl.DataFrame, name: str) -> list[dict[str, Any]]:
@@ -52,7 +55,7 @@ def rows(frame: pl.DataFrame, name: str) -> list[dict[str, Any]]:
 # ---- rows that mean one thing ------------------------------------------------------------
 
 
-def test_autocast_nested_linear_one_row_per_dtype(tmp_path: Path, test_gpu: None) -> None:
+def test_autocast_nested_linear_one_row_per_dtype(tmp_path: Path, test_gpu: OpsOptions) -> None:
     """Under autocast the float aten::linear x [8,1024,768], w [32000,768] calls a cast of w
     (aten::copy_: 147 MB in 60 µs) and the bf16 aten::linear of the same shapes, whose mm kernel
     (`nvjet_…`, no dtype in its name: its op's bf16) runs 600 µs. FLOPs 2·8192·32000·768 =
@@ -76,7 +79,7 @@ def test_autocast_nested_linear_one_row_per_dtype(tmp_path: Path, test_gpu: None
             kernel("nvjet_tst_192x128_64x5_1x2_h_bz_coopB_TNT", 260, 600, corr=2),
         ],
     )
-    frame = ops.compute(traces, MODEL)
+    frame = ops.compute(traces, test_gpu)
     outer, inner = sorted(rows(frame, "aten::linear"), key=lambda r: r["input_types"] != "fp32,fp32,-")
     flops = 2 * 8192 * 32000 * 768
     assert (outer["input_types"], outer["dtype"], outer["unit"], outer["peak_tflop_per_s"]) == (
@@ -92,7 +95,7 @@ def test_autocast_nested_linear_one_row_per_dtype(tmp_path: Path, test_gpu: None
     assert frame.filter(pl.col("pct_of_peak") > 100).height == 0
 
 
-def test_row_over_calls_with_gpu_work_total_over_total(tmp_path: Path, test_gpu: None) -> None:
+def test_row_over_calls_with_gpu_work_total_over_total(tmp_path: Path, test_gpu: OpsOptions) -> None:
     """Three calls of aten::mul [1000,1000] bf16 (F = 1e6 FLOP, B = 6e6 bytes each): one on the
     CPU (no kernel), one whose kernel runs 10 µs, one 30 µs. The row is over the two with GPU
     work: gpu_calls 2, busy 40 µs; tflop_per_s = 2e6/40/1e6 = 0.05, mean of the calls' rates
@@ -115,7 +118,7 @@ def test_row_over_calls_with_gpu_work_total_over_total(tmp_path: Path, test_gpu:
             kernel("mul_kernel", 200, 30, corr=2),
         ],
     )
-    (row,) = rows(ops.compute(traces, MODEL), "aten::mul")
+    (row,) = rows(ops.compute(traces, test_gpu), "aten::mul")
     # The op tree folds the nested call into its parent (op_events' dedup): 3 calls, 2 on the GPU.
     assert (row["count"], row["gpu_calls"], row["busy_incl_us"], row["bytes_moved"]) == (3, 2, 40.0, 6e6)
     assert row["tflop_per_s"] == pytest.approx(0.05)
@@ -125,7 +128,7 @@ def test_row_over_calls_with_gpu_work_total_over_total(tmp_path: Path, test_gpu:
     assert (row["unit"], row["bound"], row["peak_tflop_per_s"]) == ("vector", "memory", 120.0)
 
 
-def test_call_nested_in_its_own_row_counted_once(tmp_path: Path, test_gpu: None) -> None:
+def test_call_nested_in_its_own_row_counted_once(tmp_path: Path, test_gpu: OpsOptions) -> None:
     """aten::mul [1000,1000] bf16 ⊃ aten::contiguous ⊃ aten::mul of the same arguments, whose
     kernel runs 10 µs: both calls own the kernel (their subtrees hold it), but the row counts the
     outer one only: gpu_calls 1, busy 10 µs, 1e6 FLOP / 10 µs = 0.1 TFLOP/s (counted twice:
@@ -143,12 +146,12 @@ def test_call_nested_in_its_own_row_counted_once(tmp_path: Path, test_gpu: None)
             kernel("mul_kernel", 200, 10, corr=1),
         ],
     )
-    (row,) = rows(ops.compute(traces, MODEL), "aten::mul")
+    (row,) = rows(ops.compute(traces, test_gpu), "aten::mul")
     assert (row["count"], row["gpu_calls"], row["busy_incl_us"], row["flop_count"]) == (2, 1, 10.0, 1e6)
     assert row["tflop_per_s"] == pytest.approx(0.1)
 
 
-def test_zero_flop_row_has_no_compute_roof_and_flags(tmp_path: Path, test_gpu: None) -> None:
+def test_zero_flop_row_has_no_compute_roof_and_flags(tmp_path: Path, test_gpu: OpsOptions) -> None:
     """aten::fill_ of [1000,1000] fp32 writes 4e6 bytes in 2 µs: 2 TB/s, 66.7 % of the 3 TB/s
     roof, and no compute peak beside it (it computes nothing). An addmm-free aten::mm of
     [4096,4096]² bf16 (137.4 GFLOP) whose kernel lasted 0.1 µs would be 1.37e6 TFLOP/s: above
@@ -181,7 +184,7 @@ def test_zero_flop_row_has_no_compute_roof_and_flags(tmp_path: Path, test_gpu: N
             kernel("sub", 400, 0.001, corr=5),
         ],
     )
-    frame = ops.compute(traces, MODEL)
+    frame = ops.compute(traces, test_gpu)
     (fill,) = rows(frame, "aten::fill_")
     assert (fill["gflop"], fill["peak_tflop_per_s"], fill["bound"]) == (0.0, None, "memory")
     assert fill["pct_of_peak"] == pytest.approx(100 * 2 / 3)
@@ -258,7 +261,7 @@ def test_regexes_bounded(tmp_path: Path) -> None:
 # ---- bounds on the inputs (issue 35.1-3) -------------------------------------------------
 
 
-def test_profiler_flops_and_hostile_dims_dropped_with_one_note(tmp_path: Path, test_gpu: None) -> None:
+def test_profiler_flops_and_hostile_dims_dropped_with_one_note(tmp_path: Path, test_gpu: OpsOptions) -> None:
     """Issue 35.1 and 35.2: the profiler's `flops` of 1e300, −1e12 and 2**70 are dropped (the
     calls keep their formula's FLOPs), as are `Input Dims` with a negative dim, [2e19] (past
     int64, a float) and [1e18] elements (over 2**42): those calls get no figure. One note names
@@ -281,7 +284,7 @@ def test_profiler_flops_and_hostile_dims_dropped_with_one_note(tmp_path: Path, t
             kernel("relu", 200, 10, corr=2),
         ],
     )
-    made = ops.main(traces, MODEL)
+    made = ops.main(traces, test_gpu)
     assert made.message is not None
     assert "rank-0.json: dropped 3 'Input Dims' values, 3 'flops' values no GPU can produce" in made.message
     frame = made.frame

@@ -46,8 +46,8 @@ BOTH_INDEXES = [("timeline.index", 0), ("timeline.index", 1)]
 
 
 def index_keys(traces: TraceSet) -> list[object]:
-    # Each key ends with what it was made with (`core.kept.made_with`): left out here.
-    return [key[:-1] for key in traces.derived if isinstance(key, tuple) and key[0] == "timeline.index"]
+    # Each key ends with its rules and the code it was made with (`core.kept.code_digest`): left out here.
+    return [key[:2] for key in traces.derived if isinstance(key, tuple) and key[0] == "timeline.index"]
 
 
 async def test_leaving_the_timeline_drops_its_index_and_opening_it_again_draws_the_same(

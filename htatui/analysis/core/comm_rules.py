@@ -4,15 +4,14 @@ The shipped rules live in `comm_rules.toml` beside this module: kernel rules (NC
 every known spelling, MSCCL, HCCL, DeepEP, NVSHMEM, PyTorch symmetric memory, MTIA collectives)
 and host rules, the collectives that run on the CPU (a process group's `gloo:`/`nccl:` ranges,
 vLLM's shared-memory ops, the `c10d::` ops). Users add rules in TOML files of the same shape,
-named in the ``HTATUI_COMM_RULES`` environment variable (``os.pathsep``-separated);
-`htatui report --comm-rules FILE` sets it. `--hta-compat` keeps HTA 0.6.1's kernel name
+named by the scope's rules (`core.rules.Rules.comm_files`: `--comm-rules FILE`, or the
+``HTATUI_COMM_RULES`` variable the faces read). `--hta-compat` keeps HTA 0.6.1's kernel name
 prefixes; the host rules find the meeting points of every mode.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -22,11 +21,13 @@ from typing import Any
 
 import polars as pl
 
+from htatui.analysis.core.rules import COMM_RULES_ENV, SHIPPED_RULES, Rules
 from htatui.errors import HtatuiError
 from htatui.sources.user_file import read_user_text
 
-ENV_VAR = "HTATUI_COMM_RULES"
 SHIPPED = Path(__file__).with_name("comm_rules.toml")
+ENV_VAR = COMM_RULES_ENV
+"""The variable whose files a face adds to the scope's rules (`core.rules.from_settings`)."""
 
 
 class CommRulesError(HtatuiError, ValueError):
@@ -172,35 +173,23 @@ def _load(user_files: tuple[str, ...]) -> CommRules:
     return CommRules(tuple(rules), tuple(categories), tuple(host))
 
 
-def user_rule_files() -> tuple[str, ...]:
-    value = os.environ.get(ENV_VAR, "")
-    return tuple(part for part in value.split(os.pathsep) if part.strip())
+def comm_rules(rules: Rules = SHIPPED_RULES) -> CommRules:
+    """The shipped rules plus the user's files in `rules` (read once per distinct list of files)."""
+    return _load(rules.comm_files)
 
 
-def comm_rules() -> CommRules:
-    """The shipped rules plus the user's (read once per distinct HTATUI_COMM_RULES value)."""
-    return _load(user_rule_files())
-
-
-def add_user_rule_file(path: Path) -> None:
-    """Add `path` to HTATUI_COMM_RULES for this process, after checking it reads."""
-    _read(path)
-    files = [*user_rule_files(), str(path)]
-    os.environ[ENV_VAR] = os.pathsep.join(files)
-
-
-def is_comm_kernel() -> pl.Expr:
+def is_comm_kernel(rules: Rules) -> pl.Expr:
     """True for a kernel row that the rules call communication: its name, or collective args on it."""
-    rules = comm_rules()
+    comm = comm_rules(rules)
     name = pl.col("name").cast(pl.Utf8)
-    by_name = name.str.contains(rules.regex).fill_null(False)
+    by_name = name.str.contains(comm.regex).fill_null(False)
     by_args = pl.col("collective_name").is_not_null()
     return by_name | by_args
 
 
-def comm_categories() -> list[str]:
+def comm_categories(rules: Rules) -> list[str]:
     """Event categories whose every row is communication (empty in the shipped rules)."""
-    return list(comm_rules().categories)
+    return list(comm_rules(rules).categories)
 
 
 # (substring of the lower-cased name without '_', kind): first match wins, so longer names first.
@@ -231,14 +220,14 @@ def kind_from_name(name: str) -> str | None:
     return None
 
 
-def cpu_collective(name: str) -> CpuCollective | None:
+def cpu_collective(name: str, rules: Rules = SHIPPED_RULES) -> CpuCollective | None:
     """Whether a host event (op or annotation) of this name is a CPU collective by the rules, and
     which: the first matching host rule's library, tier and kind (its own `kind`, else the name's).
 
     The one answer every reader of host collectives shares: the Ranks views' meeting points,
     stragglers, `check`, and the step model's collective edges.
     """
-    return _cpu_collective(name, comm_rules())
+    return _cpu_collective(name, comm_rules(rules))
 
 
 @lru_cache(maxsize=4096)
@@ -250,14 +239,14 @@ def _cpu_collective(name: str, rules: CommRules) -> CpuCollective | None:
     return None
 
 
-def cpu_collective_names(names: pl.Series, tier: str | None = None) -> pl.Series:
+def cpu_collective_names(names: pl.Series, rules: Rules, tier: str | None = None) -> pl.Series:
     """The names among `names` (text; distinct ones are enough) that are CPU collectives by the
     rules, of one tier or any."""
     text = names.cast(pl.Utf8)
-    return text.filter(text.str.contains(comm_rules().host_regex(tier)).fill_null(False))
+    return text.filter(text.str.contains(comm_rules(rules).host_regex(tier)).fill_null(False))
 
 
-def is_cpu_collective(tier: str | None = None) -> pl.Expr:
+def is_cpu_collective(rules: Rules, tier: str | None = None) -> pl.Expr:
     """True for a row whose `name` is a CPU collective by the rules (any category: callers pick
     the host rows)."""
-    return pl.col("name").cast(pl.Utf8).str.contains(comm_rules().host_regex(tier)).fill_null(False)
+    return pl.col("name").cast(pl.Utf8).str.contains(comm_rules(rules).host_regex(tier)).fill_null(False)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.comm_rules import comm_categories, is_comm_kernel
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
 
@@ -30,22 +32,18 @@ OTHER = "OTHER"
 KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
 
 
-IDLE_CATS_COMPAT = GPU_ACTIVITY_CATS
-"""HTA's idle-time selector S3 (capitalised aliases are already folded by the loader)."""
-
-
 def gpu_events(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
-    """GPU activity: kernels, copies and memsets by category; HTA's `stream != -1` in compat."""
+    """GPU activity: kernels, copies and memsets by category; HTA's selector S1 in compat."""
     if hta_compat:
-        return events.filter(pl.col("stream").is_not_null() & (pl.col("stream") != -1) & (pl.col("cat") != "Trace"))
+        return hta.gpu_rows(events)
     return events.filter(pl.col("cat").cast(pl.Utf8).is_in(GPU_ACTIVITY_CATS))
 
 
-def kernel_type(hta_compat: bool) -> pl.Expr:
+def kernel_type(hta_compat: bool, rules: Rules = SHIPPED_RULES) -> pl.Expr:
     """COMPUTATION / COMMUNICATION / MEMORY / OTHER for each GPU row (docs/semantics-breakdowns.md, shared rules).
 
     Corrected: copies and memsets are MEMORY by category, syncs OTHER, and kernels are typed
-    by the communication rules (`comm_rules.toml` plus the user's: NCCL/RCCL in every spelling,
+    by the communication rules (`comm_rules.toml` plus the user's in `rules`: NCCL/RCCL in every spelling,
     DeepEP, NVSHMEM, …, or collective args on the kernel) as COMMUNICATION, ROCm copy kernels
     MEMORY, the rest COMPUTATION.
     Compat: HTA's name-only prefix rules, quirks included.
@@ -54,10 +52,10 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
     if hta_compat:
         return _hta_name_type(name)
     cat = pl.col("cat").cast(pl.Utf8)
-    comm_kernel = is_comm_kernel()
+    comm_kernel = is_comm_kernel(rules)
     copy_kernel = name.str.starts_with("__amd_rocclr_copyBuffer") | name.str.starts_with("__amd_rocclr_fillBuffer")
     return (
-        pl.when(cat.is_in(comm_categories()))
+        pl.when(cat.is_in(comm_categories(rules)))
         .then(pl.lit(COMMUNICATION))
         .when(cat.is_in(["gpu_memcpy", "gpu_memset"]))
         .then(pl.lit(MEMORY))
@@ -79,53 +77,10 @@ def kernel_type(hta_compat: bool) -> pl.Expr:
 
 def _hta_name_type(name: pl.Expr) -> pl.Expr:
     """HTA's name-only typing (docs/semantics-breakdowns.md, shared rules), quirks included."""
-    comm = (
-        name.str.starts_with("nccl")
-        | name.str.starts_with("hip")
-        | name.str.starts_with("hccl")
-        | name.str.contains("ncclKernel", literal=True)
-    )
-    memory = (
-        name.str.starts_with("Memcpy")
-        | name.str.starts_with("hipMemcpy")
-        | name.str.starts_with("Memset")
-        | name.str.starts_with("hipMemset")
-        | name.str.starts_with("dma")
-    )
-    not_compute = (
-        name.str.starts_with("nccl")
-        | name.str.contains("Memcpy", literal=True)
-        | name.str.contains("Memset", literal=True)
-        | name.str.contains("dma", literal=True)
-        | name.str.contains("Sync", literal=True)
-        | name.str.starts_with("Stream Wait Event")
-        | (name.str.starts_with("cuda") & name.str.contains("LaunchKernel", literal=True))
-        | name.str.contains(
-            r"^(runFunction|hip|job_exe|packet|pe_exe|cpum_exe_subgraph|hccl|collective_subgraph_execution)"
-        )
-    )
-    return (
-        pl.when(comm)
-        .then(pl.lit(COMMUNICATION))
-        .when(memory)
-        .then(pl.lit(MEMORY))
-        .when(~not_compute)
-        .then(pl.lit(COMPUTATION))
-        .otherwise(pl.lit(OTHER))
-    )
+    return hta.name_type(name, COMMUNICATION, MEMORY, COMPUTATION, OTHER)
 
 
-def round_like_numpy(expr: pl.Expr, decimals: int) -> pl.Expr:
-    """pandas' / numpy's ``round(x, n)``, which HTA applies to its outputs.
-
-    polars' half-to-even ``round(n)`` gives numpy's results bit for bit (checked on 1.3 M
-    values incl. exact halves); ``(x·10ⁿ).round() / 10ⁿ`` does not, because polars divides by
-    a scalar as a multiplication by its reciprocal (207 / 10 → 20.700000000000003).
-    """
-    return expr.round(decimals, mode="half_to_even")
-
-
-def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, *columns: str) -> pl.DataFrame:
+def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, rules: Rules, *columns: str) -> pl.DataFrame:
     """`gpu_events` with a ``kind`` column (`kernel_type`), typing each distinct (cat, name) once.
 
     Typing the distinct names and joining back is ~15× faster than running the name rules on
@@ -134,7 +89,7 @@ def typed_gpu_events(events: pl.DataFrame, hta_compat: bool, *columns: str) -> p
     # collective_name is part of the key: a kernel carrying collective args is communication.
     key = ["cat", "name", "collective_name"]
     gpu = gpu_events(events.select(*dict.fromkeys([*key, "stream", *columns])), hta_compat)
-    kinds = gpu.select(key).unique().with_columns(kind=kernel_type(hta_compat))
+    kinds = gpu.select(key).unique().with_columns(kind=kernel_type(hta_compat, rules))
     typed = gpu.join(kinds, on=key, how="left", nulls_equal=True).with_columns(pl.col("kind").fill_null(OTHER))
     return typed if "collective_name" in columns else typed.drop("collective_name")
 
@@ -150,6 +105,12 @@ def typed_gpu(traces: TraceSet, options: CommonOptions) -> pl.DataFrame:
         traces,
         key,
         lambda: typed_gpu_events(
-            prepare(traces, options, columns=_TYPED_READS).events, options.hta_compat, "rank", "ts", "end", "dur"
+            prepare(traces, options, columns=_TYPED_READS).events,
+            options.hta_compat,
+            options.scope.rules,
+            "rank",
+            "ts",
+            "end",
+            "dur",
         ),
     )

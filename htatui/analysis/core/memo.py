@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from htatui.analysis.core import cancel
-from htatui.analysis.core.kept import made_with
+from htatui.analysis.core import cancel, kept
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import chosen_ranks, scope_key
 from htatui.trace.model import TraceSet
@@ -21,7 +20,8 @@ _T = TypeVar("_T")
 
 
 def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tuple[Any, ...]:
-    """What a derived frame depends on: the chosen ranks, the mode, the step filter, and the named options.
+    """What a derived frame depends on: the chosen ranks, the mode, the step filter, the rules
+    (`Scope.rules`) and the named options.
 
     Used in `memoised` keys, so two calls share a frame only when every option it reads is equal.
     The ranks are those `prepare` reads, in its order: "all ranks" and the same ranks named one by
@@ -29,7 +29,7 @@ def selection_key(traces: TraceSet, options: CommonOptions, *fields: str) -> tup
     """
     chosen = chosen_ranks(traces, options)
     extra = tuple((name, getattr(options, name)) for name in fields)
-    return (tuple(chosen), *scope_key(options.scope), *extra)
+    return (tuple(chosen), *scope_key(options.scope), options.scope.rules, *extra)
 
 
 def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
@@ -37,10 +37,11 @@ def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) 
 
     The views' tables of one screen share one derived frame (idle's gaps, launch's pairs, queue's
     series), and it lives and dies with the TraceSet, so another job or a per-rank TraceSet made
-    by `rank_by_rank` starts empty. Keys start with the deriving function's name; the rules and
-    the code it is made with (`kept.made_with`) are added, as on disk.
+    by `rank_by_rank` starts empty. Keys start with the deriving function's name and hold the
+    rules of what depends on them (`selection_key` holds the scope's); the code digest
+    (`kept.code_digest`) is added, as on disk.
     """
-    full = (*key, made_with())
+    full = (*key, kept.code_digest())
     found = traces.derived.get(full, _MISSING)
     if found is _MISSING:
         cancel.check()
@@ -51,12 +52,12 @@ def memoised(traces: TraceSet, key: tuple[Any, ...], compute: Callable[[], _T]) 
 
 def held(traces: TraceSet, key: tuple[Any, ...]) -> Any:
     """What `memoised` keeps under `key` if the job holds it now, else None (nothing is made)."""
-    return traces.derived.get((*key, made_with()))
+    return traces.derived.get((*key, kept.code_digest()))
 
 
 def remember(traces: TraceSet, key: tuple[Any, ...], value: Any) -> None:
     """Keep `value`, made elsewhere, as `memoised` would have kept it under `key`."""
-    traces.derived[(*key, made_with())] = value
+    traces.derived[(*key, kept.code_digest())] = value
 
 
 _MISSING = object()

@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from htatui.analysis.core import cancel
-from htatui.analysis.core.kept import made_with
+from htatui.analysis.core import cancel, hta, kept
 from htatui.analysis.core.options import CommonOptions, OptionsT
 from htatui.analysis.core.scope import RankSteps, Scope, choose_steps, common_steps, rank_steps, scope_mask
 from htatui.trace.figures import valid_figures
@@ -94,13 +93,13 @@ def _prepared_mask(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.Series
     those by the mask, instead of every view copying all ~35 columns twice.
     """
     scope = job_scope(traces, scope)
-    key = ("prepared_mask", rank, *scope_key(scope), made_with())
+    key = ("prepared_mask", rank, *scope_key(scope), kept.code_digest())
     cached: tuple[pl.Series, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
     narrow = traces.ranks[rank].events.select(_MASK_COLUMNS)
     if _rounds(traces, rank, scope.hta_compat):
-        narrow = round_like_hta(narrow)
+        narrow = hta.ns_rounded(narrow)
     result = scope_mask(narrow, scope)
     traces.derived[key] = result
     return result
@@ -118,14 +117,14 @@ def _prepared_rank(traces: TraceSet, rank: int, scope: Scope) -> tuple[pl.DataFr
     job, so the filter runs once per (rank, mode, steps) instead of per call.
     """
     scope = job_scope(traces, scope)
-    key = ("prepared", rank, *scope_key(scope), made_with())
+    key = ("prepared", rank, *scope_key(scope), kept.code_digest())
     cached: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(key)
     if cached is not None:
         return cached
     keep, steps = _prepared_mask(traces, rank, scope)
     events = traces.ranks[rank].events.filter(keep)
     if _rounds(traces, rank, scope.hta_compat):
-        events = round_like_hta(events)
+        events = hta.ns_rounded(events)
     result = (events, steps)
     traces.derived[key] = result
     return result
@@ -142,7 +141,7 @@ def _prepared_columns(
     detailed = tuple(c for c in columns if c in DETAIL_SCHEMA and c not in ("rank", "index"))
     own = tuple(dict.fromkeys((*(c for c in columns if c not in detailed), *(("index",) if detailed else ()))))
     whole: tuple[pl.DataFrame, RankSteps] | None = traces.derived.get(
-        ("prepared", rank, *scope_key(scope), made_with())
+        ("prepared", rank, *scope_key(scope), kept.code_digest())
     )
     if whole is not None:
         events, steps = whole[0].select(own), whole[1]
@@ -153,7 +152,7 @@ def _prepared_columns(
         read = tuple(dict.fromkeys((*own, "ts", "end", "dur"))) if rounds else own
         events = traces.ranks[rank].events.select(read).filter(keep)
         if rounds:
-            events = round_like_hta(events)
+            events = hta.ns_rounded(events)
     if detailed:
         events = with_details(events, traces.ranks[rank].details, detailed)
     return events.select(columns), steps
@@ -234,10 +233,3 @@ def each_rank(traces: TraceSet, options: OptionsT, build: Callable[[TraceSet, Op
         if len(unread) >= 2 and rank in unread:
             traces.ranks[rank].unload()
     return results
-
-
-def round_like_hta(events: pl.DataFrame) -> pl.DataFrame:
-    """HTA's ns rounding (docs/semantics.md, time rounding): ceil the start, floor the end, dur = end − start."""
-    return events.with_columns(ts=pl.col("ts").ceil(), end=pl.col("end").floor()).with_columns(
-        dur=pl.col("end") - pl.col("ts")
-    )

@@ -26,9 +26,11 @@ from typing import Literal
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.steady import Reasons, steady_steps
-from htatui.trace.step_sources import PROFILER_STEPS, spans_of, step_source, step_spans, steps_by_start
+from htatui.trace.step_sources import PROFILER_STEPS, spans_of, step_source, steps_by_start
 
 StepsKind = Literal["default", "all", "some", "steady"]
 
@@ -82,7 +84,7 @@ class Steps:
 
 @dataclass(frozen=True)
 class Scope:
-    """Ranks (None = all), steps, and whether HTA 0.6.1's rules and quirks apply."""
+    """Ranks (None = all), steps, whether HTA 0.6.1's rules and quirks apply, and the user's rules."""
 
     ranks: tuple[int, ...] | None = None
     steps: Steps = field(default_factory=Steps)
@@ -91,14 +93,17 @@ class Scope:
     """The steps every rank of the job has among those `steps` chose on it (`common_steps`), set
     once for the job when the ranks' own choices differ (a rank one step short); None: no rank's
     choice is cut. Each rank counts only these, so all are measured over the same steps."""
+    rules: Rules = SHIPPED_RULES
+    """The user's rule files the numbers are made under (`core.rules`), chosen once by the face."""
 
     def with_ranks(self, ranks: tuple[int, ...] | None) -> Scope:
         return replace(self, ranks=ranks)
 
     @property
     def is_default(self) -> bool:
-        """Default steps and mode (the rank choice aside): what a dataset's summary stores."""
-        return self.steps == Steps() and not self.hta_compat and self.job_steps is None
+        """Default steps and mode under the shipped rules (the rank choice aside): what a dataset's
+        summary and a trace folder's cross-rank tables store."""
+        return self.steps == Steps() and not self.hta_compat and self.job_steps is None and self.rules == SHIPPED_RULES
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,7 @@ def scope_mask(events: pl.DataFrame, scope: Scope) -> tuple[pl.Series, RankSteps
     """
     steps = rank_steps(events, scope)
     if scope.hta_compat and scope.steps.kind != "some":
-        keep = _hta_last_step_mask(events, include_last_step=scope.steps.kind == "all")
+        keep = hta.last_step_mask(events, include_last_step=scope.steps.kind == "all")
     else:
         keep = (pl.col("ph") == "X") & in_steps(steps)
     return events.select(keep=keep.fill_null(False))["keep"], steps
@@ -241,14 +246,6 @@ def in_steps(steps: RankSteps) -> pl.Expr:
     return pl.col("iteration").is_in(pl.Series(steps.used, dtype=pl.Int64).implode()).fill_null(False)
 
 
-def is_hta_device_row() -> pl.Expr:
-    """HTA's S2 'GPU kernel' rows: stream and correlation ≥ 0, or a CUDA event/context sync."""
-    # Categorical is_in matches as the text would, without a text copy of the column.
-    return ((pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)) | pl.col("name").is_in(
-        ["Event Sync", "Context Sync"]
-    )
-
-
 def host_rows_mask(events: pl.DataFrame, scope: Scope, steps: RankSteps) -> pl.Expr:
     """Which of a rank's host rows of any phase (instants too: `[memory]` events) the scope keeps:
     those of its steps (by the `iteration` the loader gave them), or HTA's cut-off in compat mode.
@@ -256,29 +253,9 @@ def host_rows_mask(events: pl.DataFrame, scope: Scope, steps: RankSteps) -> pl.E
     `events` needs ph, cat, name, ts, end (for the cut-off).
     """
     if scope.hta_compat and scope.steps.kind != "some":
-        spans = step_spans(events, with_gpu_copies=True)
-        if spans["step"].n_unique() < 2:
-            return pl.lit(True)
-        return pl.col("ts") <= spans["end"].max() if scope.steps.kind == "all" else pl.col("ts") < spans["ts"].max()
+        cutoff = hta.last_step_cutoff(events, include_last_step=scope.steps.kind == "all")
+        return pl.lit(True) if cutoff is None else cutoff
     return in_steps(steps)
-
-
-def _hta_last_step_mask(events: pl.DataFrame, *, include_last_step: bool) -> pl.Expr:
-    """HTA 0.6.1's last-step filter (hta-reference B.6) as a row mask over complete events.
-
-    With fewer than two steps nothing is dropped. Host rows are kept when they start before the
-    latest ProfilerStep row starts (GPU-side copies included: HTA's quirk) or, with
-    include_last_step, by its end; device rows only when a kept host row has their correlation.
-    """
-    x = pl.col("ph") == "X"
-    spans = step_spans(events, with_gpu_copies=True)
-    if spans["step"].n_unique() < 2:
-        return x
-    cutoff = pl.col("ts") <= spans["end"].max() if include_last_step else pl.col("ts") < spans["ts"].max()
-    device = is_hta_device_row()
-    kept = events.filter(x & ~device & cutoff)["correlation"].drop_nulls().unique()
-    # One mask keeps file order: host rows by time, device rows by their launch's correlation.
-    return x & pl.when(device).then(pl.col("correlation").is_in(kept.implode())).otherwise(cutoff)
 
 
 def describe(steps_by_rank: dict[int, RankSteps], scope: Scope) -> str:

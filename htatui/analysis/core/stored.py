@@ -1,8 +1,8 @@
 """Answers read from a job dataset's summary rows (`TraceSet.summary`) instead of the ranks' events.
 
 An ingest stores, per rank, the figures the temporal and overlap views and the step filter give
-with their default options (`htatui.jobs.summary`), with the digest of the rules and code that
-made them: the job's summary holds only rows made with the rules and code of now
+with their default options (`htatui.jobs.summary`: the shipped rules), with the digest of the code
+that made them: the job's summary holds only rows made with the code of now
 (`store.summary_table.summary_for`). When a view is asked for exactly those options, its rows are
 the stored ones: a job of a thousand ranks answers without reading a rank. Any other option
 computes from events.
@@ -30,7 +30,7 @@ def summary_rows(traces: TraceSet, options: CommonOptions) -> pl.DataFrame | Non
         summary is None
         or dataclasses.replace(options, scope=Scope()) != type(options)()
         or not options.scope.is_default
-        or (summary.height and summary["made_with"][0] != made_with())  # rules or code changed since load
+        or (summary.height and summary["made_with"][0] != made_with())  # the code changed since load
     ):
         return None
     rows = summary.filter(pl.col("gpu_span_us").is_not_null())

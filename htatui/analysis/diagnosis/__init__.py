@@ -25,7 +25,7 @@ from htatui.analysis.diagnosis.context import Context, TableReader
 from htatui.analysis.diagnosis.finding import FINDING_COLUMNS, FINDING_SPEC, NOT_MODELLED, Finding
 from htatui.analysis.diagnosis.rules import RULES
 from htatui.analysis.diagnosis.saving import Predicted, predicted_savings, step_bounds
-from htatui.analysis.diagnosis.settings import DiagnosisRulesError, user_rule_files
+from htatui.analysis.diagnosis.settings import DiagnosisRulesError
 from htatui.analysis.diagnosis.settings import settings as rule_settings
 from htatui.trace.model import TraceSet
 
@@ -59,7 +59,8 @@ COMPAT_NOTE = "the diagnosis reads htatui's own analyses; --hta-compat reproduce
 
 @dataclass(frozen=True)
 class DiagnosisOptions(CommonOptions):
-    """The scope; the rules' thresholds are in rules.toml and the user's files (--diagnosis-rules)."""
+    """The scope; the rules' thresholds are in rules.toml and the user's files (the scope's rules:
+    --diagnosis-rules)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Diagnosis:
 
 def diagnose(traces: TraceSet, options: DiagnosisOptions, read: TableReader) -> Diagnosis:
     """Every enabled rule over the scope, the findings ranked; made once per job, scope and rules."""
-    key = ("diagnosis.diagnose", *selection_key(traces, options), user_rule_files())
+    key = ("diagnosis.diagnose", *selection_key(traces, options))
     return memoised(traces, key, lambda: _diagnose(traces, options.scope, read))
 
 
@@ -81,7 +82,7 @@ def _diagnose(traces: TraceSet, scope: Scope, read: TableReader) -> Diagnosis:
     if scope.hta_compat:
         empty = pl.DataFrame(schema=FINDING_COLUMNS)
         return Diagnosis(empty, pl.DataFrame(schema=SUMMARY_COLUMNS), COMPAT_NOTE)
-    ctx = Context(traces, scope, read, rule_settings())
+    ctx = Context(traces, scope, read, rule_settings(scope.rules))
     found = [finding for rule, find in RULES.items() if ctx.settings.enabled(rule) for finding in find(ctx)]
     changes = [f.what_if for f in found if f.what_if is not None]
     steps = ctx.steps()["step"].drop_nulls().n_unique()

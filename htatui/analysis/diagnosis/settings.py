@@ -1,14 +1,14 @@
 """The Diagnosis rules' thresholds, kept as data and changed by the user's files.
 
 The shipped values live in `rules.toml` beside this module; users change them in TOML files of the
-same shape named in ``HTATUI_DIAGNOSIS_RULES`` (``os.pathsep``-separated), which `--diagnosis-rules
-FILE` sets: a number or switch replaces the shipped value, a list adds to it, `[[family]]` entries
-come before the shipped families (the first that matches a kernel wins).
+same shape named by the scope's rules (`core.rules.Rules.diagnosis_files`: `--diagnosis-rules FILE`,
+or the ``HTATUI_DIAGNOSIS_RULES`` variable the faces read): a number or switch replaces the shipped
+value, a list adds to it, `[[family]]` entries come before the shipped families (the first that
+matches a kernel wins).
 """
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,9 +17,9 @@ from typing import Any
 
 import polars as pl
 
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.errors import HtatuiError
 
-ENV_VAR = "HTATUI_DIAGNOSIS_RULES"
 SHIPPED = Path(__file__).with_name("rules.toml")
 
 Value = bool | float | tuple[str, ...]
@@ -149,18 +149,6 @@ def _load(user_files: tuple[str, ...]) -> Settings:
     return Settings(rules, tuple(families))
 
 
-def user_rule_files() -> tuple[str, ...]:
-    value = os.environ.get(ENV_VAR, "")
-    return tuple(part for part in value.split(os.pathsep) if part.strip())
-
-
-def settings() -> Settings:
-    """The shipped rules changed by the user's files (read once per distinct HTATUI_DIAGNOSIS_RULES)."""
-    return _load(user_rule_files())
-
-
-def add_user_rule_file(path: Path) -> None:
-    """Add `path` to HTATUI_DIAGNOSIS_RULES for this process, after checking it applies."""
-    rules, families = _shipped()
-    _apply(path, rules, families)
-    os.environ[ENV_VAR] = os.pathsep.join([*user_rule_files(), str(path)])
+def settings(rules: Rules = SHIPPED_RULES) -> Settings:
+    """The shipped rules changed by the user's files in `rules` (read once per distinct list of files)."""
+    return _load(rules.diagnosis_files)

@@ -14,10 +14,12 @@ from typing import Literal
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.names import shorten_name
 from htatui.analysis.core.options import CommonOptions
-from htatui.analysis.core.prepare import prepare, rank_steps_of, round_like_hta
+from htatui.analysis.core.prepare import prepare, rank_steps_of
 from htatui.analysis.core.ranges import format_ranges
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Scope, Steps
 from htatui.trace.kineto import GPU_ACTIVITY_CATS, HOST_WORK_CATS, PROFILER_STEP
 from htatui.trace.model import TraceSet
@@ -99,12 +101,13 @@ class Side:
     steps: tuple[int, ...] | None
     available_steps: tuple[int, ...]
     hta_compat: bool = False
+    rules: Rules = SHIPPED_RULES
 
     @property
     def scope(self) -> Scope:
         """The side's scope, which every view of the side runs with."""
         steps = Steps("all") if self.steps is None else Steps.of(self.steps)
-        return Scope(ranks=self.ranks, steps=steps, hta_compat=self.hta_compat)
+        return Scope(ranks=self.ranks, steps=steps, hta_compat=self.hta_compat, rules=self.rules)
 
 
 @dataclass(frozen=True)
@@ -250,7 +253,7 @@ def select_sides(base: TraceSet, test: TraceSet, options: DiffOptions) -> Select
                 raise ValueError(f"the {label} trace has no ProfilerStep (HTA's TraceDiff needs one)")
             notes.append(f"{label}: no ProfilerStep in the trace; every event is compared")
             chosen = None
-        sides.append(Side(label, ranks, chosen, avail, options.hta_compat))
+        sides.append(Side(label, ranks, chosen, avail, options.hta_compat, options.scope.rules))
     return Selection(base=sides[0], test=sides[1], notes=tuple(notes))
 
 
@@ -276,9 +279,9 @@ def _side_rows(traces: TraceSet, side: Side, options: DiffOptions) -> pl.DataFra
         if options.hta_compat:
             events = rank_trace.events.filter((pl.col("ph") == "X") & pl.col("dur").is_not_null())
             # HTA keeps every timed row with a category except the "Trace" span.
-            events = events.filter(cat.is_not_null() & (cat != "Trace"))
+            events = events.filter(cat.is_not_null() & (cat != hta.TRACE_SPAN_CAT))
             if rank_trace.meta.fractional_ts:
-                events = round_like_hta(events)
+                events = hta.ns_rounded(events)
             events = events.with_columns(_compat_iteration())
             stream = pl.col("stream").fill_null(-1)
             kind = pl.when(stream != -1).then(pl.lit(KERNEL)).otherwise(pl.lit(OP))

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.model import op_nesting
 from htatui.analysis.model.op_nesting import Ints
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
@@ -98,7 +99,7 @@ def host_rows(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     if not hta_compat:
         return x.filter(~cat.is_in(DEVICE_SIDE_CATS).fill_null(False) & pl.col("ts").is_not_null())
     thread = ["rank", "pid", "tid"]
-    x = x.filter(cat.fill_null("") != "Trace")
+    x = x.filter(cat.fill_null("") != hta.TRACE_SPAN_CAT)
     gpu_threads = (
         x.group_by(thread)
         .agg(
@@ -430,7 +431,7 @@ def device_links(events: pl.DataFrame, stack: pl.DataFrame, hta_compat: bool = F
     """
     x = events.filter(pl.col("ph") == "X") if "ph" in events.columns else events
     if hta_compat:
-        device = x.filter(pl.col("stream").fill_null(-1) > 0)
+        device = x.filter(hta.linked_device_row())
     else:
         device = x.filter(pl.col("cat").is_in(GPU_ACTIVITY_CATS))
     device = device.filter(pl.col("correlation").is_not_null())

@@ -2,7 +2,8 @@
 the user.
 
 The shipped table is `peaks.toml` beside this module; users add devices in TOML files of the same
-shape named in ``HTATUI_DEVICE_PEAKS`` (``os.pathsep``-separated), tried before the shipped ones.
+shape named by the scope's rules (`core.rules.Rules.peaks_files`: `--device-peaks FILE`, or the
+``HTATUI_DEVICE_PEAKS`` variable the faces read), tried before the shipped ones.
 A trace names its device in `deviceProperties` (e.g. "NVIDIA H100 80GB HBM3", with numSms,
 computeMajor/Minor, totalGlobalMem and on ROCm sometimes gcnArchName); a device whose name is
 empty is found by its SM count, architecture and memory (`find_device`).
@@ -11,7 +12,6 @@ empty is found by its SM count, architecture and memory (`find_device`).
 from __future__ import annotations
 
 import math
-import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -20,11 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.errors import HtatuiError
 from htatui.sources.user_file import read_user_text
 from htatui.trace.plausible import cut
 
-ENV_VAR = "HTATUI_DEVICE_PEAKS"
 SHIPPED = Path(__file__).with_name("peaks.toml")
 
 Unit = Literal["matrix", "vector"]
@@ -220,14 +220,17 @@ def _load(user_files: tuple[str, ...]) -> tuple[Device, ...]:
     return tuple(devices)
 
 
-def devices() -> tuple[Device, ...]:
-    """The user's devices, then the shipped ones (read once per distinct HTATUI_DEVICE_PEAKS)."""
-    value = os.environ.get(ENV_VAR, "")
-    return _load(tuple(part for part in value.split(os.pathsep) if part.strip()))
+def devices(rules: Rules = SHIPPED_RULES) -> tuple[Device, ...]:
+    """The user's devices in `rules`, then the shipped ones (read once per distinct list of files)."""
+    return _load(rules.peaks_files)
 
 
 def find_device(
-    device_name: str | None, sms: int | None = None, arch: tuple[str, ...] = (), memory_gb: float | None = None
+    device_name: str | None,
+    sms: int | None = None,
+    arch: tuple[str, ...] = (),
+    memory_gb: float | None = None,
+    rules: Rules = SHIPPED_RULES,
 ) -> Device | None:
     """The first device whose `match` is found in `device_name` (case-insensitive, the name cut
     to `plausible.NAME_LIMIT` characters), or whose own name equals it, and whose `sms` (if both
@@ -236,14 +239,14 @@ def find_device(
     10 %). None when no device fits."""
     if device_name:
         name = cut(device_name)
-        for device in devices():
+        for device in devices(rules):
             named = device.name.lower() == name.lower() or re.search(device.match, name, re.IGNORECASE)
             if named and (device.sms is None or sms is None or device.sms == sms):
                 return device
         return None
     if sms is None or not arch:
         return None
-    for device in devices():
+    for device in devices(rules):
         if device.sms != sms or not set(arch) & set(device.arch):
             continue
         if memory_gb is None or device.memory_gb is None or abs(memory_gb / device.memory_gb - 1) <= MEMORY_SLACK:
@@ -251,7 +254,7 @@ def find_device(
     return None
 
 
-def device_from_properties(props: Mapping[str, Any]) -> Device | None:
+def device_from_properties(props: Mapping[str, Any], rules: Rules = SHIPPED_RULES) -> Device | None:
     """The device a trace's `deviceProperties` entry describes (`find_device`)."""
     sms = props.get("numSms")
     arch: list[str] = []
@@ -276,6 +279,7 @@ def device_from_properties(props: Mapping[str, Any]) -> Device | None:
         sms if isinstance(sms, int) and not isinstance(sms, bool) else None,
         tuple(arch),
         memory_gb,
+        rules,
     )
 
 
@@ -283,10 +287,3 @@ def ridge_flop_per_byte(device: Device, dtype: str | None, unit: Unit = "matrix"
     """The roofline's ridge point: peak FLOP/s over bandwidth (FLOP per byte)."""
     peak = device.roof(dtype, unit)
     return None if peak is None else peak / device.memory_tbps
-
-
-def add_user_peaks_file(path: Path) -> None:
-    """Add `path` to HTATUI_DEVICE_PEAKS for this process, after checking it reads."""
-    read_devices(path)
-    value = os.environ.get(ENV_VAR, "")
-    os.environ[ENV_VAR] = os.pathsep.join([*(p for p in value.split(os.pathsep) if p.strip()), str(path)])

@@ -12,6 +12,7 @@ import polars as pl
 
 from htatui.analysis.core.columns import ColumnSpec, TableColumns
 from htatui.analysis.core.comm_rules import comm_rules
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.perf import frames, roofline
 from htatui.analysis.perf.dtypes import short_types
 from htatui.analysis.perf.peaks import Device, device_from_properties
@@ -161,21 +162,22 @@ def work_spans(traces: TraceSet, work: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def device_of(traces: TraceSet, rank: int) -> Device | None:
-    """The rank's device in the peak table, from its trace's `deviceProperties` (by name; a
-    device with no name by its SM count, architecture and memory)."""
+def device_of(traces: TraceSet, rank: int, rules: Rules) -> Device | None:
+    """The rank's device in the peak table (the user's peaks files in `rules` first), from its
+    trace's `deviceProperties` (by name; a device with no name by its SM count, architecture and
+    memory)."""
     for props in traces.ranks[rank].meta.device_properties:
-        found = device_from_properties(props)
+        found = device_from_properties(props, rules)
         if found is not None:
             return found
     return None
 
 
-def model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
+def model_columns(traces: TraceSet, table: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """The grouped table's model columns (after `roofline.row_figures`): flop_count and
     tflop_per_s from the model (or the profiler), the roofline from the rank's device; rows with
     no formula say "none"."""
-    devices = {rank: device_of(traces, rank) for rank in table["rank"].unique().to_list()}
+    devices = {rank: device_of(traces, rank, rules) for rank in table["rank"].unique().to_list()}
     table = table.with_columns(
         flop_count=pl.coalesce("call_flop_count", "flop_count"),
         tflop_per_s=pl.coalesce("model_tflop_per_s", "tflop_per_s"),
@@ -185,13 +187,13 @@ def model_columns(traces: TraceSet, table: pl.DataFrame) -> pl.DataFrame:
     return roofline.roofline(table, devices).with_columns(roofline.headroom())
 
 
-def coverage_note(rank: int, events: pl.DataFrame, work: pl.DataFrame) -> str | None:
+def coverage_note(rank: int, events: pl.DataFrame, work: pl.DataFrame, rules: Rules) -> str | None:
     """ "coverage: rank R N % of T ms GPU time modelled": the device time (kernels, copies,
     memsets) launched by ops with a figure, over the device time launched by any host event in
     the trace; work no event launched (kernels from before the profiler's CPU side started) is
     named apart. Collectives (the communication rules' kernels) are left out: the network bounds
     them, not the roofline."""
-    comm = comm_rules().regex
+    comm = comm_rules(rules).regex
     name = pl.col("name").cast(pl.Utf8)
     device = work.filter(pl.col("kind").is_in(WORK_KINDS) & ~name.str.contains(comm).fill_null(False))
     launched = device.filter(pl.col("owner").is_not_null())

@@ -21,6 +21,7 @@ import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, MEMORY, kernel_type
 from htatui.analysis.core.memo import memoised
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.core.scope import Scope
 from htatui.analysis.views import membw, queue
 from htatui.errors import HtatuiError
@@ -76,6 +77,8 @@ class TimelineOptions:
     max_depth: int = 2
     """Thread rows per thread: depth 0 (top-level ops and annotations) to max_depth − 1."""
     rows: tuple[str, ...] = DEFAULT_ROWS
+    rules: Rules = SHIPPED_RULES
+    """The rules the GPU rows are typed by (the scope's: communication or compute)."""
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,7 @@ TYPE = pl.Enum(sorted(GLYPHS))
 text order, so sorting by them sorts as the texts did."""
 
 
-def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
+def _typed_events(events: pl.DataFrame, rules: Rules) -> pl.DataFrame:
     """Complete events drawn on the timeline: `source` (the row in `events`), their row kind
     (`KIND`), key and cell type (`TYPE`), times and file index.
 
@@ -338,7 +341,7 @@ def _typed_events(events: pl.DataFrame) -> pl.DataFrame:
     types = (
         chosen.select("cat", "name", "collective_name")
         .unique()
-        .with_columns(_kernel_type=kernel_type(False))
+        .with_columns(_kernel_type=kernel_type(False, rules))
         .with_columns(
             kind=pl.when(is_gpu).then(pl.lit(STREAM)).otherwise(pl.lit(THREAD)).cast(KIND),
             type=pl.when(is_gpu).then(gpu_type).otherwise(cat.replace_strict(_HOST_TYPES, default=OP)).cast(TYPE),
@@ -388,7 +391,7 @@ _EVENT_COLUMNS = ("kind", "key", "type", "ts", "end", "dur", *_LOOKUP_COLUMNS, "
 """An event's columns as `RankIndex.looked_up` gives them."""
 
 
-def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _placed_events(raw: pl.DataFrame, rules: Rules) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows, events): each drawn row's kind, key and depth in row order (threads, then streams),
     and the drawn events with their `row`, by row, start and file index.
 
@@ -396,7 +399,7 @@ def _placed_events(raw: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     by `source` when asked for), and each step's frame is dropped when the next is made, so
     building holds about one narrow copy of the events at a time.
     """
-    typed = _typed_events(raw)
+    typed = _typed_events(raw, rules)
     host = _depths(typed.filter(pl.col("kind") == THREAD))
     device = typed.filter(pl.col("kind") == STREAM).with_columns(depth=pl.lit(0, dtype=pl.Int64))
     del typed
@@ -431,17 +434,17 @@ def _profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     return spans.select("step", start_us="ts", end_us="end")
 
 
-def build_index(traces: TraceSet, rank: int) -> RankIndex:
-    """Type, nest and merge one rank's events, kept on the loaded job (`TraceSet.derived`) until
-    a face drops it (the app's timeline does when it is left)."""
+def build_index(traces: TraceSet, rank: int, rules: Rules = SHIPPED_RULES) -> RankIndex:
+    """Type (by the communication rules in `rules`), nest and merge one rank's events, kept on
+    the loaded job (`TraceSet.derived`) until a face drops it (the app's timeline does when it is left)."""
     if rank not in traces.ranks:
         raise TimelineError(f"rank {rank} is not in the traces (ranks: {', '.join(map(str, traces.rank_ids))})")
-    return memoised(traces, ("timeline.index", rank), lambda: _build_index(traces, rank))
+    return memoised(traces, ("timeline.index", rank, rules), lambda: _build_index(traces, rank, rules))
 
 
-def _build_index(traces: TraceSet, rank: int) -> RankIndex:
+def _build_index(traces: TraceSet, rank: int, rules: Rules) -> RankIndex:
     raw = traces.ranks[rank].events
-    keys, events = _placed_events(raw)
+    keys, events = _placed_events(raw, rules)
     rows = [RowSpec(rank, str(k), int(key), int(d)) for k, key, d in keys.iter_rows()]
     timed = raw.select("ph", "ts", "dur").filter(pl.col("ph") == "X")
     first = timed["ts"].min()
@@ -580,6 +583,6 @@ def bin_window(
     edges = cell_edges(start_us, end_us, cells)
     out: list[TimelineRow] = []
     for rank in ranks:
-        index = build_index(traces, rank)
+        index = build_index(traces, rank, chosen.rules)
         out.extend(bin_rows(index, visible_rows(traces, index, chosen), edges))
     return out

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.model import callstack
 from htatui.analysis.perf.peaks import MAX_TFLOPS
 from htatui.analysis.perf.table import device_of
@@ -176,7 +178,7 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
             )
         rows = _rank_rows(events, ranges, launches, counters.frame, options.hta_compat)
         # No counter can report more FLOPs than the device's units can do in the range.
-        roof = _highest_roof(traces, rank)
+        roof = _highest_roof(traces, rank, options.scope.rules)
         beyond = rows.filter(pl.col("tflop_per_s") > roof).height
         if beyond:
             notes.append(
@@ -194,9 +196,9 @@ def _count(traces: TraceSet, options: CuptiOptions) -> _Counted:
     return _Counted(ordered, counter_names, "; ".join(notes) or None)
 
 
-def _highest_roof(traces: TraceSet, rank: int) -> float:
+def _highest_roof(traces: TraceSet, rank: int, rules: Rules) -> float:
     """The highest TFLOP/s of the rank's device (matrix or vector, any dtype), or MAX_TFLOPS."""
-    device = device_of(traces, rank)
+    device = device_of(traces, rank, rules)
     figures = [*device.matrix.values(), *device.vector.values()] if device is not None else []
     return max(figures, default=MAX_TFLOPS)
 
@@ -217,7 +219,9 @@ def _launches(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame:
     with cudaLaunchKernel; default: every kernel launch API (runtime or driver)."""
     name = pl.col("name").cast(pl.Utf8)
     if hta_compat:
-        chosen = pl.col("cat").cast(pl.Utf8).str.starts_with("cuda_runtime") & name.str.starts_with("cudaLaunchKernel")
+        chosen = pl.col("cat").cast(pl.Utf8).str.starts_with("cuda_runtime") & name.str.starts_with(
+            hta.CUPTI_LAUNCH_PREFIX
+        )
     else:
         chosen = name.is_in(KERNEL_LAUNCH_APIS) & pl.col("cat").cast(pl.Utf8).is_in(["cuda_runtime", "cuda_driver"])
     return events.filter(chosen & (pl.col("ph") == "X")).sort("ts", "index")

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, STREAM, ColumnSpec, TableColumns
-from htatui.analysis.core.kernel_types import IDLE_CATS_COMPAT, round_like_numpy
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.core.scope import is_hta_device_row
 from htatui.trace.kineto import DEVICE_CATS, GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
 
@@ -128,8 +127,8 @@ def _gaps(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     compat = options.hta_compat
     cat = pl.col("cat")  # categorical is_in: no text copy of the column
     # The cheap numeric stream test first, so the category strings are only looked at on device rows.
-    on_stream = events.filter(pl.col("stream").is_not_null() & (pl.col("stream") != -1))
-    selected = on_stream.filter(cat.is_in(IDLE_CATS_COMPAT if compat else GPU_ACTIVITY_CATS))
+    on_stream = events.filter(hta.on_stream())
+    selected = on_stream.filter(cat.is_in(hta.IDLE_CATS if compat else GPU_ACTIVITY_CATS))
     if options.streams:
         selected = selected.filter(pl.col("stream").is_in(list(options.streams)))
     if selected.height == 0:
@@ -185,7 +184,7 @@ def _launch_times(events: pl.DataFrame, compat: bool) -> pl.DataFrame:
     Compat: HTA's partner is the last host row (complement of selector S2) in file order with
     that correlation id. Corrected: the earliest host row with that correlation id.
     """
-    device = is_hta_device_row() if compat else pl.col("cat").is_in(DEVICE_CATS)
+    device = hta.device_row() if compat else pl.col("cat").is_in(DEVICE_CATS)
     host = events.filter(~device & pl.col("correlation").is_not_null() & (pl.col("correlation") != -1))
     if compat:
         return host.group_by("rank", "correlation").agg(ts_runtime=pl.col("ts").get(pl.col("index").arg_max()))
@@ -204,7 +203,7 @@ def compute(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     total = pl.col("idle_us").sum().over("rank", "stream")
     ratio = pl.when(total != 0).then(pl.col("idle_us") / total)
     if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col("idle_us"), 2), idle_pct=round_like_numpy(ratio, 2) * 100.0)
+        out = out.with_columns(hta.rounded(pl.col("idle_us"), 2), idle_pct=hta.rounded(ratio, 2) * 100.0)
     else:
         out = out.with_columns(idle_pct=ratio * 100.0)
     return out.select(pl.col(n).cast(t) for n, t in SCHEMA.items()).sort("rank", "stream", "category")
@@ -232,8 +231,7 @@ def interval_stats(traces: TraceSet, options: IdleOptions) -> pl.DataFrame:
     )
     stats = [c for c in STATS_SCHEMA if c.endswith("_us")]
     out = out.with_columns(pl.col(c).fill_nan(None) for c in stats)
-    if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col(c), 2) for c in stats)
+    out = hta.outputs_rounded(out, options.hta_compat, 2, *stats)
     return out.select(pl.col(n).cast(t) for n, t in STATS_SCHEMA.items()).sort("rank", "stream", "category")
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import KERNEL_NAME, RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import state_durations
 from htatui.analysis.core.kernel_types import (
@@ -31,7 +32,6 @@ from htatui.analysis.core.kernel_types import (
     COMPUTATION,
     KERNEL_TYPES,
     MEMORY,
-    round_like_numpy,
     typed_gpu,
 )
 from htatui.analysis.core.knobs import knob
@@ -167,8 +167,7 @@ def compute_types(traces: TraceSet, options: KernelTypesOptions) -> pl.DataFrame
         .with_columns(pct=100.0 * pl.col("duration_us") / pl.col("duration_us").sum().over("rank"))
         .with_columns(pct=pl.col("pct").fill_nan(None))
     )
-    if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col("pct"), 1))
+    out = hta.outputs_rounded(out, options.hta_compat, 1, "pct")
     order = pl.when(pl.col("rank") == ALL_RANKS).then(-1).otherwise(pl.col("rank").cast(pl.Int64, strict=False))
     return out.sort([order, pl.col("duration_us")], descending=[False, True]).select(
         pl.col(c).cast(t) for c, t in TYPES_SCHEMA.items()

@@ -17,6 +17,7 @@ from typing import Literal
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
@@ -27,13 +28,8 @@ from htatui.trace.kineto import (
     GRAPH_LAUNCH_APIS,
     KERNEL_LAUNCH_APIS,
     MEMORY_LAUNCH_APIS,
-    MTIA_LAUNCH,
 )
 from htatui.trace.model import TraceSet
-
-HTA_KERNEL_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", MTIA_LAUNCH)
-HTA_MEMORY_LAUNCH_APIS = ("cudaMemcpyAsync", "cudaMemsetAsync")
-"""The launch calls HTA 0.6.1 counts (compat mode)."""
 
 SPEC = TableColumns(
     RANK,
@@ -122,7 +118,7 @@ def empty_frame() -> pl.DataFrame:
 def launch_apis(options: LaunchOptions) -> tuple[str, ...]:
     """The host call names that count as launches under these options."""
     if options.hta_compat:
-        return HTA_KERNEL_LAUNCH_APIS + (HTA_MEMORY_LAUNCH_APIS if options.include_memory_events else ())
+        return hta.KERNEL_LAUNCH_EVENTS + (hta.MEMORY_LAUNCH_EVENTS if options.include_memory_events else ())
     names = KERNEL_LAUNCH_APIS + (MEMORY_LAUNCH_APIS if options.include_memory_events else ())
     return names + (GRAPH_LAUNCH_APIS if options.include_graph_launches else ())
 
@@ -206,7 +202,7 @@ def _compat(events: pl.DataFrame, options: LaunchOptions) -> pl.DataFrame:
     )
     rows = events if (launched["correlation"] == -1).any() else events.filter(pl.col("correlation").is_not_null())
     rows = (
-        rows.filter(pl.col("cat") != "Trace")
+        rows.filter(pl.col("cat") != hta.TRACE_SPAN_CAT)
         .select("rank", "correlation", "name", "stream", "ts", "dur", "index")
         .with_columns(correlation=correlation, stream=pl.col("stream").fill_null(-1))
         .join(launched, on=["rank", "correlation"], how="semi")

@@ -189,7 +189,10 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
         host = perf_table.with_call_figures(traces, built.events, built.work, host)
         for rank in built.work["rank"].unique().sort().to_list():
             covered = perf_table.coverage_note(
-                rank, host.filter(pl.col("rank") == rank), built.work.filter(pl.col("rank") == rank)
+                rank,
+                host.filter(pl.col("rank") == rank),
+                built.work.filter(pl.col("rank") == rank),
+                options.scope.rules,
             )
             notes.extend([covered] if covered else [])
         host = host.filter(pl.col("kind").is_in(kinds))
@@ -254,7 +257,7 @@ def _table(traces: TraceSet, built: op_events.OpEvents, options: OpsOptions) -> 
         ),
     )
     if modelled(options):
-        table = perf_table.model_columns(traces, table)
+        table = perf_table.model_columns(traces, table, options.scope.rules)
     if memory.height:
         # The profiler's "[memory]" row: its loose instants, no time, no shapes.
         expanded = memory.select(

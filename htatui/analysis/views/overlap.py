@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from htatui.analysis.core import cancel
+from htatui.analysis.core import cancel, hta
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.comm_rules import cpu_collective_names
 from htatui.analysis.core.intervals import busy_time, state_durations
-from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, round_like_numpy, typed_gpu
+from htatui.analysis.core.kernel_types import COMMUNICATION, COMPUTATION, typed_gpu
 from htatui.analysis.core.options import CommonOptions, NotedTable
 from htatui.analysis.core.prepare import chosen_ranks, prepare, rank_by_rank
 from htatui.analysis.core.stored import summary_rows
@@ -76,7 +76,7 @@ def has_cpu_collectives(traces: TraceSet, options: CommonOptions) -> bool:
         names = events.filter(pl.col("cat").is_in(["user_annotation", "cpu_op"]))["name"].cast(pl.Utf8).unique()
         if unread:
             traces.ranks[rank].unload()
-        if cpu_collective_names(names).len():
+        if cpu_collective_names(names, options.scope.rules).len():
             return True
     return False
 
@@ -100,6 +100,5 @@ def compute(traces: TraceSet, options: OverlapOptions) -> pl.DataFrame:
             )
         )
     )
-    if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col("overlap_pct"), 2))
+    out = hta.outputs_rounded(out, options.hta_compat, 2, "overlap_pct")
     return out.select(pl.col(c).cast(t) for c, t in SCHEMA.items()).sort("rank")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
@@ -131,7 +132,7 @@ def _find_roots(traces: TraceSet, options: PatternsOptions) -> tuple[pl.DataFram
         # HTA's candidates are every row of its frame whose name contains the operator: a
         # linked GPU row sits one below its launch call; rows on no call stack have depth −1.
         linked_depth = links.join(stack.select(host_pos="pos", host_depth="depth"), on="host_pos", how="left")
-        all_rows = events.filter((pl.col("cat").cast(pl.Utf8).fill_null("") != "Trace") & contains)
+        all_rows = events.filter((pl.col("cat").cast(pl.Utf8).fill_null("") != hta.TRACE_SPAN_CAT) & contains)
         gpu_candidates = (
             all_rows.select("index")
             .join(linked_depth.select("index", depth=pl.col("host_depth") + 1), on="index", how="left")

@@ -21,39 +21,23 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, STREAM, ColumnSpec, TableColumns
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.pandas_like import describe, sort_like_pandas
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.core.scope import is_hta_device_row
 from htatui.trace.kineto import (
     GPU_ACTIVITY_CATS,
     GRAPH_LAUNCH_APIS,
     KERNEL_LAUNCH_APIS,
     MEMORY_LAUNCH_APIS,
-    MTIA_LAUNCH,
 )
 from htatui.trace.model import TraceSet
 
 CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
 
-HTA_ENQUEUE_APIS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    MTIA_LAUNCH,
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipMemcpyAsync",
-    "hipMemsetAsync",
-    "hipMemcpyWithStream",
-)
-"""HTA 0.6.1's runtime launch names for the queue (get_runtime_launch_events_mask)."""
 
 SERIES_SPEC = TableColumns(
     RANK,
@@ -145,7 +129,9 @@ def _make_series_and_spans(traces: TraceSet, options: QueueOptions) -> tuple[pl.
     frame = _series(events, options)
     if options.hta_compat:
         spans = (
-            events.filter(pl.col("cat") != "Trace").group_by("rank").agg(span=pl.col("ts").max() - pl.col("ts").min())
+            events.filter(pl.col("cat") != hta.TRACE_SPAN_CAT)
+            .group_by("rank")
+            .agg(span=pl.col("ts").max() - pl.col("ts").min())
         )
     else:
         spans = frame.group_by("rank").agg(span=pl.col("ts_us").max() - pl.col("ts_us").min())
@@ -193,19 +179,19 @@ def _corrected_steps(events: pl.DataFrame, options: QueueOptions) -> pl.DataFram
 def _compat_steps(events: pl.DataFrame) -> pl.DataFrame:
     """HTA's _get_queue_length_time_series_for_rank (docs/semantics-counters.md, queue)."""
     # Every pairing below is on a real correlation id, so rows without one never take part.
-    rows = events.filter(pl.col("correlation").is_not_null() & (pl.col("cat") != "Trace"))
+    rows = events.filter(pl.col("correlation").is_not_null() & (pl.col("cat") != hta.TRACE_SPAN_CAT))
     correlation = pl.col("correlation").fill_null(-1)
     stream = pl.col("stream").fill_null(-1)
     # HTA's index_correlation > 0: a host row whose correlation id also has an S2 device row,
     # and that row is not the file's first event (index_correlation holds the partner's
     # position, and 0 reads as "no partner").
     s2_correlations = (
-        rows.filter(is_hta_device_row() & (correlation != -1) & (pl.col("index") > 0))
+        rows.filter(hta.device_row() & (correlation != -1) & (pl.col("index") > 0))
         .select("rank", correlation=correlation)
         .unique()
     )
     runtime = (
-        rows.filter(pl.col("name").is_in(HTA_ENQUEUE_APIS) & ~is_hta_device_row())
+        rows.filter(pl.col("name").is_in(hta.RUNTIME_LAUNCH_EVENTS) & ~hta.device_row())
         .with_columns(correlation=correlation)
         .filter(pl.col("correlation") != -1)
         .join(s2_correlations, on=["rank", "correlation"], how="semi")

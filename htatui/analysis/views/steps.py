@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, STEP, ColumnSpec, TableColumns
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
 from htatui.analysis.core.knobs import knob
 from htatui.analysis.core.options import CommonOptions, NotedTable
-from htatui.analysis.core.prepare import prepare, round_like_hta
+from htatui.analysis.core.prepare import prepare
+from htatui.analysis.core.rules import Rules
 from htatui.trace.model import TraceSet
 from htatui.trace.step_sources import step_spans
 
@@ -79,7 +81,7 @@ def compute(traces: TraceSet, options: StepsOptions) -> pl.DataFrame:
         rank_trace = traces.ranks[rank]
         spans = step_spans(rank_trace.events.select("ph", "cat", "name", "ts", "end", "dur"))
         if options.hta_compat and rank_trace.meta.fractional_ts:
-            spans = round_like_hta(spans)
+            spans = hta.ns_rounded(spans)
         used = pl.Series(rank_steps.used, dtype=pl.Int64).implode()
         frames.append(
             spans.unique("step", keep="first", maintain_order=True).select(
@@ -126,12 +128,12 @@ LATE_SPAN_COLUMNS: dict[str, pl.DataType] = {
 """Per rank and step, its first start and last end (the steps' extent the method measures in)."""
 
 
-def late_start_inputs(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def late_start_inputs(events: pl.DataFrame, rules: Rules) -> tuple[pl.DataFrame, pl.DataFrame]:
     """What the corrected late-start method reads of prepared events (`LATE_KERNEL_COLUMNS`,
     `LATE_SPAN_COLUMNS`): a rank's rows from that rank alone, so they can be made a rank at a time."""
     stepped = events.filter(pl.col("iteration").is_not_null())
     spans = stepped.group_by("rank", "iteration").agg(ts_min=pl.col("ts").min(), end_max=pl.col("end").max())
-    kernels = stepped.filter(pl.col("cat") == "kernel").filter(kernel_type(False) == COMMUNICATION)
+    kernels = stepped.filter(pl.col("cat") == "kernel").filter(kernel_type(False, rules) == COMMUNICATION)
     return (
         kernels.select([pl.col(c).cast(t) for c, t in LATE_KERNEL_COLUMNS.items()]),
         spans.select([pl.col(c).cast(t) for c, t in LATE_SPAN_COLUMNS.items()]).sort("rank", "iteration"),
@@ -145,7 +147,7 @@ def stragglers(traces: TraceSet, options: StragglerOptions) -> StragglerResult:
     message when detection is not possible."""
     prepared = prepare(traces, options, columns=_STRAGGLER_READS)
     if not options.hta_compat:
-        kernels, spans = late_start_inputs(prepared.events)
+        kernels, spans = late_start_inputs(prepared.events, options.scope.rules)
         return late_starts(kernels, spans, prepared.steps_used, options)
     ranks = sorted(prepared.steps_used)
     if len(ranks) < 2:
@@ -270,7 +272,7 @@ def _no_long_comm(events: pl.DataFrame, options: StragglerOptions) -> str:
     if options.hta_compat:
         any_comm = kernels.filter(pl.col("name").cat.starts_with("ncclKernel")).height > 0
     else:
-        any_comm = kernels.filter(kernel_type(False) == COMMUNICATION).height > 0
+        any_comm = kernels.filter(kernel_type(False, options.scope.rules) == COMMUNICATION).height > 0
     return _no_long_comm_message(any_comm, options)
 
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.core.columns import RANK, ColumnSpec, TableColumns
 from htatui.analysis.core.intervals import busy_time
-from htatui.analysis.core.kernel_types import COMPUTATION, round_like_numpy, typed_gpu
+from htatui.analysis.core.kernel_types import COMPUTATION, typed_gpu
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.stored import summary_rows
 from htatui.trace.model import TraceSet
@@ -81,7 +82,5 @@ def compute(traces: TraceSet, options: TemporalOptions) -> pl.DataFrame:
         f"{part}_pct": pl.when(pl.col("span_us") > 0).then(100.0 * pl.col(f"{part}_us") / pl.col("span_us"))
         for part in ("idle", "compute", "non_compute")
     }
-    out = out.with_columns(**pct)
-    if options.hta_compat:
-        out = out.with_columns(round_like_numpy(pl.col(c), 2) for c in pct)
+    out = hta.outputs_rounded(out.with_columns(**pct), options.hta_compat, 2, *pct)
     return out.select(pl.col(name).cast(dtype) for name, dtype in SCHEMA.items()).sort("rank")

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
 from htatui.analysis.core.allocators import release
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.health import load_notes
 from htatui.jobs.load import load_traces
 from htatui.sources import RemotePath, SourcePath
@@ -108,8 +109,10 @@ class LoadingScreen(JobRunner[tuple[TraceSet, tuple[str, ...]]], Screen[None]):
         use_cache: bool = True,
         max_workers: int | None = None,
         preloaded: TraceSet | None = None,
+        rules: Rules = SHIPPED_RULES,
     ) -> None:
         super().__init__()
+        self.rules = rules
         self.paths = paths
         self.use_cache = use_cache
         self.max_workers = max_workers
@@ -168,7 +171,7 @@ class LoadingScreen(JobRunner[tuple[TraceSet, tuple[str, ...]]], Screen[None]):
             download_progress=progress_bytes,
         )
         # Here, off the screen's thread: the clocks and overlaps read every event (0.6 s on 1.6M).
-        notes = load_notes(traces)
+        notes = load_notes(traces, self.rules)
         release()  # the parse's freed buffers go back now (and the allocators are looked up once, here)
         return traces, notes
 

@@ -246,7 +246,7 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         wanted = self.target[0]
         if wanted in traces.ranks and wanted not in ranks:
             ranks = [wanted, *ranks]
-        indexes = [tl.build_index(traces, r) for r in ranks[:MAX_RANKS]]
+        indexes = [tl.build_index(traces, r, scope.rules) for r in ranks[:MAX_RANKS]]
         if self.counters:
             for index in indexes:
                 for kind in tl.COUNTER_KINDS:
@@ -275,7 +275,9 @@ class TimelineScreen(ViewScreen["TimelineData"]):
         if self.data is None or self.hta.traces is None:
             return
         options = tl.TimelineOptions(
-            max_depth=self.depth, rows=(*tl.DEFAULT_ROWS, *tl.COUNTER_KINDS) if self.counters else tl.DEFAULT_ROWS
+            max_depth=self.depth,
+            rows=(*tl.DEFAULT_ROWS, *tl.COUNTER_KINDS) if self.counters else tl.DEFAULT_ROWS,
+            rules=self.hta.scope().rules,
         )
         self.rows = [
             (index, row) for index in self.data.indexes for row in tl.visible_rows(self.hta.traces, index, options)

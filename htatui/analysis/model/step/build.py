@@ -15,6 +15,7 @@ import polars as pl
 
 from htatui.analysis.core.comm_rules import comm_rules
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.model.step import device, host
 from htatui.analysis.model.step.graph import EdgeBuffer, Kind, RankPart
 from htatui.analysis.model.step.rows import window_rows
@@ -34,10 +35,11 @@ class Window:
     step_index: int | None = None
 
 
-def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
-    """The rank's rows in `window` (rows.READS of its events) and every edge within the rank."""
+def rank_part(rank: int, events: pl.DataFrame, window: Window, rules: Rules) -> RankPart:
+    """The rank's rows in `window` (rows.READS of its events) and every edge within the rank, by
+    the communication rules in `rules`."""
     rows = window_rows(events, window.low_us, window.high_us)
-    rows = rows.with_columns(comm=_communication(rows))
+    rows = rows.with_columns(comm=_communication(rows, rules))
     times = np.empty(2 * rows.height, dtype=np.float64)
     times[0::2], times[1::2] = rows["ts"].to_numpy(), rows["end"].to_numpy()
     # To the nanosecond the trace records: ts + dur can land a fraction of a ns past the start
@@ -50,7 +52,7 @@ def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
     device.device_edges(rows, times, seq, edges, clamped)
     synced = device.sync_edges(rows, times, edges)
     host.host_edges(rows, times, walk, edges, synced)
-    enqueued = _enqueue_edges(rows, times, edges)
+    enqueued = _enqueue_edges(rows, times, edges, rules)
     joined = host.cross_thread_edges(rows, times, walk, edges, enqueued)
     end_node = -1
     if window.step_index is not None:
@@ -73,11 +75,11 @@ def rank_part(rank: int, events: pl.DataFrame, window: Window) -> RankPart:
     return part
 
 
-def _communication(rows: pl.DataFrame) -> pl.Series:
+def _communication(rows: pl.DataFrame, rules: Rules) -> pl.Series:
     """Whether each row is communication work (the communication rules, run once per distinct
     device name and collective name)."""
     device = rows.filter("on_device").select("cat", "name", "collective_name").unique()
-    typed = device.with_columns(comm=kernel_type(False) == COMMUNICATION)
+    typed = device.with_columns(comm=kernel_type(False, rules) == COMMUNICATION)
     found = rows.join(typed, on=["cat", "name", "collective_name"], how="left", nulls_equal=True, maintain_order="left")
     return found["comm"].fill_null(False)
 
@@ -90,14 +92,14 @@ def _lane_last(rows: pl.DataFrame, times: np.ndarray) -> np.ndarray:
     return ends.sort("t", "node").group_by("lane").agg(pl.col("node").last())["node"].to_numpy().astype(np.int64)
 
 
-def _enqueue_edges(rows: pl.DataFrame, times: np.ndarray, edges: EdgeBuffer) -> set[int]:
+def _enqueue_edges(rows: pl.DataFrame, times: np.ndarray, edges: EdgeBuffer, rules: Rules) -> set[int]:
     """FORK edges from each `c10d::` collective op to the worker's range of that call (module
     docstring); returns the ranges' start nodes."""
     host_rows = rows.filter(~pl.col("on_device")).select("row", "pid", "lane", "name", "ts")
     # The comm rules' tiers: c10d ops, and the process group's ranges (gloo:…, a custom backend's).
-    rules = comm_rules()
-    ops = host_rows.filter(pl.col("name").str.contains(rules.host_regex("c10d")))
-    ranges = host_rows.filter(pl.col("name").str.contains(rules.host_regex("range")))
+    comm = comm_rules(rules)
+    ops = host_rows.filter(pl.col("name").str.contains(comm.host_regex("c10d")))
+    ranges = host_rows.filter(pl.col("name").str.contains(comm.host_regex("range")))
     if ops.height == 0 or ranges.height == 0:
         return set()
 

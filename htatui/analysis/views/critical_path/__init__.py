@@ -91,7 +91,7 @@ def _solve_rank(traces: TraceSet, options: CriticalPathOptions) -> Solved:
     events = rank_rows(traces, options, rank)
     try:
         g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
-        path = path_frame(g, options.hta_compat, options.data_loading)
+        path = path_frame(g, options.hta_compat, options.data_loading, rules=options.scope.rules)
         return g, NotedTable(path, None if path.height else f"rank {rank}: {NOTHING_TO_FOLLOW}")
     except WindowError as err:
         return None, NotedTable(empty, f"rank {rank}: {err}")
@@ -120,12 +120,12 @@ def _part_builder(traces: TraceSet, options: CriticalPathOptions, problems: list
         # A rank whose own path was solved already (the page's rank tables) lends its graph.
         solved: Solved | None = held(traces, _rank_key(traces, options, rank))
         if solved is not None and solved[0] is not None:
-            return job_part(solved[0], options.hta_compat)
+            return job_part(solved[0], options.hta_compat, options.scope.rules)
         events = rank_rows(traces, options, rank)
         try:
             g = build_graph(events, options.annotation, options.instance or 0, options.data_loading, options.hta_compat)
             # Only the rank's part is kept: its window's full frame and wide columns go with `g`.
-            return job_part(g, options.hta_compat)
+            return job_part(g, options.hta_compat, options.scope.rules)
         except WindowError as err:
             if problems is not None:
                 problems.append(f"rank {rank}: {err}")
@@ -148,7 +148,7 @@ def _solve_job(traces: TraceSet, options: CriticalPathOptions) -> JobSolution:
     note = "; ".join(problems) or None
     if solved is None:
         return JobSolution(NotedTable(empty, note or "no ranks"))
-    path = path_frame(solved.graph, options.hta_compat, options.data_loading, solved.path)
+    path = path_frame(solved.graph, options.hta_compat, options.data_loading, solved.path, rules=options.scope.rules)
     return JobSolution(NotedTable(path, note if path.height else note or NOTHING_TO_FOLLOW), solved)
 
 

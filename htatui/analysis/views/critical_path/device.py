@@ -14,27 +14,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.views.critical_path.graph import KERNEL_KERNEL, LAUNCH, OPERATOR, SYNC, Edges, Nodes
 from htatui.analysis.views.critical_path.window import STREAM_WAIT_EVENT, Window
-
-KERNEL_KERNEL_DELAY_THRESHOLD_US = 1500.0
-"""A longer gap before a kernel means a dependency the trace does not show: no edge (HTA's threshold)."""
-
-LAUNCH_CALLS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaMemcpyAsync",
-    "cudaMemsetAsync",
-    "runFunction - job_prep_and_submit_for_execution",
-    "hipLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipMemsetAsync",
-    "hipMemcpyAsync",
-    "hipMemcpyWithStream",
-)
-"""The calls that enqueue device work (HTA's runtime launch events)."""
 
 
 def _launches(full: pl.DataFrame) -> pl.DataFrame:
@@ -42,7 +24,7 @@ def _launches(full: pl.DataFrame) -> pl.DataFrame:
     device = full.filter(pl.col("hstream") != -1).select(
         pl.col("row").alias("partner"), kernel_stream=pl.col("hstream"), gpu=pl.col("pid")
     )
-    calls = full.filter((pl.col("hstream") == -1) & pl.col("name").cast(pl.Utf8).is_in(LAUNCH_CALLS))
+    calls = full.filter((pl.col("hstream") == -1) & pl.col("name").cast(pl.Utf8).is_in(hta.RUNTIME_LAUNCH_EVENTS))
     return calls.join(device, on="partner", how="inner").sort("ts", "row")
 
 
@@ -151,7 +133,7 @@ def device_edges(window: Window, nodes: Nodes, edges: Edges, causal_launches: bo
     targets = _wait_targets(full)
     name = pl.col("name").cast(pl.Utf8)
     rows = kept.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64)).filter(
-        ((pl.col("hstream") != -1) | name.is_in(["Event Sync", "Context Sync"])) & (pl.col("partner") >= 0)
+        ((pl.col("hstream") != -1) | name.is_in(hta.DEVICE_SYNCS)) & (pl.col("partner") >= 0)
     )
     is_sync = rows["cat"].cast(pl.Utf8) == "cuda_sync"
     sort_by = np.where(is_sync.to_numpy(), rows["end"].to_numpy(), rows["ts"].to_numpy())
@@ -219,7 +201,7 @@ def device_edges(window: Window, nodes: Nodes, edges: Edges, causal_launches: bo
                 call_start = -1
         elif (
             previous >= 0
-            and nodes.ts[start] - nodes.ts[previous] < KERNEL_KERNEL_DELAY_THRESHOLD_US
+            and nodes.ts[start] - nodes.ts[previous] < hta.KERNEL_KERNEL_DELAY_THRESHOLD_US
             and (not waits or nodes.ts[sync_end] < nodes.ts[previous])
         ):
             edges.add(previous, start, KERNEL_KERNEL, int(nodes.event[previous]))

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.analysis.model import callstack
 
 Ints = npt.NDArray[np.int64]
@@ -40,9 +41,6 @@ BLOCKING_CALLS = (
     "cudaMemcpyAsync",
 )
 """Calls that wait for the GPU: the edge into their end carries no weight (a sync edge explains the wait)."""
-
-LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
-"""Calls that take the CUDA runtime's lock: only one makes progress at a time, across threads."""
 
 NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 
@@ -235,7 +233,7 @@ def stack_edges(
 
 
 def takes_lock_mask(events: pl.DataFrame) -> npt.NDArray[np.bool_]:
-    return events["name"].cast(pl.Utf8).is_in(LOCK_CALLS).fill_null(False).to_numpy()
+    return events["name"].cast(pl.Utf8).is_in(hta.LOCK_CALLS).fill_null(False).to_numpy()
 
 
 def data_loading_pattern(patterns: tuple[str, ...]) -> re.Pattern[str] | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.views.critical_path.graph import COLLECTIVE, OPERATOR, EdgeArrays, Nodes
 from htatui.analysis.views.critical_path.path import RankGraph
 from htatui.analysis.views.critical_path.window import Window
@@ -51,10 +52,10 @@ class JobPart:
         return self.calls is not None and bool(self.calls["has_nodes"].any())
 
 
-def job_part(g: RankGraph, hta_compat: bool) -> JobPart:
+def job_part(g: RankGraph, hta_compat: bool, rules: Rules) -> JobPart:
     """The rank's part of the job, taken as soon as its graph is built, so that the job holds
     only this of each rank (a rank's window has 26 columns; the calls need most of them)."""
-    calls = rank_calls(g.window.events, hta_compat)
+    calls = rank_calls(g.window.events, hta_compat, rules)
     if calls is not None:
         pos = calls["pos"].to_numpy()
         calls = calls.with_columns(has_nodes=pl.Series((g.nodes.start_of[pos] >= 0) & (g.nodes.end_of[pos] >= 0)))
@@ -127,12 +128,12 @@ def combine(graphs: list[RankGraph]) -> RankGraph:
     return RankGraph(window, nodes, edges, weight)
 
 
-def rank_calls(events: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
+def rank_calls(events: pl.DataFrame, hta_compat: bool, rules: Rules) -> pl.DataFrame | None:
     """The rank's collective calls from its best source, each with its row (`pos`) and `source`;
     None when it has none. A rank's calls depend on it alone (`meeting.source_calls`)."""
     events = events.with_columns(pos=pl.int_range(pl.len(), dtype=pl.Int64))
     for source in SOURCES:
-        calls = source_calls(events, hta_compat, source, None)
+        calls = source_calls(events, hta_compat, rules, source, None)
         if calls.height == 0:
             continue
         on_device = pl.col("hstream") != -1 if source == KERNELS else pl.col("hstream") == -1

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from htatui.analysis.core.kernel_types import COMMUNICATION, kernel_type
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.views.critical_path import device, graph, longest
 from htatui.analysis.views.critical_path.columns import PATH_SPEC, SUMMARY_SPEC
 from htatui.analysis.views.critical_path.graph import (
@@ -71,7 +72,12 @@ def solve(g: RankGraph, placed: bool = False) -> longest.Path:
 
 
 def path_frame(
-    g: RankGraph, hta_compat: bool, data_loading: tuple[str, ...], found: longest.Path | None = None
+    g: RankGraph,
+    hta_compat: bool,
+    data_loading: tuple[str, ...],
+    found: longest.Path | None = None,
+    *,
+    rules: Rules = SHIPPED_RULES,
 ) -> pl.DataFrame:
     """The longest path's edges in order, each with its bound type (PATH_SCHEMA); `found`: the
     graph's path when it is solved already (`solve`)."""
@@ -91,7 +97,7 @@ def path_frame(
     has = charged >= 0
     # The rows charged, in path order: typed and named alone (a job's window holds every rank's rows).
     kept = g.window.events.select(pl.all().gather(safe)).with_columns(
-        device_kind=kernel_type(hta_compat), name_text=pl.col("name").cast(pl.Utf8)
+        device_kind=kernel_type(hta_compat, rules), name_text=pl.col("name").cast(pl.Utf8)
     )
     names = np.asarray(kept["name_text"].to_list(), dtype=object)
     on_host = kept["hstream"].to_numpy() < 0

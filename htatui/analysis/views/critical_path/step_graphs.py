@@ -16,6 +16,7 @@ import polars as pl
 
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.prepare import chosen_ranks
+from htatui.analysis.core.rules import Rules
 from htatui.analysis.core.scope import choose_steps
 from htatui.analysis.model.step.assemble import RankCalls, StepGraph, assemble
 from htatui.analysis.model.step.build import Window, rank_part
@@ -135,9 +136,9 @@ CALLS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def own_calls(events: pl.DataFrame, source: str) -> pl.DataFrame:
+def own_calls(events: pl.DataFrame, source: str, rules: Rules) -> pl.DataFrame:
     """The rank's collective calls from `source` with their row's file index (CALLS_SCHEMA)."""
-    calls = source_calls(events, False, source, None)
+    calls = source_calls(events, False, rules, source, None)
     if calls.height == 0:
         return pl.DataFrame(schema=CALLS_SCHEMA)
     device = pl.col("cat").cast(pl.Utf8).is_in(DEVICE_WORK)
@@ -191,10 +192,10 @@ def _job_calls(traces: TraceSet, options: CriticalPathOptions, build: dict[int, 
         wide = replace(window, low_us=low) if build is not None else window
         events = _near(traces, rank, wide)
         if build is not None:
-            build[rank] = rank_part(rank, events, wide)
+            build[rank] = rank_part(rank, events, wide, options.scope.rules)
         # A rank's first source with calls is its best; the job's is the best any rank has.
         for source in SOURCES:
-            found = own_calls(events, source)
+            found = own_calls(events, source, options.scope.rules)
             if found.height:
                 by_source[source].append(found.with_columns(rank=pl.lit(rank, pl.Int32)))
                 break
@@ -217,7 +218,7 @@ def _rank_graph(traces: TraceSet, options: CriticalPathOptions, rank: int) -> Bu
         window = window_of(traces.ranks[rank].events, traces, options, rank)
     except WindowError as err:
         return Built(None, f"rank {rank}: {err}")
-    part = rank_part(rank, _near(traces, rank, window), window)
+    part = rank_part(rank, _near(traces, rank, window), window, options.scope.rules)
     calls = None
     if len(traces.ranks) >= 2:
         # Every rank's arrivals, whatever ranks the scope names: this rank waits for them all.
@@ -255,7 +256,7 @@ def _job_graph(traces: TraceSet, options: CriticalPathOptions) -> Built:
         common = replace(window, low_us=low, high_us=window.high_us - shift)
         part = built.pop(rank, None)
         if part is None or part.low_us != common.low_us or shift:
-            part = rank_part(rank, _near(traces, rank, common, shift), common)
+            part = rank_part(rank, _near(traces, rank, common, shift), common, options.scope.rules)
         parts.append(part)
         mine = groups.filter(pl.col("rank") == rank)
         calls_of.append(

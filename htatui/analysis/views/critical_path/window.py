@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from htatui.analysis.core import hta
 from htatui.errors import HtatuiError
 from htatui.trace.kineto import DEVICE_CATS, GPU_ANNOTATION
 
@@ -76,7 +77,7 @@ def with_partners(events: pl.DataFrame) -> pl.DataFrame:
     host_first = host.group_by("correlation").agg(pl.col("row").min().alias("partner"))
     device_first = device.group_by("correlation").agg(pl.col("row").min().alias("partner"))
     # Event and context syncs have no stream (−1) but are device rows waiting on a host call.
-    device_side = (pl.col("hstream") != -1) | pl.col("name").cast(pl.Utf8).is_in(["Event Sync", "Context Sync"])
+    device_side = (pl.col("hstream") != -1) | pl.col("name").cast(pl.Utf8).is_in(hta.DEVICE_SYNCS)
     # A row without a category is null here: on the host side, or neither filter below keeps it.
     framed = framed.with_columns(device_side=(device_side & cat.is_in(DEVICE_CATS)).fill_null(False))
     on_device = framed.filter(pl.col("device_side")).join(host_first, on="correlation", how="left")

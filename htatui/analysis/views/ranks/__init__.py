@@ -169,7 +169,9 @@ def rank_clock_calls(part: TraceSet, alone: RanksOptions) -> tuple[pl.DataFrame,
     """One rank's collective calls (every source) and the steps it used: a part of `clock_offsets`."""
     prepared = prepare(part, alone, columns=ANALYSE_READS)
     calls = [
-        source_calls(prepared.events, alone.hta_compat, source, None).with_columns(source=pl.lit(source))
+        source_calls(prepared.events, alone.hta_compat, alone.scope.rules, source, None).with_columns(
+            source=pl.lit(source)
+        )
         for source in SOURCES
     ]
     return pl.concat(calls, how="vertical_relaxed"), prepared.steps_used

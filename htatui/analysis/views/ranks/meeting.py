@@ -20,6 +20,7 @@ import polars as pl
 from htatui.analysis.core.comm_rules import cpu_collective, cpu_collective_names, kind_from_name
 from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.names import shorten_name
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.views.ranks.op_bytes import OP_BYTES_SCHEMA, launched_under
 
 if TYPE_CHECKING:  # numpy is imported where it runs: a cached `info` reads this package without it
@@ -77,10 +78,10 @@ def busbw_factor(kind: str, n: int) -> float:
     return 1.0
 
 
-def collective_kind(name: str) -> str:
+def collective_kind(name: str, rules: Rules = SHIPPED_RULES) -> str:
     """all_reduce, all_gather, … from a kernel or op name ('nccl:_all_gather_base', 'ncclDevKernel_AllReduce_…');
     a CPU collective's by its host rule (which may name the kind)."""
-    found = cpu_collective(name)
+    found = cpu_collective(name, rules)
     if found is not None:
         return found.kind
     text = re.sub(r"^(gloo|nccl|mpi|ucc|xccl|hccl|mccl|c10d):+", "", name, flags=re.IGNORECASE)
@@ -103,8 +104,8 @@ def _message_bytes() -> pl.Expr:
     return (nelems * _dtype_bytes()).cast(pl.Float64).fill_null(pl.col("in_msg_size").cast(pl.Float64))
 
 
-def _kinds(names: pl.Series) -> dict[str, str]:
-    return {name: collective_kind(name) for name in names.unique().drop_nulls().to_list()}
+def _kinds(names: pl.Series, rules: Rules) -> dict[str, str]:
+    return {name: collective_kind(name, rules) for name in names.unique().drop_nulls().to_list()}
 
 
 OpBytesOf = Callable[[list[int]], pl.DataFrame]
@@ -116,7 +117,7 @@ SOURCES = (KERNELS, CPU_OPS, C10D_OPS)
 
 
 def meeting_points(
-    events: pl.DataFrame, hta_compat: bool, op_bytes_of: OpBytesOf | None = None
+    events: pl.DataFrame, hta_compat: bool, rules: Rules, op_bytes_of: OpBytesOf | None = None
 ) -> tuple[pl.DataFrame, str | None]:
     """Every rank's collective calls (rank, pg, kind, step, seq, ts, end, dur_us, msg_bytes,
     bytes_derived, group_size) from the best source the job has, and that source's name.
@@ -124,7 +125,7 @@ def meeting_points(
     A call without message args takes its bytes from its host ops' input shapes when
     `op_bytes_of` is given (`bytes_derived` true)."""
     for source in SOURCES:
-        calls = source_calls(events, hta_compat, source, op_bytes_of)
+        calls = source_calls(events, hta_compat, rules, source, op_bytes_of)
         if calls.height:
             return calls, source
     return _empty_calls(), None
@@ -139,13 +140,17 @@ def best_source(calls: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     return _empty_calls(), None
 
 
-def source_calls(events: pl.DataFrame, hta_compat: bool, source: str, op_bytes_of: OpBytesOf | None) -> pl.DataFrame:
-    """The ranks' collective calls seen from one source (empty when they have none): each rank's
-    rows depend on that rank alone, so a rank at a time gives the same calls."""
+def source_calls(
+    events: pl.DataFrame, hta_compat: bool, rules: Rules, source: str, op_bytes_of: OpBytesOf | None
+) -> pl.DataFrame:
+    """The ranks' collective calls seen from one source (empty when they have none), by the
+    communication rules in `rules`: each rank's rows depend on that rank alone, so a rank at a
+    time gives the same calls."""
     if source == KERNELS:
         gpu = typed_gpu_events(
             events,
             hta_compat,
+            rules,
             "rank",
             "ts",
             "end",
@@ -165,14 +170,14 @@ def source_calls(events: pl.DataFrame, hta_compat: bool, source: str, op_bytes_o
         label = pl.coalesce(pl.col("collective_name").cast(pl.Utf8), pl.col("name").cast(pl.Utf8))
     else:
         host = events.filter(pl.col("cat").cast(pl.Utf8).is_in(["user_annotation", "cpu_op"]))
-        chosen = cpu_collective_names(host["name"].unique(), "range" if source == CPU_OPS else "c10d")
+        chosen = cpu_collective_names(host["name"].unique(), rules, "range" if source == CPU_OPS else "c10d")
         rows = host.filter(pl.col("name").cast(pl.Utf8).is_in(chosen.implode()))
         label = pl.col("name").cast(pl.Utf8)
     if rows.height == 0:
         return _empty_calls()
     labelled = rows.with_columns(_label=label, _args_bytes=_message_bytes())
     labelled = labelled.with_columns(_op_bytes=_op_bytes(labelled, events, source, op_bytes_of))
-    kinds = _kinds(labelled["_label"])
+    kinds = _kinds(labelled["_label"], rules)
     return (
         labelled.select(
             "rank",

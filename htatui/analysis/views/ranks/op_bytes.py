@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from htatui.analysis.core.comm_rules import cpu_collective_names
+from htatui.analysis.core.rules import Rules
 from htatui.trace.comm_inputs import CommInputsError, read_comm_inputs
 from htatui.trace.kineto import GPU_ACTIVITY_CATS
 from htatui.trace.model import TraceSet
@@ -71,14 +72,14 @@ def input_bytes(dims: Sequence[Sequence[int] | None], types: Sequence[str | None
     return max(sizes) if sizes else None
 
 
-def op_bytes(traces: TraceSet, ranks: Sequence[int]) -> pl.DataFrame:
+def op_bytes(traces: TraceSet, ranks: Sequence[int], rules: Rules) -> pl.DataFrame:
     """rank, index, op_bytes of the collective host ops with usable inputs, read from the ranks'
-    files (a file that cannot be read again gives none)."""
+    files (a file that cannot be read again gives none); the collectives by the rules in `rules`."""
     frames = []
     for rank in ranks:
         # The collectives by the communication rules, among the rank's host op names.
         host = traces.ranks[rank].events.filter(pl.col("cat").is_in(["cpu_op", "user_annotation"]))
-        names = cpu_collective_names(host["name"].unique()).to_list()
+        names = cpu_collective_names(host["name"].unique(), rules).to_list()
         try:
             inputs = read_comm_inputs(traces.ranks[rank].path, names)
         except CommInputsError:

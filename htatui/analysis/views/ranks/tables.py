@@ -23,6 +23,7 @@ from htatui.analysis.core.kernel_types import COMMUNICATION, typed_gpu_events
 from htatui.analysis.core.memo import memoised, selection_key
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, prepare, with_job_steps
+from htatui.analysis.core.rules import SHIPPED_RULES, Rules
 from htatui.analysis.views import steps as steps_view
 from htatui.analysis.views.ranks.meeting import CALL_SCHEMA, SOURCES, source_calls
 from htatui.analysis.views.ranks.op_bytes import op_bytes
@@ -69,16 +70,18 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
     events = prepared.events
 
     def bytes_of(ranks: list[int]) -> pl.DataFrame:
-        return op_bytes(traces, ranks)
+        return op_bytes(traces, ranks, options.scope.rules)
 
     calls = pl.concat(
         [
-            source_calls(events, options.hta_compat, source, bytes_of).with_columns(source=pl.lit(source))
+            source_calls(events, options.hta_compat, options.scope.rules, source, bytes_of).with_columns(
+                source=pl.lit(source)
+            )
             for source in SOURCES
         ],
         how="vertical_relaxed",
     )
-    gpu = typed_gpu_events(events, options.hta_compat, "rank", "ts", "end", "dur", "iteration")
+    gpu = typed_gpu_events(events, options.hta_compat, options.scope.rules, "rank", "ts", "end", "dur", "iteration")
     by_step = gpu.filter(pl.col("iteration").is_not_null()).rename({"iteration": "step"})
     keys = ["rank", "step"]
     comm = busy_time(by_step.filter(pl.col("kind") == COMMUNICATION), keys).rename({"busy_us": "comm_kernel_us"})
@@ -88,10 +91,10 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
         {"rank": ranks, "steps_used": [list(prepared.steps[rank].used) for rank in ranks]},
         schema=SCHEMAS["rank_steps"],
     )
-    late_kernels, late_spans = steps_view.late_start_inputs(prepared.events)
+    late_kernels, late_spans = steps_view.late_start_inputs(prepared.events, options.scope.rules)
     tables = {
         "calls": calls,
-        "busy": busy_intervals(events, options.hta_compat, gpu),
+        "busy": busy_intervals(events, options.hta_compat, options.scope.rules, gpu),
         "gpu_steps": gpu_steps,
         "gpu_phases": gpu_phases(gpu),
         "cpu_phases": cpu_phase_times(events),
@@ -103,10 +106,12 @@ def rank_tables(traces: TraceSet, options: CommonOptions) -> RankTables:
     return {name: _ordered(name, tables[name]) for name in NAMES}
 
 
-def busy_intervals(events: pl.DataFrame, hta_compat: bool, gpu: pl.DataFrame | None = None) -> pl.DataFrame:
+def busy_intervals(
+    events: pl.DataFrame, hta_compat: bool, rules: Rules, gpu: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """rank, ts, end: the merged intervals of the ranks' GPU work other than communication."""
     if gpu is None:
-        gpu = typed_gpu_events(events, hta_compat, "rank", "ts", "end", "dur", "iteration")
+        gpu = typed_gpu_events(events, hta_compat, rules, "rank", "ts", "end", "dur", "iteration")
     return merge_intervals(gpu.filter(pl.col("kind") != COMMUNICATION).select("rank", "ts", "end"), ["rank"])
 
 
@@ -198,4 +203,4 @@ def _stored_busy(traces: TraceSet, kept: KeptTables, rank: int) -> pl.DataFrame:
     if frame is not None:
         return frame
     alone = TraceSet(ranks={rank: traces.ranks[rank]})
-    return _ordered("busy", busy_intervals(prepare(alone, CommonOptions(), columns=READS).events, False))
+    return _ordered("busy", busy_intervals(prepare(alone, CommonOptions(), columns=READS).events, False, SHIPPED_RULES))
