@@ -2,7 +2,7 @@
 
 `tests/golden/decoded_traces.json` was written (commit bf6f526) by the code that still had two
 event decoders, a whole-document one and a piece-by-piece one that a test kept equal on every
-shared trace; since there is one decoder, tests/test_decode_golden.py holds it to those figures.
+shared trace; since there is one decoder, tests/trace/test_decode_golden.py holds it to those figures.
 Per file: each frame column's digest, the metadata, the warnings, the op-argument rows and the
 `[memory]` recording; per odd hand-made document, what decoding it whole gave. Run
 `python -m tests.decode_golden` to write it again, only on purpose (a deliberate change of output).
