@@ -76,6 +76,11 @@ def decoded_bytes(raw: Any, chunk_bytes: int | None = None) -> dict[str, Any]:
 
     warnings: list[str] = []
     frame, meta = decode_frame(raw, warnings, chunk_bytes=chunk_bytes)
+    return digests_of(frame, meta, warnings)
+
+
+def digests_of(frame: pl.DataFrame, meta: Any, warnings: list[str]) -> dict[str, Any]:
+    """The saved figures' form of what `decode_frame` gave."""
     return {"frame": frame_digest(frame), "meta": meta_digest(meta), "warnings": warnings}
 
 
