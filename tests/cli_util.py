@@ -1,4 +1,5 @@
-"""Helpers for the tests that run the CLI as its own process: plainly, or on a pseudo-terminal."""
+"""Helpers for the tests that run the CLI: in this process (`cli`), as its own process (`run_cli`), or
+on a pseudo-terminal (`run_in_pty`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from htatui.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,3 +45,12 @@ def run_in_pty(args: list[str], columns: int = 80) -> str:
     os.close(leader)
     text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`htatui ARGS` run in this process (`main`, what `python -m htatui` runs): its exit code, stdout
+    and stderr. The tests below are about what the CLI says, not the process (test_version starts one)."""
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["htatui", *args], code, out.out, out.err)

@@ -5,26 +5,16 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from cli_util import run_cli
+from cli_util import cli, run_cli
 from kineto_util import kernel, runtime, step, write_trace
 
 from htatui import __version__
 from htatui.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`htatui ARGS` run in this process (`main`, what `python -m htatui` runs): its exit code, stdout
-    and stderr. The tests below are about what the CLI says, not the process (test_version starts one)."""
-    capsys.readouterr()
-    code = main(list(args))
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(["htatui", *args], code, out.out, out.err)
 
 
 def good_trace(path: Path, rank: int | None = None) -> Path:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_util import run_cli
+from cli_util import cli
 from kineto_util import kernel, runtime, step, write_trace
 
 from htatui.trace.formats import NSYS, PERFETTO, ROCPROF, SNAPSHOT, XPLANE, foreign_format
@@ -68,9 +68,11 @@ def test_each_format_is_told_by_name_and_first_bytes(tmp_path: Path) -> None:
         ("rocprof_json", "rocprofv3 output"),
     ],
 )
-def test_a_foreign_file_is_one_line_naming_its_format(tmp_path: Path, command: str, kind: str, words: str) -> None:
+def test_a_foreign_file_is_one_line_naming_its_format(
+    tmp_path: Path, command: str, kind: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _files(tmp_path)[kind]
-    result = run_cli(command, str(path), *(["--view", "temporal"] if command == "report" else []))
+    result = cli(capsys, command, str(path), *(["--view", "temporal"] if command == "report" else []))
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"htatui: {path}: ") and words in line and "not a Kineto trace" in line
@@ -78,11 +80,13 @@ def test_a_foreign_file_is_one_line_naming_its_format(tmp_path: Path, command: s
 
 
 @pytest.mark.parametrize("command", ["info", "check"])
-def test_a_snapshot_only_folder_points_to_htatui_memory(tmp_path: Path, command: str) -> None:
+def test_a_snapshot_only_folder_points_to_htatui_memory(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "snap"
     folder.mkdir()
     (folder / "snapshot.pickle").write_bytes(_files(tmp_path)["snapshot"].read_bytes())
-    result = run_cli(command, str(folder))
+    result = cli(capsys, command, str(folder))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"htatui: {folder}: no trace here, only a CUDA memory snapshot (snapshot.pickle); "
@@ -90,34 +94,34 @@ def test_a_snapshot_only_folder_points_to_htatui_memory(tmp_path: Path, command:
     ]
 
 
-def test_a_folder_of_one_foreign_format_names_it(tmp_path: Path) -> None:
+def test_a_folder_of_one_foreign_format_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "jax"
     folder.mkdir()
     (folder / "host.xplane.pb").write_bytes(XPLANE_BYTES)
-    result = run_cli("info", str(folder))
+    result = cli(capsys, "info", str(folder))
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"htatui: {folder}: no Kineto trace here; host.xplane.pb is a JAX/TensorFlow XPlane profile")
 
 
-def test_a_foreign_file_beside_traces_is_a_named_note(tmp_path: Path) -> None:
+def test_a_foreign_file_beside_traces_is_a_named_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)]
     write_trace(tmp_path / "rank-0.json", events, rank=0)
     (tmp_path / "host.xplane.pb").write_bytes(XPLANE_BYTES)
-    result = run_cli("info", str(tmp_path))
+    result = cli(capsys, "info", str(tmp_path))
     assert result.returncode == 0
     note = f"{tmp_path / 'host.xplane.pb'}: skipped (a JAX/TensorFlow XPlane profile, not a Kineto trace)"
     # Said once, under the table (a table's notes go with it: issue 38).
     assert result.stderr == "" and re.sub(r"\s", "", f"note: {note}") in re.sub(r"\s", "", result.stdout)
 
 
-def test_tracelens_jax_xplane_is_named(tracelens) -> None:  # type: ignore[no-untyped-def]
+def test_tracelens_jax_xplane_is_named(tracelens, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     path = tracelens("tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb")
     assert foreign_format(path) is XPLANE
     renamed = path.with_name("tw003.pb")
     renamed.write_bytes(path.read_bytes())
     assert foreign_format(renamed) is XPLANE
-    result = run_cli("check", str(path.parent))
+    result = cli(capsys, "check", str(path.parent))
     assert result.returncode == 2 and "XPlane profile" in result.stderr
 
 
