@@ -2,7 +2,7 @@
 
 `tests/golden/decoded_traces.json` was written (commit bf6f526) by the code that still had two
 event decoders, a whole-document one and a piece-by-piece one that a test kept equal on every
-shared trace; since there is one decoder, tests/test_decode_golden.py holds it to those figures.
+shared trace; since there is one decoder, tests/trace/test_decode_golden.py holds it to those figures.
 Per file: each frame column's digest, the metadata, the warnings, the op-argument rows and the
 `[memory]` recording; per odd hand-made document, what decoding it whole gave. Run
 `python -m tests.decode_golden` to write it again, only on purpose (a deliberate change of output).
@@ -76,6 +76,11 @@ def decoded_bytes(raw: Any, chunk_bytes: int | None = None) -> dict[str, Any]:
 
     warnings: list[str] = []
     frame, meta = decode_frame(raw, warnings, chunk_bytes=chunk_bytes)
+    return digests_of(frame, meta, warnings)
+
+
+def digests_of(frame: pl.DataFrame, meta: Any, warnings: list[str]) -> dict[str, Any]:
+    """The saved figures' form of what `decode_frame` gave."""
     return {"frame": frame_digest(frame), "meta": meta_digest(meta), "warnings": warnings}
 
 

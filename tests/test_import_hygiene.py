@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -98,8 +99,10 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return circles
 
 
+@functools.cache
 def _module_graph() -> tuple[dict[str, set[str]], set[str]]:
-    """Each htatui module's htatui imports (lazy ones too), and the names that are packages."""
+    """Each htatui module's htatui imports (lazy ones too), and the names that are packages (parsed
+    once for the three tests that read it; they never change it)."""
     root = ROOT / "htatui"
     modules = {
         ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): f for f in root.rglob("*.py")

@@ -79,11 +79,11 @@ class Table(Generic[OptionsT]):
     name: str
     compute: Callable[[TraceSet, OptionsT], TableResult]
     per_rank: bool = False
-    """Each rank's rows depend on that rank alone and come in rank order (tests/test_registry.py
+    """Each rank's rows depend on that rank alone and come in rank order (tests/analysis/test_registry.py
     checks it), so over a dataset `make_table` builds the table a rank at a time."""
     columns: TableColumns | None = None
     """What each column is (dtype, unit, label, importance, meaning): one declaration per column,
-    in the view's module; tests/test_column_specs.py checks every column has one."""
+    in the view's module; tests/analysis/test_column_specs.py checks every column has one."""
 
     @property
     def about(self) -> str:

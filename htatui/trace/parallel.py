@@ -6,7 +6,7 @@ sent. This process decodes pieces too while the workers are busy; each worker tu
 its frame columns (`columns.piece_columns`), which come back as lz4-compressed Arrow IPC bytes
 and are added in file order. A cut is only confirmed by decoding: the pieces are taken
 in order, and one that is not JSON is joined to the next and decoded again, so the result is the
-frame one process makes (tests/test_parallel_decode.py). A document that cannot be cut is decoded
+frame one process makes (tests/trace/test_parallel_decode.py). A document that cannot be cut is decoded
 whole here, as in one process. Files of a few pieces never start a worker; bigger ones start
 them at once, handing them pieces past the first `LOCAL_PIECES`, which this process decodes
 while the workers start (each imports polars: ~0.4 s).

@@ -69,7 +69,9 @@ def test_every_table_is_the_same_with_and_without_the_memo_on_the_demo(demo: Tra
 @pytest.mark.parametrize("compat", [False, True])
 def test_every_table_is_the_same_with_and_without_the_memo_on_a_real_trace(load_shared: Any, compat: bool) -> None:
     # Fractional (ns) timestamps: compat mode rounds them, so the prepared columns differ by mode.
-    _assert_same_tables(load_shared("ns_resolution_trace"), compat)
+    # h100_gpt_compile has them on 4,350 of its 4,358 events and fills 36 of the 55 tables: the same
+    # question as ns_resolution_trace (36,209 events, 38 tables) at a quarter of the cost.
+    _assert_same_tables(load_shared("h100_gpt_compile"), compat)
 
 
 def _fresh(traces: TraceSet, compute: Any, options: Any) -> pl.DataFrame:

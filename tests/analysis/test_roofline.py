@@ -20,7 +20,6 @@ from htatui.analysis.core.scope import Scope
 from htatui.analysis.perf.peaks import DevicePeaksError, device_from_properties, find_device, read_devices
 from htatui.analysis.views import cupti, ops
 from htatui.analysis.views.ops import OpsOptions
-from htatui.jobs.load import load_traces
 
 BF16 = "c10::BFloat16"
 MODEL = OpsOptions(group_by="shape", flops=True, kinds="op", sort_by="name", descending=False)
@@ -338,11 +337,11 @@ def shared_folders() -> list[str]:
 
 
 @pytest.mark.parametrize("folder", shared_folders())
-def test_no_row_above_its_roof_unflagged(shared_traces: Path, folder: str) -> None:
+def test_no_row_above_its_roof_unflagged(load_shared: Any, folder: str) -> None:
     """On every shared trace the model's table has no row above 100 % of its roof without a flag,
     and no negative figure."""
     try:
-        traces = load_traces([shared_traces / folder], use_cache=False, max_workers=1)
+        traces = load_shared(folder)
     except Exception as exc:  # noqa: BLE001 - a folder that is not a loadable job (a memory timeline)
         pytest.skip(f"{folder}: not a trace job ({exc})")
     frame = ops.compute(traces, OpsOptions(group_by="shape", flops=True))

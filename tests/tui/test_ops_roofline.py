@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ from textual.pilot import Pilot
 from tui_helpers import make_app, press, ready
 
 from htatui.analysis.views import ops
-from htatui.jobs.load import load_traces
 from htatui.trace import TraceSet
 from htatui.tui.screens.ops import BARS_TITLE, NO_ROOFLINE
 from htatui.tui.widgets.chart import Chart
@@ -24,8 +22,8 @@ SnapCompare = Callable[..., bool]
 
 
 @pytest.fixture(scope="module")
-def resnet(shared_traces: Path) -> TraceSet:
-    return load_traces([shared_traces / "h100_resnet_eager"], use_cache=False, max_workers=1)
+def resnet(load_shared: Callable[[str], TraceSet]) -> TraceSet:
+    return load_shared("h100_resnet_eager")
 
 
 async def test_roofline_key(resnet: TraceSet) -> None:

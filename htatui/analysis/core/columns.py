@@ -4,7 +4,7 @@ A view module declares each table's columns once, in order, as a `TableColumns`;
 empty frame's dtypes (`schema`, `empty`), the header a person reads in `report` and the app
 (`label`), which columns stay when a table is narrowed (`importance`: the answer first), the
 unit a CSV/JSON float is kept to (`unit`), `report --help` and docs/tables.md (`meaning`).
-tests/test_column_specs.py checks that every column of every registered table has one.
+tests/analysis/test_column_specs.py checks that every column of every registered table has one.
 """
 
 from __future__ import annotations
