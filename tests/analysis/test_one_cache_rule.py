@@ -95,7 +95,7 @@ def test_two_rule_files_in_one_process_give_two_answers(tmp_path: Path) -> None:
     off: each answer is its own file's, as a job loaded afresh gives it, in memory and from the
     parse cache. (With the rules in environment variables, the table memo's key left the
     diagnosis files out and served the first file's findings under the second.)"""
-    folder = _demo(tmp_path / "job")
+    folder = demo_job(tmp_path / "job")
     no_straggler, no_loader = _diagnosis_rules(tmp_path, "straggler"), _diagnosis_rules(tmp_path, "data_loader")
     shipped = _found_rules(load_traces([folder], use_cache=False, max_workers=1), Rules())
     assert {"straggler", "data_loader"} <= shipped
