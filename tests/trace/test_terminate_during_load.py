@@ -14,7 +14,6 @@ import pytest
 from kineto_util import kernel, runtime, step, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-_LAUNCHES = 20_000
 
 
 def _pool_workers(pid: int) -> list[int]:
@@ -34,19 +33,21 @@ def _pool_workers(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads Linux's /proc")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_a_load_leaks_no_semaphore(tmp_path: Path, signum: int) -> None:
-    # 20,000 launches a rank: the parse outlasts the signal's way in on a loaded machine (with 3
-    # events the load could end between seeing the workers and the signal: exit 0).
     for rank in range(2):
-        events = [step(1, 0, 100.0 * _LAUNCHES)]
-        for at in range(_LAUNCHES):
-            events += [
-                runtime("cudaLaunchKernel", 100.0 * at, 5, corr=at),
-                kernel("gemm", 100.0 * at + 10, 30, corr=at),
-            ]
+        events = [step(1, 0, 100), runtime("cudaLaunchKernel", 10, 5, corr=1), kernel("gemm", 20, 30, corr=1)]
         write_trace(tmp_path / "job" / f"rank-{rank}.json", events, rank=rank)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HTATUI_CACHE_DIR=str(tmp_path / "cache"))
     command = [sys.executable, "-m", "htatui", "info", str(tmp_path / "job"), "--no-cache", "--jobs", "2"]
-    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The child starts with the signal's default action: under `nohup` (SIGHUP ignored) htatui
+    # rightly leaves an ignored signal ignored, and the test would see exit 0.
+    child = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 60
         while not _pool_workers(child.pid) and child.poll() is None and time.monotonic() < deadline:
