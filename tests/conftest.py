@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,22 @@ from htatui.trace import TraceSet
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
+
+HIDDEN_WITHOUT_HTA = ("hta", "pandas")
+"""What README's second test command hides (`HTATUI_TESTS_WITHOUT_HTA=1`): HTA and the pandas it
+brings, so the analysis tests show that no number depends on them, as an install without the
+`hta` extra would. A `None` in `sys.modules` makes `import` fail and `find_spec` answer None."""
+
+if os.environ.get("HTATUI_TESTS_WITHOUT_HTA"):
+    imported = [name for name in HIDDEN_WITHOUT_HTA if sys.modules.get(name) is not None]
+    if imported:
+        raise pytest.UsageError(f"HTATUI_TESTS_WITHOUT_HTA: {', '.join(imported)} imported before the tests")
+    for hidden in HIDDEN_WITHOUT_HTA:
+        sys.modules[hidden] = None  # type: ignore[assignment]
+
+
+def pytest_report_header() -> str | None:
+    return "hidden: hta, pandas (HTATUI_TESTS_WITHOUT_HTA)" if os.environ.get("HTATUI_TESTS_WITHOUT_HTA") else None
 
 
 @pytest.fixture(autouse=True)
