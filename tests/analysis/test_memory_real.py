@@ -82,4 +82,3 @@ def test_resnet_memory_timeline_file() -> None:
     sites = result.sites_at_peak(row["device"])
     assert sites["site"][0] == "activation"
     assert sites["bytes"].sum() == max(totals)
-
