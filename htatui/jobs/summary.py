@@ -21,7 +21,9 @@ from htatui.analysis.core.prepare import prepare
 from htatui.analysis.core.rank_figures import rank_figures
 from htatui.analysis.views import overlap, steps, temporal
 from htatui.analysis.views.ranks import tables
-from htatui.store.summary_table import SUMMARY_SCHEMA
+from htatui.store.summary_table import ENTRY_SUMMARY, ENTRY_SUMMARY_SCHEMA, SUMMARY_SCHEMA
+from htatui.trace.discover import rank_from_filename
+from htatui.trace.loader import ParsedFile, aligned_events, shifts_us
 from htatui.trace.model import EVENT_SCHEMA, RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
 SUMMARY_COLUMNS = (
@@ -53,6 +55,26 @@ def rank_summary_and_tables(
     trace = RankTrace(rank, source, RANK_FROM_TRACE, events, meta, shift_us, details=details)
     alone = TraceSet(ranks={rank: trace})
     return _summary_row(alone, source, events, rank, shift_us), tables.rank_tables(alone, CommonOptions())
+
+
+def entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
+    """The rank's summary row for its parse-cache entry (`trace.loader.EntryTables`), made by the
+    parse worker while it holds the events: as the rank it claims (or its file name says) on its
+    own time base (a folder of that file alone), with the least and greatest time of its events
+    before that shift. A folder loaded from the cache serves it where it holds
+    (`store.summary_table.entry_summary_for`); nothing for a file with no rank of its own."""
+    rank = parsed.meta.claimed_rank
+    rank = rank if rank is not None else rank_from_filename(parsed.path)
+    if rank is None:
+        return {}
+    shift = shifts_us({rank: start_ns}, {rank: parsed.meta.base_time_ns})[rank]
+    row = rank_summary(parsed.path, aligned_events(parsed.events, rank, shift), parsed.meta, rank, shift)
+    first, last = parsed.events.select(
+        first=pl.min_horizontal(pl.col("ts").min(), pl.col("end").min()),
+        last=pl.max_horizontal(pl.col("ts").max(), pl.col("end").max()),
+    ).row(0)
+    row.update(own_first_us=first, own_last_us=last)
+    return {ENTRY_SUMMARY: pl.DataFrame([row], schema=ENTRY_SUMMARY_SCHEMA)}
 
 
 def _summary_row(alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float) -> dict[str, Any]:

@@ -276,11 +276,13 @@ def store(
     warnings: list[str],
     start_ns: int | None = None,
     figures: pl.DataFrame | None = None,
+    tables: dict[str, pl.DataFrame] | None = None,
 ) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
     `figures` (`trace.figures.file_figures` of these events) is kept as the entry's `figures`
-    table. Nothing is stored for a local file that changed since that identity was taken.
+    table, and `tables` (e.g. the rank's summary row, `loader.EntryTables`) as untagged tables of
+    their names. Nothing is stored for a local file that changed since that identity was taken.
     """
     try:
         if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
@@ -300,7 +302,9 @@ def store(
         record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
         _atomic_write(folder / f"{key}.details", lambda f: f.write(detail_data))
-        untagged = {"figures": _ipc_bytes(figures)} if figures is not None else {}
+        untagged = {name: _ipc_bytes(frame) for name, frame in (tables or {}).items()}
+        if figures is not None:
+            untagged["figures"] = _ipc_bytes(figures)
         _write_tables(folder, key, record, untagged, None)
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode

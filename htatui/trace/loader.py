@@ -75,6 +75,11 @@ class LoadProgress:
 
 ProgressCallback = Callable[[LoadProgress], None]
 
+EntryTables = Callable[["ParsedFile", int], dict[str, pl.DataFrame]]
+"""More small tables a cache entry keeps, made by the parse worker from the rank it holds (given
+the parsed file and when its first event happened, `start_ns`): e.g. the rank's summary row
+(`htatui.jobs.summary.entry_summary`); a module-level function, as it goes to worker processes."""
+
 
 @dataclass(frozen=True)
 class ParsedFile:
@@ -184,10 +189,12 @@ def _parse_or_problem(
     origin: RemotePath | None = None,
     byte_progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
+    *,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     with recording() as timings:
-        parsed = _parse_and_cache(path, write_cache, origin, byte_progress, workers)
+        parsed = _parse_and_cache(path, write_cache, origin, byte_progress, workers, entry_tables)
     if isinstance(parsed, ParsedFile):
         parsed = dataclasses.replace(parsed, timings=timings)
     return parsed
@@ -199,6 +206,7 @@ def _parse_and_cache(
     origin: RemotePath | None,
     byte_progress: Callable[[int, int], None] | None,
     workers: int,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | LoadProblem:
     source: SourcePath = origin or path
     try:
@@ -216,6 +224,12 @@ def _parse_and_cache(
             # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
             figures = file_figures(parsed.events)
             first = start_ns(parsed.events, parsed.meta)
+        with spent("summary"):
+            try:
+                more = entry_tables(parsed, first) if entry_tables is not None else {}
+            except Exception:  # noqa: BLE001 - a table not kept is made from the events when asked
+                more = {}
+        with spent("cache write"):
             cache.store(
                 origin or path,
                 parsed.identity,
@@ -225,6 +239,7 @@ def _parse_and_cache(
                 parsed.warnings,
                 first,
                 figures,
+                more,
             )
         parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
@@ -255,10 +270,11 @@ def _parse_and_put_aside(
     workers: int = 1,
     *,
     spill_folder: Path | None,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | HeldFile | LoadProblem:
     """Parse `path` (in a worker) and put its events aside: into the parse cache when it is
     written, else into `spill_folder`; the events come back only when neither can be written."""
-    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers)
+    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers, entry_tables=entry_tables)
     if isinstance(parsed, LoadProblem):
         return parsed
     first = start_ns(parsed.events, parsed.meta)
@@ -322,6 +338,7 @@ def parse_all(
     max_workers: int | None,
     download_progress: DownloadCallback | None = None,
     notes: list[str] | None = None,
+    entry_tables: EntryTables | None = None,
 ) -> list[ParsedFile | StoredFile | LoadProblem]:
     """Each file parsed, or as the cache keeps it: a local file's cached events are read only
     when a view first asks for that rank (as a dataset's), so a cached job of many ranks opens
@@ -329,7 +346,8 @@ def parse_all(
 
     A job of several files opens the same way when it is parsed now: each rank, once parsed, is
     put aside (`_parse_and_put_aside`) and read back when asked, so at most a rank per worker is
-    in memory. Where that could not be done as asked, a line is added to `notes`.
+    in memory. Where that could not be done as asked, a line is added to `notes`. A cache entry
+    written keeps `entry_tables`' tables too, made where the rank was parsed.
     """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
     held: dict[SourcePath, HeldFile] = {}
@@ -337,9 +355,13 @@ def parse_all(
     done = 0
     put_aside = len(files) > 1  # one file is one frame: kept as parsed
     spill = SpillFolder.make() if put_aside else None
-    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = functools.partial(
+        _parse_or_problem, entry_tables=entry_tables
+    )
     if put_aside:
-        parse_one = functools.partial(_parse_and_put_aside, spill_folder=spill.path if spill else None)
+        parse_one = functools.partial(
+            _parse_and_put_aside, spill_folder=spill.path if spill else None, entry_tables=entry_tables
+        )
 
     def keep(path: SourcePath, result: ParsedFile | HeldFile | LoadProblem) -> None:
         if not isinstance(result, LoadProblem) and result.timings is not None:

@@ -260,6 +260,12 @@ class TraceSet:
         return pl.concat(frames, how="vertical")
 
 
+def any_figures_kept(traces: TraceSet) -> bool:
+    """Whether the job's ranks have their file figures at hand (a trace folder's do, from the
+    parse or its cache entries; a dataset's do not), read for the first rank only."""
+    return any(traces.ranks[rank].stored_figures() is not None for rank in traces.rank_ids[:1])
+
+
 EVENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "index": pl.Int64(),
