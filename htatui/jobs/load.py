@@ -13,7 +13,6 @@ import polars as pl
 
 from htatui.sources import SourcePath
 from htatui.store.layout import is_dataset
-from htatui.trace import cache
 from htatui.trace.discover import Discovered, DiscoveryError, discover, rank_from_filename, skipped_note
 from htatui.trace.fetch import DownloadCallback
 from htatui.trace.formats import foreign_format
@@ -99,7 +98,8 @@ def load_traces(
 
         kept = parse_cache_tables(aligned, read=use_cache)
     if not datasets and use_cache:
-        summary = _folder_summary(aligned)
+        entries = {p.path: p.read_table for p in parsed if isinstance(p, StoredFile) and p.read_table is not None}
+        summary = _folder_summary(aligned, entries)
     if not datasets:
         # GPU work replayed by graph launches: whether its ops are known (a capture beside it).
         notes += _replay_notes(TraceSet(ranks=aligned, captures=captures))
@@ -175,25 +175,25 @@ def _entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]
     return entry_summary(parsed, start_ns)
 
 
-def _folder_summary(ranks: dict[int, RankTrace]) -> pl.DataFrame | None:
-    """The summary rows the ranks' cache entries keep (`_entry_summary`), as a dataset's summary,
-    when every rank has one that holds for its rank number and shift here and was made by the code
-    of now (`store.summary_table.entry_summary_for`); else None (the views read the events)."""
+def _folder_summary(
+    ranks: dict[int, RankTrace], tables: Mapping[SourcePath, Callable[[str], pl.DataFrame | None]]
+) -> pl.DataFrame | None:
+    """The summary rows the ranks' cache entries keep (`_entry_summary`; `tables` reads an entry's
+    table, by the rank's file), as a dataset's summary, when every rank has one that holds for its
+    rank number and shift here and was made by the code of now
+    (`store.summary_table.entry_summary_for`); else None (the views read the events)."""
     from htatui.analysis.core.kept import made_with
-    from htatui.store.summary_table import ENTRY_SUMMARY, entry_summary_for
+    from htatui.store.summary_table import ENTRY_SUMMARY, SUMMARY_SCHEMA, entry_summary_for
 
     made = made_with()
     rows = []
     for rank, trace in ranks.items():
-        if not isinstance(trace.path, Path) or trace.source_identity is None:
-            return None
-        entry = cache.peek_cached(trace.path, trace.source_identity, start=False)
-        row = entry.read_table(ENTRY_SUMMARY) if entry is not None else None
-        held = entry_summary_for(row, rank, trace.shift_us, made)
+        read = tables.get(trace.path)
+        held = entry_summary_for(read(ENTRY_SUMMARY) if read is not None else None, rank, trace.shift_us, made)
         if held is None:
             return None
         rows.append(held)
-    return pl.concat(rows).sort("rank") if rows else None
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA).sort("rank") if rows else None
 
 
 def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> tuple[pl.DataFrame | None, KeptTables | None]:

@@ -62,10 +62,11 @@ def entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
     parse worker while it holds the events: as the rank it claims (or its file name says) on its
     own time base (a folder of that file alone), with the least and greatest time of its events
     before that shift. A folder loaded from the cache serves it where it holds
-    (`store.summary_table.entry_summary_for`); nothing for a file with no rank of its own."""
+    (`store.summary_table.entry_summary_for`); nothing for a file with no rank of its own, nor for
+    a download (a remote file's ranks are not opened from their entries)."""
     rank = parsed.meta.claimed_rank
     rank = rank if rank is not None else rank_from_filename(parsed.path)
-    if rank is None:
+    if rank is None or not isinstance(parsed.path, Path):
         return {}
     shift = shifts_us({rank: start_ns}, {rank: parsed.meta.base_time_ns})[rank]
     row = rank_summary(parsed.path, aligned_events(parsed.events, rank, shift), parsed.meta, rank, shift)

@@ -78,20 +78,19 @@ def translates_exactly(own_first_us: float, own_last_us: float, shift_us: float)
     return back > 0.0 and back / 2.0 <= own_first_us and own_last_us <= 2.0 * back
 
 
-def entry_summary_for(row: pl.DataFrame | None, rank: int, shift_us: float, made_with: str) -> pl.DataFrame | None:
-    """A cache entry's summary row (`ENTRY_SUMMARY_SCHEMA`) as a `SUMMARY_SCHEMA` row of rank `rank`
-    shifted by `shift_us`, when it holds there: made by the code of now (`made_with`), for this rank
-    number, and under this shift or one that moves the rank's times exactly as this one does (both
-    `translates_exactly`). Else None: the figures are made from the events."""
+def entry_summary_for(row: pl.DataFrame | None, rank: int, shift_us: float, made_with: str) -> dict[str, object] | None:
+    """A cache entry's summary row (`ENTRY_SUMMARY_SCHEMA`) as the `SUMMARY_SCHEMA` row of rank
+    `rank` shifted by `shift_us`, when it holds there: made by the code of now (`made_with`), for
+    this rank number, and under this shift or one that moves the rank's times exactly as this one
+    does (both `translates_exactly`). Else None: the figures are made from the events."""
     if row is None or row.height != 1 or row.schema != pl.Schema(ENTRY_SUMMARY_SCHEMA):
         return None
-    made, stored_rank, stored_shift, first, last = row.select(
-        "made_with", "rank", "shift_us", "own_first_us", "own_last_us"
-    ).row(0)
-    if made != made_with or stored_rank != rank or first is None or last is None:
+    values = row.row(0, named=True)
+    first, last, stored_shift = values.pop("own_first_us"), values.pop("own_last_us"), values["shift_us"]
+    if values["made_with"] != made_with or values["rank"] != rank or first is None or last is None:
         return None
     if stored_shift != shift_us and not (
         translates_exactly(first, last, stored_shift) and translates_exactly(first, last, shift_us)
     ):
         return None
-    return row.select(list(SUMMARY_SCHEMA)).with_columns(shift_us=pl.lit(shift_us, dtype=pl.Float64))
+    return values | {"shift_us": shift_us}

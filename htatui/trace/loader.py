@@ -323,6 +323,8 @@ class StoredFile:
     """A local trace file's identity, for a rank whose parse the cache keeps (read when asked)."""
     read_figures: Callable[[], pl.DataFrame | None] | None = None
     """The file's figures as its cache entry keeps them (`trace.figures`), read when asked."""
+    read_table: Callable[[str], pl.DataFrame | None] | None = None
+    """One of its cache entry's untagged tables by name (`cache.CachedEntry.read_table`), read when asked."""
 
 
 Parsed = ParsedFile | StoredFile
@@ -474,7 +476,17 @@ def _cached_file(path: Path, taken: FileIdentity, entry: cache.CachedEntry, firs
     assert start is not None
     read_details = functools.partial(_cached_details, path, taken, entry)
     figures = functools.partial(_cached_figures, path, taken, entry)
-    return StoredFile(path, entry.meta, entry.warnings, start, read, read_details, identity=taken, read_figures=figures)
+    return StoredFile(
+        path,
+        entry.meta,
+        entry.warnings,
+        start,
+        read,
+        read_details,
+        identity=taken,
+        read_figures=figures,
+        read_table=entry.read_table,
+    )
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:
