@@ -18,7 +18,7 @@ import polars as pl
 from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.core.rank_figures import rank_figures
+from htatui.analysis.core.rank_figures import RankFigures, figures_of, rank_figures
 from htatui.analysis.views import overlap, steps, temporal
 from htatui.analysis.views.ranks import tables
 from htatui.store.summary_table import ENTRY_SUMMARY, ENTRY_SUMMARY_SCHEMA, SUMMARY_SCHEMA
@@ -69,7 +69,11 @@ def entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
     if rank is None or not isinstance(parsed.path, Path):
         return {}
     shift = shifts_us({rank: start_ns}, {rank: parsed.meta.base_time_ns})[rank]
-    row = rank_summary(parsed.path, aligned_events(parsed.events, rank, shift), parsed.meta, rank, shift)
+    events = aligned_events(parsed.events, rank, shift)
+    trace = RankTrace(rank, parsed.path, RANK_FROM_TRACE, events, parsed.meta, shift)
+    # The parse made the file's figures already: shifted as the aligned frame is (`figures_of`).
+    made = figures_of(parsed.figures.row(0, named=True), shift) if parsed.figures is not None else None
+    row = _summary_row(TraceSet(ranks={rank: trace}), parsed.path, events, rank, shift, made)
     first, last = parsed.events.select(
         first=pl.min_horizontal(pl.col("ts").min(), pl.col("end").min()),
         last=pl.max_horizontal(pl.col("ts").max(), pl.col("end").max()),
@@ -78,8 +82,10 @@ def entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
     return {ENTRY_SUMMARY: pl.DataFrame([row], schema=ENTRY_SUMMARY_SCHEMA)}
 
 
-def _summary_row(alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float) -> dict[str, Any]:
-    figures = rank_figures(events)
+def _summary_row(
+    alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float, figures: RankFigures | None = None
+) -> dict[str, Any]:
+    figures = figures if figures is not None else rank_figures(events)
     row: dict[str, Any] = dict.fromkeys(SUMMARY_SCHEMA)
     row.update(
         rank=rank,

@@ -224,11 +224,7 @@ def _parse_and_cache(
             # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
             figures = file_figures(parsed.events)
             first = start_ns(parsed.events, parsed.meta)
-        with spent("summary"):
-            try:
-                more = entry_tables(parsed, first) if entry_tables is not None else {}
-            except Exception:  # noqa: BLE001 - a table not kept is made from the events when asked
-                more = {}
+        more = _entry_tables(entry_tables, dataclasses.replace(parsed, figures=figures), first)
         with spent("cache write"):
             cache.store(
                 origin or path,
@@ -243,6 +239,18 @@ def _parse_and_cache(
             )
         parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
+
+
+def _entry_tables(entry_tables: EntryTables | None, parsed: ParsedFile, first: int) -> dict[str, pl.DataFrame]:
+    """`entry_tables` of a parsed file (timed as "summary"), none when it fails: a table not kept
+    is made from the events when a view asks."""
+    if entry_tables is None:
+        return {}
+    with spent("summary"):
+        try:
+            return entry_tables(parsed, first)
+        except Exception:  # noqa: BLE001 - the parse holds without it
+            return {}
 
 
 @dataclass(frozen=True)
@@ -348,8 +356,9 @@ def parse_all(
 
     A job of several files opens the same way when it is parsed now: each rank, once parsed, is
     put aside (`_parse_and_put_aside`) and read back when asked, so at most a rank per worker is
-    in memory. Where that could not be done as asked, a line is added to `notes`. A cache entry
-    written keeps `entry_tables`' tables too, made where the rank was parsed.
+    in memory. Where that could not be done as asked, a line is added to `notes`. The cache entry
+    of a rank put aside keeps `entry_tables`' tables too, made where it was parsed (a lone file is
+    a frame in memory: its parse is not made longer for them).
     """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
     held: dict[SourcePath, HeldFile] = {}
@@ -357,9 +366,7 @@ def parse_all(
     done = 0
     put_aside = len(files) > 1  # one file is one frame: kept as parsed
     spill = SpillFolder.make() if put_aside else None
-    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = functools.partial(
-        _parse_or_problem, entry_tables=entry_tables
-    )
+    parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem
     if put_aside:
         parse_one = functools.partial(
             _parse_and_put_aside, spill_folder=spill.path if spill else None, entry_tables=entry_tables

@@ -152,14 +152,22 @@ def test_a_rank_whose_times_a_shift_moves_inexactly_is_made_from_the_events(tmp_
     assert _table("temporal", cached).equals(expected)
 
 
-def test_a_folder_of_one_rank_shifted_as_alone_serves_its_row(tmp_path: Path) -> None:
-    folder = tmp_path / "one"
-    write_trace(folder / "rank-0.json", _rank(0.125, 0), rank=0, base_ns=1_790_857_026_000_000_000)
+def test_ranks_shifted_as_alone_serve_their_rows_and_a_lone_file_keeps_none(tmp_path: Path) -> None:
+    """Relative times again, each rank in a folder with a copy of itself (one start, so each is
+    shifted as alone): the rows are served. A lone file is parsed without one (its frame stays in
+    memory; its parse is not made longer for a row)."""
+    folder = tmp_path / "twins"
+    for rank in range(2):
+        write_trace(folder / f"rank-{rank}.json", _rank(0.125, 0), rank=rank, base_ns=1_790_857_026_000_000_000)
     expected = _table("temporal", load_traces([folder], use_cache=False, max_workers=1))
     load_traces([folder], max_workers=1)
     cached = load_traces([folder], max_workers=1)
     assert cached.summary is not None
     assert _table("temporal", cached).equals(expected)
+    lone = folder / "rank-0.json"
+    load_traces([lone], use_cache=False, refresh_cache=True, max_workers=1)  # its entry made again, alone
+    again = load_traces([lone], max_workers=1)
+    assert _entry_row(again, 0) is None and again.summary is None
 
 
 def test_entry_rows_hold_only_for_their_rank_code_and_an_exact_shift(tmp_path: Path) -> None:
