@@ -41,7 +41,9 @@ def test_each_phase_of_a_parse_is_timed_and_a_cached_read_has_none(
     phases = [row[column] for column in PHASE_COLUMNS]
     # gzip, decoded, framed, checked, cached; a lone file's frame is kept whole: no summary row
     assert row["summary_s"] == 0.0
-    assert all(isinstance(s, float) and s > 0 for c, s in zip(PHASE_COLUMNS, phases) if c != "summary_s"), row
+    assert all(
+        isinstance(s, float) and s > 0 for c, s in zip(PHASE_COLUMNS, phases, strict=True) if c != "summary_s"
+    ), row
     seconds = [s for s in phases if isinstance(s, float)]
     wall = row["wall_s"]
     # One process, one thread: the phases happen one after another within the parse.
