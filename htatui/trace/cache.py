@@ -7,7 +7,8 @@ they are regular files (not links), the JSON names this key (a copy of another e
 not this trace) and the data files have those sizes and checksums; anything else is rebuilt,
 never trusted. An entry may also keep small tables in `<key>.tables`, each one's offset, size and
 sha256 in the JSON: the file's headline figures (`trace.figures`, written with the events: what a
-cached `info` prints, so it reads no events), a rank's cross-rank analysis tables
+cached `info` prints, so it reads no events), the summary row a parse worker made of a folder's
+rank (`loader.EntryTables`, written with the events too), a rank's cross-rank analysis tables
 (`store_tagged`) and its rows of per-rank view tables, these two tagged with the
 job they hold for.
 

@@ -234,7 +234,9 @@ class TraceSet:
     notes: tuple[str, ...] = ()
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
     """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
-    when the job is one dataset opened alone; views answer from it without reading any rank."""
+    when the job is one dataset opened alone, or that a trace folder's cache entries keep (made by
+    the parse workers) when each holds for the folder as loaded; views answer from it without
+    reading any rank."""
     kept: KeptTables | None = field(default=None, compare=False, repr=False)
     """The job's answers kept on disk (a trace folder's parse-cache entries, a dataset's stored
     tables), by name: read before a table is made from the events, kept once it is
