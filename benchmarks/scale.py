@@ -25,8 +25,14 @@ counted only as far as the OS reports them). A child is stopped past `--timeout`
   resident and peak MB after it, the ranks read by then; with `--app-together`, every page one
   after the other in one app (what a session that visits them all holds).
 
-`--workdir DIR` keeps the job (`DIR/job`, reused when it holds N ranks) and the datasets
-(`DIR/ds-ENGINE`) instead of a temp folder; `--engines none` then times the views on them again.
+With `--folder`, the trace folder itself too (no dataset; issue 40's 256-rank row): `info` parses
+the job, and one rank alone, each into a parse cache of its own (`HTATUI_CACHE_DIR`, workers
+`--workers`), then each view's first `report` after it, each run from a fresh copy of that
+cache (what the first report finds: the entries `info` wrote, no table kept yet).
+
+`--workdir DIR` keeps the job (`DIR/job`, reused when it holds N ranks), the datasets
+(`DIR/ds-ENGINE`) and the folder's caches (`DIR/cache-job`, `DIR/cache-one`) instead of a temp
+folder; `--engines none` then times the views on them again.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import gzip
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +79,17 @@ with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), contextlib
     code = main(["report", sys.argv[1], "--view", sys.argv[2], "--format", "json"])
 elapsed = time.perf_counter() - start
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "code": code}))
+"""
+
+CHILD_INFO = """
+import contextlib, json, os, resource, sys, time
+start = time.perf_counter()
+from htatui.cli.main import main
+with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+    code = main(["info", sys.argv[1], "--jobs", sys.argv[2]])
+elapsed = time.perf_counter() - start
+rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 print(json.dumps({"seconds": elapsed, "rss_mb": rss / 1024, "code": code}))
 """
 
@@ -139,13 +157,16 @@ MAX_RSS_MB = 8192.0
 """A child whose resident memory passes this is stopped (`--max-rss-gb`): the machine is shared."""
 
 
-def child(code: str, *args: str, timeout: float | None = None) -> dict[str, Any]:
+def child(code: str, *args: str, timeout: float | None = None, cache: Path | None = None) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; its last stdout line is its JSON figures.
 
-    Raises RuntimeError with the child's last error line, or when it ran past `timeout` seconds
-    or its resident memory passed MAX_RSS_MB (checked twice a second; it is then stopped).
+    `cache`: the parse cache it uses (HTATUI_CACHE_DIR). Raises RuntimeError with the child's last
+    error line, or when it ran past `timeout` seconds or its resident memory passed MAX_RSS_MB
+    (checked twice a second; it is then stopped).
     """
     env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
+    if cache is not None:
+        env["HTATUI_CACHE_DIR"] = str(cache)
     # cwd too: `python -c` puts the working folder first on sys.path.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         # The child dies with this script: a child left behind would outlive its memory cap.
@@ -235,6 +256,7 @@ def main() -> int:
     parser.add_argument("--ray-address", default="", help="a running Ray cluster for --engine ray (default: local)")
     parser.add_argument("--views", default=VIEWS, help=f"report views to time, or 'all' (default {VIEWS})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per view; the best is printed")
+    parser.add_argument("--folder", action="store_true", help="also the trace folder: report after info, no dataset")
     parser.add_argument("--app", action="store_true", help="also the app: each page in an app of its own (slow)")
     parser.add_argument("--app-together", action="store_true", help="also the app: every page in one app (slow)")
     parser.add_argument("--pages", default="", help="with --app: only these pages (default: every page)")
@@ -300,6 +322,10 @@ def run(args: argparse.Namespace, trace: Path, work: Path) -> int:
             f"cross-rank tables {tables_mb:.1f} MB); {engine} start {done['start_s']:.1f} s, work {work_s:.1f} s "
             f"({total_mb / work_s:.1f} MB/s); load average now {os.getloadavg()[0]:.1f}"
         )
+    if args.folder:
+        folder_views(args, work)
+    if not engines and not any((work / f"ds-{e}").exists() for e in ("local", "ray")):
+        return 0  # the folder alone (`--engines none --folder` on a new workdir)
     if not (work / "ds-one").exists():
         child(CHILD_INGEST, str(work / "one"), str(work / "ds-one"), "local", "1", "")
     written = [e for e in ("local", "ray") if (work / f"ds-{e}" / "htatui-dataset.json").exists()]
@@ -354,6 +380,45 @@ def run(args: argparse.Namespace, trace: Path, work: Path) -> int:
             say(f"the next page: {failed}")
         say(f"load average now {os.getloadavg()[0]:.1f}")
     return 0
+
+
+def folder_views(args: argparse.Namespace, work: Path) -> None:
+    """Each view's first `report` on the trace folder after `info` parsed it, N ranks and one."""
+    for name in ("job", "one"):
+        made = work / f"cache-{name}" / ".info-done"
+        if made.exists():
+            continue
+        shutil.rmtree(made.parent, ignore_errors=True)
+        done = child(CHILD_INFO, str(work / name), str(args.workers), timeout=args.timeout, cache=made.parent)
+        made.write_text(json.dumps(done))
+        say(
+            f"info {name:3} (parses into its cache): {done['seconds']:7.1f} s  peak RSS {done['rss_mb']:6.0f} MB; "
+            f"load average now {os.getloadavg()[0]:.1f}"
+        )
+    say(f"views over the trace folder {work / 'job'}, each the first report after info")
+    for view in [v for v in args.views.split(",") if v]:
+        try:
+            many = min((first_report(args, work, "job", view) for _ in range(args.repeat)), key=seconds)
+            one = min((first_report(args, work, "one", view) for _ in range(args.repeat)), key=seconds)
+        except RuntimeError as exc:
+            say(f"folder report --view {view:14}: failed: {exc}; load average now {os.getloadavg()[0]:.1f}")
+            continue
+        say(
+            f"folder report --view {view:14}: {args.ranks} ranks {many['seconds']:7.2f} s {many['rss_mb']:6.0f} MB;  "
+            f"1 rank {one['seconds']:5.2f} s {one['rss_mb']:4.0f} MB;  {many['seconds'] / one['seconds']:5.1f}× "
+            f"the time (exit {many['code']:.0f}); load average now {os.getloadavg()[0]:.1f}"
+        )
+
+
+def first_report(args: argparse.Namespace, work: Path, name: str, view: str) -> dict[str, Any]:
+    """`report --view` on `work/name` from a fresh copy of the cache `info` left (nothing kept since)."""
+    fresh = work / "cache-run"
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.copytree(work / f"cache-{name}", fresh, symlinks=True)
+    try:
+        return child(CHILD_REPORT, str(work / name), view, timeout=args.timeout, cache=fresh)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def say(line: str) -> None:

@@ -27,7 +27,7 @@ from htatui.analysis.views import ranks as ranks_view
 from htatui.trace.errors import EventsUnavailable
 from htatui.trace.figures import OVERLAP_MIN_US, early_launches, file_figures, overlap_summary, valid_figures
 from htatui.trace.kineto import GPU_ACTIVITY_CATS, GPU_ANNOTATION
-from htatui.trace.model import TraceSet
+from htatui.trace.model import TraceSet, any_figures_kept
 
 CAPABILITY_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -282,7 +282,8 @@ def quick_findings(traces: TraceSet, rules: Rules = SHIPPED_RULES) -> list[Findi
     and, when the events are in memory, kernels overlapping on a stream and ranks whose clock
     disagrees with the others' at the collectives (a dataset's are left to `htatui check`)."""
     summary = traces.summary
-    if summary is not None and summary.height == len(traces.rank_ids):
+    # A trace folder's figures say more (overlapping kernels, early launches) than its summary.
+    if summary is not None and summary.height == len(traces.rank_ids) and not any_figures_kept(traces):
         table = summary.select(
             "rank",
             file=pl.col("file"),

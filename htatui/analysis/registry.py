@@ -21,6 +21,7 @@ from htatui.analysis.core.memo import held, memoised, remember
 from htatui.analysis.core.options import CommonOptions, NotedTable, OptionsT
 from htatui.analysis.core.prepare import chosen_ranks, each_rank, with_job_steps
 from htatui.analysis.core.scope import Scope
+from htatui.analysis.core.stored import summary_rows
 from htatui.analysis.memory import view as memory_view
 from htatui.analysis.perf.frames import CATEGORY_SPEC
 from htatui.analysis.views import annotations as user_annotations
@@ -95,6 +96,9 @@ class Table(Generic[OptionsT]):
     rankless: str | None = None
     """Why a chosen rank can have no row (e.g. no GPU work): a table missing ranks says which and
     why, instead of leaving them out quietly (issue 22)."""
+    stored: bool = False
+    """Its compute answers from the job's stored summary rows when they hold (`core.stored.summary_rows`):
+    then it is made whole, in one step, rather than a rank at a time."""
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -182,7 +186,7 @@ def _made_table(table: Table[OptionsT], traces: TraceSet, options: OptionsT) -> 
     # A rank at a time whenever there are several: over loaded ranks too, so the ranks' columns
     # are never copied into one frame (a folder of 256 ranks held them twice).
     chosen = chosen_ranks(traces, options)
-    if len(chosen) < 2:
+    if len(chosen) < 2 or (table.stored and summary_rows(traces, options) is not None):
         return joined_parts(table, [table.compute(traces, options)], chosen)
     if traces.captures:
         # Not kept with capture traces beside the ranks: the rows depend on them too.
@@ -310,7 +314,7 @@ VIEWS: tuple[View[Any], ...] = (
         "temporal",
         "Temporal",
         temporal.TemporalOptions,
-        (Table("main", temporal.compute, per_rank=True, columns=temporal.SPEC, rankless=NO_GPU_WORK),),
+        (Table("main", temporal.compute, per_rank=True, columns=temporal.SPEC, rankless=NO_GPU_WORK, stored=True),),
         headline=True,
     ),
     View(

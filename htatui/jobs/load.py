@@ -75,6 +75,7 @@ def load_traces(
         max_workers,
         download_progress,
         notes=put_aside_notes,
+        entry_tables=_entry_summary,
     )
     parsed = [r for r in results if isinstance(r, (ParsedFile, StoredFile))]
     problems = tuple(_named(r) for r in results if isinstance(r, LoadProblem))
@@ -96,6 +97,9 @@ def load_traces(
         from htatui.jobs.cached_tables import parse_cache_tables
 
         kept = parse_cache_tables(aligned, read=use_cache)
+    if not datasets and use_cache:
+        entries = {p.path: p.read_table for p in parsed if isinstance(p, StoredFile) and p.read_table is not None}
+        summary = _folder_summary(aligned, entries)
     if not datasets:
         # GPU work replayed by graph launches: whether its ops are known (a capture beside it).
         notes += _replay_notes(TraceSet(ranks=aligned, captures=captures))
@@ -161,6 +165,35 @@ def _named(problem: LoadProblem) -> LoadProblem:
     """A file that failed to parse, named by its format when htatui knows it (a rocprofv3 JSON)."""
     found = foreign_format(problem.path)
     return LoadProblem(problem.path, found.reason(problem.path)) if found is not None else problem
+
+
+def _entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
+    """The rank's summary row for its cache entry (`jobs.summary.entry_summary`), imported in the
+    worker that parsed it: a cached open imports none of the views."""
+    from htatui.jobs.summary import entry_summary
+
+    return entry_summary(parsed, start_ns)
+
+
+def _folder_summary(
+    ranks: dict[int, RankTrace], tables: Mapping[SourcePath, Callable[[str], pl.DataFrame | None]]
+) -> pl.DataFrame | None:
+    """The summary rows the ranks' cache entries keep (`_entry_summary`; `tables` reads an entry's
+    table, by the rank's file), as a dataset's summary, when every rank has one that holds for its
+    rank number and shift here and was made by the code of now
+    (`store.summary_table.entry_summary_for`); else None (the views read the events)."""
+    from htatui.analysis.core.kept import made_with
+    from htatui.store.summary_table import ENTRY_SUMMARY, SUMMARY_SCHEMA, entry_summary_for
+
+    made = made_with()
+    rows = []
+    for rank, trace in ranks.items():
+        read = tables.get(trace.path)
+        held = entry_summary_for(read(ENTRY_SUMMARY) if read is not None else None, rank, trace.shift_us, made)
+        if held is None:
+            return None
+        rows.append(held)
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA).sort("rank") if rows else None
 
 
 def _dataset_summary(folder: Path, ranks: dict[int, RankTrace]) -> tuple[pl.DataFrame | None, KeptTables | None]:

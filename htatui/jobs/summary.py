@@ -18,10 +18,12 @@ import polars as pl
 from htatui.analysis.core.kept import made_with
 from htatui.analysis.core.options import CommonOptions
 from htatui.analysis.core.prepare import prepare
-from htatui.analysis.core.rank_figures import rank_figures
+from htatui.analysis.core.rank_figures import RankFigures, figures_of, rank_figures
 from htatui.analysis.views import overlap, steps, temporal
 from htatui.analysis.views.ranks import tables
-from htatui.store.summary_table import SUMMARY_SCHEMA
+from htatui.store.summary_table import ENTRY_SUMMARY, ENTRY_SUMMARY_SCHEMA, SUMMARY_SCHEMA
+from htatui.trace.discover import rank_from_filename
+from htatui.trace.loader import ParsedFile, aligned_events, shifts_us
 from htatui.trace.model import EVENT_SCHEMA, RANK_FROM_TRACE, RankTrace, TraceMeta, TraceSet
 
 SUMMARY_COLUMNS = (
@@ -55,8 +57,35 @@ def rank_summary_and_tables(
     return _summary_row(alone, source, events, rank, shift_us), tables.rank_tables(alone, CommonOptions())
 
 
-def _summary_row(alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float) -> dict[str, Any]:
-    figures = rank_figures(events)
+def entry_summary(parsed: ParsedFile, start_ns: int) -> dict[str, pl.DataFrame]:
+    """The rank's summary row for its parse-cache entry (`trace.loader.EntryTables`), made by the
+    parse worker while it holds the events: as the rank it claims (or its file name says) on its
+    own time base (a folder of that file alone), with the least and greatest time of its events
+    before that shift. A folder loaded from the cache serves it where it holds
+    (`store.summary_table.entry_summary_for`); nothing for a file with no rank of its own, nor for
+    a download (a remote file's ranks are not opened from their entries)."""
+    rank = parsed.meta.claimed_rank
+    rank = rank if rank is not None else rank_from_filename(parsed.path)
+    if rank is None or not isinstance(parsed.path, Path):
+        return {}
+    shift = shifts_us({rank: start_ns}, {rank: parsed.meta.base_time_ns})[rank]
+    events = aligned_events(parsed.events, rank, shift)
+    trace = RankTrace(rank, parsed.path, RANK_FROM_TRACE, events, parsed.meta, shift)
+    # The parse made the file's figures already: shifted as the aligned frame is (`figures_of`).
+    made = figures_of(parsed.figures.row(0, named=True), shift) if parsed.figures is not None else None
+    row = _summary_row(TraceSet(ranks={rank: trace}), parsed.path, events, rank, shift, made)
+    first, last = parsed.events.select(
+        first=pl.min_horizontal(pl.col("ts").min(), pl.col("end").min()),
+        last=pl.max_horizontal(pl.col("ts").max(), pl.col("end").max()),
+    ).row(0)
+    row.update(own_first_us=first, own_last_us=last)
+    return {ENTRY_SUMMARY: pl.DataFrame([row], schema=ENTRY_SUMMARY_SCHEMA)}
+
+
+def _summary_row(
+    alone: TraceSet, source: Path, events: pl.DataFrame, rank: int, shift_us: float, figures: RankFigures | None = None
+) -> dict[str, Any]:
+    figures = figures if figures is not None else rank_figures(events)
     row: dict[str, Any] = dict.fromkeys(SUMMARY_SCHEMA)
     row.update(
         rank=rank,

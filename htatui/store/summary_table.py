@@ -51,3 +51,46 @@ def summary_for(summary: pl.DataFrame, shifts: dict[int, float], made_with: str)
     if dict(zip(summary["rank"].to_list(), summary["shift_us"].to_list(), strict=True)) != shifts:
         return None
     return summary
+
+
+ENTRY_SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    **SUMMARY_SCHEMA,
+    "own_first_us": pl.Float64(),
+    "own_last_us": pl.Float64(),
+}
+"""A trace file's summary row as its parse-cache entry keeps it (`htatui.jobs.summary.entry_summary`):
+the dataset's columns, made with the rank number and shift the worker gave it, plus the least and
+greatest time (`ts`, `end`) of its events on the file's own time base."""
+
+ENTRY_SUMMARY = "summary"
+"""The name of that row among the entry's untagged tables (`trace.cache.store`'s `tables`)."""
+
+
+def translates_exactly(own_first_us: float, own_last_us: float, shift_us: float) -> bool:
+    """Whether adding `shift_us` to every time in [own_first_us, own_last_us] is exact in floating
+    point: no shift, or a shift against times within a factor of two of it (Sterbenz's lemma:
+    x − y is exact when y/2 ≤ x ≤ 2y), as a job's shift is against a file's epoch or monotonic-clock
+    times. Times moved exactly keep every difference and every order, so the figures made of
+    them (spans, busy times, their shares, the steps) are the same to the bit under either shift."""
+    if shift_us == 0.0:
+        return True
+    back = -shift_us
+    return back > 0.0 and back / 2.0 <= own_first_us and own_last_us <= 2.0 * back
+
+
+def entry_summary_for(row: pl.DataFrame | None, rank: int, shift_us: float, made_with: str) -> dict[str, object] | None:
+    """A cache entry's summary row (`ENTRY_SUMMARY_SCHEMA`) as the `SUMMARY_SCHEMA` row of rank
+    `rank` shifted by `shift_us`, when it holds there: made by the code of now (`made_with`), for
+    this rank number, and under this shift or one that moves the rank's times exactly as this one
+    does (both `translates_exactly`). Else None: the figures are made from the events."""
+    if row is None or row.height != 1 or row.schema != pl.Schema(ENTRY_SUMMARY_SCHEMA):
+        return None
+    values = row.row(0, named=True)
+    first, last, stored_shift = values.pop("own_first_us"), values.pop("own_last_us"), values["shift_us"]
+    if values["made_with"] != made_with or values["rank"] != rank or first is None or last is None:
+        return None
+    if stored_shift != shift_us and not (
+        translates_exactly(first, last, stored_shift) and translates_exactly(first, last, shift_us)
+    ):
+        return None
+    return values | {"shift_us": shift_us}

@@ -7,7 +7,8 @@ they are regular files (not links), the JSON names this key (a copy of another e
 not this trace) and the data files have those sizes and checksums; anything else is rebuilt,
 never trusted. An entry may also keep small tables in `<key>.tables`, each one's offset, size and
 sha256 in the JSON: the file's headline figures (`trace.figures`, written with the events: what a
-cached `info` prints, so it reads no events), a rank's cross-rank analysis tables
+cached `info` prints, so it reads no events), the summary row a parse worker made of a folder's
+rank (`loader.EntryTables`, written with the events too), a rank's cross-rank analysis tables
 (`store_tagged`) and its rows of per-rank view tables, these two tagged with the
 job they hold for.
 
@@ -276,11 +277,13 @@ def store(
     warnings: list[str],
     start_ns: int | None = None,
     figures: pl.DataFrame | None = None,
+    tables: dict[str, pl.DataFrame] | None = None,
 ) -> None:
     """Write the cache entry under the identity taken before reading; never fails the load.
 
     `figures` (`trace.figures.file_figures` of these events) is kept as the entry's `figures`
-    table. Nothing is stored for a local file that changed since that identity was taken.
+    table, and `tables` (e.g. the rank's summary row, `loader.EntryTables`) as untagged tables of
+    their names. Nothing is stored for a local file that changed since that identity was taken.
     """
     try:
         if isinstance(path, Path) and (file_identity is None or identity(path) != file_identity):
@@ -300,7 +303,9 @@ def store(
         record["start_ns"] = start_ns  # when its first event happened: ranks are aligned without reading it
         _atomic_write(folder / f"{key}.arrow", lambda f: f.write(data))
         _atomic_write(folder / f"{key}.details", lambda f: f.write(detail_data))
-        untagged = {"figures": _ipc_bytes(figures)} if figures is not None else {}
+        untagged = {name: _ipc_bytes(frame) for name, frame in (tables or {}).items()}
+        if figures is not None:
+            untagged["figures"] = _ipc_bytes(figures)
         _write_tables(folder, key, record, untagged, None)
         evict(folder, max_cache_bytes())
     except Exception:  # noqa: BLE001 - e.g. OSError, or metadata orjson cannot encode

@@ -75,6 +75,11 @@ class LoadProgress:
 
 ProgressCallback = Callable[[LoadProgress], None]
 
+EntryTables = Callable[["ParsedFile", int], dict[str, pl.DataFrame]]
+"""More small tables a cache entry keeps, made by the parse worker from the rank it holds (given
+the parsed file and when its first event happened, `start_ns`): e.g. the rank's summary row
+(`htatui.jobs.summary.entry_summary`); a module-level function, as it goes to worker processes."""
+
 
 @dataclass(frozen=True)
 class ParsedFile:
@@ -184,10 +189,12 @@ def _parse_or_problem(
     origin: RemotePath | None = None,
     byte_progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
+    *,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | LoadProblem:
     """Parse `path`; a downloaded copy is named, and cached, as the remote file `origin`."""
     with recording() as timings:
-        parsed = _parse_and_cache(path, write_cache, origin, byte_progress, workers)
+        parsed = _parse_and_cache(path, write_cache, origin, byte_progress, workers, entry_tables)
     if isinstance(parsed, ParsedFile):
         parsed = dataclasses.replace(parsed, timings=timings)
     return parsed
@@ -199,6 +206,7 @@ def _parse_and_cache(
     origin: RemotePath | None,
     byte_progress: Callable[[int, int], None] | None,
     workers: int,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | LoadProblem:
     source: SourcePath = origin or path
     try:
@@ -216,6 +224,8 @@ def _parse_and_cache(
             # Made once here, kept in the entry and on the parsed file: `info` reads them, not the events.
             figures = file_figures(parsed.events)
             first = start_ns(parsed.events, parsed.meta)
+        more = _entry_tables(entry_tables, dataclasses.replace(parsed, figures=figures), first)
+        with spent("cache write"):
             cache.store(
                 origin or path,
                 parsed.identity,
@@ -225,9 +235,22 @@ def _parse_and_cache(
                 parsed.warnings,
                 first,
                 figures,
+                more,
             )
         parsed = dataclasses.replace(parsed, figures=figures)
     return parsed
+
+
+def _entry_tables(entry_tables: EntryTables | None, parsed: ParsedFile, first: int) -> dict[str, pl.DataFrame]:
+    """`entry_tables` of a parsed file (timed as "summary"), none when it fails: a table not kept
+    is made from the events when a view asks."""
+    if entry_tables is None:
+        return {}
+    with spent("summary"):
+        try:
+            return entry_tables(parsed, first)
+        except Exception:  # noqa: BLE001 - the parse holds without it
+            return {}
 
 
 @dataclass(frozen=True)
@@ -255,10 +278,11 @@ def _parse_and_put_aside(
     workers: int = 1,
     *,
     spill_folder: Path | None,
+    entry_tables: EntryTables | None = None,
 ) -> ParsedFile | HeldFile | LoadProblem:
     """Parse `path` (in a worker) and put its events aside: into the parse cache when it is
     written, else into `spill_folder`; the events come back only when neither can be written."""
-    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers)
+    parsed = _parse_or_problem(path, write_cache, origin, byte_progress, workers, entry_tables=entry_tables)
     if isinstance(parsed, LoadProblem):
         return parsed
     first = start_ns(parsed.events, parsed.meta)
@@ -307,6 +331,8 @@ class StoredFile:
     """A local trace file's identity, for a rank whose parse the cache keeps (read when asked)."""
     read_figures: Callable[[], pl.DataFrame | None] | None = None
     """The file's figures as its cache entry keeps them (`trace.figures`), read when asked."""
+    read_table: Callable[[str], pl.DataFrame | None] | None = None
+    """One of its cache entry's untagged tables by name (`cache.CachedEntry.read_table`), read when asked."""
 
 
 Parsed = ParsedFile | StoredFile
@@ -322,6 +348,7 @@ def parse_all(
     max_workers: int | None,
     download_progress: DownloadCallback | None = None,
     notes: list[str] | None = None,
+    entry_tables: EntryTables | None = None,
 ) -> list[ParsedFile | StoredFile | LoadProblem]:
     """Each file parsed, or as the cache keeps it: a local file's cached events are read only
     when a view first asks for that rank (as a dataset's), so a cached job of many ranks opens
@@ -329,7 +356,9 @@ def parse_all(
 
     A job of several files opens the same way when it is parsed now: each rank, once parsed, is
     put aside (`_parse_and_put_aside`) and read back when asked, so at most a rank per worker is
-    in memory. Where that could not be done as asked, a line is added to `notes`.
+    in memory. Where that could not be done as asked, a line is added to `notes`. The cache entry
+    of a rank put aside keeps `entry_tables`' tables too, made where it was parsed (a lone file is
+    a frame in memory: its parse is not made longer for them).
     """
     results: dict[SourcePath, ParsedFile | StoredFile | LoadProblem] = {}
     held: dict[SourcePath, HeldFile] = {}
@@ -339,7 +368,9 @@ def parse_all(
     spill = SpillFolder.make() if put_aside else None
     parse_one: Callable[..., ParsedFile | HeldFile | LoadProblem] = _parse_or_problem
     if put_aside:
-        parse_one = functools.partial(_parse_and_put_aside, spill_folder=spill.path if spill else None)
+        parse_one = functools.partial(
+            _parse_and_put_aside, spill_folder=spill.path if spill else None, entry_tables=entry_tables
+        )
 
     def keep(path: SourcePath, result: ParsedFile | HeldFile | LoadProblem) -> None:
         if not isinstance(result, LoadProblem) and result.timings is not None:
@@ -452,7 +483,17 @@ def _cached_file(path: Path, taken: FileIdentity, entry: cache.CachedEntry, firs
     assert start is not None
     read_details = functools.partial(_cached_details, path, taken, entry)
     figures = functools.partial(_cached_figures, path, taken, entry)
-    return StoredFile(path, entry.meta, entry.warnings, start, read, read_details, identity=taken, read_figures=figures)
+    return StoredFile(
+        path,
+        entry.meta,
+        entry.warnings,
+        start,
+        read,
+        read_details,
+        identity=taken,
+        read_figures=figures,
+        read_table=entry.read_table,
+    )
 
 
 def _cached_events(path: Path, taken: FileIdentity, entry: cache.CachedEntry) -> pl.DataFrame:

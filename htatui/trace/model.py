@@ -234,7 +234,9 @@ class TraceSet:
     notes: tuple[str, ...] = ()
     summary: pl.DataFrame | None = field(default=None, compare=False, repr=False)
     """One row per rank with the default-option figures an ingest stored (`htatui.jobs.summary`),
-    when the job is one dataset opened alone; views answer from it without reading any rank."""
+    when the job is one dataset opened alone, or that a trace folder's cache entries keep (made by
+    the parse workers) when each holds for the folder as loaded; views answer from it without
+    reading any rank."""
     kept: KeptTables | None = field(default=None, compare=False, repr=False)
     """The job's answers kept on disk (a trace folder's parse-cache entries, a dataset's stored
     tables), by name: read before a table is made from the events, kept once it is
@@ -258,6 +260,12 @@ class TraceSet:
         if not frames:
             return empty_events()
         return pl.concat(frames, how="vertical")
+
+
+def any_figures_kept(traces: TraceSet) -> bool:
+    """Whether the job's ranks have their file figures at hand (a trace folder's do, from the
+    parse or its cache entries; a dataset's do not), read for the first rank only."""
+    return any(traces.ranks[rank].stored_figures() is not None for rank in traces.rank_ids[:1])
 
 
 EVENT_SCHEMA: dict[str, pl.DataType] = {

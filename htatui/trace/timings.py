@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-PHASES = ("gunzip", "decode", "framing", "checks", "cache write")
+PHASES = ("gunzip", "decode", "framing", "checks", "summary", "cache write")
 """The phases in load order: inflating gzip, JSON to typed events, events to the frame's columns (and
-taking workers' pieces back, and each event's step), the loader's checks, and writing the cache entry."""
+taking workers' pieces back, and each event's step), the loader's checks, the rank's summary row
+kept in its cache entry (`loader.EntryTables`), and writing the cache entry."""
 
 
 @dataclass

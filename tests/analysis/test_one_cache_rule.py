@@ -1,5 +1,6 @@
 """One cache rule: an answer is kept under its table, options, rules and the code's digest, in
-every layer (the job's memory, a trace folder's parse cache, a dataset's summary and tables), so
+every layer (the job's memory, a trace folder's parse cache and the summary rows its entries
+keep, a dataset's summary and tables), so
 an edit of what a view computes is answered anew everywhere, and no version number is bumped."""
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def test_an_edited_view_is_answered_anew_by_every_cache_layer(tmp_path: Path, mo
     in_memory = load_traces([folder], max_workers=1)
     old = _answers(in_memory)  # made, and kept in memory and in the ranks' cache entries
     for traces in (load_traces([folder], max_workers=1), load_traces([tmp_path / "ds"], max_workers=1)):
+        assert traces.summary is not None  # the folder's from its ranks' cache entries, the dataset's from ingest
         assert all(frame.equals(old[key]) for key, frame in _answers(traces).items())
 
     _edit_the_views(monkeypatch)
@@ -59,6 +61,7 @@ def test_an_edited_view_is_answered_anew_by_every_cache_layer(tmp_path: Path, mo
         "parse cache": load_traces([folder], max_workers=1),
         "dataset": load_traces([tmp_path / "ds"], max_workers=1),
     }
+    assert layers["parse cache"].summary is None and layers["dataset"].summary is None  # rows of other code
     for layer, traces in layers.items():
         for key, frame in _answers(traces).items():
             assert frame.equals(new[key]), (layer, key)

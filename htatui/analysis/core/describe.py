@@ -11,7 +11,7 @@ from htatui.analysis.core.prepare import chosen_ranks, job_scope, rank_steps_of
 from htatui.analysis.core.ranges import format_ranges
 from htatui.analysis.core.scope import RankSteps, choose_steps, describe
 from htatui.trace.figures import valid_figures
-from htatui.trace.model import TraceSet
+from htatui.trace.model import TraceSet, any_figures_kept
 
 
 def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps]:
@@ -21,7 +21,9 @@ def scope_steps(traces: TraceSet, options: CommonOptions) -> dict[int, RankSteps
     scope = job_scope(traces, options.scope)
     # The steady state reads the steps' events (captures, durations): no stored list answers it.
     stored_answers = not options.hta_compat and options.scope.steps.kind != "steady"
-    if summary is not None and stored_answers:
+    # A trace folder's ranks keep their figures (steps by start, as the events list them): its
+    # summary, if any, is not read for the steps.
+    if summary is not None and stored_answers and not any_figures_kept(traces):
         # A dataset lists each rank's steps (by number; steps run in number order) and where
         # they come from, so the header needs no rank's events.
         stored = {

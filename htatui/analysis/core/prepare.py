@@ -74,15 +74,16 @@ def own_rank_steps(traces: TraceSet, rank: int, scope: Scope) -> RankSteps:
     trace = traces.ranks[rank]
     # The steady state reads the steps' events (captures, durations): no stored list answers it.
     if not trace.loaded and not scope.hta_compat and scope.steps.kind != "steady":
+        # A cache entry's figures list the steps by start, as the events do: before a summary's.
+        kept = valid_figures(trace.stored_figures())
+        if kept is not None:
+            by_start = kept["steps_by_start"][0].to_list()
+            return choose_steps(by_start, scope.steps, scope.job_steps, source=kept["step_source"][0])
         if traces.summary is not None:
             stored = traces.summary.filter(pl.col("rank") == rank).select("iterations", "step_source")
             if stored.height:  # a dataset's steps, by number (steps run in number order)
                 steps, source = stored.row(0)
                 return choose_steps(steps, scope.steps, scope.job_steps, source=source)
-        kept = valid_figures(trace.stored_figures())
-        if kept is not None:
-            by_start = kept["steps_by_start"][0].to_list()
-            return choose_steps(by_start, scope.steps, scope.job_steps, source=kept["step_source"][0])
     return rank_steps(trace.events.select("ph", "cat", "name", "ts", "end", "dur"), scope)
 
 

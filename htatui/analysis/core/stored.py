@@ -1,9 +1,10 @@
-"""Answers read from a job dataset's summary rows (`TraceSet.summary`) instead of the ranks' events.
+"""Answers read from a job's summary rows (`TraceSet.summary`) instead of the ranks' events.
 
 An ingest stores, per rank, the figures the temporal and overlap views and the step filter give
 with their default options (`htatui.jobs.summary`: the shipped rules), with the digest of the code
-that made them: the job's summary holds only rows made with the code of now
-(`store.summary_table.summary_for`). When a view is asked for exactly those options, its rows are
+that made them, and so does a trace folder's parse worker in each rank's cache entry: the job's
+summary holds only rows made with the code of now (`store.summary_table.summary_for`,
+`entry_summary_for`). When a view is asked for exactly those options, its rows are
 the stored ones: a job of a thousand ranks answers without reading a rank. Any other option
 computes from events.
 """
