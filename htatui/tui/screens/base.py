@@ -25,6 +25,7 @@ from htatui.analysis.core.cancel import cancellable
 from htatui.analysis.core.memo import derived_keys, forget_large
 from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
+from htatui.tui.base.breakpoints import preset_breakpoints
 from htatui.tui.base.host import AnalysisHost
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
@@ -66,6 +67,7 @@ class ViewScreen(JobRunner[ResultT], Screen[None], Generic[ResultT]):
 
     def __init__(self) -> None:
         super().__init__()
+        preset_breakpoints(self)
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None
