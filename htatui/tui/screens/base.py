@@ -68,6 +68,9 @@ class ViewScreen(JobRunner[ResultT], Screen[None], Generic[ResultT]):
     def __init__(self) -> None:
         super().__init__()
         preset_breakpoints(self)
+        # A new screen mounts under the app's CSS as it is: marked current, it spares the two full
+        # reparses and restyles that Textual's mode switch makes for a screen it counts as stale.
+        self._css_update_count = self.app._css_update_count
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None
