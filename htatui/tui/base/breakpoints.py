@@ -11,8 +11,11 @@ def preset_breakpoints(screen: Screen[Any]) -> None:
     """Give a new screen the breakpoint classes its first resize would give it (as Textual picks
     them: the largest threshold the terminal reaches), so that resize changes no class and does
     not restyle every widget just mounted."""
-    width, height = screen.app.size
-    app = screen.app
+    try:
+        app = screen.app
+    except RuntimeError:  # NoActiveAppError: made outside an app, it gets its classes on its first resize
+        return
+    width, height = app.size
     for size, breakpoints in (
         (width, app.HORIZONTAL_BREAKPOINTS if screen.HORIZONTAL_BREAKPOINTS is None else screen.HORIZONTAL_BREAKPOINTS),
         (height, app.VERTICAL_BREAKPOINTS if screen.VERTICAL_BREAKPOINTS is None else screen.VERTICAL_BREAKPOINTS),

@@ -11,6 +11,7 @@ a notification.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Hashable
 from typing import ClassVar, Generic, TypeVar
@@ -70,7 +71,8 @@ class ViewScreen(JobRunner[ResultT], Screen[None], Generic[ResultT]):
         preset_breakpoints(self)
         # A new screen mounts under the app's CSS as it is: marked current, it spares the two full
         # reparses and restyles that Textual's mode switch makes for a screen it counts as stale.
-        self._css_update_count = self.app._css_update_count
+        with contextlib.suppress(RuntimeError):  # NoActiveAppError: made outside an app
+            self._css_update_count = self.app._css_update_count
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None
