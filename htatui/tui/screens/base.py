@@ -11,6 +11,7 @@ a notification.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Hashable
 from typing import ClassVar, Generic, TypeVar
@@ -25,6 +26,7 @@ from htatui.analysis.core.cancel import cancellable
 from htatui.analysis.core.memo import derived_keys, forget_large
 from htatui.analysis.core.scope import Scope
 from htatui.trace import TraceSet
+from htatui.tui.base.breakpoints import preset_breakpoints
 from htatui.tui.base.host import AnalysisHost
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.chart import Chart
@@ -66,6 +68,11 @@ class ViewScreen(JobRunner[ResultT], Screen[None], Generic[ResultT]):
 
     def __init__(self) -> None:
         super().__init__()
+        preset_breakpoints(self)
+        # A new screen mounts under the app's CSS as it is: marked current, it spares the two full
+        # reparses and restyles that Textual's mode switch makes for a screen it counts as stale.
+        with contextlib.suppress(RuntimeError):  # NoActiveAppError: made outside an app
+            self._css_update_count = self.app._css_update_count
         self.request_id = 0
         self._requested_key: Hashable | None = None
         self._shown_key: Hashable | None = None

@@ -32,6 +32,7 @@ from htatui.jobs.load import load_traces
 from htatui.sources import SourcePath
 from htatui.text.diff import side_name
 from htatui.trace import LoadCancelled, LoadError, LoadProgress, TraceSet
+from htatui.tui.base.breakpoints import preset_breakpoints
 from htatui.tui.base.jobs import JobRunner
 from htatui.tui.widgets.diff import STATUS_COLORS, DeltaBars, DiffTitle, StyledColumn, theme_color
 from htatui.tui.widgets.footer import FitFooter
@@ -158,6 +159,7 @@ class DiffScreen(JobRunner["TraceSet | DiffComputed"], Screen[None]):
         max_workers: int | None = None,
     ) -> None:
         super().__init__()
+        preset_breakpoints(self)
         self.base_path = base_path
         self.test_path = test_path
         self.options = options or DiffOptions()

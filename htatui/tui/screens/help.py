@@ -9,11 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from htatui.tui.base.host import KeymapHost
 from htatui.tui.base.keymap import remapped
 from htatui.tui.widgets.filter_bar import FilterBar
+from htatui.tui.widgets.markdown_text import MarkdownText
 from htatui.tui.widgets.options import OptionInput
 from htatui.tui.widgets.table import ViewTable
 
@@ -60,7 +61,7 @@ class HelpScreen(ModalScreen[None]):
             border: round $primary;
             background: $surface;
         }
-        & Markdown { margin: 0 1; }
+        & MarkdownText { margin: 0 1; }
         & .hint { dock: bottom; color: $foreground-muted; padding: 0 1; }
     }
     """
@@ -72,7 +73,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             with VerticalScroll(id="help-scroll"):
-                yield Markdown(self.page(), id="help-text")
+                yield MarkdownText(self.page(), id="help-text")
             yield Static("j/k scroll · g/G top/bottom · esc closes", classes="hint")
 
     def on_mount(self) -> None:

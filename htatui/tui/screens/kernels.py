@@ -58,6 +58,11 @@ class KernelsScreen(PageScreen):
         "max duration on every rank below (the rows of `report --view kernel-spread --top all`)."
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._spread_shown: tuple[int, tuple[object, object] | None] | None = None
+        """The result and the kernel the spread pane shows."""
+
     def compose_body(self) -> ComposeResult:
         with OptionsBar():
             yield from self.option_fields("kernels", "top_k", "duration_ratio")
@@ -96,9 +101,14 @@ class KernelsScreen(PageScreen):
     def _show_spread(self) -> None:
         """The highlighted kernel's rows of the spread table (a filter of it, as `/` filters)."""
         result = self.result
+        row = self.query_one("#kernels-main", TablePane).table.selected_row()
+        # A page switch highlights the same row ~7 times (focus, sort, resize): draw it once.
+        shown = (id(result), None if row is None else (row["name"], row["kernel_type"]))
+        if shown == self._spread_shown:
+            return
+        self._spread_shown = shown
         pane = self.query_one("#kernel-spread-main", TablePane)
         chart = self.query_one("#kernels-spread-chart", Chart)
-        row = self.query_one("#kernels-main", TablePane).table.selected_row()
         spread = result.frame("kernel-spread") if result is not None else pl.DataFrame(schema=kernels.SPREAD_SCHEMA)
         if result is None or row is None:
             hint = "Highlight a kernel above." if result is not None and result.frame("kernels").height else ""

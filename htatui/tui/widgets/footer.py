@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual import events
 from textual.app import ComposeResult
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -30,16 +31,40 @@ def fitting_keys(keys: list[FooterKey], width: int) -> list[FooterKey]:
     return kept
 
 
+def shown_bindings(screen: Screen[object]) -> tuple[tuple[str, str, str, bool, str], ...]:
+    """What the footer draws for `screen`: each shown binding's key, action, description, whether
+    it is enabled, and its tooltip."""
+    return tuple(
+        (binding.key, binding.action, binding.description, enabled, tooltip)
+        for _node, binding, enabled, tooltip in screen.active_bindings.values()
+        if binding.show or binding.action == "command_palette"
+    )
+
+
 class FitFooter(Footer):
     """A compact Footer whose keys never run off the right edge (the end is where Quit sits)."""
 
     def __init__(self) -> None:
         super().__init__(compact=True)
         self._composed_for = 0
+        self._composed_bindings: tuple[tuple[str, str, str, bool, str], ...] | None = None
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        # Focus moves change the active bindings' owners far more often than what is shown: a
+        # recompose mounts every key again (~40 widgets a page).
+        if self._composed_bindings is not None and screen is self.screen:
+            if shown_bindings(screen) == self._composed_bindings:
+                return
+        super().bindings_changed(screen)
 
     def compose(self) -> ComposeResult:
+        if self._bindings_ready:
+            self._composed_bindings = shown_bindings(self.screen)
         widgets: list[Widget] = list(super().compose())
         keys = [w for w in widgets if isinstance(w, FooterKey)]
+        for key in keys:
+            # Compact before mounting: the key's `compact` watcher then has nothing to restyle.
+            key.add_class("-compact", update=False)
         if len(keys) != len(widgets):
             yield from widgets  # grouped keys: Textual's own layout
             return
