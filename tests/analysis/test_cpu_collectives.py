@@ -97,33 +97,19 @@ def test_bad_host_rule_names_the_file(tmp_path: Path, text: str, problem: str) -
     assert str(bad) in str(error.value)
 
 
-def test_report_comm_rules_flag_adds_a_host_rule(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+def test_report_comm_rules_flag_adds_a_host_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli_util import cli
     from kineto_util import write_trace
 
     for rank in range(2):
         write_trace(tmp_path / "job" / f"rank-{rank}.json", shm_rank(rank, "mylib::ring_allreduce"), rank=rank)
     rules = tmp_path / "mine.toml"
     rules.write_text('[[host]]\nlibrary = "mylib"\npattern = "^mylib::ring_"\n')
-    command = [
-        sys.executable,
-        "-m",
-        "htatui",
-        "report",
-        str(tmp_path / "job"),
-        "--view",
-        "stragglers",
-        "--format",
-        "csv",
-    ]
-    plain = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    command = ("report", str(tmp_path / "job"), "--view", "stragglers", "--format", "csv")
+    plain = cli(capsys, *command)
     assert plain.returncode == 0 and len(plain.stdout.splitlines()) == 1  # the header alone
     assert "no CPU collectives by the communication rules" in plain.stderr
-    taught = subprocess.run(
-        [*command, "--comm-rules", str(rules)], capture_output=True, text=True, check=False, timeout=120
-    )
+    taught = cli(capsys, *command, "--comm-rules", str(rules))
     assert taught.returncode == 0, taught.stderr
     header, row = taught.stdout.splitlines()[:2]
     assert dict(zip(header.split(","), row.split(","), strict=False))["rank"] == str(SLOW_SHM_RANK)
