@@ -89,24 +89,21 @@ async def app_pass(traces: Any, size: tuple[int, int], counters: Counters) -> li
             await measure(f"page {mode} (first visit)", lambda mode=mode: app.action_view(mode))
         await measure(f"page {order[0]} (again)", lambda: app.action_view(order[0]))
         await measure(f"page {order[1]} (again)", lambda: app.action_view(order[1]))
-        await measure("help ?", keys("question_mark"))
-        await measure("help escape", keys("escape"))
-        await measure("palette ctrl+p", keys("ctrl+p"))
-        await measure("palette escape", keys("escape"))
-        await measure("rank picker p", keys("p"))
-        await measure("rank picker escape", keys("escape"))
-        await measure("notes N", keys("N"))
-        await measure("notes escape", keys("escape"))
-        await measure("diff prompt d", keys("d"))
-        await measure("diff prompt escape", keys("escape"))
-        await measure("export modal", lambda: _sync(app.action_export_counters))
-        await measure("export escape", keys("escape"))
-        await measure("filter /", keys("slash"))
-        await measure("filter escape", keys("escape"))
-        await measure("timeline t", keys("t"))
-        await measure("timeline escape", keys("escape"))
-        await measure("query :query", lambda: _sync(app.action_query))
-        await measure("query escape", keys("escape"))
+        # Each one opened, then closed with escape.
+        openers: tuple[tuple[str, str, Callable[[], Awaitable[None]]], ...] = (
+            ("help", "?", keys("question_mark")),
+            ("palette", "ctrl+p", keys("ctrl+p")),
+            ("rank picker", "p", keys("p")),
+            ("notes", "N", keys("N")),
+            ("diff prompt", "d", keys("d")),
+            ("export", "modal", lambda: _sync(app.action_export_counters)),
+            ("filter", "/", keys("slash")),
+            ("timeline", "t", keys("t")),
+            ("query", ":query", lambda: _sync(app.action_query)),
+        )
+        for name, how, opener in openers:
+            await measure(f"{name} {how}", opener)
+            await measure(f"{name} escape", keys("escape"))
         start = counters.mark()
     rows.append(counters.since("quit", start))
     return rows
