@@ -157,6 +157,16 @@ def cli_loads_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="module")
+def cli_module_job() -> Iterator[None]:
+    """As `cli_one_job` for a whole module: its tests' commands share one job per path, begun with
+    nothing derived (and nothing shared with a job a test loads itself). For a module that asks
+    `report` for each table once: what another table derived is reused, as in one process."""
+    with pytest.MonkeyPatch.context() as patch:
+        _load_once(patch, fresh_each_command=False)
+        yield
+
+
 @pytest.fixture
 def cli_one_job(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """As `cli_loads_once`, but the test's commands share one job, begun with nothing derived: what
