@@ -126,22 +126,52 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _CLI_LOADED: dict[tuple[object, ...], TraceSet] = {}
 
 
-@pytest.fixture
-def cli_loads_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The CLI loads each job once per session: each later command gets a job of the same ranks with
-    nothing derived, so every table is made again as a new process would make it, without loading
-    and checking the files each time (the tests that use it compare tables, never the loading)."""
+def _load_once(monkeypatch: pytest.MonkeyPatch, fresh_each_command: bool) -> None:
     cli_main = importlib.import_module("htatui.cli.main")  # the package's `main` is the function
     real_load = cli_main._load
+    mine: dict[tuple[object, ...], TraceSet] = {}
 
     def load(paths: Sequence[Any], use_cache: bool, show_warnings: bool = True, **kwargs: Any) -> TraceSet:
         key = tuple(paths)
         if key not in _CLI_LOADED:
             _CLI_LOADED[key] = real_load(paths, use_cache, show_warnings, **kwargs)
+        if key in mine:
+            return mine[key]
         first = _CLI_LOADED[key]
-        return TraceSet(
+        job = TraceSet(
             first.ranks, first.problems, first.notes, summary=first.summary, kept=first.kept, captures=first.captures
         )
+        if not fresh_each_command:
+            mine[key] = job
+        return job
 
     monkeypatch.setattr(cli_main, "_load", load)
+
+
+@pytest.fixture
+def cli_loads_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI loads each job once per session: each later command gets a job of the same ranks with
+    nothing derived, so every table is made again as a new process would make it, without loading
+    and checking the files each time (the tests that use it compare tables, never the loading)."""
+    _load_once(monkeypatch, fresh_each_command=True)
+    yield
+
+
+@pytest.fixture(scope="module")
+def cli_module_job() -> Iterator[None]:
+    """As `cli_one_job` for a whole module: its tests' commands share one job per path, begun with
+    nothing derived (and nothing shared with a job a test loads itself). For a module that asks
+    `report` for each table once: what another table derived is reused, as in one process."""
+    with pytest.MonkeyPatch.context() as patch:
+        _load_once(patch, fresh_each_command=False)
+        yield
+
+
+@pytest.fixture
+def cli_one_job(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """As `cli_loads_once`, but the test's commands share one job, begun with nothing derived: what
+    one command derives (a step model, the kernels typed) the next reuses, as one `report` process
+    making several tables would. Nothing is shared with a job the test loaded itself, nor with
+    another test."""
+    _load_once(monkeypatch, fresh_each_command=False)
     yield

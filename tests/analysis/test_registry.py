@@ -37,8 +37,11 @@ def test_every_table_prints_through_report(
     table: views.Table[Any],
     demo: TraceSet,
     capsys: pytest.CaptureFixture[str],
-    cli_loads_once: None,
+    cli_module_job: None,
 ) -> None:
+    # report's job is the module's (cli_module_job): each table is made once by report, from the
+    # events or from what report derived for an earlier table, and once here from `demo`. That a
+    # table made afresh equals one made beside the others is test_memo's (every route, both modes).
     # A view with summary tables (launch) prints its main table behind --full.
     main_flags = ["--full"] if view.summary_tables else []
     flags = main_flags if table is view.main else [f"--{table.name}"]

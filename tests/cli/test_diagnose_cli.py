@@ -48,7 +48,8 @@ def test_diagnose_demo_exits_1_with_rank_2_first(capsys: pytest.CaptureFixture[s
     assert lines[-1].endswith("would save 5 % of the step or more: exit 1")
 
 
-def test_diagnose_json_and_csv_hold_the_report_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_diagnose_json_and_csv_hold_the_report_table(capsys: pytest.CaptureFixture[str], cli_one_job: None) -> None:
+    # One job for the three commands: the diagnosis is made once and printed three ways.
     code, out, _err = run(capsys, "diagnose", str(DEMO), "--format", "json")
     report = json.loads(out)
     assert code == 1 and report["status"] == "findings" and report["fail_pct"] == 5.0
@@ -63,7 +64,7 @@ FAMILIES = ("gemm", "flash_fwd", "conv2d", "softmax", "layer_norm", "multi_tenso
 
 
 def test_diagnose_exits_0_when_no_finding_reaches_the_threshold(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cli_one_job: None
 ) -> None:
     """Eight kernel families of 95 µs a step, 29 µs apart, all launched at the step's start: the GPU
     computes 77 % of its span, no family 10 % of the step, no wait for the host: nothing to find."""

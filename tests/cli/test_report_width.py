@@ -5,10 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -144,22 +141,31 @@ def test_csv_and_json_floats_carry_no_binary_noise() -> None:
     assert rows[0]["pct"] == 0.3 and rows[2]["pct"] is None
 
 
-def run_piped(args: list[str], columns: int | None = None) -> str:
-    """Run the CLI with stdout on a pipe (and $COLUMNS unset unless given); returns stdout."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("COLUMNS", None)
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
-    done = subprocess.run(
-        [sys.executable, "-m", "htatui", *args], capture_output=True, text=True, env=env, check=True, timeout=120
-    )
-    return done.stdout
+def run_piped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], columns: int | None = None
+) -> str:
+    """`htatui ARGS` in this process with stdout on a pipe (capsys: not a terminal) and $COLUMNS
+    unset unless given; returns stdout. Exit 0 is asserted (`--help` exits through SystemExit(0))."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", str(columns))
+    capsys.readouterr()
+    try:
+        code = main(args)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return printed.out
 
 
-def test_piped_launch_prints_the_summary_and_outliers_with_the_delay_column(tmp_path: Path) -> None:
+def test_piped_launch_prints_the_summary_and_outliers_with_the_delay_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_scenario("small", tmp_path / "small")
     job = str(tmp_path / "small")
-    text = run_piped(["report", job, "--view", "launch", "--no-cache"])
+    text = run_piped(capsys, monkeypatch, ["report", job, "--view", "launch", "--no-cache"])
     assert max(len(line) for line in text.splitlines()) <= 160
     titles = [line.split(" · ")[0] for line in text.splitlines() if line.startswith("launch ")]
     assert titles == ["launch summary", "launch short-kernels", "launch runtime-outliers", "launch delay-outliers"]
@@ -167,19 +173,20 @@ def test_piped_launch_prints_the_summary_and_outliers_with_the_delay_column(tmp_
     assert "launch delay µs" in text and "145.00" in text
     assert text.count("│    0 │") == 1 + 6
     # At 80 columns the key column (launch_delay_us) stays, whatever else is left out.
-    narrow = run_piped(["report", job, "--view", "launch", "--full", "--no-cache"], columns=80)
+    narrow = run_piped(capsys, monkeypatch, ["report", job, "--view", "launch", "--full", "--no-cache"], columns=80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
     header = next(line for line in narrow.splitlines() if "rank" in line and "┃" in line)
     assert "delay µs" in header
     assert len([line for line in narrow.splitlines() if line.startswith("│")]) == 28
 
 
-def test_report_help_groups_flags_by_view() -> None:
-    text = run_piped(["report", "--help"])
+def test_report_help_groups_flags_by_view(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # argparse wraps help to $COLUMNS: 80, what a child process on a pipe is given by default.
+    text = run_piped(capsys, monkeypatch, ["report", "--help"], columns=80)
     launch = text[text.index("--view launch (Launch):") : text.index("--view queue")]
     assert "--delay-outliers" in launch and "--runtime-cutoff" in launch and "--full" in launch
     assert "--by-stream" not in launch
-    own = run_piped(["report", "--view", "launch", "--help"])
+    own = run_piped(capsys, monkeypatch, ["report", "--view", "launch", "--help"], columns=80)
     assert "--delay-outliers" in own and "--full" in own and "--by-stream" not in own and "--view idle" not in own
     assert "print the delay-outliers table of launch: Launches whose GPU work waited longer" in " ".join(own.split())
 
@@ -223,30 +230,38 @@ def test_diff_table_keeps_the_change_columns_at_80(tmp_path: Path) -> None:
     assert "--wide shows all" in text
 
 
-def test_skipped_files_are_listed_under_info_and_report(tmp_path: Path) -> None:
+def test_skipped_files_are_listed_under_info_and_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 25 #13: a file skipped while loading leaves a sign in stdout, not only on stderr."""
     write_scenario("small", tmp_path / "small")
     (tmp_path / "small" / "rank-2.json").write_text("{not json")
     job = str(tmp_path / "small")
     for args in (["info", job], ["report", job, "--view", "temporal"]):
-        text = run_piped([*args, "--no-cache"])
+        text = run_piped(capsys, monkeypatch, [*args, "--no-cache"])
         assert "(1 note, listed below)" in text.splitlines()[0]
         lines = text.splitlines()
         # The note may wrap at the piped width (a long tmp path), so read from its first line to the end.
         note = " ".join(next(lines[i:] for i in range(len(lines)) if lines[i].startswith("skipped ")))
         assert note.startswith(f"skipped {tmp_path / 'small' / 'rank-2.json'}: invalid JSON")
-    assert "skipped" not in run_piped(["report", job, "--view", "temporal", "--no-cache", "--format", "csv"])
+    assert "skipped" not in run_piped(
+        capsys, monkeypatch, ["report", job, "--view", "temporal", "--no-cache", "--format", "csv"]
+    )
 
 
-def test_info_at_80_columns_keeps_file_names_and_says_shared_values_once() -> None:
+def test_info_at_80_columns_keeps_file_names_and_says_shared_values_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 25 #9: at 80 columns `info` cut file names to `work…ker0_…` and dropped device, rank
     source and warnings. The device and rank source (one value for the job) go to the title, so the
     file names stay whole; CSV keeps every column."""
-    text = run_piped(["info", str(ROOT / "fixtures" / "demo"), "--no-cache"], columns=80)
+    text = run_piped(capsys, monkeypatch, ["info", str(ROOT / "fixtures" / "demo"), "--no-cache"], columns=80)
     assert "device: NVIDIA A100-SXM4-80GB" in " ".join(text.split())
     assert all(f"rank-{rank}.json.gz" in text for rank in range(4))
     assert max(len(line) for line in text.splitlines()) <= 80
-    header = run_piped(["info", str(ROOT / "fixtures" / "demo"), "--format", "csv"]).splitlines()[0]
+    header = run_piped(capsys, monkeypatch, ["info", str(ROOT / "fixtures" / "demo"), "--format", "csv"]).splitlines()[
+        0
+    ]
     assert header == "rank,file,rank_source,device,events,kernels,streams,span_ms,steps,warnings"
 
 

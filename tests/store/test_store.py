@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import polars as pl
@@ -87,12 +89,20 @@ def test_ray_engine_writes_the_same_dataset(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("RAY_agent_register_timeout_ms", "20000")
     job = tiny_job(tmp_path / "job")
     ingest([job], tmp_path / "local", engine="local", max_workers=2)
+    before = _children()
     try:
         # One Ray worker: Ray starts a worker process per CPU it is given, each importing htatui.
         ingest([job], tmp_path / "ray", engine="ray", max_workers=1)
     except DatasetError as exc:
         # Ray gives its node 30 s to register, hard-coded; a machine shared by many jobs can miss that.
         if RAY_DID_NOT_START in str(exc):
+            # Ray's node raises in its constructor, so ray.shutdown() cannot stop what it started: its
+            # GCS, dashboard and monitors would poll on until this worker exits (~20 CPU-s in 10 min).
+            left = _children() - before
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            for pid in left:
+                os.waitpid(pid, 0)
             pytest.skip(f"local Ray could not start on this (overloaded?) machine: {exc}")
         raise
     local, ray = open_dataset(tmp_path / "local"), open_dataset(tmp_path / "ray")
@@ -101,6 +111,18 @@ def test_ray_engine_writes_the_same_dataset(tmp_path: Path, monkeypatch: pytest.
     for a, b in zip(local.ranks, ray.ranks, strict=True):
         assert a.events().equals(b.events())
     assert pl.read_ipc(tmp_path / "ray" / "summary.arrow").height == 2
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux: /proc/self/task/*/children; empty elsewhere)."""
+    pids: set[int] = set()
+    tasks = Path("/proc/self/task")
+    for task in tasks.iterdir() if tasks.is_dir() else ():
+        try:
+            pids.update(int(pid) for pid in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return pids
 
 
 def test_opening_a_dataset_reads_no_rank_and_the_summary_answers(tmp_path: Path) -> None:

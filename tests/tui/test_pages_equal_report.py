@@ -96,7 +96,7 @@ async def test_every_page_table_is_reports_table(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    cli_loads_once: None,
+    cli_one_job: None,
 ) -> None:
     monkeypatch.setenv("HTATUI_CACHE_DIR", str(tmp_path / "cache"))  # report reads the app's parse
     if job == "memory":
