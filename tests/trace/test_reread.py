@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -139,11 +140,16 @@ def test_one_pass_reads_the_comm_inputs_and_the_call_arguments(tmp_path: Path, m
         ],
     )
     passes: list[str] = []
+
+    def counted(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def read(*args: Any) -> Any:
+            passes.append(name)
+            return real(*args)
+
+        return read
+
     for module in (comm_inputs, op_args):
-        real = module.read_raw_events
-        monkeypatch.setattr(
-            module, "read_raw_events", lambda *a, real=real, name=module.__name__: passes.append(name) or real(*a)
-        )
+        monkeypatch.setattr(module, "read_raw_events", counted(module.read_raw_events, module.__name__))
     REREAD.clear()
     alone = op_args.read_call_args(path)
     REREAD.clear()
