@@ -22,8 +22,8 @@ from htatui.sources import SourcePath
 from htatui.trace.decode import RawEvent, TraceFormatError
 from htatui.trace.events import read_raw_events
 from htatui.trace.fetch import read_source_bytes
-from htatui.trace.kineto import spellings
-from htatui.trace.reread import REREAD
+from htatui.trace.op_args import CALL_ARGS_READ, OpArgRows, host_ops
+from htatui.trace.reread import REREAD, file_version
 
 RECORD_PARAM_COMMS = "record_param_comms"
 """PyTorch's own record of a collective's parameters, nested in the collective's op."""
@@ -35,8 +35,6 @@ COMM_INPUT_SCHEMA: dict[str, pl.DataType] = {
 }
 """One row per collective host op with shapes: its inputs' dims and type names as recorded
 (`[[6144], []]`, `["float", "Scalar"]`); an input whose dims are not a list of integers has null."""
-
-_OP_CATS = spellings("cpu_op", "user_annotation")
 
 
 class _ShapeArgs(msgspec.Struct, frozen=True):
@@ -62,11 +60,17 @@ def read_comm_inputs(path: SourcePath, names: Iterable[str]) -> pl.DataFrame:
 
 
 def _read_comm_inputs(path: SourcePath, wanted: frozenset[str]) -> pl.DataFrame:
+    # The ops' call arguments come from the same pass unless kept: one read of the file serves
+    # the Ranks page's bytes and the Ops page's shapes (the Diagnosis reads both).
+    version = file_version(path)
+    with_calls = not REREAD.holds(version, CALL_ARGS_READ)
     try:
-        rows, _ = read_raw_events(read_source_bytes(path), lambda: CommInputRows(wanted), [])
+        rows, _ = read_raw_events(read_source_bytes(path), lambda: _CommAndCallRows(wanted, with_calls), [])
     except (OSError, TraceFormatError) as exc:
         raise CommInputsError(f"{path}: cannot read it again for collective shapes ({exc})") from None
-    return rows.frame()
+    if rows.calls is not None:
+        REREAD.keep(version, CALL_ARGS_READ, rows.calls.frame())
+    return rows.comm.frame()
 
 
 def _dims(value: object) -> list[int] | None:
@@ -76,20 +80,18 @@ def _dims(value: object) -> list[int] | None:
 
 
 class CommInputRows:
-    """The shapes of a trace's collective host ops, a piece at a time (a `read_raw_events` sink)."""
+    """The shapes of a trace's collective host ops, a piece at a time."""
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
-        self.events_seen = 0
         self.index: list[int] = []
         self.dims: list[list[list[int] | None]] = []
         self.types: list[list[str | None]] = []
 
-    def add(self, events: list[RawEvent]) -> None:
-        for position, event in enumerate(events, start=self.events_seen):
-            if event.cat not in _OP_CATS or not isinstance(event.name, str) or not event.args:
-                continue
-            if event.name not in self.names:
+    def add_ops(self, ops: list[tuple[int, RawEvent]]) -> None:
+        """The host ops of a piece with args (`op_args.host_ops`)."""
+        for position, event in ops:
+            if not isinstance(event.name, str) or event.name not in self.names:
                 continue
             try:
                 args = _DECODER.decode(event.args)
@@ -100,9 +102,25 @@ class CommInputRows:
             self.index.append(position)
             self.dims.append([_dims(d) for d in args.input_dims])
             self.types.append([t if isinstance(t, str) else None for t in args.input_types])
-        self.events_seen += len(events)
 
     def frame(self) -> pl.DataFrame:
         return pl.DataFrame(
             {"index": self.index, "input_dims": self.dims, "input_types": self.types}, schema=COMM_INPUT_SCHEMA
         )
+
+
+class _CommAndCallRows:
+    """The comm inputs and, unless kept already, the ops' call arguments, in one pass over the
+    host ops (a `read_raw_events` sink)."""
+
+    def __init__(self, names: frozenset[str], with_calls: bool) -> None:
+        self.comm = CommInputRows(names)
+        self.calls = OpArgRows() if with_calls else None
+        self.events_seen = 0
+
+    def add(self, events: list[RawEvent]) -> None:
+        ops = host_ops(events, self.events_seen)
+        self.comm.add_ops(ops)
+        if self.calls is not None:
+            self.calls.add_ops(ops)
+        self.events_seen += len(events)

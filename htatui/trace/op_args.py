@@ -44,6 +44,17 @@ null when none), which are then null here."""
 OP_CATS = spellings("cpu_op", "user_annotation")
 """The categories whose events carry shapes and flops."""
 
+CALL_ARGS_READ = "op_args"
+"""What `reread.REREAD` keeps the call arguments under (the comm inputs' read keeps them too)."""
+
+
+def host_ops(events: list[RawEvent], first: int) -> list[tuple[int, RawEvent]]:
+    """(file position, event) of the events of OP_CATS with args, in a piece whose first event
+    is the file's `first`: what the call-argument and comm-input readers look at."""
+    return [
+        (position, event) for position, event in enumerate(events, start=first) if event.cat in OP_CATS and event.args
+    ]
+
 
 class OpArgsError(HtatuiError, ValueError):
     """The file cannot be read again for its op arguments; the message names it (a ValueError:
@@ -59,7 +70,7 @@ def read_call_args(path: SourcePath) -> pl.DataFrame:
     """`CALL_ARGS_SCHEMA` rows for the ops of the trace file at `path` (kept per file version by
     `reread.REREAD`; one read serves both readers)."""
     try:
-        return REREAD.read(path, "op_args", _read_call_args)
+        return REREAD.read(path, CALL_ARGS_READ, _read_call_args)
     except OSError as exc:
         raise OpArgsError(f"{path}: cannot read it again for input shapes/flops ({exc.strerror})") from None
 
@@ -84,9 +95,12 @@ class OpArgRows:
         self.dropped: list[str | None] = []
 
     def add(self, events: list[RawEvent]) -> None:
-        for position, event in enumerate(events, start=self.events_seen):
-            if event.cat not in OP_CATS or not event.args:
-                continue
+        self.add_ops(host_ops(events, self.events_seen))
+        self.events_seen += len(events)
+
+    def add_ops(self, ops: list[tuple[int, RawEvent]]) -> None:
+        """The host ops of a piece with args (`host_ops`)."""
+        for position, event in ops:
             try:
                 args = OPERATOR_ARGS_DECODER.decode(event.args)
             except (msgspec.DecodeError, UnicodeDecodeError):
@@ -108,7 +122,6 @@ class OpArgRows:
             given = (args.input_dims if dims_fine else None, args.input_type, args.input_strides, args.concrete_inputs)
             for key, value in zip(_JSON_COLUMNS, given, strict=True):
                 self.json[key].append(None if value is None else msgspec.json.encode(value).decode())
-        self.events_seen += len(events)
 
     def _unreadable(self, position: int) -> None:
         self.index.append(position)

@@ -84,6 +84,20 @@ class Rereader:
                 self._trim()
         return value
 
+    def holds(self, version: Hashable, what: Hashable) -> bool:
+        """Whether the read `what` of a file's version (`file_version`) is kept."""
+        with self._lock:
+            return (version, what) in self._kept
+
+    def keep(self, version: Hashable, what: Hashable, value: object) -> None:
+        """Keep `value` as the read `what` of a file's version, made by a pass that read something
+        else (a read already kept stays)."""
+        key = (version, what)
+        with self._lock:
+            if key not in self._kept:
+                self._kept[key] = (value, held_bytes(value))
+                self._trim()
+
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()

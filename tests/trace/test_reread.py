@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -122,3 +123,42 @@ def test_the_three_readers_share_the_keeper_and_name_a_file_that_is_gone(
     path.unlink()
     with pytest.raises(error, match="rank-0.json: cannot read it again"):
         read(path)
+
+
+def test_one_pass_reads_the_comm_inputs_and_the_call_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kineto_util import cpu_op, write_trace
+
+    def shaped(name: str, ts: float, args: dict[str, object]) -> dict[str, object]:
+        return {**cpu_op(name, ts, 10.0), "args": args}
+
+    path = write_trace(
+        tmp_path / "rank-0.json",
+        [
+            shaped("nccl:all_reduce", 0.0, {"Input Dims": [[6144]], "Input type": ["float"]}),
+            shaped("aten::mm", 20.0, {"Input Dims": [[64, 128], [128, 32]], "Input type": ["float", "float"]}),
+            shaped("aten::addmm", 40.0, {"Input Dims": [[32], [64, 128], [128, 32]], "flops": 524288}),
+        ],
+    )
+    passes: list[str] = []
+
+    def counted(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def read(*args: Any) -> Any:
+            passes.append(name)
+            return real(*args)
+
+        return read
+
+    for module in (comm_inputs, op_args):
+        monkeypatch.setattr(module, "read_raw_events", counted(module.read_raw_events, module.__name__))
+    REREAD.clear()
+    alone = op_args.read_call_args(path)
+    REREAD.clear()
+    passes.clear()
+    comm = comm_inputs.read_comm_inputs(path, ["nccl:all_reduce"])
+    calls = op_args.read_call_args(path)
+    assert passes == ["htatui.trace.comm_inputs"]  # the call arguments came with the comm inputs
+    assert comm.rows() == [(0, [[6144]], ["float"])]
+    assert calls.equals(alone) and calls["index"].to_list() == [0, 1, 2]
+    assert calls["flops"].to_list() == [None, None, 524288.0]
+    comm_inputs.read_comm_inputs(path, ["nccl:all_reduce"])
+    assert len(passes) == 1

@@ -3,13 +3,17 @@ at the step's edges. docs/diagnosis/host_bound.md, kernel_storm.md and step_gaps
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.diagnosis.change import Change
 from htatui.analysis.diagnosis.common import CPU_BOUND, LAUNCH_OVERHEAD, worst_row
-from htatui.analysis.diagnosis.context import Context, without
+from htatui.analysis.diagnosis.context import Context
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 
 HOST_BOUND_CHANGE = (
@@ -127,16 +131,14 @@ def step_gaps(ctx: Context) -> list[Finding]:
         busy = ctx.gpu_busy(rank)
         if own.height == 0 or busy.height == 0:
             continue
-        loading = ctx.loader_spans(rank)
+        holes = _Holes(ctx.loader_spans(rank))
         lead = tail = 0.0
         worst_step, worst_us = None, -1.0
-        for step, start, dur in own.select("step", "start_us", "dur_us").iter_rows():
-            inside = busy.filter((pl.col("end") > start) & (pl.col("ts") < start + dur))
-            if inside.height == 0:
+        for step, start, stop, first, last in _step_edges(own, busy):
+            if first is None or last is None:
                 continue
-            first, last = float(inside["ts"][0]), max(float(end) for end in inside["end"].to_list())
-            before = _length(without(_span(start, first), loading))
-            after = _length(without(_span(last, start + dur), loading))
+            before = holes.length_outside(start, max(start, first))
+            after = holes.length_outside(last, max(last, stop))
             lead, tail = lead + before, tail + after
             if before + after > worst_us:
                 worst_step, worst_us = step, before + after
@@ -166,9 +168,50 @@ def step_gaps(ctx: Context) -> list[Finding]:
     ]
 
 
-def _span(ts: float, end: float) -> pl.DataFrame:
-    return pl.DataFrame({"ts": [ts], "end": [max(ts, end)]}, schema={"ts": pl.Float64(), "end": pl.Float64()})
+def _step_edges(
+    steps: pl.DataFrame, busy: pl.DataFrame
+) -> Iterator[tuple[int, float, float, float | None, float | None]]:
+    """step, start, end, and the start of its first and the end of its last GPU busy interval
+    (None when none overlaps it) for each step, found by binary search: `busy` is sorted and
+    disjoint, so its ends rise with its starts."""
+    starts, ends = busy["ts"].to_numpy(), busy["end"].to_numpy()
+    step_starts = steps["start_us"].to_numpy()
+    stops = step_starts + steps["dur_us"].to_numpy()
+    # The busy intervals overlapping [start, stop) are first:after, those ending after the start
+    # and starting before the stop.
+    first = np.searchsorted(ends, step_starts, side="right")
+    after = np.searchsorted(starts, stops, side="left")
+    for step, start, stop, lo, hi in zip(
+        steps["step"].to_list(), step_starts.tolist(), stops.tolist(), first.tolist(), after.tolist(), strict=True
+    ):
+        edges = (float(starts[lo]), float(ends[hi - 1])) if hi > lo else (None, None)
+        yield step, start, stop, *edges
 
 
-def _length(spans: pl.DataFrame) -> float:
-    return float((spans["end"] - spans["ts"]).sum()) if spans.height else 0.0
+class _Holes:
+    """Spans (ts, end) merged once, to measure the time of other spans outside them."""
+
+    def __init__(self, spans: pl.DataFrame) -> None:
+        merged = merge_intervals(spans.select("ts", "end"), []).sort("ts") if spans.height else spans
+        self.starts: list[float] = merged["ts"].to_list()
+        self.ends: list[float] = merged["end"].to_list()
+
+    def length_outside(self, ts: float, end: float) -> float:
+        """The time of [ts, end) outside the holes: the length of `without`'s pieces, summed as it sums them."""
+        if not self.starts:
+            return end - ts
+        pieces: list[float] = []
+        cursor = ts
+        # Holes ending at or before ts are skipped by `without` too; their ends rise.
+        for at in range(bisect.bisect_right(self.ends, ts), len(self.starts)):
+            hole_start, hole_end = self.starts[at], self.ends[at]
+            if hole_start >= end:
+                break
+            if hole_end <= cursor:
+                continue
+            if hole_start > cursor:
+                pieces.append(hole_start - cursor)
+            cursor = max(cursor, hole_end)
+        if cursor < end:
+            pieces.append(end - cursor)
+        return float(pl.Series(pieces, dtype=pl.Float64).sum()) if len(pieces) > 1 else sum(pieces, 0.0)

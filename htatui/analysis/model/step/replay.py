@@ -109,7 +109,18 @@ def replay_step_us(g: StepGraph, weight: Floats | None = None) -> float:
 
 
 def path_edges(g: StepGraph) -> Ints:
-    """The binding edges from the window's end back to its start, in time order."""
+    """The binding edges from the window's end back to its start, in time order (kept on the
+    graph, read-only: the path, its summary and every what-if ask for it)."""
+    found = g.cache.get("replay.path_edges")
+    if isinstance(found, np.ndarray):
+        return found
+    made = _path_edges(g)
+    made.flags.writeable = False
+    g.cache["replay.path_edges"] = made
+    return made
+
+
+def _path_edges(g: StepGraph) -> Ints:
     binding_of = np.full(g.node_count, -1, dtype=np.int64)
     binding_of[g.dst[g.binding]] = np.flatnonzero(g.binding)
     found: list[int] = []

@@ -115,21 +115,27 @@ def _path_frame(g: StepGraph) -> pl.DataFrame:
     charged = g.charged[e]
     has = charged >= 0
     at = np.maximum(charged, 0)
-    names = g.rows["name"].to_numpy()
-    index = g.rows["index"].to_numpy()
     row_rank = g.rows["rank"].to_numpy()
     edge_rank = changes.edge_ranks(g)[e]
+    charged_rows = g.rows.select("name", "index")[at].select(
+        # A row without a name reads "None", as str() wrote it when the names were a list.
+        name=pl.when(pl.Series(has)).then(pl.col("name").cast(pl.Utf8).fill_null("None")),
+        index=pl.when(pl.Series(has)).then(pl.col("index")),
+    )
+    bound = g.bound[e]
     return pl.DataFrame(
         {
             "rank": np.where(has, row_rank[at], edge_rank),
             "step": np.arange(len(e), dtype=np.int64),
-            "name": [str(n) if h else None for n, h in zip(names[at].tolist(), has.tolist(), strict=True)],
-            "edge_type": [EDGE_NAMES[k] for k in g.kind[e].tolist()],
+            "name": charged_rows["name"],
+            "edge_type": pl.Series(EDGE_NAMES, dtype=pl.Utf8).gather(g.kind[e]),
             "start_us": start,
             "end_us": end,
             "duration_us": end - start,
-            "bound_by": [BOUND_TYPES[b] if b >= 0 else "" for b in g.bound[e].tolist()],
-            "index": [int(i) if h else None for i, h in zip(index[at].tolist(), has.tolist(), strict=True)],
+            "bound_by": pl.Series([*BOUND_TYPES, ""], dtype=pl.Utf8).gather(
+                np.where(bound >= 0, bound, len(BOUND_TYPES))
+            ),
+            "index": charged_rows["index"],
         },
         schema=PATH_SCHEMA,
     )
@@ -171,22 +177,25 @@ def what_if_savings(traces: TraceSet, options: CriticalPathOptions, wanted: Sequ
 def savings_of(
     g: StepGraph | None, traces: TraceSet, options: CriticalPathOptions, wanted: Sequence[Change]
 ) -> list[Saving]:
-    """Each change replayed on `g`. A change that only shortens edges off the path saves nothing
-    (the path keeps its length, every other chain only gets shorter): it is not replayed."""
+    """Each change replayed on `g`, an equal change once. A change that only shortens edges off
+    the path saves nothing (the path keeps its length, every other chain only gets shorter): it
+    is not replayed."""
     if g is None:
         return [Saving(change, 0.0, 0.0, 0.0, 0.0, 0.0, "no step graph") for change in wanted]
     base = replay_step_us(g)
     on_path = np.zeros(len(g.src), dtype=bool)
     on_path[path_edges(g)] = True
-    found = []
+    found: dict[Change, Saving] = {}
     for change in wanted:
+        if change in found:
+            continue
         weight, detail = changed_weights(g, traces, options, change)
         changed = weight != g.weight
         off_path = not (changed & on_path).any() and bool((weight <= g.weight).all())
         after = base if off_path else replay_step_us(g, weight)
         saved = base - after
-        found.append(Saving(change, g.step_us, base, after, saved, 100.0 * saved / base if base > 0 else 0.0, detail))
-    return found
+        found[change] = Saving(change, g.step_us, base, after, saved, 100.0 * saved / base if base > 0 else 0.0, detail)
+    return [found[change] for change in wanted]
 
 
 def changed_weights(
