@@ -255,6 +255,22 @@ def test_step_gaps_are_the_idle_at_the_steps_edges(tmp_path: Path) -> None:
     assert json.loads(found["row"]) == {"rank": 0, "step": 1}
 
 
+def test_step_gaps_leave_the_data_loaders_time_to_its_rule(tmp_path: Path) -> None:
+    """The data loader [B, B+200) first, then a kernel [B+300, B+700): of the 300 µs before the
+    kernel, 200 are the loader's (the data_loader rule's), so the edges hold 100 + 300 µs, 40 %."""
+
+    def make(n: int, base: float) -> list[Event]:
+        return [
+            cpu_op(LOADER, base, 200, cat="user_annotation"),
+            runtime("cudaLaunchKernel", base + 290, 5, n),
+            kernel("k", base + 300, 400, corr=n),
+        ]
+
+    found = findings(job(tmp_path, make))["step_gaps"]
+    assert found["estimate_us"] == pytest.approx(400.0)
+    assert "100 µs a step from the step's start to its first GPU work, 300 µs from" in found["evidence"]
+
+
 def test_no_step_gaps_when_the_gpu_works_edge_to_edge(tmp_path: Path) -> None:
     def make(n: int, base: float) -> list[Event]:
         return [runtime("cudaLaunchKernel", base + 1, 3, n), kernel("k", base + 5, 990, corr=n)]

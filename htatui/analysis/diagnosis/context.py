@@ -3,6 +3,7 @@ times, each rank's GPU busy time, and the rule thresholds."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,20 +155,45 @@ def without(spans: pl.DataFrame, holes: pl.DataFrame) -> pl.DataFrame:
     """`spans` (ts, end) with the time of `holes` (ts, end) taken out of them."""
     if spans.height == 0 or holes.height == 0:
         return spans.select("ts", "end")
-    merged = merge_intervals(holes.select("ts", "end"), []).sort("ts")
-    starts, ends = merged["ts"].to_list(), merged["end"].to_list()
-    out: list[tuple[float, float]] = []
-    for ts, end in spans.select("ts", "end").iter_rows():
+    merged = Holes(holes)
+    out = [piece for ts, end in spans.select("ts", "end").iter_rows() for piece in merged.pieces(ts, end)]
+    return pl.DataFrame(out, schema={"ts": pl.Float64(), "end": pl.Float64()}, orient="row")
+
+
+class Holes:
+    """Spans (ts, end) merged once, to take out of other spans (`without`) or to measure the time
+    of a span outside them: a rule asks it once a step, so each ask looks only at the holes near."""
+
+    def __init__(self, holes: pl.DataFrame) -> None:
+        merged = merge_intervals(holes.select("ts", "end"), []).sort("ts") if holes.height else holes
+        self.starts: list[float] = merged["ts"].to_list()
+        self.ends: list[float] = merged["end"].to_list()
+
+    def pieces(self, ts: float, end: float) -> list[tuple[float, float]]:
+        """[ts, end) less the holes, in time order (nothing when it is empty or inside a hole)."""
+        out: list[tuple[float, float]] = []
         cursor = ts
-        for hole_start, hole_end in zip(starts, ends, strict=True):
-            if hole_end <= cursor or hole_start >= end:
+        # The holes are disjoint and sorted, so their ends rise: those ending by ts touch nothing.
+        for at in range(bisect.bisect_right(self.ends, ts), len(self.starts)):
+            hole_start, hole_end = self.starts[at], self.ends[at]
+            if hole_start >= end:
+                break
+            if hole_end <= cursor:
                 continue
             if hole_start > cursor:
                 out.append((cursor, hole_start))
             cursor = max(cursor, hole_end)
         if cursor < end:
             out.append((cursor, end))
-    return pl.DataFrame(out, schema={"ts": pl.Float64(), "end": pl.Float64()}, orient="row")
+        return out
+
+    def length_outside(self, ts: float, end: float) -> float:
+        """The time of [ts, end) outside the holes, summed as a frame of `without`'s pieces sums
+        (the whole span when there are no holes, as `without` keeps it)."""
+        if not self.starts:
+            return end - ts
+        lengths = [stop - start for start, stop in self.pieces(ts, end)]
+        return float(pl.Series(lengths, dtype=pl.Float64).sum()) if len(lengths) > 1 else sum(lengths, 0.0)
 
 
 def _busy_until(busy: pl.DataFrame, times: np.ndarray) -> np.ndarray:

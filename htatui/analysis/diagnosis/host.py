@@ -3,17 +3,15 @@ at the step's edges. docs/diagnosis/host_bound.md, kernel_storm.md and step_gaps
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from htatui.analysis.core.intervals import merge_intervals
 from htatui.analysis.diagnosis.change import Change
 from htatui.analysis.diagnosis.common import CPU_BOUND, LAUNCH_OVERHEAD, worst_row
-from htatui.analysis.diagnosis.context import Context
+from htatui.analysis.diagnosis.context import Context, Holes
 from htatui.analysis.diagnosis.finding import Evidence, Finding
 
 HOST_BOUND_CHANGE = (
@@ -131,7 +129,7 @@ def step_gaps(ctx: Context) -> list[Finding]:
         busy = ctx.gpu_busy(rank)
         if own.height == 0 or busy.height == 0:
             continue
-        holes = _Holes(ctx.loader_spans(rank))
+        holes = Holes(ctx.loader_spans(rank))
         lead = tail = 0.0
         worst_step, worst_us = None, -1.0
         for step, start, stop, first, last in _step_edges(own, busy):
@@ -186,32 +184,3 @@ def _step_edges(
     ):
         edges = (float(starts[lo]), float(ends[hi - 1])) if hi > lo else (None, None)
         yield step, start, stop, *edges
-
-
-class _Holes:
-    """Spans (ts, end) merged once, to measure the time of other spans outside them."""
-
-    def __init__(self, spans: pl.DataFrame) -> None:
-        merged = merge_intervals(spans.select("ts", "end"), []).sort("ts") if spans.height else spans
-        self.starts: list[float] = merged["ts"].to_list()
-        self.ends: list[float] = merged["end"].to_list()
-
-    def length_outside(self, ts: float, end: float) -> float:
-        """The time of [ts, end) outside the holes: the length of `without`'s pieces, summed as it sums them."""
-        if not self.starts:
-            return end - ts
-        pieces: list[float] = []
-        cursor = ts
-        # Holes ending at or before ts are skipped by `without` too; their ends rise.
-        for at in range(bisect.bisect_right(self.ends, ts), len(self.starts)):
-            hole_start, hole_end = self.starts[at], self.ends[at]
-            if hole_start >= end:
-                break
-            if hole_end <= cursor:
-                continue
-            if hole_start > cursor:
-                pieces.append(hole_start - cursor)
-            cursor = max(cursor, hole_end)
-        if cursor < end:
-            pieces.append(end - cursor)
-        return float(pl.Series(pieces, dtype=pl.Float64).sum()) if len(pieces) > 1 else sum(pieces, 0.0)
