@@ -21,6 +21,7 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _WATCH_INTERVAL_S = 0.5
+_MANAGER_JOIN_S = 10.0
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -109,7 +110,13 @@ def termination_deferred() -> Iterator[None]:
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel queued work and end the running workers now instead of waiting for their files."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.terminate()
+    # The pool's manager thread closes its wake-up pipe as it ends; left running, that close can
+    # race the interpreter's exit hook writing to the same pipe ("Bad file descriptor", CPython
+    # 3.11), so the thread is let finish here, which takes milliseconds once the workers are gone.
+    if manager is not None and manager is not threading.current_thread():
+        manager.join(timeout=_MANAGER_JOIN_S)

@@ -581,9 +581,12 @@ def test_stopping_the_pool_ends_busy_workers() -> None:
     time.sleep(0.5)
     processes = list(pool._processes.values())
     assert processes and all(process.is_alive() for process in processes), "the worker never started"
+    manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
     started = time.monotonic()
     stop_pool(pool)
     assert time.monotonic() - started < 10
+    # Its manager thread is over too: left running, it raced the exit hook over a pipe (CI, stop 45).
+    assert manager is not None and not manager.is_alive()
     # The task sleeps 60 s, so a worker gone within 30 s was ended, not waited for (slack for a loaded machine).
     gone_by = time.monotonic() + 30
     while time.monotonic() < gone_by and not all(_ended(process) for process in processes):
