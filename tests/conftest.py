@@ -126,7 +126,9 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _CLI_LOADED: dict[tuple[object, ...], TraceSet] = {}
 
 
-def _load_once(monkeypatch: pytest.MonkeyPatch, fresh_each_command: bool) -> None:
+def _load_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's `_load` patched: each job's files are loaded and checked once per session, and the
+    commands run under the patch share one job per path, begun with nothing derived."""
     cli_main = importlib.import_module("htatui.cli.main")  # the package's `main` is the function
     real_load = cli_main._load
     mine: dict[tuple[object, ...], TraceSet] = {}
@@ -135,26 +137,19 @@ def _load_once(monkeypatch: pytest.MonkeyPatch, fresh_each_command: bool) -> Non
         key = tuple(paths)
         if key not in _CLI_LOADED:
             _CLI_LOADED[key] = real_load(paths, use_cache, show_warnings, **kwargs)
-        if key in mine:
-            return mine[key]
-        first = _CLI_LOADED[key]
-        job = TraceSet(
-            first.ranks, first.problems, first.notes, summary=first.summary, kept=first.kept, captures=first.captures
-        )
-        if not fresh_each_command:
-            mine[key] = job
-        return job
+        if key not in mine:
+            first = _CLI_LOADED[key]
+            mine[key] = TraceSet(
+                first.ranks,
+                first.problems,
+                first.notes,
+                summary=first.summary,
+                kept=first.kept,
+                captures=first.captures,
+            )
+        return mine[key]
 
     monkeypatch.setattr(cli_main, "_load", load)
-
-
-@pytest.fixture
-def cli_loads_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The CLI loads each job once per session: each later command gets a job of the same ranks with
-    nothing derived, so every table is made again as a new process would make it, without loading
-    and checking the files each time (the tests that use it compare tables, never the loading)."""
-    _load_once(monkeypatch, fresh_each_command=True)
-    yield
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +158,15 @@ def cli_module_job() -> Iterator[None]:
     nothing derived (and nothing shared with a job a test loads itself). For a module that asks
     `report` for each table once: what another table derived is reused, as in one process."""
     with pytest.MonkeyPatch.context() as patch:
-        _load_once(patch, fresh_each_command=False)
+        _load_once(patch)
         yield
 
 
 @pytest.fixture
 def cli_one_job(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """As `cli_loads_once`, but the test's commands share one job, begun with nothing derived: what
-    one command derives (a step model, the kernels typed) the next reuses, as one `report` process
-    making several tables would. Nothing is shared with a job the test loaded itself, nor with
-    another test."""
-    _load_once(monkeypatch, fresh_each_command=False)
+    """The test's CLI commands share one job per path, loaded once per session and begun with
+    nothing derived: what one command derives (a step model, the kernels typed) the next reuses, as
+    one `report` process making several tables would. Nothing is shared with a job the test loaded
+    itself, nor with another test. The tests that use it compare tables, never the loading."""
+    _load_once(monkeypatch)
     yield
